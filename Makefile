@@ -1,0 +1,60 @@
+# vram: the two set-up commands are `make run` and `make test`.
+BUILD     ?= build
+ASAN      ?= build-asan
+TSAN      ?= build-tsan
+JOBS      ?= $(shell nproc)
+CMAKE_FLAGS ?= -DVRAM_WERROR=ON
+
+# Debian packages the build and the tests need (installed by `make deps`).
+DEPS := cmake make gcc pkg-config libcmocka-dev libjansson-dev libmicrohttpd-dev \
+        libcurl4-openssl-dev libsqlite3-dev libncurses-dev libyaml-dev sqlite3 \
+        procps python3 curl
+
+.PHONY: all build deps test test-unit asan tsan run bench format clean
+
+all: build
+
+deps:
+	@missing=$$(for p in $(DEPS); do dpkg-query -W -f='$${Status}\n' $$p 2>/dev/null | grep -q '^install ok installed' || echo $$p; done); \
+	if [ -z "$$missing" ]; then echo "deps: all installed"; exit 0; fi; \
+	if [ "$$(id -u)" = 0 ]; then \
+	  echo "deps: installing $$missing"; \
+	  apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq $$missing; \
+	else \
+	  echo "deps: missing packages; run as root:"; \
+	  echo "  apt-get install -y $$missing"; exit 1; \
+	fi
+
+$(BUILD)/CMakeCache.txt:
+	cmake -S . -B $(BUILD) $(CMAKE_FLAGS)
+
+build: $(BUILD)/CMakeCache.txt
+	cmake --build $(BUILD) -j $(JOBS)
+
+# The ASan+UBSan build runs the unit tests; part of `make test`.
+asan:
+	cmake -S . -B $(ASAN) $(CMAKE_FLAGS) -DVRAM_SANITIZE=ON -DCMAKE_BUILD_TYPE=Debug
+	cmake --build $(ASAN) -j $(JOBS)
+	cd $(ASAN) && ASAN_OPTIONS=detect_leaks=1 ctest -L unit --output-on-failure -j $(JOBS)
+
+# ThreadSanitizer build of the tests labelled "threads" (documented target).
+tsan:
+	cmake -S . -B $(TSAN) $(CMAKE_FLAGS) -DVRAM_TSAN=ON -DCMAKE_BUILD_TYPE=Debug
+	cmake --build $(TSAN) -j $(JOBS)
+	cd $(TSAN) && ctest -L threads --output-on-failure
+
+test: build
+	cd $(BUILD) && ctest --output-on-failure -j $(JOBS)
+	$(MAKE) asan
+
+run: deps build
+	bash scripts/run-demo.sh $(BUILD)
+
+bench: build
+	cmake --build $(BUILD) --target bench -j $(JOBS)
+
+format:
+	clang-format -i $$(git ls-files '*.c' '*.h')
+
+clean:
+	rm -rf $(BUILD) $(ASAN) $(TSAN)

@@ -1,0 +1,50 @@
+/* vram: dispatches to one subcommand per file. */
+#include "cli.h"
+
+#include <stdio.h>
+#include <string.h>
+
+int vram_cli_info(int argc, char **argv);
+int vram_cli_sim(int argc, char **argv);
+
+static const struct {
+    const char *name;
+    cli_command_fn fn;
+    const char *summary;
+} commands[] = {
+    {"info", vram_cli_info, "GPUs and their memory (--json, -i N)"},
+    {"sim", vram_cli_sim, "simulated GPUs: vram sim alloc --mem 10GiB"},
+};
+
+static void usage(FILE *out)
+{
+    fprintf(out, "usage: vram <command> [options]\n\ncommands:\n");
+    for (size_t i = 0; i < sizeof commands / sizeof commands[0]; i++)
+        fprintf(out, "  %-10s %s\n", commands[i].name, commands[i].summary);
+    fprintf(out, "\nEnvironment (VRAM_*):\n");
+    for (int i = 0; i < VRAM_OPT_COUNT_; i++)
+        fprintf(out, "  %-26s %s (default \"%s\")\n", vram_option_env(i), vram_option_help(i),
+                vram_option_default(i));
+    fprintf(out, "\n'vram <command> --help' for a command's options.\n");
+}
+
+int main(int argc, char **argv)
+{
+    if (argc < 2) {
+        usage(stderr);
+        return CLI_USAGE;
+    }
+    if (!strcmp(argv[1], "-h") || !strcmp(argv[1], "--help") || !strcmp(argv[1], "help")) {
+        usage(stdout);
+        return CLI_OK;
+    }
+    if (!strcmp(argv[1], "--version")) {
+        printf("vram 0.1.0\n");
+        return CLI_OK;
+    }
+    for (size_t i = 0; i < sizeof commands / sizeof commands[0]; i++)
+        if (!strcmp(argv[1], commands[i].name)) return commands[i].fn(argc - 1, argv + 1);
+    fprintf(stderr, "vram: unknown command \"%s\"\n", argv[1]);
+    usage(stderr);
+    return CLI_USAGE;
+}

@@ -1,0 +1,119 @@
+/* Sizes, fractions and durations as people write them. */
+#include "vram.h"
+
+#include <ctype.h>
+#include <errno.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+#include <time.h>
+
+static const struct {
+    const char *suffix;
+    double factor;
+} size_suffixes[] = {
+    {"", 1},         {"b", 1},      {"k", 0x1p10},   {"kb", 1e3},     {"kib", 0x1p10},
+    {"m", 0x1p20},   {"mb", 1e6},   {"mib", 0x1p20}, {"g", 0x1p30},   {"gb", 1e9},
+    {"gib", 0x1p30}, {"t", 0x1p40}, {"tb", 1e12},    {"tib", 0x1p40},
+};
+
+int vram_parse_size(const char *text, uint64_t *out)
+{
+    if (!text || !*text) return vram_fail(VRAM_EINVAL, "empty size");
+    const char *p = text;
+    while (isspace((unsigned char)*p))
+        p++;
+    if (*p == '-') return vram_fail(VRAM_EINVAL, "size \"%s\" is negative", text);
+    if (!isdigit((unsigned char)*p) && *p != '.')
+        return vram_fail(VRAM_EINVAL, "size \"%s\" does not start with a number", text);
+    errno = 0;
+    char *end;
+    double value = strtod(p, &end);
+    if (errno || end == p || !isfinite(value))
+        return vram_fail(VRAM_EINVAL, "size \"%s\" is not a number", text);
+    while (isspace((unsigned char)*end))
+        end++;
+    for (size_t i = 0; i < sizeof size_suffixes / sizeof size_suffixes[0]; i++) {
+        if (strcasecmp(end, size_suffixes[i].suffix) != 0) continue;
+        double bytes = value * size_suffixes[i].factor;
+        if (bytes >= 0x1p64) return vram_fail(VRAM_EINVAL, "size \"%s\" is too large", text);
+        *out = (uint64_t)llround(bytes);
+        return 0;
+    }
+    return vram_fail(VRAM_EINVAL,
+                     "size \"%s\": unknown unit \"%s\" (use B, KiB, MiB, GiB, TiB, KB, MB, GB, TB)",
+                     text, end);
+}
+
+int vram_parse_size_or_fraction(const char *text, uint64_t total, uint64_t *out)
+{
+    if (text && strchr(text, '.') && !strpbrk(text, "bBkKmMgGtT")) {
+        char *end;
+        errno = 0;
+        double f = strtod(text, &end);
+        if (errno || *end || f < 0 || f > 1)
+            return vram_fail(VRAM_EINVAL, "\"%s\" is neither a size nor a fraction in [0,1]", text);
+        *out = (uint64_t)((double)total * f);
+        return 0;
+    }
+    return vram_parse_size(text, out);
+}
+
+int vram_parse_seconds(const char *text, double *out)
+{
+    if (!text || !*text) return vram_fail(VRAM_EINVAL, "empty duration");
+    char *end;
+    errno = 0;
+    double v = strtod(text, &end);
+    if (errno || end == text || !isfinite(v) || v < 0)
+        return vram_fail(VRAM_EINVAL, "duration \"%s\" is not a non-negative number", text);
+    double factor;
+    if (!*end || !strcmp(end, "s"))
+        factor = 1;
+    else if (!strcmp(end, "ms"))
+        factor = 1e-3;
+    else if (!strcmp(end, "m"))
+        factor = 60;
+    else if (!strcmp(end, "h"))
+        factor = 3600;
+    else
+        return vram_fail(VRAM_EINVAL, "duration \"%s\": unknown unit \"%s\" (use ms, s, m, h)",
+                         text, end);
+    *out = v * factor;
+    return 0;
+}
+
+const char *vram_format_size(uint64_t bytes, char *buf, size_t len)
+{
+    static const char *units[] = {"KiB", "MiB", "GiB", "TiB", "PiB"};
+    if (bytes == VRAM_UNKNOWN_U64) {
+        snprintf(buf, len, "unknown");
+        return buf;
+    }
+    if (bytes < 1024) {
+        snprintf(buf, len, "%llu B", (unsigned long long)bytes);
+        return buf;
+    }
+    double v = (double)bytes / 1024;
+    size_t u = 0;
+    while (v >= 1024 && u + 1 < sizeof units / sizeof units[0]) {
+        v /= 1024;
+        u++;
+    }
+    snprintf(buf, len, "%.2f %s", v, units[u]);
+    return buf;
+}
+
+double vram_gib(uint64_t bytes)
+{
+    return (double)bytes / 0x1p30;
+}
+
+uint64_t vram_now_ns(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
+}

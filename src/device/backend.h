@@ -1,0 +1,31 @@
+/* The backend table: the only code that talks to drivers sits behind it. */
+#ifndef VRAM_DEVICE_BACKEND_H
+#define VRAM_DEVICE_BACKEND_H
+
+#include "vram.h"
+
+/* One backend. `open` loads its library or state and returns its private
+ * state; on failure it returns ENOLIB (library absent), EDRIVER (driver
+ * refused, e.g. CUDA_ERROR_STUB_LIBRARY) or EINVAL (bad VRAM_SIM spec) with a
+ * one-line message in vram_last_error(). Query calls return EAGAIN for
+ * transient driver errors (the context retries them with backoff) and fill only
+ * what they know, leaving the VRAM_UNKNOWN_* values set by the caller. `alloc`
+ * and `free` are NULL where the backend cannot allocate (nvml).
+ * Calls on one state are serialized by the context's lock. */
+typedef struct vram_backend_ops {
+    const char *name;
+    int (*open)(void **state);
+    void (*close)(void *state);
+    int (*device_count)(void *state, int *count);
+    int (*device_info)(void *state, int index, vram_device_info_t *out);
+    int (*processes)(void *state, int index, vram_process_info_t *procs, size_t cap, size_t *count);
+    int (*alloc)(void *state, int index, size_t size, void **ptr);
+    int (*free)(void *state, int index, void *ptr);
+} vram_backend_ops_t;
+
+extern const vram_backend_ops_t vram_backend_nvml;
+extern const vram_backend_ops_t vram_backend_cuda;
+extern const vram_backend_ops_t vram_backend_sim;
+extern const vram_backend_ops_t vram_backend_cpu;
+
+#endif
