@@ -6,6 +6,14 @@
 
 int vram_cli_info(int argc, char **argv);
 int vram_cli_sim(int argc, char **argv);
+int vram_cli_estimate(int argc, char **argv);
+int vram_cli_plan(int argc, char **argv);
+int vram_cli_run(int argc, char **argv);
+int vram_cli_jobs(int argc, char **argv);
+int vram_cli_status(int argc, char **argv);
+int vram_cli_cancel(int argc, char **argv);
+int vram_cli_serve(int argc, char **argv);
+int vram_cli_replay(int argc, char **argv);
 
 static const struct {
     const char *name;
@@ -14,6 +22,14 @@ static const struct {
 } commands[] = {
     {"info", vram_cli_info, "GPUs and their memory (--json, -i N)"},
     {"sim", vram_cli_sim, "simulated GPUs: vram sim alloc --mem 10GiB"},
+    {"estimate", vram_cli_estimate, "memory a model needs: vram estimate --model gpt2 --batch-size 8"},
+    {"plan", vram_cli_plan, "batch sizes that fit: vram plan --model bert-base --gpu-name A100-80GB"},
+    {"run", vram_cli_run, "run a job through vramd: vram run --mem 20GiB -- python train.py"},
+    {"jobs", vram_cli_jobs, "vramd's queued, running and recent jobs (--json)"},
+    {"status", vram_cli_status, "vramd's memory summary per GPU (--json)"},
+    {"cancel", vram_cli_cancel, "cancel a vramd job: vram cancel ID"},
+    {"serve", vram_cli_serve, "run the vramd daemon (same options as vramd)"},
+    {"replay", vram_cli_replay, "replay an allocation trace through the pool"},
 };
 
 static void usage(FILE *out)

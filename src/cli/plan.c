@@ -1,0 +1,248 @@
+/* vram plan: which batch size fits a GPU, and what to change when none does. */
+#include "cli.h"
+#include "model_args.h"
+
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+static void usage(FILE *out)
+{
+    fprintf(out, "usage: vram plan (--model NAME | --hf-config FILE | --profile FILE)\n"
+                 "                 (--gpu N | --gpu-mem SIZE | --gpu-name NAME)\n"
+                 "                 [--target F] [--no-power-of-two] [workload options] [--json]\n\n"
+                 "Recommends batch sizes for a GPU: maximum (largest estimate within --target of\n"
+                 "the free memory, default 0.70), recommended (60%% of it), safe (40%%), rounded\n"
+                 "down to powers of two. With --batch-size B, judges B and, when it does not fit,\n"
+                 "gives the micro-batch and gradient-accumulation steps that keep B.\n\n"
+                 "Target GPU:\n"
+                 "  --gpu N            device N (real or VRAM_SIM), using its free memory\n"
+                 "  --gpu-mem SIZE     a GPU with SIZE of memory, all free (e.g. 24GiB)\n"
+                 "  --gpu-name NAME    a GPU from the table (e.g. A100-80GB; --gpu-name list)\n"
+                 "  --target F         fraction of free memory to plan for (default 0.70)\n"
+                 "  --no-power-of-two  do not round recommendations to powers of two\n\n");
+    cli_model_args_help(out);
+}
+
+static int list_gpus(void)
+{
+    size_t n;
+    const vram_gpu_model_t *g = vram_gpu_models(&n);
+    for (size_t i = 0; i < n; i++)
+        printf("%-16s %8.0f GiB\n", g[i].name, vram_gib(g[i].total_bytes));
+    return CLI_OK;
+}
+
+/* Fills total/used/free from --gpu, --gpu-mem or --gpu-name. */
+static int target_device(const char *gpu, const char *mem, const char *name, bool json,
+                         vram_plan_config_t *pc, char *label, size_t len)
+{
+    int given = (gpu != NULL) + (mem != NULL) + (name != NULL);
+    if (given != 1)
+        return cli_usage_error("plan", "give exactly one of --gpu N, --gpu-mem SIZE, --gpu-name "
+                                       "NAME");
+    if (mem) {
+        if (vram_parse_size(mem, &pc->total_bytes))
+            return cli_usage_error("plan", "--gpu-mem: %s", vram_last_error());
+        if (!pc->total_bytes) return cli_usage_error("plan", "--gpu-mem must be positive");
+        pc->free_bytes = pc->total_bytes;
+        snprintf(label, len, "%s GPU", mem);
+        return 0;
+    }
+    if (name) {
+        const vram_gpu_model_t *g = vram_gpu_model_find(name);
+        if (!g) {
+            size_t n;
+            const vram_gpu_model_t *all = vram_gpu_models(&n);
+            char list[512] = "";
+            for (size_t i = 0; i < n; i++) {
+                if (i) strncat(list, ", ", sizeof list - strlen(list) - 1);
+                strncat(list, all[i].name, sizeof list - strlen(list) - 1);
+            }
+            return cli_usage_error("plan", "unknown GPU \"%s\" (known: %s)", name, list);
+        }
+        pc->total_bytes = pc->free_bytes = g->total_bytes;
+        snprintf(label, len, "%s", g->name);
+        return 0;
+    }
+    char *end;
+    errno = 0;
+    long idx = strtol(gpu, &end, 10);
+    if (errno || end == gpu || *end || idx < 0)
+        return cli_usage_error("plan", "--gpu \"%s\" is not a device index", gpu);
+    vram_ctx_t *ctx;
+    int rc = cli_open_ctx("plan", json, &ctx);
+    if (rc) return rc;
+    vram_device_info_t info;
+    rc = vram_device_info(ctx, (int)idx, &info);
+    if (rc) {
+        int count = vram_ctx_device_count(ctx);
+        vram_ctx_close(ctx);
+        if (rc == VRAM_ENODEV || rc == VRAM_EINVAL)
+            return cli_usage_error("plan", "no GPU %ld (%d device%s): %s", idx, count,
+                                   count == 1 ? "" : "s", vram_last_error());
+        return cli_runtime_error("plan", "GPU %ld: %s", idx, vram_last_error());
+    }
+    vram_ctx_close(ctx);
+    if (info.total_bytes == VRAM_UNKNOWN_U64 || info.free_bytes == VRAM_UNKNOWN_U64)
+        return cli_runtime_error("plan", "GPU %ld does not report its memory", idx);
+    pc->total_bytes = info.total_bytes;
+    pc->free_bytes = info.free_bytes;
+    pc->used_bytes =
+        info.used_bytes != VRAM_UNKNOWN_U64 ? info.used_bytes : info.total_bytes - info.free_bytes;
+    snprintf(label, len, "GPU %ld: %s (%s)", idx, info.name, info.backend);
+    return 0;
+}
+
+static json_t *plan_json(const vram_model_t *m, const cli_model_args_t *a,
+                         const vram_plan_config_t *pc, const vram_plan_t *p, const char *label)
+{
+    json_t *root = json_pack(
+        "{s:s, s:s, s:{s:s, s:I, s:I, s:I}, s:f, s:I, s:I, s:I, s:{s:I, s:I, s:I, s:I}}", "model",
+        m->name, "mode", a->est.mode == VRAM_MODE_TRAIN ? "train" : "infer", "gpu", "name", label,
+        "total_bytes", (json_int_t)pc->total_bytes, "used_bytes", (json_int_t)pc->used_bytes,
+        "free_bytes", (json_int_t)pc->free_bytes, "target", pc->target, "budget_bytes",
+        (json_int_t)p->budget_bytes, "model_bytes", (json_int_t)p->model_bytes, "per_sample_bytes",
+        (json_int_t)p->per_sample_bytes, "recommendations", "maximum", (json_int_t)p->maximum,
+        "recommended", (json_int_t)p->recommended, "safe", (json_int_t)p->safe, "largest_fitting",
+        (json_int_t)p->max_batch_raw);
+    if (pc->batch_size > 0) {
+        json_object_set_new(
+            root, "current",
+            json_pack(
+                "{s:I, s:b, s:s, s:I, s:I, s:I, s:I}", "batch_size", (json_int_t)pc->batch_size,
+                "fits", p->fit == VRAM_FIT_YES, "verdict", vram_fit_name(p->fit), "total_bytes",
+                (json_int_t)p->current.total, "micro_batch_size", (json_int_t)p->micro_batch_size,
+                "accumulation_steps", (json_int_t)p->accumulation_steps, "remaining_bytes",
+                (json_int_t)(pc->free_bytes > p->current.total ? pc->free_bytes - p->current.total
+                                                               : 0)));
+    }
+    json_t *sug = json_array();
+    for (int i = 0; i < p->nsuggestions; i++)
+        json_array_append_new(sug,
+                              json_pack("{s:s, s:s, s:I, s:b}", "change", p->suggestions[i].name,
+                                        "description", p->suggestions[i].description,
+                                        "saving_bytes", (json_int_t)p->suggestions[i].saving_bytes,
+                                        "fits", p->suggestions[i].fits));
+    json_object_set_new(root, "suggestions", sug);
+    return root;
+}
+
+static void line(const char *label, uint64_t bytes)
+{
+    printf("  %-26s %10.2f GiB\n", label, vram_gib(bytes));
+}
+
+static void plan_text(const vram_model_t *m, const cli_model_args_t *a,
+                      const vram_plan_config_t *pc, const vram_plan_t *p, const char *label)
+{
+    int64_t shown = pc->batch_size > 0 ? pc->batch_size : (p->recommended ? p->recommended : 1);
+    uint64_t batch_mem = p->per_sample_bytes * (uint64_t)shown;
+    uint64_t total = p->model_bytes + batch_mem;
+    printf("Memory analysis: %s, %s, %s on %s\n\n", m->name,
+           a->est.mode == VRAM_MODE_TRAIN ? "training" : "inference",
+           vram_precision_name(a->est.precision), label);
+    printf("GPU memory\n");
+    line("Total", pc->total_bytes);
+    line("Used", pc->used_bytes);
+    line("Free", pc->free_bytes);
+    printf("  %-26s %10.2f GiB  (%.0f%% of free)\n", "Budget", vram_gib(p->budget_bytes),
+           100 * pc->target);
+    printf("\nEstimated usage at batch %lld\n", (long long)shown);
+    line("Model (weights, states)", p->model_bytes);
+    char lbl[48];
+    snprintf(lbl, sizeof lbl, "Batch (%.2f GiB/sample)", vram_gib(p->per_sample_bytes));
+    line(lbl, batch_mem);
+    line("Total", total);
+    if (pc->free_bytes >= total)
+        line("Remaining", pc->free_bytes - total);
+    else
+        printf("  %-26s %10.2f GiB short\n", "Remaining", vram_gib(total - pc->free_bytes));
+    printf("\nBatch size recommendations%s\n", pc->power_of_two ? " (powers of two)" : "");
+    if (p->max_batch_raw == 0) {
+        printf("  Not even batch 1 fits in %.2f GiB.\n", vram_gib(p->budget_bytes));
+    } else {
+        printf("  %-12s %8lld   (largest fitting: %lld)\n", "Maximum", (long long)p->maximum,
+               (long long)p->max_batch_raw);
+        printf("  %-12s %8lld\n", "Recommended", (long long)p->recommended);
+        printf("  %-12s %8lld\n", "Safe", (long long)p->safe);
+    }
+    if (pc->batch_size > 0) {
+        printf("\nBatch %lld: %s (%.2f GiB)\n", (long long)pc->batch_size, vram_fit_name(p->fit),
+               vram_gib(p->current.total));
+        if (p->fit != VRAM_FIT_YES && p->micro_batch_size > 0)
+            printf("  Use micro-batch %lld with %lld gradient-accumulation steps (effective "
+                   "batch %lld).\n",
+                   (long long)p->micro_batch_size, (long long)p->accumulation_steps,
+                   (long long)pc->batch_size);
+    }
+    if (p->nsuggestions) {
+        printf("\nWhat would help\n");
+        for (int i = 0; i < p->nsuggestions; i++)
+            printf("  %-20s saves %8.2f GiB%s  %s\n", p->suggestions[i].name,
+                   vram_gib(p->suggestions[i].saving_bytes),
+                   p->suggestions[i].fits ? " (fits)" : "        ", p->suggestions[i].description);
+    }
+}
+
+int vram_cli_plan(int argc, char **argv)
+{
+    cli_model_args_t a;
+    cli_model_args_init(&a, "plan");
+    bool batch_given = false;
+    for (int i = 1; i < argc; i++)
+        if (!strncmp(argv[i], "--batch-size", 12)) batch_given = true;
+    int rc = cli_model_args_parse(&argc, argv, &a);
+    if (rc) return rc;
+    const char *gpu = NULL, *mem = NULL, *name = NULL;
+    bool json = false;
+    vram_plan_config_t pc;
+    vram_plan_config_init(&pc);
+    for (int i = 1; i < argc; i++) {
+        const char *arg = argv[i];
+        const char **dst = !strcmp(arg, "--gpu")        ? &gpu
+                           : !strcmp(arg, "--gpu-mem")  ? &mem
+                           : !strcmp(arg, "--gpu-name") ? &name
+                                                        : NULL;
+        if (dst || !strcmp(arg, "--target")) {
+            if (i + 1 >= argc) return cli_usage_error("plan", "%s needs a value", arg);
+            if (dst) {
+                *dst = argv[++i];
+                continue;
+            }
+            char *end;
+            errno = 0;
+            pc.target = strtod(argv[++i], &end);
+            if (errno || *end || !(pc.target > 0 && pc.target <= 1))
+                return cli_usage_error("plan", "--target \"%s\" is not a fraction in (0, 1]",
+                                       argv[i]);
+        } else if (!strcmp(arg, "--no-power-of-two")) {
+            pc.power_of_two = false;
+        } else if (!strcmp(arg, "--json")) {
+            json = true;
+        } else if (!strcmp(arg, "-h") || !strcmp(arg, "--help")) {
+            usage(stdout);
+            return CLI_OK;
+        } else {
+            return cli_usage_error("plan", "unknown argument \"%s\"", arg);
+        }
+    }
+    if (name && !strcmp(name, "list")) return list_gpus();
+    vram_model_t model;
+    if ((rc = cli_model_args_build(&a, &model))) return rc;
+    /* validate the workload before touching a device */
+    vram_estimate_t probe;
+    if (vram_estimate(&model, &a.est, &probe))
+        return cli_usage_error("plan", "%s", vram_last_error());
+    char label[160];
+    if ((rc = target_device(gpu, mem, name, json, &pc, label, sizeof label))) return rc;
+    pc.batch_size = batch_given ? a.est.batch_size : 0;
+    vram_plan_t p;
+    if (vram_plan(&model, &a.est, &pc, &p)) return cli_usage_error("plan", "%s", vram_last_error());
+    if (json)
+        cli_print_json(plan_json(&model, &a, &pc, &p, label));
+    else
+        plan_text(&model, &a, &pc, &p, label);
+    return CLI_OK;
+}

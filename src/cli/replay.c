@@ -1,0 +1,223 @@
+/* vram replay: replays an allocation trace through the pool (or a baseline)
+ * on a private simulated device and reports latency and fragmentation. */
+#include "cli.h"
+#include "pool/replay.h"
+
+#include <errno.h>
+#include <getopt.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+static void usage(FILE *out)
+{
+    fprintf(out,
+            "usage: vram replay TRACE [--strategy S] [--baseline B] [--repeat N]\n"
+            "                   [--device-mem SIZE] [--json]\n\n"
+            "Replays an allocation trace (\"a <id> <size>\" / \"f <id>\" lines, see\n"
+            "docs/pool.md) through the caching pool on a private simulated GPU and prints\n"
+            "the cost of each request and how much memory the pool reserved.\n\n"
+            "  --strategy S      greedy, balanced (default), consolidated or\n"
+            "                    fragmentation-aware\n"
+            "  --baseline B      none (the pool, default), device (every request straight\n"
+            "                    to the device, no caching) or malloc (the C library)\n"
+            "  --repeat N        replay N times through the same pool (default 1)\n"
+            "  --device-mem SIZE size of the simulated GPU (default: fits the trace)\n"
+            "  --json            machine-readable output\n"
+            "  -h, --help        this help\n\n"
+            "Exit status: 0 ok, 1 runtime error or malformed trace, 2 usage error.\n");
+}
+
+static json_t *latency_json(json_t *o, const char *prefix, const vram_latency_t *l)
+{
+    char key[64];
+    snprintf(key, sizeof key, "%s_p50", prefix);
+    json_object_set_new(o, key, json_real(l->p50));
+    snprintf(key, sizeof key, "%s_p99", prefix);
+    json_object_set_new(o, key, json_real(l->p99));
+    snprintf(key, sizeof key, "%s_mean", prefix);
+    json_object_set_new(o, key, json_real(l->mean));
+    return o;
+}
+
+static void print_json(const char *path, const vram_replay_config_t *cfg, uint64_t device_mem,
+                       const vram_replay_result_t *r)
+{
+    json_t *o = json_object();
+    json_object_set_new(o, "trace", json_string(path));
+    json_object_set_new(o, "baseline", json_string(vram_replay_mode_name(cfg->mode)));
+    json_object_set_new(o, "strategy", cfg->mode == VRAM_REPLAY_POOL
+                                           ? json_string(vram_pool_strategy_name(cfg->strategy))
+                                           : json_null());
+    json_object_set_new(o, "repeat", json_integer(cfg->repeat));
+    json_object_set_new(o, "device_mem_bytes", json_integer((json_int_t)device_mem));
+    json_object_set_new(o, "ops", json_integer((json_int_t)r->ops));
+    latency_json(o, "ns_per_op", &r->all);
+    latency_json(o, "alloc_ns", &r->alloc);
+    latency_json(o, "free_ns", &r->free);
+    latency_json(o, "pair_ns", &r->pair);
+    json_object_set_new(o, "peak_requested_bytes", json_integer((json_int_t)r->peak_requested_bytes));
+    json_object_set_new(o, "peak_reserved_bytes", json_integer((json_int_t)r->peak_reserved_bytes));
+    json_object_set_new(o, "fragmentation_ratio", json_real(r->fragmentation_ratio));
+    json_object_set_new(o, "device_allocs", json_integer((json_int_t)r->device_allocs));
+    json_object_set_new(o, "device_frees", json_integer((json_int_t)r->device_frees));
+    json_object_set_new(o, "ooms", json_integer((json_int_t)r->ooms));
+    json_object_set_new(o, "timer_overhead_ns", json_real(r->timer_overhead_ns));
+    cli_print_json(o);
+}
+
+static void print_table(const char *path, const vram_replay_config_t *cfg, uint64_t device_mem,
+                        const vram_replay_result_t *r)
+{
+    char a[32], b[32], c[32];
+    printf("trace      %s\n", path);
+    if (cfg->mode == VRAM_REPLAY_POOL)
+        printf("allocator  pool, strategy %s\n", vram_pool_strategy_name(cfg->strategy));
+    else
+        printf("allocator  baseline %s\n", vram_replay_mode_name(cfg->mode));
+    printf("device     simulated, %s; %d pass%s\n", vram_format_size(device_mem, a, sizeof a),
+           cfg->repeat, cfg->repeat == 1 ? "" : "es");
+    printf("ops        %llu\n\n", (unsigned long long)r->ops);
+    printf("%-10s %10s %10s %10s %10s\n", "ns", "p50", "p99", "mean", "count");
+    const struct {
+        const char *name;
+        const vram_latency_t *l;
+    } rows[] = {{"per op", &r->all}, {"alloc", &r->alloc}, {"free", &r->free}, {"pair", &r->pair}};
+    for (size_t i = 0; i < sizeof rows / sizeof rows[0]; i++)
+        printf("%-10s %10.0f %10.0f %10.1f %10llu\n", rows[i].name, rows[i].l->p50,
+               rows[i].l->p99, rows[i].l->mean, (unsigned long long)rows[i].l->count);
+    printf("(every figure includes the clock's own cost, about %.0f ns)\n\n",
+           r->timer_overhead_ns);
+    printf("peak requested      %s\n", vram_format_size(r->peak_requested_bytes, b, sizeof b));
+    printf("peak reserved       %s\n", vram_format_size(r->peak_reserved_bytes, c, sizeof c));
+    printf("fragmentation ratio %.3f (peak reserved / peak requested)\n", r->fragmentation_ratio);
+    printf("device allocs/frees %llu / %llu\n", (unsigned long long)r->device_allocs,
+           (unsigned long long)r->device_frees);
+    printf("OOMs                %llu\n", (unsigned long long)r->ooms);
+}
+
+/* Enough for every strategy: four times the trace's peak, at least 1 GiB. */
+static uint64_t default_device_mem(const vram_trace_t *t)
+{
+    uint64_t want = t->peak_live_bytes * 4;
+    if (want < t->max_size * 2) want = t->max_size * 2;
+    uint64_t gib = (uint64_t)1 << 30, step = (uint64_t)256 << 20;
+    if (want < gib) want = gib;
+    return (want + step - 1) / step * step;
+}
+
+/* A private simulated GPU: its own state file in a fresh temp directory. */
+static int open_private_sim(uint64_t device_mem, char *dir, size_t dir_len, vram_ctx_t **ctx)
+{
+    const char *tmp = getenv("TMPDIR");
+    snprintf(dir, dir_len, "%s/vram-replay-XXXXXX", tmp && *tmp ? tmp : "/tmp");
+    if (!mkdtemp(dir))
+        return vram_fail(VRAM_EIO, "cannot create a temporary directory %s: %s", dir,
+                         strerror(errno));
+    char spec[64], state[4200];
+    snprintf(spec, sizeof spec, "replay:%llu", (unsigned long long)device_mem);
+    snprintf(state, sizeof state, "%s/sim.state", dir);
+    int rc = vram_option_set(VRAM_OPT_SIM, spec);
+    if (!rc) rc = vram_option_set(VRAM_OPT_SIM_STATE, state);
+    if (!rc) rc = vram_option_set(VRAM_OPT_BACKEND, "sim");
+    if (!rc) rc = vram_ctx_open_backend("sim", ctx);
+    return rc;
+}
+
+static void remove_private_sim(const char *dir)
+{
+    char state[4200];
+    snprintf(state, sizeof state, "%s/sim.state", dir);
+    unlink(state);
+    rmdir(dir);
+}
+
+int vram_cli_replay(int argc, char **argv)
+{
+    static const struct option longopts[] = {{"strategy", required_argument, NULL, 's'},
+                                             {"baseline", required_argument, NULL, 'b'},
+                                             {"repeat", required_argument, NULL, 'r'},
+                                             {"device-mem", required_argument, NULL, 'm'},
+                                             {"json", no_argument, NULL, 'j'},
+                                             {"help", no_argument, NULL, 'h'},
+                                             {NULL, 0, NULL, 0}};
+    vram_replay_config_t cfg = {.mode = VRAM_REPLAY_POOL, .strategy = VRAM_POOL_BALANCED,
+                                .repeat = 1};
+    uint64_t device_mem = 0;
+    bool json = false;
+    int opt;
+    optind = 1;
+    while ((opt = getopt_long(argc, argv, "h", longopts, NULL)) != -1) {
+        switch (opt) {
+        case 's':
+            if (vram_pool_strategy_parse(optarg, &cfg.strategy))
+                return cli_usage_error("replay", "--strategy: %s", vram_last_error());
+            break;
+        case 'b':
+            if (!strcmp(optarg, "none"))
+                cfg.mode = VRAM_REPLAY_POOL;
+            else if (!strcmp(optarg, "device"))
+                cfg.mode = VRAM_REPLAY_DEVICE;
+            else if (!strcmp(optarg, "malloc"))
+                cfg.mode = VRAM_REPLAY_MALLOC;
+            else
+                return cli_usage_error("replay",
+                                       "--baseline \"%s\": use none, device or malloc", optarg);
+            break;
+        case 'r': {
+            char *end;
+            errno = 0;
+            long n = strtol(optarg, &end, 10);
+            if (errno || end == optarg || *end || n < 1 || n > 1000000)
+                return cli_usage_error("replay", "--repeat \"%s\": a number from 1 to 1000000",
+                                       optarg);
+            cfg.repeat = (int)n;
+            break;
+        }
+        case 'm':
+            if (vram_parse_size(optarg, &device_mem) || device_mem == 0)
+                return cli_usage_error("replay", "--device-mem \"%s\": a size such as 8GiB",
+                                       optarg);
+            break;
+        case 'j':
+            json = true;
+            break;
+        case 'h':
+            usage(stdout);
+            return CLI_OK;
+        default:
+            return cli_usage_error("replay", "unknown option");
+        }
+    }
+    if (optind != argc - 1)
+        return cli_usage_error("replay", "expected one TRACE file, got %d", argc - optind);
+    const char *path = argv[optind];
+
+    vram_trace_t trace;
+    if (vram_trace_load(path, &trace)) return cli_runtime_error("replay", "%s", vram_last_error());
+    if (!device_mem) device_mem = default_device_mem(&trace);
+
+    char dir[4096];
+    vram_ctx_t *ctx = NULL;
+    int rc = open_private_sim(device_mem, dir, sizeof dir, &ctx);
+    if (rc) {
+        vram_trace_release(&trace);
+        remove_private_sim(dir);
+        return cli_runtime_error("replay", "cannot set up the simulated device: %s",
+                                 vram_last_error());
+    }
+    cfg.ctx = ctx;
+    cfg.device = 0;
+    vram_replay_result_t result;
+    rc = vram_replay_run(&trace, &cfg, &result);
+    vram_ctx_close(ctx);
+    remove_private_sim(dir);
+    vram_trace_release(&trace);
+    if (rc) return cli_runtime_error("replay", "%s", vram_last_error());
+    if (json)
+        print_json(path, &cfg, device_mem, &result);
+    else
+        print_table(path, &cfg, device_mem, &result);
+    return CLI_OK;
+}

@@ -1,0 +1,56 @@
+/* vram status: the daemon's memory summary per GPU. */
+#include "cli/daemon_client.h"
+
+#include <stdio.h>
+#include <string.h>
+
+static double gib_of(json_t *o, const char *key)
+{
+    return vram_gib((uint64_t)json_integer_value(json_object_get(o, key)));
+}
+
+int vram_cli_status(int argc, char **argv)
+{
+    bool as_json = false;
+    for (int i = 1; i < argc; i++) {
+        if (!strcmp(argv[i], "--json"))
+            as_json = true;
+        else if (!strcmp(argv[i], "-h") || !strcmp(argv[i], "--help")) {
+            printf("usage: vram status [--json]\n\nPer GPU: total, used, reserved by vramd, "
+                   "free for admission; running and queued jobs.\n");
+            return CLI_OK;
+        } else
+            return cli_usage_error("status", "unknown argument \"%s\"", argv[i]);
+    }
+    long status;
+    json_t *reply;
+    int rc = cli_daemon_call("GET", "/v1/status", NULL, &status, &reply);
+    if (rc || status != 200) {
+        rc = cli_daemon_fail("status", rc, status, reply);
+        json_decref(reply);
+        return rc;
+    }
+    if (as_json) {
+        cli_print_json(reply);
+        return CLI_OK;
+    }
+    printf("%3s  %-16s %10s %10s %10s %10s %10s %5s\n", "GPU", "NAME", "TOTAL", "USED", "OUTSIDE",
+           "RESERVED", "FREE-ADM", "JOBS");
+    size_t i;
+    json_t *d;
+    json_array_foreach(json_object_get(reply, "devices"), i, d)
+    {
+        printf("%3lld  %-16.16s %7.2f GiB %6.2f GiB %6.2f GiB %6.2f GiB %6.2f GiB %5lld\n",
+               (long long)json_integer_value(json_object_get(d, "index")),
+               json_string_value(json_object_get(d, "name")), gib_of(d, "total_bytes"),
+               gib_of(d, "used_bytes"), gib_of(d, "unmanaged_bytes"), gib_of(d, "reserved_bytes"),
+               gib_of(d, "free_for_admission_bytes"),
+               (long long)json_integer_value(json_object_get(d, "running_jobs")));
+    }
+    printf("\nrunning jobs: %lld   queued jobs: %lld   reserved: %.2f GiB   pending: %.2f GiB\n",
+           (long long)json_integer_value(json_object_get(reply, "active_jobs")),
+           (long long)json_integer_value(json_object_get(reply, "pending_jobs")),
+           gib_of(reply, "total_reserved_bytes"), gib_of(reply, "pending_bytes"));
+    json_decref(reply);
+    return CLI_OK;
+}

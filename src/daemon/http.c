@@ -1,0 +1,162 @@
+/* libmicrohttpd glue: one thread per connection (long polls block only their
+ * own client), bodies gathered up to 64 KiB, peer credentials from the Unix
+ * socket, and the token rule for TCP. */
+#include "daemon/daemon.h"
+
+#include <microhttpd.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+
+struct vramd_http {
+    struct MHD_Daemon *mhd;
+    vramd_state_t *d;
+    vramd_transport_t transport;
+};
+
+typedef struct {
+    char *buf;
+    size_t len;
+    bool too_large;
+} body_t;
+
+static const char *query_value(void *arg, const char *key)
+{
+    return MHD_lookup_connection_value(arg, MHD_GET_ARGUMENT_KIND, key);
+}
+
+/* Constant-time comparison, so the token cannot be guessed byte by byte. */
+static bool same_secret(const char *a, const char *b)
+{
+    size_t la = strlen(a), lb = strlen(b);
+    unsigned char diff = (unsigned char)(la != lb);
+    for (size_t i = 0; i < la; i++)
+        diff |= (unsigned char)(a[i] ^ b[i % (lb ? lb : 1)]);
+    return diff == 0;
+}
+
+static void authorize(struct MHD_Connection *c, vramd_request_t *q)
+{
+    if (q->transport == VRAMD_UNIX) {
+        const union MHD_ConnectionInfo *info =
+            MHD_get_connection_info(c, MHD_CONNECTION_INFO_CONNECTION_FD);
+        struct ucred cred;
+        socklen_t len = sizeof cred;
+        if (info && getsockopt(info->connect_fd, SOL_SOCKET, SO_PEERCRED, &cred, &len) == 0) {
+            q->uid = cred.uid;
+            q->peer_pid = cred.pid;
+            q->may_mutate = true;
+        } else {
+            q->deny_reason = "cannot read the peer credentials of this connection";
+        }
+        return;
+    }
+    const char *token = vram_option_str(VRAM_OPT_TOKEN);
+    const char *auth = MHD_lookup_connection_value(c, MHD_HEADER_KIND, "Authorization");
+    if (!*token) {
+        q->deny_reason = "TCP is read-only: use the Unix socket, or start vramd with VRAM_TOKEN "
+                         "and send \"Authorization: Bearer TOKEN\"";
+    } else if (!auth || strncmp(auth, "Bearer ", 7) || !same_secret(auth + 7, token)) {
+        q->deny_reason = "wrong or missing token: send \"Authorization: Bearer TOKEN\"";
+    } else {
+        q->may_mutate = true;
+    }
+}
+
+static enum MHD_Result on_request(void *cls, struct MHD_Connection *c, const char *url,
+                                  const char *method, const char *version, const char *upload_data,
+                                  size_t *upload_size, void **con_cls)
+{
+    (void)version;
+    vramd_http_t *h = cls;
+    body_t *b = *con_cls;
+    if (!b) {
+        b = calloc(1, sizeof *b);
+        if (!b) return MHD_NO;
+        *con_cls = b;
+        return MHD_YES;
+    }
+    if (*upload_size) {
+        /* Over the limit: keep reading (and dropping) so the 413 reaches the client. */
+        if (!b->too_large && b->len + *upload_size <= VRAMD_MAX_BODY) {
+            char *nb = realloc(b->buf, b->len + *upload_size + 1);
+            if (!nb) return MHD_NO;
+            memcpy(nb + b->len, upload_data, *upload_size);
+            b->buf = nb;
+            b->len += *upload_size;
+        } else {
+            b->too_large = true;
+        }
+        *upload_size = 0;
+        return MHD_YES;
+    }
+    vramd_request_t q = {
+        .method = method,
+        .path = url,
+        .query = query_value,
+        .query_arg = c,
+        .body = b->buf,
+        .body_len = b->len,
+        .body_too_large = b->too_large,
+        .transport = h->transport,
+    };
+    authorize(c, &q);
+    vramd_response_t r;
+    vramd_route(h->d, &q, &r);
+    size_t len = strlen(r.body);
+    struct MHD_Response *resp = MHD_create_response_from_buffer(len, r.body, MHD_RESPMEM_MUST_FREE);
+    if (!resp) {
+        free(r.body);
+        return MHD_NO;
+    }
+    MHD_add_response_header(resp, "Content-Type", "application/json");
+    if (r.allow) MHD_add_response_header(resp, "Allow", r.allow);
+    if (r.status >= 400 && strcmp(method, "GET"))
+        vramd_log("debug", "%s %s -> %d", method, url, r.status);
+    enum MHD_Result ret = MHD_queue_response(c, (unsigned)r.status, resp);
+    MHD_destroy_response(resp);
+    return ret;
+}
+
+static void on_completed(void *cls, struct MHD_Connection *c, void **con_cls,
+                         enum MHD_RequestTerminationCode toe)
+{
+    (void)cls;
+    (void)c;
+    (void)toe;
+    body_t *b = *con_cls;
+    if (b) {
+        free(b->buf);
+        free(b);
+    }
+    *con_cls = NULL;
+}
+
+int vramd_http_start(vramd_state_t *d, int fd, vramd_transport_t transport, vramd_http_t **out)
+{
+    *out = NULL;
+    vramd_http_t *h = calloc(1, sizeof *h);
+    if (!h) return vram_fail(VRAM_ENOMEM, "out of memory");
+    h->d = d;
+    h->transport = transport;
+    unsigned flags = MHD_USE_THREAD_PER_CONNECTION | MHD_USE_INTERNAL_POLLING_THREAD |
+                     MHD_USE_POLL | MHD_USE_ERROR_LOG;
+    h->mhd = MHD_start_daemon(flags, 0, NULL, NULL, on_request, h, MHD_OPTION_LISTEN_SOCKET, fd,
+                              MHD_OPTION_NOTIFY_COMPLETED, on_completed, h,
+                              MHD_OPTION_CONNECTION_TIMEOUT, (unsigned)300,
+                              MHD_OPTION_CONNECTION_LIMIT, (unsigned)512, MHD_OPTION_END);
+    if (!h->mhd) {
+        free(h);
+        return vram_fail(VRAM_EIO, "libmicrohttpd could not start on the %s listener",
+                         transport == VRAMD_UNIX ? "Unix socket" : "TCP");
+    }
+    *out = h;
+    return 0;
+}
+
+void vramd_http_stop(vramd_http_t *h)
+{
+    if (!h) return;
+    MHD_stop_daemon(h->mhd);
+    free(h);
+}

@@ -1,0 +1,37 @@
+/* Log lines to stderr: "2026-01-01T12:00:00.123Z vramd info: message". */
+#include "daemon/daemon.h"
+
+#include <pthread.h>
+#include <stdio.h>
+#include <string.h>
+#include <strings.h>
+#include <time.h>
+
+static int level_rank(const char *level)
+{
+    static const char *const names[] = {"error", "warn", "info", "debug"};
+    for (int i = 0; i < 4; i++)
+        if (!strcasecmp(level, names[i])) return i;
+    return 2;
+}
+
+void vramd_log(const char *level, const char *fmt, ...)
+{
+    if (level_rank(level) > level_rank(vram_option_str(VRAM_OPT_LOG_LEVEL))) return;
+    static pthread_mutex_t lock = PTHREAD_MUTEX_INITIALIZER;
+    struct timespec ts;
+    clock_gettime(CLOCK_REALTIME, &ts);
+    struct tm tm;
+    gmtime_r(&ts.tv_sec, &tm);
+    char when[32];
+    strftime(when, sizeof when, "%Y-%m-%dT%H:%M:%S", &tm);
+    va_list ap;
+    va_start(ap, fmt);
+    pthread_mutex_lock(&lock);
+    fprintf(stderr, "%s.%03ldZ vramd %s: ", when, ts.tv_nsec / 1000000, level);
+    vfprintf(stderr, fmt, ap);
+    fputc('\n', stderr);
+    fflush(stderr);
+    pthread_mutex_unlock(&lock);
+    va_end(ap);
+}

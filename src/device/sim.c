@@ -1,0 +1,585 @@
+/* The sim backend: GPUs described by VRAM_SIM whose allocations live in a
+ * state file shared by every process using it.
+ *
+ * The state file is a fixed-size table mapped MAP_SHARED and guarded by
+ * flock(): the kernel drops the lock when a holder dies, so a crash never
+ * wedges other processes. Each allocation records its owner's pid and start
+ * time; a full scan (every info/processes query, and any allocation that
+ * would otherwise fail) drops the entries of processes that are gone and
+ * recomputes the per-device totals, so the table heals itself after a crash
+ * at any point. Allocation and free only touch one slot and the totals.
+ * Addresses are real, unique reservations of address space (PROT_NONE,
+ * MAP_NORESERVE): never dereferenced, never overlapping, and they cost no
+ * memory. */
+#include "device/addr_map.h"
+#include "device/backend.h"
+#include "device/proc.h"
+#include "device/sim.h"
+#include "device/sim_spec.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <limits.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/file.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#define SIM_MAGIC   0x314d495352415256ull /* "VRAMSIM1" */
+#define SIM_VERSION 1u
+#define SIM_SLOTS   32768u
+#define SLOT_BITS   16 /* the local map packs (bytes << SLOT_BITS | slot) */
+_Static_assert(SIM_SLOTS <= (1u << SLOT_BITS), "slot index must fit the packing");
+
+typedef struct {
+    int32_t pid; /* 0: free */
+    int32_t device;
+    uint64_t start_time; /* owner's start time, see vram_proc_start_time */
+    uint64_t bytes;
+    uint64_t addr;
+} sim_slot_t;
+
+/* The file's layout. Every field is read and written under the flock. */
+typedef struct {
+    uint64_t magic;
+    uint32_t version, slot_count;
+    uint32_t device_count, live_slots;
+    uint64_t spec_hash;
+    uint64_t total[VRAM_SIM_MAX_DEVICES];
+    uint64_t used[VRAM_SIM_MAX_DEVICES]; /* sum of live slots; rebuilt by scans */
+    uint32_t next_free, reserved[7];
+    sim_slot_t slots[SIM_SLOTS];
+} sim_table_t;
+
+typedef struct {
+    vram_sim_spec_t spec;
+    uint64_t hash;
+    char path[PATH_MAX];
+    int fd;
+    sim_table_t *table;
+    pid_t pid; /* owner of the allocations below; changes after fork() */
+    uint64_t start_time;
+    vram_addr_map_t mine; /* address -> bytes << SLOT_BITS | slot */
+    int flaky_left[VRAM_SIM_MAX_DEVICES];
+} sim_t;
+
+/* ---- state file: path, lock, layout -------------------------------- */
+
+/* A private directory: created 0700, or an existing one we own that nobody
+ * else can write (a planted /tmp/vram-<uid> must not capture our state). */
+static int private_dir(const char *dir)
+{
+    if (mkdir(dir, 0700) != 0 && errno != EEXIST)
+        return vram_fail(VRAM_EIO, "cannot create %s: %s", dir, strerror(errno));
+    struct stat st;
+    if (lstat(dir, &st) != 0 || !S_ISDIR(st.st_mode) || st.st_uid != geteuid() ||
+        (st.st_mode & 022))
+        return vram_fail(VRAM_EPERM,
+                         "%s is not a private directory of this user; set VRAM_SIM_STATE", dir);
+    return 0;
+}
+
+static int state_path(const vram_sim_spec_t *spec, char *buf, size_t len)
+{
+    const char *explicit_path = vram_option_str(VRAM_OPT_SIM_STATE);
+    if (*explicit_path) {
+        if (strlen(explicit_path) >= len)
+            return vram_fail(VRAM_EINVAL, "VRAM_SIM_STATE is too long");
+        snprintf(buf, len, "%s", explicit_path);
+        return 0;
+    }
+    char dir[PATH_MAX];
+    const char *runtime = getenv("XDG_RUNTIME_DIR");
+    if (runtime && *runtime) {
+        snprintf(dir, sizeof dir, "%s/vram", runtime);
+    } else {
+        snprintf(dir, sizeof dir, "/tmp/vram-%u", (unsigned)geteuid());
+    }
+    int rc = private_dir(dir);
+    if (rc) return rc;
+    if ((size_t)snprintf(buf, len, "%s/sim-%016llx.state", dir,
+                         (unsigned long long)vram_sim_spec_hash(spec)) >= len)
+        return vram_fail(VRAM_EINVAL, "state file path under %s is too long", dir);
+    return 0;
+}
+
+/* Re-opens the file in a child after fork(): a shared open file description
+ * would share the flock with the parent. The child owns none of the parent's
+ * allocations. */
+static int ensure_own_fd(sim_t *s)
+{
+    pid_t pid = getpid();
+    if (pid == s->pid) return 0;
+    int fd = open(s->path, O_RDWR | O_CLOEXEC);
+    if (fd < 0) return vram_fail(VRAM_EIO, "cannot reopen %s: %s", s->path, strerror(errno));
+    close(s->fd);
+    s->fd = fd;
+    s->pid = pid;
+    if (!vram_proc_start_time(pid, &s->start_time)) s->start_time = 0;
+    vram_addr_map_clear(&s->mine);
+    return 0;
+}
+
+static int lock_table(sim_t *s)
+{
+    int rc = ensure_own_fd(s);
+    if (rc) return rc;
+    while (flock(s->fd, LOCK_EX) != 0)
+        if (errno != EINTR)
+            return vram_fail(VRAM_EIO, "cannot lock %s: %s", s->path, strerror(errno));
+    return 0;
+}
+
+static void unlock_table(sim_t *s)
+{
+    flock(s->fd, LOCK_UN);
+}
+
+static bool table_matches(const sim_table_t *t, const sim_t *s)
+{
+    if (t->magic != SIM_MAGIC || t->version != SIM_VERSION || t->slot_count != SIM_SLOTS ||
+        t->spec_hash != s->hash || t->device_count != (uint32_t)s->spec.count)
+        return false;
+    for (int i = 0; i < s->spec.count; i++)
+        if (t->total[i] != s->spec.gpus[i].total_bytes) return false;
+    return true;
+}
+
+static void init_table(sim_table_t *t, const sim_t *s)
+{
+    memset(t, 0, offsetof(sim_table_t, slots));
+    memset(t->slots, 0, sizeof t->slots);
+    t->version = SIM_VERSION;
+    t->slot_count = SIM_SLOTS;
+    t->device_count = (uint32_t)s->spec.count;
+    t->spec_hash = s->hash;
+    for (int i = 0; i < s->spec.count; i++)
+        t->total[i] = s->spec.gpus[i].total_bytes;
+    t->magic = SIM_MAGIC;
+}
+
+/* ---- liveness of owners ------------------------------------------- */
+
+typedef struct {
+    pid_t pid;
+    uint64_t start_time;
+    bool alive;
+} owner_memo_t;
+
+typedef struct {
+    owner_memo_t entries[32];
+    int count;
+} owner_cache_t;
+
+static bool owner_alive(const sim_t *s, owner_cache_t *cache, pid_t pid, uint64_t start)
+{
+    if (pid == s->pid && (start == s->start_time || !s->start_time)) return true;
+    for (int i = 0; i < cache->count; i++)
+        if (cache->entries[i].pid == pid && cache->entries[i].start_time == start)
+            return cache->entries[i].alive;
+    bool alive = vram_proc_alive(pid, start);
+    if (cache->count < (int)(sizeof cache->entries / sizeof cache->entries[0]))
+        cache->entries[cache->count++] = (owner_memo_t){pid, start, alive};
+    return alive;
+}
+
+/* Drops the slots of dead owners and recomputes the totals. Under the lock. */
+static size_t scan_table(sim_t *s)
+{
+    sim_table_t *t = s->table;
+    owner_cache_t cache = {.count = 0};
+    uint64_t used[VRAM_SIM_MAX_DEVICES] = {0};
+    uint32_t live = 0;
+    size_t reclaimed = 0;
+    for (uint32_t i = 0; i < SIM_SLOTS; i++) {
+        sim_slot_t *slot = &t->slots[i];
+        if (!slot->pid) continue;
+        if (slot->device < 0 || slot->device >= (int)t->device_count ||
+            !owner_alive(s, &cache, slot->pid, slot->start_time)) {
+            memset(slot, 0, sizeof *slot);
+            reclaimed++;
+            continue;
+        }
+        used[slot->device] += slot->bytes;
+        live++;
+    }
+    memcpy(t->used, used, sizeof used);
+    t->live_slots = live;
+    return reclaimed;
+}
+
+/* ---- failure hooks for tests ------------------------------------- */
+
+static int injected_failure(sim_t *s, int index)
+{
+    const vram_sim_gpu_t *g = &s->spec.gpus[index];
+    if (g->fail == VRAM_SIM_FAIL_ALWAYS)
+        return vram_fail(VRAM_EAGAIN, "simulated driver failure on sim device %d (VRAM_SIM @fail)",
+                         index);
+    if (g->fail == VRAM_SIM_FAIL_FLAKY && s->flaky_left[index] > 0) {
+        s->flaky_left[index]--;
+        return vram_fail(VRAM_EAGAIN,
+                         "simulated transient failure on sim device %d (VRAM_SIM @flaky)", index);
+    }
+    return 0;
+}
+
+static int check_index(const sim_t *s, int index)
+{
+    if (index < 0 || index >= s->spec.count)
+        return vram_fail(VRAM_ENODEV, "no sim device %d (%d simulated GPUs)", index, s->spec.count);
+    return 0;
+}
+
+/* ---- backend operations ----------------------------------------- */
+
+static void sim_close(void *state);
+
+static int map_state_file(sim_t *s)
+{
+    int flags = O_RDWR | O_CREAT | O_CLOEXEC;
+    if (!*vram_option_str(VRAM_OPT_SIM_STATE)) flags |= O_NOFOLLOW;
+    s->fd = open(s->path, flags, 0600);
+    if (s->fd < 0)
+        return vram_fail(VRAM_EIO, "cannot open sim state file %s: %s", s->path, strerror(errno));
+    int rc = lock_table(s);
+    if (rc) return rc;
+    struct stat st;
+    if (fstat(s->fd, &st) != 0) {
+        unlock_table(s);
+        return vram_fail(VRAM_EIO, "cannot stat %s: %s", s->path, strerror(errno));
+    }
+    bool fresh = st.st_size == 0;
+    if (!fresh && st.st_size != (off_t)sizeof(sim_table_t)) {
+        /* Another layout (an older vram): start over rather than misread it. */
+        if (ftruncate(s->fd, 0) != 0) rc = vram_fail(VRAM_EIO, "cannot reset %s", s->path);
+        fresh = true;
+    }
+    if (!rc && fresh && ftruncate(s->fd, sizeof(sim_table_t)) != 0)
+        rc = vram_fail(VRAM_EIO, "cannot size %s: %s", s->path, strerror(errno));
+    if (!rc) {
+        void *p = mmap(NULL, sizeof(sim_table_t), PROT_READ | PROT_WRITE, MAP_SHARED, s->fd, 0);
+        if (p == MAP_FAILED)
+            rc = vram_fail(VRAM_EIO, "cannot map %s: %s", s->path, strerror(errno));
+        else
+            s->table = p;
+    }
+    if (!rc && !table_matches(s->table, s)) {
+        bool in_use = false;
+        if (s->table->magic == SIM_MAGIC && s->table->version == SIM_VERSION &&
+            s->table->device_count <= VRAM_SIM_MAX_DEVICES) {
+            scan_table(s);
+            in_use = s->table->live_slots > 0;
+        }
+        if (in_use)
+            rc = vram_fail(VRAM_EBUSY,
+                           "sim state file %s holds live allocations of other simulated GPUs; "
+                           "set VRAM_SIM_STATE to another file",
+                           s->path);
+        else
+            init_table(s->table, s);
+    }
+    unlock_table(s);
+    return rc;
+}
+
+static int sim_open(void **state)
+{
+    sim_t *s = calloc(1, sizeof *s);
+    if (!s) return vram_fail(VRAM_ENOMEM, "out of memory");
+    s->fd = -1;
+    const char *text = vram_option_str(VRAM_OPT_SIM);
+    int rc = 0;
+    if (!*text)
+        rc = vram_fail(VRAM_EINVAL, "the sim backend needs VRAM_SIM, e.g. VRAM_SIM=2xH100-80GB");
+    if (!rc) rc = vram_sim_spec_parse(text, &s->spec);
+    if (!rc) {
+        s->hash = vram_sim_spec_hash(&s->spec);
+        rc = state_path(&s->spec, s->path, sizeof s->path);
+    }
+    if (!rc) {
+        s->pid = getpid();
+        if (!vram_proc_start_time(s->pid, &s->start_time)) s->start_time = 0;
+        for (int i = 0; i < s->spec.count; i++)
+            s->flaky_left[i] = s->spec.gpus[i].fail_count;
+        rc = map_state_file(s);
+    }
+    if (rc) {
+        sim_close(s);
+        return rc;
+    }
+    *state = s;
+    return 0;
+}
+
+/* Releases one of our allocations: its slot (if still ours) and its range. */
+static void release_mine(sim_t *s, uint64_t addr, uint64_t packed)
+{
+    uint32_t index = (uint32_t)(packed & ((1u << SLOT_BITS) - 1));
+    uint64_t bytes = packed >> SLOT_BITS;
+    sim_slot_t *slot = &s->table->slots[index];
+    if (slot->pid == s->pid && slot->addr == addr) {
+        if (slot->device >= 0 && slot->device < VRAM_SIM_MAX_DEVICES &&
+            s->table->used[slot->device] >= slot->bytes)
+            s->table->used[slot->device] -= slot->bytes;
+        if (s->table->live_slots) s->table->live_slots--;
+        memset(slot, 0, sizeof *slot);
+    }
+    munmap((void *)(uintptr_t)addr, bytes);
+}
+
+static void release_each(uint64_t addr, uint64_t packed, void *arg)
+{
+    release_mine(arg, addr, packed);
+}
+
+static void sim_close(void *state)
+{
+    sim_t *s = state;
+    if (!s) return;
+    if (s->table) {
+        /* Like destroying a CUDA context: what it still holds is freed. After
+         * fork() the child holds nothing (ensure_own_fd clears the map). */
+        if (s->mine.live && lock_table(s) == 0) {
+            vram_addr_map_each(&s->mine, release_each, s);
+            unlock_table(s);
+        }
+        munmap(s->table, sizeof(sim_table_t));
+    }
+    vram_addr_map_clear(&s->mine);
+    if (s->fd >= 0) close(s->fd);
+    free(s);
+}
+
+static int sim_device_count(void *state, int *count)
+{
+    *count = ((sim_t *)state)->spec.count;
+    return 0;
+}
+
+static int sim_device_info(void *state, int index, vram_device_info_t *out)
+{
+    sim_t *s = state;
+    int rc = check_index(s, index);
+    if (!rc) rc = injected_failure(s, index);
+    if (!rc) rc = lock_table(s);
+    if (rc) return rc;
+    scan_table(s);
+    uint64_t used = s->table->used[index];
+    unlock_table(s);
+
+    const vram_sim_gpu_t *g = &s->spec.gpus[index];
+    snprintf(out->name, sizeof out->name, "%s", g->name);
+    snprintf(out->uuid, sizeof out->uuid, "SIM-%016llx-%02d", (unsigned long long)s->hash, index);
+    out->total_bytes = g->total_bytes;
+    out->used_bytes = used < g->total_bytes ? used : g->total_bytes;
+    out->free_bytes = g->total_bytes - out->used_bytes;
+    out->cc_major = g->cc_major;
+    out->cc_minor = g->cc_minor;
+    out->multiprocessors = g->multiprocessors;
+    /* A toy thermal model, deterministic so tests can check it: nothing runs
+     * on a simulated GPU, but holding memory warms it a little. */
+    double load = (double)out->used_bytes / (double)g->total_bytes;
+    out->utilization_pct = 0;
+    out->temperature_c = 30 + (int)(20 * load + 0.5);
+    if (g->power_limit_w > 0) out->power_w = g->power_limit_w * (0.1 + 0.1 * load);
+    return 0;
+}
+
+typedef struct {
+    pid_t pid;
+    uint64_t bytes;
+} pid_usage_t;
+
+static int compare_usage(const void *a, const void *b)
+{
+    pid_t x = ((const pid_usage_t *)a)->pid, y = ((const pid_usage_t *)b)->pid;
+    return (x > y) - (x < y);
+}
+
+static int sim_processes(void *state, int index, vram_process_info_t *procs, size_t cap,
+                         size_t *count)
+{
+    sim_t *s = state;
+    int rc = check_index(s, index);
+    if (!rc) rc = injected_failure(s, index);
+    if (!rc) rc = lock_table(s);
+    if (rc) return rc;
+    scan_table(s);
+    size_t n = 0, room = 16;
+    pid_usage_t *usage = malloc(room * sizeof *usage);
+    for (uint32_t i = 0; usage && i < SIM_SLOTS; i++) {
+        const sim_slot_t *slot = &s->table->slots[i];
+        if (!slot->pid || slot->device != index) continue;
+        size_t k = 0;
+        while (k < n && usage[k].pid != slot->pid)
+            k++;
+        if (k == n) {
+            if (n == room) {
+                pid_usage_t *bigger = realloc(usage, 2 * room * sizeof *usage);
+                if (!bigger) {
+                    free(usage);
+                    usage = NULL;
+                    break;
+                }
+                usage = bigger;
+                room *= 2;
+            }
+            usage[n++] = (pid_usage_t){slot->pid, 0};
+        }
+        usage[k].bytes += slot->bytes;
+    }
+    unlock_table(s);
+    if (!usage) return vram_fail(VRAM_ENOMEM, "out of memory");
+    qsort(usage, n, sizeof *usage, compare_usage);
+    for (size_t k = 0; k < n && k < cap; k++) {
+        procs[k].pid = usage[k].pid;
+        procs[k].used_bytes = usage[k].bytes;
+        vram_proc_name(usage[k].pid, procs[k].name, sizeof procs[k].name);
+    }
+    *count = n;
+    free(usage);
+    return 0;
+}
+
+static bool fits(const sim_t *s, int index, size_t size)
+{
+    const sim_table_t *t = s->table;
+    return t->used[index] <= t->total[index] && size <= t->total[index] - t->used[index] &&
+           t->live_slots < SIM_SLOTS;
+}
+
+/* Claims a free slot for a new allocation. Under the lock; fits() held. */
+static uint32_t claim_slot(sim_t *s, int index, size_t size, uint64_t addr)
+{
+    sim_table_t *t = s->table;
+    uint32_t i = t->next_free % SIM_SLOTS;
+    while (t->slots[i].pid)
+        i = (i + 1) % SIM_SLOTS;
+    t->slots[i] = (sim_slot_t){
+        .pid = s->pid, .device = index, .start_time = s->start_time, .bytes = size, .addr = addr};
+    t->used[index] += size;
+    t->live_slots++;
+    t->next_free = (i + 1) % SIM_SLOTS;
+    return i;
+}
+
+static int sim_alloc(void *state, int index, size_t size, void **ptr)
+{
+    sim_t *s = state;
+    int rc = check_index(s, index);
+    if (!rc) rc = injected_failure(s, index);
+    if (rc) return rc;
+    if (size == 0) return vram_fail(VRAM_EINVAL, "cannot allocate 0 bytes");
+    if (size > s->spec.gpus[index].total_bytes || (uint64_t)size >> (64 - SLOT_BITS)) {
+        char want[32], total[32];
+        return vram_fail(VRAM_ENOMEM, "sim device %d (%s): %s requested, the device has %s", index,
+                         s->spec.gpus[index].name, vram_format_size(size, want, sizeof want),
+                         vram_format_size(s->spec.gpus[index].total_bytes, total, sizeof total));
+    }
+    void *range = mmap(NULL, size, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+    if (range == MAP_FAILED)
+        return vram_fail(VRAM_ENOMEM, "cannot reserve %zu bytes of address space: %s", size,
+                         strerror(errno));
+    rc = lock_table(s);
+    if (rc) {
+        munmap(range, size);
+        return rc;
+    }
+    if (!fits(s, index, size)) scan_table(s); /* dead owners may hold the memory */
+    if (!fits(s, index, size)) {
+        char want[32], have[32];
+        uint64_t free_bytes = s->table->total[index] - s->table->used[index];
+        bool table_full = s->table->live_slots >= SIM_SLOTS;
+        unlock_table(s);
+        munmap(range, size);
+        if (table_full)
+            return vram_fail(VRAM_ENOMEM, "sim state table is full (%u allocations)", SIM_SLOTS);
+        return vram_fail(VRAM_ENOMEM, "sim device %d (%s): %s requested, %s free", index,
+                         s->spec.gpus[index].name, vram_format_size(size, want, sizeof want),
+                         vram_format_size(free_bytes, have, sizeof have));
+    }
+    uint64_t addr = (uint64_t)(uintptr_t)range;
+    uint32_t slot = claim_slot(s, index, size, addr);
+    if (!vram_addr_map_put(&s->mine, addr, (uint64_t)size << SLOT_BITS | slot)) {
+        release_mine(s, addr, (uint64_t)size << SLOT_BITS | slot);
+        unlock_table(s);
+        return vram_fail(VRAM_ENOMEM, "out of memory");
+    }
+    unlock_table(s);
+    *ptr = range;
+    return 0;
+}
+
+static int sim_free(void *state, int index, void *ptr)
+{
+    sim_t *s = state;
+    int rc = check_index(s, index);
+    if (!rc) rc = lock_table(s);
+    if (rc) return rc;
+    uint64_t addr = (uint64_t)(uintptr_t)ptr, packed;
+    if (!vram_addr_map_take(&s->mine, addr, &packed, false)) {
+        unlock_table(s);
+        return vram_fail(VRAM_EINVAL,
+                         "pointer %p was not allocated by this process on sim device %d", ptr,
+                         index);
+    }
+    const sim_slot_t *slot = &s->table->slots[packed & ((1u << SLOT_BITS) - 1)];
+    if (slot->pid == s->pid && slot->addr == addr && slot->device != index) {
+        int owner = slot->device;
+        unlock_table(s);
+        return vram_fail(VRAM_EINVAL, "pointer %p belongs to sim device %d, not %d", ptr, owner,
+                         index);
+    }
+    vram_addr_map_take(&s->mine, addr, NULL, true);
+    release_mine(s, addr, packed);
+    unlock_table(s);
+    return 0;
+}
+
+const vram_backend_ops_t vram_backend_sim = {
+    .name = "sim",
+    .open = sim_open,
+    .close = sim_close,
+    .device_count = sim_device_count,
+    .device_info = sim_device_info,
+    .processes = sim_processes,
+    .alloc = sim_alloc,
+    .free = sim_free,
+};
+
+/* ---- helpers for `vram sim` --------------------------------------- */
+
+int vram_sim_state_path(char *buf, size_t len)
+{
+    vram_sim_spec_t *spec = malloc(sizeof *spec);
+    if (!spec) return vram_fail(VRAM_ENOMEM, "out of memory");
+    int rc = vram_sim_spec_parse(vram_option_str(VRAM_OPT_SIM), spec);
+    if (!rc) rc = state_path(spec, buf, len);
+    free(spec);
+    return rc;
+}
+
+int vram_sim_free_all(size_t *freed)
+{
+    void *state;
+    int rc = sim_open(&state);
+    if (rc) return rc;
+    sim_t *s = state;
+    rc = lock_table(s);
+    if (!rc) {
+        size_t n = 0;
+        for (uint32_t i = 0; i < SIM_SLOTS; i++)
+            if (s->table->slots[i].pid) n++;
+        memset(s->table->slots, 0, sizeof s->table->slots);
+        memset(s->table->used, 0, sizeof s->table->used);
+        s->table->live_slots = 0;
+        unlock_table(s);
+        *freed = n;
+    }
+    sim_close(s);
+    return rc;
+}

@@ -1,0 +1,68 @@
+/* Dispatch from a model's family to its architecture code. */
+#include "arch.h"
+
+void vram_arch_add_tensor(vram_arch_params_t *p, uint64_t lead, uint64_t rows, uint64_t cols)
+{
+    p->params += lead * rows * cols;
+    p->tensors += 1;
+    /* Adafactor factors the last two dimensions of a matrix into a row and
+     * a column vector; vectors keep a full second moment. */
+    p->factored += (cols == 1 && lead == 1) ? rows : lead * (rows + cols);
+}
+
+static bool is_transformer(vram_family_t f)
+{
+    return f == VRAM_FAMILY_BERT || f == VRAM_FAMILY_GPT2 || f == VRAM_FAMILY_GPTNEOX ||
+           f == VRAM_FAMILY_LLAMA || f == VRAM_FAMILY_T5 || f == VRAM_FAMILY_VIT;
+}
+
+static bool is_cnn(vram_family_t f)
+{
+    return f == VRAM_FAMILY_RESNET || f == VRAM_FAMILY_VGG || f == VRAM_FAMILY_MOBILENET_V2 ||
+           f == VRAM_FAMILY_EFFICIENTNET;
+}
+
+bool vram_arch_is_image(const vram_model_t *m)
+{
+    return m->family == VRAM_FAMILY_VIT || is_cnn(m->family);
+}
+
+bool vram_arch_has_kv_cache(const vram_model_t *m)
+{
+    return m->family == VRAM_FAMILY_GPT2 || m->family == VRAM_FAMILY_GPTNEOX ||
+           m->family == VRAM_FAMILY_LLAMA || m->family == VRAM_FAMILY_T5;
+}
+
+int vram_arch_params(const vram_model_t *m, vram_arch_params_t *p)
+{
+    *p = (vram_arch_params_t){0};
+    if (is_transformer(m->family)) return vram_arch_transformer_params(m, p);
+    if (is_cnn(m->family)) return vram_arch_cnn_params(m, p);
+    if (m->family == VRAM_FAMILY_LSTM || m->family == VRAM_FAMILY_GRU)
+        return vram_arch_rnn_params(m, p);
+    if (m->family == VRAM_FAMILY_PROFILE) {
+        p->params = m->profile_parameters;
+        p->tensors = 0;
+        p->factored = m->profile_parameters; /* shapes unknown: no factoring */
+        p->buffer_bytes = m->profile_buffers_bytes;
+        return 0;
+    }
+    return vram_fail(VRAM_EINVAL, "model \"%s\" has an unknown family %d", m->name, (int)m->family);
+}
+
+int vram_arch_acts(const vram_model_t *m, const vram_arch_shape_t *s, double *bytes)
+{
+    if (is_transformer(m->family)) return vram_arch_transformer_acts(m, s, bytes);
+    if (is_cnn(m->family)) return vram_arch_cnn_acts(m, s, bytes);
+    if (m->family == VRAM_FAMILY_LSTM || m->family == VRAM_FAMILY_GRU)
+        return vram_arch_rnn_acts(m, s, bytes);
+    if (m->family == VRAM_FAMILY_PROFILE) {
+        /* measured in the profile's dtype; scaled to the compute dtype */
+        double scale = m->profile_dtype_bytes > 0 ? s->elem / m->profile_dtype_bytes : 1;
+        double per = (double)m->profile_act_per_sample, fixed = (double)m->profile_act_fixed;
+        if (s->training && s->checkpointing != VRAM_CKPT_NONE) per *= 0.5; /* no layer shapes */
+        *bytes = scale * (per * (double)s->batch + fixed);
+        return 0;
+    }
+    return vram_fail(VRAM_EINVAL, "model \"%s\" has an unknown family %d", m->name, (int)m->family);
+}

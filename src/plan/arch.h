@@ -1,0 +1,48 @@
+/* Internal interface of the estimator: what each architecture family
+ * contributes. The families live in arch_transformer.c, arch_cnn.c and
+ * arch_rnn.c; estimate.c combines them with precision, optimizer and ZeRO. */
+#ifndef VRAM_PLAN_ARCH_H
+#define VRAM_PLAN_ARCH_H
+
+#include "vram.h"
+
+/* Parameter tensors of a model, accumulated one tensor at a time. */
+typedef struct {
+    uint64_t params;       /* elements */
+    uint64_t tensors;      /* number of parameter tensors */
+    uint64_t factored;     /* Adafactor second-moment elements (rows + cols per matrix) */
+    uint64_t buffer_bytes; /* fp32 buffers (BatchNorm running stats), at fp32 */
+    uint64_t buffer_i64;   /* int64 buffers (BatchNorm num_batches_tracked) */
+} vram_arch_params_t;
+
+/* Adds a parameter tensor of shape [lead..., rows, cols] (cols = 1 for a
+ * vector) to the counts. */
+void vram_arch_add_tensor(vram_arch_params_t *p, uint64_t lead, uint64_t rows, uint64_t cols);
+
+/* What the activation model needs to know. Byte sizes: `elem` for floating
+ * activations in the compute dtype (4 fp32, 2 half), `mask` for dropout masks
+ * (1, torch.bool), 4 for fp32 statistics, 8 for int64 indices. */
+typedef struct {
+    bool training;
+    vram_checkpointing_t checkpointing;
+    int64_t batch, seq, image;
+    double elem;
+} vram_arch_shape_t;
+
+/* The *_acts functions return activation bytes: for training, what autograd
+ * saves for backward during one step (unique storages, inputs included); for
+ * inference, the peak working set of one forward pass. */
+int vram_arch_transformer_params(const vram_model_t *m, vram_arch_params_t *p);
+int vram_arch_transformer_acts(const vram_model_t *m, const vram_arch_shape_t *s, double *bytes);
+int vram_arch_cnn_params(const vram_model_t *m, vram_arch_params_t *p);
+int vram_arch_cnn_acts(const vram_model_t *m, const vram_arch_shape_t *s, double *bytes);
+int vram_arch_rnn_params(const vram_model_t *m, vram_arch_params_t *p);
+int vram_arch_rnn_acts(const vram_model_t *m, const vram_arch_shape_t *s, double *bytes);
+
+/* Dispatches on the family. */
+int vram_arch_params(const vram_model_t *m, vram_arch_params_t *p);
+int vram_arch_acts(const vram_model_t *m, const vram_arch_shape_t *s, double *bytes);
+bool vram_arch_is_image(const vram_model_t *m);
+bool vram_arch_has_kv_cache(const vram_model_t *m);
+
+#endif

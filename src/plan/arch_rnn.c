@@ -1,0 +1,67 @@
+/* Word-level LSTM/GRU language models (embedding, stacked recurrent layers,
+ * linear decoder), as in PyTorch's examples/word_language_model. */
+#include "arch.h"
+
+static int gates(const vram_model_t *m)
+{
+    return m->family == VRAM_FAMILY_LSTM ? 4 : 3;
+}
+
+static int64_t embed(const vram_model_t *m)
+{
+    return m->embed_size > 0 ? m->embed_size : m->hidden_size;
+}
+
+static int check(const vram_model_t *m)
+{
+    if (m->vocab_size <= 0 || m->hidden_size <= 0 || m->num_layers <= 0)
+        return vram_fail(VRAM_EINVAL,
+                         "model \"%s\": vocabulary, hidden size and layers must be "
+                         "positive",
+                         m->name);
+    if (m->tied_embeddings && embed(m) != m->hidden_size)
+        return vram_fail(VRAM_EINVAL,
+                         "model \"%s\": tied embeddings need embedding size == hidden size",
+                         m->name);
+    return 0;
+}
+
+int vram_arch_rnn_params(const vram_model_t *m, vram_arch_params_t *p)
+{
+    int rc = check(m);
+    if (rc) return rc;
+    uint64_t h = (uint64_t)m->hidden_size, g = (uint64_t)gates(m), in = (uint64_t)embed(m);
+    vram_arch_add_tensor(p, 1, (uint64_t)m->vocab_size, in);
+    for (int64_t l = 0; l < m->num_layers; l++) {
+        vram_arch_add_tensor(p, 1, g * h, l == 0 ? in : h); /* W_ih */
+        vram_arch_add_tensor(p, 1, g * h, h);               /* W_hh */
+        vram_arch_add_tensor(p, 1, g * h, 1);
+        vram_arch_add_tensor(p, 1, g * h, 1);
+    }
+    if (!m->tied_embeddings) vram_arch_add_tensor(p, 1, (uint64_t)m->vocab_size, h);
+    vram_arch_add_tensor(p, 1, (uint64_t)m->vocab_size, 1);
+    return 0;
+}
+
+/* Per time step and layer the cell keeps its gate pre-activations and about
+ * three hidden-sized tensors (LSTM: 4h gates + c, tanh(c), h inputs; GRU: 3h
+ * gates + four h-sized): 7h either way, measured on PyTorch's CPU cell. */
+int vram_arch_rnn_acts(const vram_model_t *m, const vram_arch_shape_t *s, double *bytes)
+{
+    int rc = check(m);
+    if (rc) return rc;
+    double e = s->elem, tok = (double)s->batch * (double)s->seq;
+    double h = (double)m->hidden_size, E = (double)embed(m), L = (double)m->num_layers;
+    double V = (double)m->vocab_size;
+    if (!s->training) {
+        *bytes = e * (double)s->batch * (E + (double)gates(m) * h + 2 * h) + e * tok * V;
+        return 0;
+    }
+    double cells = e * tok * 7 * h;
+    double layers = s->checkpointing == VRAM_CKPT_NONE ? L * cells : cells;
+    double inputs = e * tok * (E + (L - 1) * h);
+    double masks = tok * (E + (L - 1) * h + h);
+    /* ids, decoder input, log-probabilities and targets */
+    *bytes = 8 * tok + layers + inputs + masks + e * tok * h + e * tok * V + 8 * tok;
+    return 0;
+}

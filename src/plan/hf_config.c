@@ -1,0 +1,280 @@
+/* Model descriptions from files: Hugging Face config.json and measured
+ * profiles. Parsed with jansson, whose errors carry line and column. */
+#include "vram.h"
+
+#include <errno.h>
+#include <stdlib.h>
+#include <jansson.h>
+#include <stdio.h>
+#include <string.h>
+
+static int load(const char *text, const char *origin, json_t **root)
+{
+    json_error_t err;
+    *root = json_loads(text, 0, &err);
+    if (!*root)
+        return vram_fail(VRAM_EPARSE, "%s:%d:%d: malformed JSON: %s", origin, err.line, err.column,
+                         err.text);
+    if (!json_is_object(*root)) {
+        json_decref(*root);
+        return vram_fail(VRAM_EPARSE, "%s: expected a JSON object at the top level", origin);
+    }
+    return 0;
+}
+
+/* Reads a whole file (configs are small: at most 16 MiB). */
+static int slurp(const char *path, char **out)
+{
+    FILE *f = fopen(path, "rb");
+    if (!f) return vram_fail(VRAM_EIO, "cannot open \"%s\": %s", path, strerror(errno));
+    size_t cap = 4096, len = 0;
+    char *buf = malloc(cap);
+    while (buf) {
+        size_t n = fread(buf + len, 1, cap - len - 1, f);
+        len += n;
+        if (n == 0) break;
+        if (len + 1 == cap) {
+            if (cap >= (16u << 20)) {
+                free(buf);
+                fclose(f);
+                return vram_fail(VRAM_EPARSE, "\"%s\" is larger than 16 MiB", path);
+            }
+            char *bigger = realloc(buf, cap * 2);
+            if (!bigger) {
+                free(buf);
+                buf = NULL;
+                break;
+            }
+            buf = bigger;
+            cap *= 2;
+        }
+    }
+    bool failed = ferror(f);
+    fclose(f);
+    if (!buf) return vram_fail(VRAM_ENOMEM, "out of memory reading \"%s\"", path);
+    if (failed) {
+        free(buf);
+        return vram_fail(VRAM_EIO, "cannot read \"%s\"", path);
+    }
+    buf[len] = '\0';
+    *out = buf;
+    return 0;
+}
+
+/* The first of `keys` present in `root` as an integer. */
+static int get_int(json_t *root, const char *origin, const char *const *keys, bool required,
+                   int64_t def, int64_t *out)
+{
+    for (const char *const *k = keys; *k; k++) {
+        json_t *v = json_object_get(root, *k);
+        if (!v || json_is_null(v)) continue;
+        if (!json_is_integer(v))
+            return vram_fail(VRAM_EPARSE, "%s: \"%s\" must be an integer", origin, *k);
+        if (json_integer_value(v) < 0)
+            return vram_fail(VRAM_EPARSE, "%s: \"%s\" cannot be negative", origin, *k);
+        *out = json_integer_value(v);
+        return 0;
+    }
+    if (!required) {
+        *out = def;
+        return 0;
+    }
+    char also[128] = "";
+    for (const char *const *k = keys + 1; *k; k++) {
+        strncat(also, k == keys + 1 ? " (or " : ", ", sizeof also - strlen(also) - 1);
+        strncat(also, "\"", sizeof also - strlen(also) - 1);
+        strncat(also, *k, sizeof also - strlen(also) - 1);
+        strncat(also, "\"", sizeof also - strlen(also) - 1);
+    }
+    if (*also) strncat(also, ")", sizeof also - strlen(also) - 1);
+    return vram_fail(VRAM_EPARSE, "%s: missing field \"%s\"%s", origin, keys[0], also);
+}
+
+static bool get_bool(json_t *root, const char *key, bool def)
+{
+    json_t *v = json_object_get(root, key);
+    return json_is_boolean(v) ? json_is_true(v) : def;
+}
+
+#define KEYS(...) ((const char *const[]){__VA_ARGS__, NULL})
+
+static int read_hf(json_t *root, const char *origin, vram_model_t *m)
+{
+    json_t *type = json_object_get(root, "model_type");
+    if (!json_is_string(type))
+        return vram_fail(VRAM_EPARSE, "%s: missing field \"model_type\"", origin);
+    const char *t = json_string_value(type);
+    memset(m, 0, sizeof *m);
+    json_t *name = json_object_get(root, "_name_or_path");
+    snprintf(m->name, sizeof m->name, "%s",
+             json_is_string(name) && *json_string_value(name) ? json_string_value(name) : t);
+
+    static const char *const hidden[] = {"hidden_size", "n_embd", "d_model", NULL};
+    static const char *const layers[] = {"num_hidden_layers", "n_layer", "num_layers", NULL};
+    static const char *const heads[] = {"num_attention_heads", "n_head", "num_heads", NULL};
+    static const char *const inter[] = {"intermediate_size", "n_inner", "d_ff", NULL};
+    static const char *const positions[] = {"max_position_embeddings", "n_positions", "n_ctx",
+                                            NULL};
+    int rc;
+#define REQ(keys, field)                                                                           \
+    if ((rc = get_int(root, origin, keys, true, 0, &m->field))) return rc
+#define OPT(keys, field, def)                                                                      \
+    if ((rc = get_int(root, origin, keys, false, def, &m->field))) return rc
+
+    bool vit = !strcmp(t, "vit");
+    if (!vit) REQ(KEYS("vocab_size"), vocab_size);
+    REQ(hidden, hidden_size);
+    REQ(layers, num_layers);
+    REQ(heads, num_heads);
+
+    if (!strcmp(t, "bert") || !strcmp(t, "roberta") || !strcmp(t, "xlm-roberta")) {
+        m->family = VRAM_FAMILY_BERT;
+        REQ(inter, intermediate_size);
+        REQ(positions, max_positions);
+        OPT(KEYS("type_vocab_size"), type_vocab_size, 2);
+        if (strcmp(t, "bert")) {
+            /* RoBERTa numbers positions from padding_idx + 1 */
+            int64_t pad;
+            OPT(KEYS("pad_token_id"), position_offset, 1);
+            pad = m->position_offset;
+            m->position_offset = pad + 1;
+            if (m->max_positions <= m->position_offset)
+                return vram_fail(VRAM_EPARSE, "%s: max_position_embeddings %lld is too small",
+                                 origin, (long long)m->max_positions);
+            m->max_positions -= m->position_offset;
+        }
+        m->has_pooler = true;
+    } else if (!strcmp(t, "gpt2")) {
+        m->family = VRAM_FAMILY_GPT2;
+        OPT(inter, intermediate_size, 4 * m->hidden_size);
+        REQ(positions, max_positions);
+        m->tied_embeddings = get_bool(root, "tie_word_embeddings", true);
+    } else if (!strcmp(t, "gpt_neox")) {
+        m->family = VRAM_FAMILY_GPTNEOX;
+        REQ(inter, intermediate_size);
+        REQ(positions, max_positions);
+        m->tied_embeddings = get_bool(root, "tie_word_embeddings", false);
+    } else if (!strcmp(t, "llama") || !strcmp(t, "mistral")) {
+        m->family = VRAM_FAMILY_LLAMA;
+        REQ(inter, intermediate_size);
+        REQ(positions, max_positions);
+        OPT(KEYS("num_key_value_heads"), num_kv_heads, m->num_heads);
+        OPT(KEYS("head_dim"), head_dim, 0);
+        m->gated_mlp = true;
+        m->tied_embeddings = get_bool(root, "tie_word_embeddings", false);
+    } else if (!strcmp(t, "t5")) {
+        m->family = VRAM_FAMILY_T5;
+        REQ(inter, intermediate_size);
+        REQ(KEYS("d_kv"), head_dim);
+        OPT(KEYS("num_decoder_layers"), num_decoder_layers, m->num_layers);
+        OPT(KEYS("relative_attention_num_buckets"), relative_buckets, 32);
+        json_t *ff = json_object_get(root, "feed_forward_proj");
+        m->gated_mlp = json_is_string(ff) && !strncmp(json_string_value(ff), "gated-", 6);
+        m->tied_embeddings = get_bool(root, "tie_word_embeddings", true);
+    } else if (vit) {
+        m->family = VRAM_FAMILY_VIT;
+        REQ(inter, intermediate_size);
+        REQ(KEYS("image_size"), image_size);
+        REQ(KEYS("patch_size"), patch_size);
+        OPT(KEYS("num_channels"), num_channels, 3);
+        m->has_pooler = true; /* ViTModel: pooler, no classification head */
+    } else {
+        return vram_fail(VRAM_EPARSE,
+                         "%s: model_type \"%s\" is not supported (bert, roberta, gpt2, gpt_neox, "
+                         "llama, mistral, t5, vit); describe it with --profile",
+                         origin, t);
+    }
+#undef REQ
+#undef OPT
+    if (m->family != VRAM_FAMILY_VIT)
+        m->default_seq_len = m->max_positions ? m->max_positions : 512;
+    if (m->family == VRAM_FAMILY_LLAMA && m->default_seq_len > 4096) m->default_seq_len = 4096;
+    if (m->num_layers == 0 || m->num_heads == 0 || m->hidden_size == 0)
+        return vram_fail(VRAM_EPARSE, "%s: hidden size, layers and heads must be positive", origin);
+    uint64_t params;
+    if ((rc = vram_model_param_count(m, &params, NULL)))
+        return vram_fail(VRAM_EPARSE, "%s: %s", origin, vram_last_error());
+    return 0;
+}
+
+int vram_model_from_hf_json(const char *text, const char *origin, vram_model_t *out)
+{
+    if (!text || !out) return vram_fail(VRAM_EINVAL, "vram_model_from_hf_json: NULL argument");
+    json_t *root;
+    int rc = load(text, origin ? origin : "config", &root);
+    if (rc) return rc;
+    vram_model_t m;
+    rc = read_hf(root, origin ? origin : "config", &m);
+    json_decref(root);
+    if (!rc) *out = m;
+    return rc;
+}
+
+int vram_model_from_hf_config(const char *path, vram_model_t *out)
+{
+    if (!path || !out) return vram_fail(VRAM_EINVAL, "vram_model_from_hf_config: NULL argument");
+    char *text;
+    int rc = slurp(path, &text);
+    if (rc) return rc;
+    rc = vram_model_from_hf_json(text, path, out);
+    free(text);
+    return rc;
+}
+
+/* ------------------------------------------------------------ profiles */
+
+static int read_profile(json_t *root, const char *origin, vram_model_t *m)
+{
+    memset(m, 0, sizeof *m);
+    m->family = VRAM_FAMILY_PROFILE;
+    json_t *name = json_object_get(root, "name");
+    snprintf(m->name, sizeof m->name, "%s",
+             json_is_string(name) ? json_string_value(name) : "profile");
+    int64_t v;
+    int rc;
+    if ((rc = get_int(root, origin, KEYS("parameters"), true, 0, &v))) return rc;
+    m->profile_parameters = (uint64_t)v;
+    if ((rc = get_int(root, origin, KEYS("activation_bytes_per_sample"), true, 0, &v))) return rc;
+    m->profile_act_per_sample = (uint64_t)v;
+    if ((rc = get_int(root, origin, KEYS("activation_bytes_fixed"), false, 0, &v))) return rc;
+    m->profile_act_fixed = (uint64_t)v;
+    if ((rc = get_int(root, origin, KEYS("buffers_bytes"), false, 0, &v))) return rc;
+    m->profile_buffers_bytes = (uint64_t)v;
+    json_t *dt = json_object_get(root, "dtype");
+    const char *d = json_is_string(dt) ? json_string_value(dt) : "fp32";
+    if (dt && !json_is_string(dt))
+        return vram_fail(VRAM_EPARSE, "%s: \"dtype\" must be a string", origin);
+    if (!strcmp(d, "fp32") || !strcmp(d, "float32"))
+        m->profile_dtype_bytes = 4;
+    else if (!strcmp(d, "fp16") || !strcmp(d, "float16") || !strcmp(d, "bf16") ||
+             !strcmp(d, "bfloat16"))
+        m->profile_dtype_bytes = 2;
+    else
+        return vram_fail(VRAM_EPARSE, "%s: unknown dtype \"%s\" (use fp32, fp16 or bf16)", origin,
+                         d);
+    return 0;
+}
+
+int vram_model_from_profile_json(const char *text, const char *origin, vram_model_t *out)
+{
+    if (!text || !out) return vram_fail(VRAM_EINVAL, "vram_model_from_profile_json: NULL argument");
+    json_t *root;
+    int rc = load(text, origin ? origin : "profile", &root);
+    if (rc) return rc;
+    vram_model_t m;
+    rc = read_profile(root, origin ? origin : "profile", &m);
+    json_decref(root);
+    if (!rc) *out = m;
+    return rc;
+}
+
+int vram_model_from_profile(const char *path, vram_model_t *out)
+{
+    if (!path || !out) return vram_fail(VRAM_EINVAL, "vram_model_from_profile: NULL argument");
+    char *text;
+    int rc = slurp(path, &text);
+    if (rc) return rc;
+    rc = vram_model_from_profile_json(text, path, out);
+    free(text);
+    return rc;
+}

@@ -1,0 +1,173 @@
+/* vram_plan: batch-size recommendations from the estimate, which is affine
+ * in the batch size (model memory + batch * per-sample memory). */
+#include "vram.h"
+
+#include <math.h>
+#include <stdio.h>
+#include <string.h>
+
+#define MAX_BATCH (1ll << 24)
+
+void vram_plan_config_init(vram_plan_config_t *cfg)
+{
+    memset(cfg, 0, sizeof *cfg);
+    cfg->target = 0.70;
+    cfg->power_of_two = true;
+}
+
+static int estimate_at(const vram_model_t *m, const vram_estimate_config_t *base, int64_t batch,
+                       vram_estimate_t *out)
+{
+    vram_estimate_config_t c = *base;
+    c.batch_size = batch;
+    return vram_estimate(m, &c, out);
+}
+
+static int64_t floor_pow2(int64_t v)
+{
+    if (v < 1) return 0;
+    int64_t p = 1;
+    while (p <= v / 2)
+        p *= 2;
+    return p;
+}
+
+/* Largest batch whose estimate fits the budget (0: not even one). */
+static int max_batch(const vram_model_t *m, const vram_estimate_config_t *c, uint64_t budget,
+                     uint64_t model_bytes, uint64_t per_sample, int64_t *out)
+{
+    if (model_bytes + per_sample > budget) {
+        *out = 0;
+        return 0;
+    }
+    int64_t b = per_sample ? (int64_t)((budget - model_bytes) / per_sample) : MAX_BATCH;
+    if (b > MAX_BATCH) b = MAX_BATCH;
+    /* rounding of the components: step to the exact boundary */
+    vram_estimate_t e;
+    int rc;
+    while (b > 0 && !(rc = estimate_at(m, c, b, &e)) && e.total > budget)
+        b--;
+    while (b < MAX_BATCH && !(rc = estimate_at(m, c, b + 1, &e)) && e.total <= budget)
+        b++;
+    *out = b;
+    return 0;
+}
+
+static void suggest(vram_plan_t *p, const char *name, const char *desc, uint64_t base_total,
+                    const vram_estimate_t *alt, uint64_t budget)
+{
+    if (p->nsuggestions >= VRAM_PLAN_MAX_SUGGESTIONS || alt->total >= base_total) return;
+    vram_plan_suggestion_t *s = &p->suggestions[p->nsuggestions++];
+    snprintf(s->name, sizeof s->name, "%s", name);
+    snprintf(s->description, sizeof s->description, "%s", desc);
+    s->saving_bytes = base_total - alt->total;
+    s->fits = alt->total <= budget;
+}
+
+/* What each memory-saving change would save at `batch`. */
+static void suggestions(const vram_model_t *m, const vram_estimate_config_t *c, int64_t batch,
+                        uint64_t budget, vram_plan_t *p)
+{
+    vram_estimate_t base, alt;
+    if (estimate_at(m, c, batch, &base)) return;
+    vram_estimate_config_t v;
+    if (c->precision == VRAM_PREC_FP32) {
+        v = *c;
+        v.precision = c->mode == VRAM_MODE_TRAIN ? VRAM_PREC_AMP_BF16 : VRAM_PREC_BF16;
+        v.batch_size = batch;
+        if (!vram_estimate(m, &v, &alt))
+            suggest(p, c->mode == VRAM_MODE_TRAIN ? "precision=amp-bf16" : "precision=bf16",
+                    "mixed precision: half-precision activations and weights", base.total, &alt,
+                    budget);
+    }
+    if (c->mode == VRAM_MODE_INFER) {
+        v = *c;
+        v.precision = c->precision == VRAM_PREC_INT8 ? VRAM_PREC_INT4 : VRAM_PREC_INT8;
+        v.batch_size = batch;
+        if (c->precision != VRAM_PREC_INT4 && !vram_estimate(m, &v, &alt))
+            suggest(p, v.precision == VRAM_PREC_INT8 ? "precision=int8" : "precision=int4",
+                    "quantized weights", base.total, &alt, budget);
+        return;
+    }
+    if (c->checkpointing != VRAM_CKPT_FULL) {
+        v = *c;
+        v.checkpointing = VRAM_CKPT_FULL;
+        v.batch_size = batch;
+        if (!vram_estimate(m, &v, &alt))
+            suggest(p, "checkpointing=full",
+                    "activation checkpointing: recompute layers in "
+                    "backward (about 30% slower)",
+                    base.total, &alt, budget);
+    }
+    if (c->optimizer == VRAM_OPTIMIZER_ADAM || c->optimizer == VRAM_OPTIMIZER_ADAMW) {
+        v = *c;
+        v.optimizer = VRAM_OPTIMIZER_ADAM8BIT;
+        v.batch_size = batch;
+        if (!vram_estimate(m, &v, &alt))
+            suggest(p, "optimizer=adam8bit", "8-bit Adam states (bitsandbytes)", base.total, &alt,
+                    budget);
+    }
+    if (c->zero_stage < 3) {
+        v = *c;
+        v.zero_stage = 3;
+        v.gpus = c->gpus > 1 ? c->gpus : 8;
+        v.batch_size = batch;
+        char desc[128];
+        snprintf(desc, sizeof desc,
+                 "ZeRO-3: partition parameters, gradients and optimizer "
+                 "states over %d GPUs",
+                 v.gpus);
+        if (!vram_estimate(m, &v, &alt))
+            suggest(p, c->gpus > 1 ? "zero=3" : "zero=3,gpus=8", desc, base.total, &alt, budget);
+    }
+}
+
+int vram_plan(const vram_model_t *m, const vram_estimate_config_t *est,
+              const vram_plan_config_t *dev, vram_plan_t *out)
+{
+    if (!m || !est || !dev || !out) return vram_fail(VRAM_EINVAL, "vram_plan: NULL argument");
+    if (!(dev->target > 0 && dev->target <= 1))
+        return vram_fail(VRAM_EINVAL, "target %g is not a fraction in (0, 1]", dev->target);
+    if (dev->batch_size < 0) return vram_fail(VRAM_EINVAL, "batch size cannot be negative");
+    vram_estimate_t one, two;
+    int rc = estimate_at(m, est, 1, &one);
+    if (!rc) rc = estimate_at(m, est, 2, &two);
+    if (!rc && dev->batch_size > 0) rc = estimate_at(m, est, dev->batch_size, &out->current);
+    if (rc) return rc;
+
+    vram_plan_t p = {0};
+    p.per_sample_bytes = two.total - one.total;
+    p.model_bytes = one.total - p.per_sample_bytes;
+    p.budget_bytes = (uint64_t)floor(dev->target * (double)dev->free_bytes);
+    if ((rc = max_batch(m, est, p.budget_bytes, p.model_bytes, p.per_sample_bytes,
+                        &p.max_batch_raw)))
+        return rc;
+    int64_t raw = p.max_batch_raw;
+    int64_t rec = (int64_t)floor(0.6 * (double)raw), safe = (int64_t)floor(0.4 * (double)raw);
+    if (raw >= 1 && rec < 1) rec = 1;
+    if (raw >= 1 && safe < 1) safe = 1;
+    p.maximum = dev->power_of_two ? floor_pow2(raw) : raw;
+    p.recommended = dev->power_of_two ? floor_pow2(rec) : rec;
+    p.safe = dev->power_of_two ? floor_pow2(safe) : safe;
+
+    int64_t judged = dev->batch_size > 0 ? dev->batch_size : 1;
+    if (dev->batch_size > 0) {
+        p.current = out->current;
+        uint64_t t = p.current.total;
+        p.fit = t <= p.budget_bytes ? VRAM_FIT_YES
+                                    : (t <= dev->free_bytes ? VRAM_FIT_TIGHT : VRAM_FIT_NO);
+        if (p.fit == VRAM_FIT_YES) {
+            p.micro_batch_size = dev->batch_size;
+            p.accumulation_steps = 1;
+        } else if (raw >= 1) {
+            /* fewest steps whose micro-batch fits; the last may be smaller */
+            int64_t steps = (dev->batch_size + raw - 1) / raw;
+            p.accumulation_steps = steps;
+            p.micro_batch_size = (dev->batch_size + steps - 1) / steps;
+        }
+    }
+    bool judged_fits = dev->batch_size > 0 ? p.fit == VRAM_FIT_YES : raw >= 1;
+    if (!judged_fits) suggestions(m, est, judged, p.budget_bytes, &p);
+    *out = p;
+    return 0;
+}

@@ -1,0 +1,644 @@
+/* The caching allocator: allocation, free, release of cached segments, the
+ * OOM chain. Design and the strategies' rules: docs/pool.md. */
+#include "pool/pool_internal.h"
+
+#include <inttypes.h>
+#include <stdlib.h>
+#include <string.h>
+
+/* ---- block structs: slabs and a free list ---------------------------- */
+
+#define BLOCKS_PER_SLAB 256
+
+struct vram_block_slab {
+    vram_block_slab_t *next;
+    vram_pool_block_t blocks[BLOCKS_PER_SLAB];
+};
+
+static vram_pool_block_t *block_new(vram_pool_t *pool)
+{
+    if (!pool->spare_blocks) {
+        vram_block_slab_t *slab = malloc(sizeof *slab);
+        if (!slab) return NULL;
+        slab->next = pool->slabs;
+        pool->slabs = slab;
+        for (int i = 0; i < BLOCKS_PER_SLAB; i++) {
+            slab->blocks[i].next = pool->spare_blocks;
+            pool->spare_blocks = &slab->blocks[i];
+        }
+    }
+    vram_pool_block_t *b = pool->spare_blocks;
+    pool->spare_blocks = b->next;
+    memset(b, 0, sizeof *b);
+    return b;
+}
+
+static void block_delete(vram_pool_t *pool, vram_pool_block_t *b)
+{
+    b->next = pool->spare_blocks;
+    pool->spare_blocks = b;
+}
+
+/* ---- free tree membership, with the inactive_split statistics -------- */
+
+static void tree_put(vram_pool_t *pool, vram_pool_block_t *b)
+{
+    vram_pool_segment_t *seg = b->segment;
+    b->u.node.rank = vram_pool_block_rank(pool->strategy, b->size);
+    /* Among equal ranks the oldest segment wins: deterministic whatever
+     * addresses the device hands out, and it packs toward old segments. */
+    b->u.node.tie = seg->seq;
+    vram_free_tree_insert(&pool->free_blocks[seg->kind], b);
+    if (b->size < seg->size) {
+        vram_pool_stat_update(pool->stats.inactive_split, seg->kind, 1);
+        vram_pool_stat_update(pool->stats.inactive_split_bytes, seg->kind, (int64_t)b->size);
+    }
+}
+
+static void tree_take(vram_pool_t *pool, vram_pool_block_t *b)
+{
+    vram_pool_segment_t *seg = b->segment;
+    vram_free_tree_remove(&pool->free_blocks[seg->kind], b);
+    if (b->size < seg->size) {
+        vram_pool_stat_update(pool->stats.inactive_split, seg->kind, -1);
+        vram_pool_stat_update(pool->stats.inactive_split_bytes, seg->kind, -(int64_t)b->size);
+    }
+}
+
+/* ---- segments --------------------------------------------------------- */
+
+static void segment_link(vram_pool_t *pool, vram_pool_segment_t *seg)
+{
+    seg->prev = NULL;
+    seg->next = pool->segments;
+    if (pool->segments) pool->segments->prev = seg;
+    pool->segments = seg;
+}
+
+static void segment_unlink(vram_pool_t *pool, vram_pool_segment_t *seg)
+{
+    if (seg->prev)
+        seg->prev->next = seg->next;
+    else
+        pool->segments = seg->next;
+    if (seg->next) seg->next->prev = seg->prev;
+}
+
+/* Asks the source for `size` bytes and wraps them in a segment holding one
+ * free block (in the tree). ENOMEM when the limit or the device refuses. */
+static int segment_create(vram_pool_t *pool, int kind, uintptr_t stream, size_t size,
+                          vram_pool_segment_t **out)
+{
+    uint64_t reserved = (uint64_t)pool->stats.reserved_bytes[VRAM_POOL_STAT_ALL].current;
+    if (pool->limit && reserved + size > pool->limit) {
+        pool->refused_by_limit = true;
+        return vram_fail(VRAM_ENOMEM, "pool limit reached");
+    }
+    if (size > pool->device_total) return vram_fail(VRAM_ENOMEM, "larger than the device");
+    vram_pool_segment_t *seg = calloc(1, sizeof *seg);
+    vram_pool_block_t *b = block_new(pool);
+    if (!seg || !b) {
+        free(seg);
+        if (b) block_delete(pool, b);
+        return vram_fail(VRAM_ENOMEM, "pool: out of host memory for segment metadata");
+    }
+    void *base = NULL;
+    int rc = pool->src.alloc(pool->src.user, size, &base);
+    if (rc) {
+        free(seg);
+        block_delete(pool, b);
+        return rc;
+    }
+    seg->base = (uintptr_t)base;
+    seg->size = size;
+    seg->stream = stream;
+    seg->kind = kind;
+    seg->seq = pool->next_seq++;
+    seg->first = b;
+    b->addr = seg->base;
+    b->size = size;
+    b->stream = stream;
+    b->segment = seg;
+    segment_link(pool, seg);
+    pool->stats.num_device_alloc++;
+    vram_pool_stat_update(pool->stats.segment, kind, 1);
+    vram_pool_stat_update(pool->stats.reserved_bytes, kind, (int64_t)size);
+    pool->idle_segment_bytes += size;
+    tree_put(pool, b);
+    *out = seg;
+    return 0;
+}
+
+/* Returns a wholly free segment to the device. */
+static void segment_release(vram_pool_t *pool, vram_pool_segment_t *seg)
+{
+    vram_pool_block_t *b = seg->first;
+    tree_take(pool, b);
+    block_delete(pool, b);
+    pool->src.free(pool->src.user, (void *)seg->base);
+    pool->stats.num_device_free++;
+    vram_pool_stat_update(pool->stats.segment, seg->kind, -1);
+    vram_pool_stat_update(pool->stats.reserved_bytes, seg->kind, -(int64_t)seg->size);
+    pool->idle_segment_bytes -= seg->size;
+    segment_unlink(pool, seg);
+    free(seg);
+}
+
+/* Releases wholly free segments (of one stream and kind when kind >= 0)
+ * until at least `want` bytes went back (UINT64_MAX: all). Returns bytes. */
+static uint64_t release_idle(vram_pool_t *pool, int kind, uintptr_t stream, bool any_stream,
+                             uint64_t want)
+{
+    uint64_t released = 0;
+    vram_pool_segment_t *seg = pool->segments, *next;
+    for (; seg && released < want && pool->idle_segment_bytes; seg = next) {
+        next = seg->next;
+        if (seg->allocated_blocks) continue;
+        if (kind >= 0 && seg->kind != kind) continue;
+        if (!any_stream && seg->stream != stream) continue;
+        released += seg->size;
+        segment_release(pool, seg);
+    }
+    return released;
+}
+
+/* ---- when cached memory goes back ------------------------------------ */
+
+/* BALANCED keeps at most this much in wholly free segments... */
+#define BALANCED_IDLE_MIN ((uint64_t)64 << 20)
+/* ...or this fraction of what it reserves, whichever is more. */
+#define BALANCED_IDLE_FRACTION 0.125
+/* FRAGMENTATION_AWARE trims when fragmentation passes this... */
+#define FRAG_AWARE_THRESHOLD 0.5
+/* ...checked every this many frees. */
+#define FRAG_AWARE_CHECK_EVERY 64
+
+static uint64_t balanced_idle_cap(const vram_pool_t *pool)
+{
+    uint64_t reserved = (uint64_t)pool->stats.reserved_bytes[VRAM_POOL_STAT_ALL].current;
+    uint64_t frac = (uint64_t)((double)reserved * BALANCED_IDLE_FRACTION);
+    return frac > BALANCED_IDLE_MIN ? frac : BALANCED_IDLE_MIN;
+}
+
+/* A segment just became wholly free: keep it cached or give it back. */
+static bool release_on_idle(vram_pool_t *pool, vram_pool_segment_t *seg)
+{
+    uint64_t reserved = (uint64_t)pool->stats.reserved_bytes[VRAM_POOL_STAT_ALL].current;
+    if (pool->limit && reserved > pool->limit) return true;
+    switch (pool->strategy) {
+    case VRAM_POOL_GREEDY:
+    case VRAM_POOL_FRAGMENTATION_AWARE:
+        return false;
+    case VRAM_POOL_BALANCED:
+        return pool->idle_segment_bytes > balanced_idle_cap(pool);
+    case VRAM_POOL_CONSOLIDATED:
+        /* Keep one idle segment per kind as a buffer against alloc/free
+         * ping-pong; packing into old segments empties the others. */
+        for (vram_pool_segment_t *s = pool->segments; s; s = s->next)
+            if (s != seg && !s->allocated_blocks && s->kind == seg->kind) return true;
+        return false;
+    default:
+        return false;
+    }
+}
+
+/* Before asking the device for a new segment: wholly free segments of this
+ * kind and stream could not serve the request (the search missed them), so
+ * all strategies but GREEDY give them back first instead of growing. */
+static void release_before_growing(vram_pool_t *pool, int kind, uintptr_t stream)
+{
+    if (pool->strategy == VRAM_POOL_GREEDY || !pool->idle_segment_bytes) return;
+    release_idle(pool, kind, stream, false, UINT64_MAX);
+}
+
+static void fragmentation_check(vram_pool_t *pool)
+{
+    if (++pool->free_ops < FRAG_AWARE_CHECK_EVERY || !pool->idle_segment_bytes) return;
+    pool->free_ops = 0;
+    vram_pool_stats_t s;
+    vram_pool_stats_derive_locked(pool, &s);
+    if (s.fragmentation > FRAG_AWARE_THRESHOLD)
+        release_idle(pool, -1, 0, true, UINT64_MAX);
+}
+
+/* ---- allocation ------------------------------------------------------- */
+
+static vram_pool_block_t *find_free(vram_pool_t *pool, int kind, uintptr_t stream, size_t rounded)
+{
+    vram_pool_block_t *b = vram_free_tree_lower_bound(
+        &pool->free_blocks[kind], stream, vram_pool_request_rank(pool->strategy, rounded));
+    if (b && !vram_pool_block_eligible(pool->strategy, b->size, rounded)) return NULL;
+    return b;
+}
+
+/* Hands out the front of free block b (already chosen), splitting off the rest. */
+static int take_block(vram_pool_t *pool, vram_pool_block_t *b, size_t rounded, size_t requested,
+                      vram_pool_block_t **out)
+{
+    vram_pool_segment_t *seg = b->segment;
+    size_t remainder = b->size - rounded;
+    vram_pool_block_t *rest = NULL;
+    if (vram_pool_should_split(seg->kind, remainder)) {
+        rest = block_new(pool);
+        if (!rest) return vram_fail(VRAM_ENOMEM, "pool: out of host memory for block metadata");
+    }
+    if (vram_ptr_map_put(&pool->live, b->addr, b)) {
+        if (rest) block_delete(pool, rest);
+        return vram_fail(VRAM_ENOMEM, "pool: out of host memory for the block map");
+    }
+    tree_take(pool, b);
+    if (rest) {
+        rest->addr = b->addr + rounded;
+        rest->size = remainder;
+        rest->stream = b->stream;
+        rest->segment = seg;
+        rest->prev = b;
+        rest->next = b->next;
+        if (b->next) b->next->prev = rest;
+        b->next = rest;
+        b->size = rounded;
+        tree_put(pool, rest);
+    }
+    if (seg->allocated_blocks++ == 0) pool->idle_segment_bytes -= seg->size;
+    b->allocated = true;
+    b->u.live.requested = requested;
+    b->u.live.trace_id = 0;
+    int kind = seg->kind;
+    vram_pool_stat_update(pool->stats.allocation, kind, 1);
+    vram_pool_stat_update(pool->stats.active, kind, 1);
+    vram_pool_stat_update(pool->stats.allocated_bytes, kind, (int64_t)b->size);
+    vram_pool_stat_update(pool->stats.active_bytes, kind, (int64_t)b->size);
+    vram_pool_stat_update(pool->stats.requested_bytes, kind, (int64_t)requested);
+    *out = b;
+    return 0;
+}
+
+/* One attempt to get a new segment for the request: preferred size, then the
+ * smallest that fits. ENOMEM when the device or the limit refuses. */
+static int grow(vram_pool_t *pool, int kind, uintptr_t stream, size_t rounded,
+                vram_pool_block_t **out)
+{
+    size_t preferred = vram_pool_segment_size(pool->strategy, kind, rounded);
+    /* The fallback: the request rounded to the granule, whatever the strategy. */
+    size_t minimal = kind == VRAM_POOL_KIND_SMALL ? VRAM_POOL_SMALL_SEG
+                                                  : (rounded + VRAM_POOL_GRANULE - 1) /
+                                                        VRAM_POOL_GRANULE * VRAM_POOL_GRANULE;
+    if (preferred < minimal) preferred = minimal;
+    vram_pool_segment_t *seg;
+    int rc = segment_create(pool, kind, stream, preferred, &seg);
+    if (rc == VRAM_ENOMEM && minimal < preferred)
+        rc = segment_create(pool, kind, stream, minimal, &seg);
+    if (rc) return rc;
+    *out = seg->first;
+    return 0;
+}
+
+static _Thread_local int in_oom_handler; /* handlers that allocate do not recurse */
+
+static int oom_error(vram_pool_t *pool, size_t size, size_t rounded, uintptr_t stream,
+                     const char *why)
+{
+    vram_pool_stats_t s;
+    vram_pool_stats_derive_locked(pool, &s);
+    uint64_t total = VRAM_UNKNOWN_U64, free_bytes = VRAM_UNKNOWN_U64;
+    if (pool->src.memory) pool->src.memory(pool->src.user, &total, &free_bytes);
+    uint64_t reserved = (uint64_t)pool->stats.reserved_bytes[VRAM_POOL_STAT_ALL].current;
+    uint64_t allocated = (uint64_t)pool->stats.allocated_bytes[VRAM_POOL_STAT_ALL].current;
+    char req[32], res[32], unal[32], big[32], dfree[32], dtotal[32], lim[32];
+    vram_format_size(size, req, sizeof req);
+    vram_format_size(reserved, res, sizeof res);
+    vram_format_size(reserved - allocated, unal, sizeof unal);
+    vram_format_size(s.largest_free_block, big, sizeof big);
+    if (free_bytes == VRAM_UNKNOWN_U64)
+        snprintf(dfree, sizeof dfree, "unknown");
+    else
+        vram_format_size(free_bytes, dfree, sizeof dfree);
+    if (total == VRAM_UNKNOWN_U64)
+        snprintf(dtotal, sizeof dtotal, "unknown");
+    else
+        vram_format_size(total, dtotal, sizeof dtotal);
+    if (pool->limit)
+        vram_format_size(pool->limit, lim, sizeof lim);
+    else
+        snprintf(lim, sizeof lim, "none");
+    pool->stats.num_ooms++;
+    return vram_fail(VRAM_ENOMEM,
+                     "out of memory on device %d (%s): tried to allocate %s (%zu bytes, %zu "
+                     "after rounding) on stream 0x%" PRIxPTR "; the pool has %s reserved, of "
+                     "which %s (%" PRIu64 " bytes) is reserved but unallocated; largest free "
+                     "block %s (%" PRIu64 " bytes); device free memory %s of %s; pool limit %s",
+                     pool->src.device, why, req, size, rounded, stream, res, unal,
+                     reserved - allocated, big, s.largest_free_block, dfree, dtotal, lim);
+}
+
+/* The OOM chain: release cached segments, retry; call the handlers in order,
+ * retrying after each that freed something. Called and returns with the lock. */
+static int alloc_slow(vram_pool_t *pool, int kind, uintptr_t stream, size_t size, size_t rounded,
+                      vram_pool_block_t **out)
+{
+    pool->refused_by_limit = false;
+    release_before_growing(pool, kind, stream);
+    int rc = grow(pool, kind, stream, rounded, out);
+    if (rc != VRAM_ENOMEM) return rc;
+
+    pool->stats.num_alloc_retries++;
+    release_idle(pool, -1, 0, true, UINT64_MAX);
+    rc = grow(pool, kind, stream, rounded, out);
+    if (rc != VRAM_ENOMEM) return rc;
+
+    if (!in_oom_handler && pool->handler_count) {
+        int count = pool->handler_count;
+        __typeof__(pool->handlers[0]) handlers[VRAM_POOL_MAX_OOM_HANDLERS];
+        memcpy(handlers, pool->handlers, sizeof handlers[0] * (size_t)count);
+        for (int i = 0; i < count; i++) {
+            pthread_mutex_unlock(&pool->lock);
+            in_oom_handler = 1;
+            int freed = handlers[i].fn(pool, size, handlers[i].user);
+            in_oom_handler = 0;
+            pthread_mutex_lock(&pool->lock);
+            if (!freed) continue;
+            pool->stats.num_alloc_retries++;
+            *out = find_free(pool, kind, stream, rounded);
+            if (*out) return 0;
+            release_idle(pool, -1, 0, true, UINT64_MAX);
+            rc = grow(pool, kind, stream, rounded, out);
+            if (rc != VRAM_ENOMEM) return rc;
+        }
+    }
+    return oom_error(pool, size, rounded, stream,
+                     pool->refused_by_limit ? "the pool limit would be exceeded"
+                                            : "the device refused");
+}
+
+int vram_pool_alloc(vram_pool_t *pool, size_t size, void *stream_handle, void **ptr)
+{
+    if (!pool || !ptr) return vram_fail(VRAM_EINVAL, "vram_pool_alloc: pool and ptr must not be NULL");
+    *ptr = NULL;
+    if (size == 0) return 0;
+    uintptr_t stream = (uintptr_t)stream_handle;
+    size_t rounded = vram_pool_round(pool->strategy, size);
+    pthread_mutex_lock(&pool->lock);
+    if (!rounded || rounded > pool->device_total || (pool->limit && rounded > pool->limit)) {
+        const char *why = pool->limit && rounded <= pool->device_total && rounded
+                              ? "the request exceeds the pool limit"
+                              : "the request exceeds the device's total memory";
+        int rc = oom_error(pool, size, rounded, stream, why);
+        pthread_mutex_unlock(&pool->lock);
+        return rc;
+    }
+    int kind = rounded <= VRAM_POOL_SMALL_MAX ? VRAM_POOL_KIND_SMALL : VRAM_POOL_KIND_LARGE;
+    vram_pool_block_t *b = find_free(pool, kind, stream, rounded);
+    int rc = 0;
+    if (!b) rc = alloc_slow(pool, kind, stream, size, rounded, &b);
+    if (!rc) rc = take_block(pool, b, rounded, size, &b);
+    if (!rc) {
+        if (pool->trace) vram_pool_trace_alloc(pool, b, size);
+        *ptr = (void *)b->addr;
+    }
+    pthread_mutex_unlock(&pool->lock);
+    return rc;
+}
+
+/* ---- free ------------------------------------------------------------- */
+
+/* Merges free block `b` with free neighbour `n` (n directly after b). */
+static void absorb_next(vram_pool_t *pool, vram_pool_block_t *b, vram_pool_block_t *n)
+{
+    b->size += n->size;
+    b->next = n->next;
+    if (n->next) n->next->prev = b;
+    block_delete(pool, n);
+}
+
+int vram_pool_free(vram_pool_t *pool, void *ptr)
+{
+    if (!pool) return vram_fail(VRAM_EINVAL, "vram_pool_free: pool must not be NULL");
+    if (!ptr) return 0;
+    pthread_mutex_lock(&pool->lock);
+    vram_pool_block_t *b = vram_ptr_map_take(&pool->live, (uintptr_t)ptr);
+    if (!b) {
+        pool->stats.num_invalid_frees++;
+        pthread_mutex_unlock(&pool->lock);
+        return vram_fail(VRAM_EINVAL,
+                         "vram_pool_free: pointer %p was not allocated by this pool or was "
+                         "already freed",
+                         ptr);
+    }
+    if (pool->trace) vram_pool_trace_free(pool, b);
+    vram_pool_segment_t *seg = b->segment;
+    int kind = seg->kind;
+    vram_pool_stat_update(pool->stats.allocation, kind, -1);
+    vram_pool_stat_update(pool->stats.active, kind, -1);
+    vram_pool_stat_update(pool->stats.allocated_bytes, kind, -(int64_t)b->size);
+    vram_pool_stat_update(pool->stats.active_bytes, kind, -(int64_t)b->size);
+    vram_pool_stat_update(pool->stats.requested_bytes, kind, -(int64_t)b->u.live.requested);
+    b->allocated = false;
+
+    vram_pool_block_t *prev = b->prev, *next = b->next;
+    if (next && !next->allocated) {
+        tree_take(pool, next);
+        absorb_next(pool, b, next);
+    }
+    if (prev && !prev->allocated) {
+        tree_take(pool, prev);
+        absorb_next(pool, prev, b);
+        b = prev;
+    }
+    if (--seg->allocated_blocks == 0) {
+        pool->idle_segment_bytes += seg->size;
+        tree_put(pool, b);
+        if (release_on_idle(pool, seg)) segment_release(pool, seg);
+    } else {
+        tree_put(pool, b);
+    }
+    if (pool->strategy == VRAM_POOL_FRAGMENTATION_AWARE) fragmentation_check(pool);
+    pthread_mutex_unlock(&pool->lock);
+    return 0;
+}
+
+/* ---- trim, limit, handlers ------------------------------------------- */
+
+int vram_pool_trim(vram_pool_t *pool, uint64_t *released)
+{
+    if (!pool) return vram_fail(VRAM_EINVAL, "vram_pool_trim: pool must not be NULL");
+    pthread_mutex_lock(&pool->lock);
+    uint64_t n = release_idle(pool, -1, 0, true, UINT64_MAX);
+    pthread_mutex_unlock(&pool->lock);
+    if (released) *released = n;
+    return 0;
+}
+
+int vram_pool_set_limit(vram_pool_t *pool, uint64_t limit_bytes)
+{
+    if (!pool) return vram_fail(VRAM_EINVAL, "vram_pool_set_limit: pool must not be NULL");
+    pthread_mutex_lock(&pool->lock);
+    pool->limit = limit_bytes;
+    pool->stats.limit_bytes = limit_bytes;
+    if (limit_bytes) {
+        uint64_t reserved = (uint64_t)pool->stats.reserved_bytes[VRAM_POOL_STAT_ALL].current;
+        if (reserved > limit_bytes) release_idle(pool, -1, 0, true, reserved - limit_bytes);
+    }
+    pthread_mutex_unlock(&pool->lock);
+    return 0;
+}
+
+int vram_pool_add_oom_handler(vram_pool_t *pool, vram_pool_oom_fn fn, void *user)
+{
+    if (!pool || !fn)
+        return vram_fail(VRAM_EINVAL, "vram_pool_add_oom_handler: pool and fn must not be NULL");
+    pthread_mutex_lock(&pool->lock);
+    int rc = 0;
+    if (pool->handler_count == VRAM_POOL_MAX_OOM_HANDLERS) {
+        rc = vram_fail(VRAM_ENOMEM, "vram_pool_add_oom_handler: at most %d handlers per pool",
+                       VRAM_POOL_MAX_OOM_HANDLERS);
+    } else {
+        pool->handlers[pool->handler_count].fn = fn;
+        pool->handlers[pool->handler_count].user = user;
+        pool->handler_count++;
+    }
+    pthread_mutex_unlock(&pool->lock);
+    return rc;
+}
+
+/* ---- create / destroy ------------------------------------------------- */
+
+int vram_pool_config_from_options(vram_pool_config_t *cfg)
+{
+    if (!cfg) return vram_fail(VRAM_EINVAL, "vram_pool_config_from_options: cfg is NULL");
+    vram_pool_config_t c = {0};
+    int rc = vram_pool_strategy_parse(vram_option_str(VRAM_OPT_POOL_STRATEGY), &c.strategy);
+    if (rc)
+        return vram_fail(rc, "VRAM_POOL_STRATEGY: %s", vram_last_error());
+    const char *limit = vram_option_str(VRAM_OPT_POOL_LIMIT);
+    char *end;
+    double frac = strtod(limit, &end);
+    if (*end == '\0' && strchr(limit, '.') && frac >= 0 && frac <= 1) {
+        c.limit_fraction = frac;
+    } else {
+        rc = vram_parse_size(limit, &c.limit_bytes);
+        if (rc) return vram_fail(rc, "VRAM_POOL_LIMIT: %s", vram_last_error());
+    }
+    const char *trace = vram_option_str(VRAM_OPT_POOL_TRACE);
+    c.trace_path = *trace ? trace : NULL;
+    *cfg = c;
+    return 0;
+}
+
+int vram_pool_create_on(const vram_pool_source_t *src, const vram_pool_config_t *cfg,
+                        vram_pool_t **out)
+{
+    if (!src || !out) return vram_fail(VRAM_EINVAL, "vram_pool_create: source and out required");
+    vram_pool_config_t c;
+    if (cfg) {
+        c = *cfg;
+    } else {
+        int rc = vram_pool_config_from_options(&c);
+        if (rc) return rc;
+    }
+    if ((unsigned)c.strategy >= VRAM_POOL_STRATEGY_COUNT_)
+        return vram_fail(VRAM_EINVAL, "vram_pool_create: unknown strategy %d", (int)c.strategy);
+    if (!(c.limit_fraction >= 0 && c.limit_fraction <= 1))
+        return vram_fail(VRAM_EINVAL, "vram_pool_create: limit_fraction %g is not in [0, 1]",
+                         c.limit_fraction);
+    uint64_t total = VRAM_UNKNOWN_U64, free_bytes = VRAM_UNKNOWN_U64;
+    if (src->memory) {
+        int rc = src->memory(src->user, &total, &free_bytes);
+        if (rc) return rc;
+    }
+    vram_pool_t *pool = calloc(1, sizeof *pool);
+    if (!pool) return vram_fail(VRAM_ENOMEM, "vram_pool_create: out of host memory");
+    if (vram_ptr_map_init(&pool->live, 1024)) {
+        free(pool);
+        return VRAM_ENOMEM;
+    }
+    pthread_mutex_init(&pool->lock, NULL);
+    pool->src = *src;
+    pool->strategy = c.strategy;
+    pool->device_total = total == VRAM_UNKNOWN_U64 ? UINT64_MAX : total;
+    pool->limit = c.limit_bytes;
+    if (!pool->limit && c.limit_fraction > 0 && total != VRAM_UNKNOWN_U64)
+        pool->limit = (uint64_t)((double)total * c.limit_fraction);
+    pool->stats.limit_bytes = pool->limit;
+    pool->next_trace_id = 1;
+    if (c.trace_path && *c.trace_path) {
+        int rc = vram_pool_trace_open(pool, c.trace_path);
+        if (rc) {
+            vram_pool_destroy(pool);
+            return rc;
+        }
+    }
+    *out = pool;
+    return 0;
+}
+
+void vram_pool_destroy(vram_pool_t *pool)
+{
+    if (!pool) return;
+    vram_pool_segment_t *seg = pool->segments, *next;
+    for (; seg; seg = next) {
+        next = seg->next;
+        pool->src.free(pool->src.user, (void *)seg->base);
+        free(seg);
+    }
+    vram_block_slab_t *slab = pool->slabs, *snext;
+    for (; slab; slab = snext) {
+        snext = slab->next;
+        free(slab);
+    }
+    vram_ptr_map_release(&pool->live);
+    if (pool->trace) fclose(pool->trace);
+    if (pool->owns_source_user) free(pool->src.user);
+    pthread_mutex_destroy(&pool->lock);
+    free(pool);
+}
+
+/* ---- the device of a context as the source ---------------------------- */
+
+typedef struct {
+    vram_ctx_t *ctx;
+    int device;
+} ctx_source_t;
+
+static int ctx_alloc(void *user, size_t size, void **ptr)
+{
+    ctx_source_t *s = user;
+    return vram_device_alloc(s->ctx, s->device, size, ptr);
+}
+
+static int ctx_free(void *user, void *ptr)
+{
+    ctx_source_t *s = user;
+    return vram_device_free(s->ctx, s->device, ptr);
+}
+
+static int ctx_memory(void *user, uint64_t *total, uint64_t *free_bytes)
+{
+    ctx_source_t *s = user;
+    vram_device_info_t info;
+    int rc = vram_device_info(s->ctx, s->device, &info);
+    if (rc) return rc;
+    *total = info.total_bytes;
+    *free_bytes = info.free_bytes;
+    return 0;
+}
+
+int vram_pool_create(vram_ctx_t *ctx, int device, const vram_pool_config_t *cfg,
+                     vram_pool_t **out)
+{
+    if (!ctx || !out) return vram_fail(VRAM_EINVAL, "vram_pool_create: ctx and out must not be NULL");
+    if (device < 0 || device >= vram_ctx_device_count(ctx))
+        return vram_fail(VRAM_ENODEV, "vram_pool_create: no device %d (the context has %d)", device,
+                         vram_ctx_device_count(ctx));
+    ctx_source_t *s = malloc(sizeof *s);
+    if (!s) return vram_fail(VRAM_ENOMEM, "vram_pool_create: out of host memory");
+    s->ctx = ctx;
+    s->device = device;
+    vram_pool_source_t src = {ctx_alloc, ctx_free, ctx_memory, s, device};
+    int rc = vram_pool_create_on(&src, cfg, out);
+    if (rc) {
+        free(s);
+        return rc;
+    }
+    (*out)->owns_source_user = true;
+    return 0;
+}

@@ -1,0 +1,234 @@
+/* Trace replay with per-request timing (see replay.h). */
+#include "pool/replay.h"
+
+#include <malloc.h>
+#include <stdlib.h>
+#include <string.h>
+
+const char *vram_replay_mode_name(vram_replay_mode_t mode)
+{
+    switch (mode) {
+    case VRAM_REPLAY_POOL:
+        return "none";
+    case VRAM_REPLAY_DEVICE:
+        return "device";
+    case VRAM_REPLAY_MALLOC:
+        return "malloc";
+    }
+    return "?";
+}
+
+typedef struct {
+    const vram_replay_config_t *cfg;
+    vram_pool_t *pool;
+    uint64_t device_held, device_peak; /* DEVICE: bytes allocated on the device */
+    uint64_t malloc_peak;              /* MALLOC: the heap's footprint */
+    uint64_t device_allocs, device_frees, ooms;
+} replayer_t;
+
+static int do_alloc(replayer_t *r, size_t size, void **ptr)
+{
+    switch (r->cfg->mode) {
+    case VRAM_REPLAY_POOL:
+        return vram_pool_alloc(r->pool, size, NULL, ptr);
+    case VRAM_REPLAY_DEVICE:
+        if (!size) {
+            *ptr = NULL;
+            return 0;
+        }
+        return vram_device_alloc(r->cfg->ctx, r->cfg->device, size, ptr);
+    case VRAM_REPLAY_MALLOC:
+        *ptr = malloc(size);
+        return *ptr || !size ? 0 : VRAM_ENOMEM;
+    }
+    return VRAM_EINVAL;
+}
+
+static int do_free(replayer_t *r, void *ptr)
+{
+    switch (r->cfg->mode) {
+    case VRAM_REPLAY_POOL:
+        return vram_pool_free(r->pool, ptr);
+    case VRAM_REPLAY_DEVICE:
+        return vram_device_free(r->cfg->ctx, r->cfg->device, ptr);
+    case VRAM_REPLAY_MALLOC:
+        free(ptr);
+        return 0;
+    }
+    return VRAM_EINVAL;
+}
+
+/* Accounting outside the timed region. */
+static void after_alloc(replayer_t *r, size_t size)
+{
+    if (r->cfg->mode == VRAM_REPLAY_DEVICE && size) {
+        r->device_allocs++;
+        r->device_held += size;
+        if (r->device_held > r->device_peak) r->device_peak = r->device_held;
+    } else if (r->cfg->mode == VRAM_REPLAY_MALLOC) {
+        struct mallinfo2 mi = mallinfo2();
+        uint64_t footprint = (uint64_t)mi.arena + (uint64_t)mi.hblkhd;
+        if (footprint > r->malloc_peak) r->malloc_peak = footprint;
+    }
+}
+
+static int cmp_u32(const void *a, const void *b)
+{
+    uint32_t x = *(const uint32_t *)a, y = *(const uint32_t *)b;
+    return x < y ? -1 : x > y;
+}
+
+static vram_latency_t summarize(uint32_t *ns, size_t n)
+{
+    vram_latency_t l = {0};
+    if (!n) return l;
+    qsort(ns, n, sizeof *ns, cmp_u32);
+    double sum = 0;
+    for (size_t i = 0; i < n; i++) sum += ns[i];
+    l.count = n;
+    l.mean = sum / (double)n;
+    l.p50 = ns[(n - 1) / 2];
+    l.p99 = ns[(size_t)((double)(n - 1) * 0.99)];
+    return l;
+}
+
+static uint32_t clamp_ns(uint64_t ns)
+{
+    return ns > UINT32_MAX ? UINT32_MAX : (uint32_t)ns;
+}
+
+static double timer_overhead(void)
+{
+    uint32_t ns[1001];
+    for (int i = 0; i < 1001; i++) {
+        uint64_t t0 = vram_now_ns();
+        ns[i] = clamp_ns(vram_now_ns() - t0);
+    }
+    return summarize(ns, 1001).p50;
+}
+
+int vram_replay_run(const vram_trace_t *trace, const vram_replay_config_t *cfg,
+                    vram_replay_result_t *out)
+{
+    if (!trace || !cfg || !out || cfg->repeat < 1)
+        return vram_fail(VRAM_EINVAL, "vram_replay_run: bad arguments");
+    replayer_t r = {.cfg = cfg};
+    if (cfg->mode == VRAM_REPLAY_POOL) {
+        vram_pool_config_t pc = {.strategy = cfg->strategy};
+        int rc = vram_pool_create(cfg->ctx, cfg->device, &pc, &r.pool);
+        if (rc) return rc;
+    }
+    size_t total = trace->count * (size_t)cfg->repeat;
+    size_t slots = trace->slots ? trace->slots : 1;
+    void **live = calloc(slots, sizeof *live);
+    uint64_t *alloc_ns = calloc(slots, sizeof *alloc_ns);
+    uint32_t *all = malloc((total ? total : 1) * sizeof *all);
+    uint32_t *allocs = malloc((total ? total : 1) * sizeof *allocs);
+    uint32_t *frees = malloc((total ? total : 1) * sizeof *frees);
+    uint32_t *pairs = malloc((total ? total : 1) * sizeof *pairs);
+    size_t n_all = 0, n_alloc = 0, n_free = 0, n_pair = 0;
+    uint64_t requested = 0, peak_requested = 0;
+    uint64_t *slot_size = calloc(slots, sizeof *slot_size);
+    int rc = 0;
+    if (!live || !alloc_ns || !all || !allocs || !frees || !pairs || !slot_size) {
+        rc = vram_fail(VRAM_ENOMEM, "out of host memory for the replay");
+        goto done;
+    }
+    for (int pass = 0; pass < cfg->repeat && !rc; pass++) {
+        for (size_t i = 0; i < trace->count; i++) {
+            const vram_trace_event_t *e = &trace->events[i];
+            if (e->is_alloc) {
+                void *p = NULL;
+                uint64_t t0 = vram_now_ns();
+                int arc = do_alloc(&r, (size_t)e->size, &p);
+                uint64_t dt = vram_now_ns() - t0;
+                if (arc == VRAM_ENOMEM) {
+                    r.ooms++;
+                    live[e->slot] = NULL;
+                    slot_size[e->slot] = 0;
+                    continue;
+                }
+                if (arc) {
+                    rc = arc;
+                    break;
+                }
+                live[e->slot] = p;
+                slot_size[e->slot] = e->size;
+                alloc_ns[e->slot] = dt;
+                all[n_all++] = allocs[n_alloc++] = clamp_ns(dt);
+                requested += e->size;
+                if (requested > peak_requested) peak_requested = requested;
+                after_alloc(&r, (size_t)e->size);
+            } else {
+                void *p = live[e->slot];
+                if (!p) continue; /* its allocation was refused, or was of 0 bytes */
+                uint64_t t0 = vram_now_ns();
+                int frc = do_free(&r, p);
+                uint64_t dt = vram_now_ns() - t0;
+                if (frc) {
+                    rc = frc;
+                    break;
+                }
+                all[n_all++] = frees[n_free++] = clamp_ns(dt);
+                pairs[n_pair++] = clamp_ns(dt + alloc_ns[e->slot]);
+                requested -= slot_size[e->slot];
+                if (cfg->mode == VRAM_REPLAY_DEVICE) {
+                    r.device_held -= slot_size[e->slot];
+                    r.device_frees++;
+                }
+                live[e->slot] = NULL;
+                slot_size[e->slot] = 0;
+            }
+        }
+        /* Blocks the trace leaves live go before the next pass (untimed). */
+        for (size_t s = 0; s < slots && !rc; s++) {
+            if (live[s]) {
+                rc = do_free(&r, live[s]);
+                if (cfg->mode == VRAM_REPLAY_DEVICE) {
+                    r.device_held -= slot_size[s];
+                    r.device_frees++;
+                }
+            }
+            requested -= slot_size[s];
+            live[s] = NULL;
+            slot_size[s] = 0;
+        }
+    }
+    if (rc) goto done;
+
+    memset(out, 0, sizeof *out);
+    out->ops = n_all;
+    out->all = summarize(all, n_all);
+    out->alloc = summarize(allocs, n_alloc);
+    out->free = summarize(frees, n_free);
+    out->pair = summarize(pairs, n_pair);
+    out->peak_requested_bytes = peak_requested;
+    out->ooms = r.ooms;
+    if (cfg->mode == VRAM_REPLAY_POOL) {
+        vram_pool_stats_t s;
+        vram_pool_stats(r.pool, &s);
+        out->peak_reserved_bytes = (uint64_t)s.reserved_bytes[VRAM_POOL_STAT_ALL].peak;
+        out->device_allocs = s.num_device_alloc;
+        out->device_frees = s.num_device_free;
+        out->ooms = s.num_ooms;
+    } else if (cfg->mode == VRAM_REPLAY_DEVICE) {
+        out->peak_reserved_bytes = r.device_peak;
+        out->device_allocs = r.device_allocs;
+        out->device_frees = r.device_frees;
+    } else {
+        out->peak_reserved_bytes = r.malloc_peak;
+    }
+    out->fragmentation_ratio =
+        peak_requested ? (double)out->peak_reserved_bytes / (double)peak_requested : 0.0;
+    out->timer_overhead_ns = timer_overhead();
+done:
+    if (r.pool) vram_pool_destroy(r.pool);
+    free(live);
+    free(alloc_ns);
+    free(all);
+    free(allocs);
+    free(frees);
+    free(pairs);
+    free(slot_size);
+    return rc;
+}

@@ -1,0 +1,47 @@
+/* Replays a trace through the pool, straight to the device, or through
+ * malloc, timing every request. Internal; used by `vram replay` and bench/. */
+#ifndef VRAM_POOL_REPLAY_H
+#define VRAM_POOL_REPLAY_H
+
+#include "pool/trace.h"
+
+typedef enum {
+    VRAM_REPLAY_POOL,   /* vram_pool_alloc / vram_pool_free */
+    VRAM_REPLAY_DEVICE, /* vram_device_alloc / vram_device_free: no caching */
+    VRAM_REPLAY_MALLOC, /* the C library's malloc / free */
+} vram_replay_mode_t;
+
+typedef struct {
+    vram_replay_mode_t mode;
+    vram_pool_strategy_t strategy; /* VRAM_REPLAY_POOL */
+    int repeat;                    /* passes over the trace (>= 1) */
+    vram_ctx_t *ctx;               /* POOL and DEVICE */
+    int device;
+} vram_replay_config_t;
+
+/* Latencies in ns: p50, p99, mean. */
+typedef struct {
+    double p50, p99, mean;
+    uint64_t count;
+} vram_latency_t;
+
+typedef struct {
+    uint64_t ops;
+    vram_latency_t all, alloc, free, pair; /* pair: an alloc plus the free of its block */
+    uint64_t peak_requested_bytes;
+    uint64_t peak_reserved_bytes; /* pool: reserved; device: bytes held; malloc: arena + mmap */
+    double fragmentation_ratio;   /* peak reserved / peak requested */
+    uint64_t device_allocs, device_frees;
+    uint64_t ooms;
+    double timer_overhead_ns; /* p50 of an empty timed region, included in every figure */
+} vram_replay_result_t;
+
+/* Runs cfg->repeat passes; blocks still live at the end of a pass are freed
+ * (untimed) before the next. A refused allocation counts as an OOM and its
+ * block's later free is skipped. ENOMEM: host memory; other errors of the
+ * backend end the replay. */
+int vram_replay_run(const vram_trace_t *trace, const vram_replay_config_t *cfg,
+                    vram_replay_result_t *out);
+const char *vram_replay_mode_name(vram_replay_mode_t mode);
+
+#endif

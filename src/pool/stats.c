@@ -1,0 +1,238 @@
+/* Statistics (PyTorch memory_stats meanings) and the consistency check that
+ * the randomized tests run against the pool's own bookkeeping. */
+#include "pool/pool_internal.h"
+
+#include <inttypes.h>
+#include <stdio.h>
+#include <string.h>
+
+void vram_pool_stat_add(vram_pool_stat_t *stat, int64_t delta)
+{
+    stat->current += delta;
+    if (delta >= 0) {
+        stat->allocated += delta;
+        if (stat->current > stat->peak) stat->peak = stat->current;
+    } else {
+        stat->freed -= delta;
+    }
+}
+
+void vram_pool_stat_update(vram_pool_stat_t stat[VRAM_POOL_STAT_KINDS_], int kind, int64_t delta)
+{
+    vram_pool_stat_add(&stat[VRAM_POOL_STAT_ALL], delta);
+    vram_pool_stat_add(&stat[kind == VRAM_POOL_KIND_SMALL ? VRAM_POOL_STAT_SMALL
+                                                          : VRAM_POOL_STAT_LARGE],
+                       delta);
+}
+
+/* Largest block of the last (highest-rank) entries of each stream: with the
+ * exact-size order that is the last block; with size classes (consolidated)
+ * the top class is scanned, which only this statistic ever does. */
+static uint64_t largest_in_tree(const vram_free_tree_t *t, bool exact_rank)
+{
+    uint64_t best = 0;
+    vram_pool_block_t *b = vram_free_tree_first(t);
+    while (b) {
+        vram_pool_block_t *last = vram_free_tree_last_of(t, b->stream);
+        if (exact_rank) {
+            if (last->size > best) best = last->size;
+        } else {
+            vram_pool_block_t *c = vram_free_tree_lower_bound(t, b->stream, last->u.node.rank);
+            for (; c && c != last; c = vram_free_tree_next(c))
+                if (c->size > best) best = c->size;
+            if (last->size > best) best = last->size;
+        }
+        b = vram_free_tree_next(last);
+    }
+    return best;
+}
+
+uint64_t vram_pool_largest_free_locked(const vram_pool_t *pool)
+{
+    bool exact = pool->strategy != VRAM_POOL_CONSOLIDATED;
+    uint64_t a = largest_in_tree(&pool->free_blocks[0], exact);
+    uint64_t b = largest_in_tree(&pool->free_blocks[1], exact);
+    return a > b ? a : b;
+}
+
+void vram_pool_stats_derive_locked(const vram_pool_t *pool, vram_pool_stats_t *out)
+{
+    *out = pool->stats;
+    out->largest_free_block = vram_pool_largest_free_locked(pool);
+    int64_t reserved = out->reserved_bytes[VRAM_POOL_STAT_ALL].current;
+    int64_t cached = reserved - out->allocated_bytes[VRAM_POOL_STAT_ALL].current;
+    out->fragmentation = cached > 0 ? 1.0 - (double)out->largest_free_block / (double)cached : 0.0;
+    out->efficiency =
+        reserved > 0 ? (double)out->requested_bytes[VRAM_POOL_STAT_ALL].current / (double)reserved
+                     : 1.0;
+}
+
+int vram_pool_stats(vram_pool_t *pool, vram_pool_stats_t *out)
+{
+    if (!pool || !out) return vram_fail(VRAM_EINVAL, "vram_pool_stats: pool and out required");
+    pthread_mutex_lock(&pool->lock);
+    vram_pool_stats_derive_locked(pool, out);
+    pthread_mutex_unlock(&pool->lock);
+    return 0;
+}
+
+static void reset_array(vram_pool_stat_t *stat)
+{
+    for (int k = 0; k < VRAM_POOL_STAT_KINDS_; k++) stat[k].peak = stat[k].current;
+}
+
+void vram_pool_reset_peaks(vram_pool_t *pool)
+{
+    if (!pool) return;
+    pthread_mutex_lock(&pool->lock);
+    vram_pool_stats_t *s = &pool->stats;
+    reset_array(s->allocation);
+    reset_array(s->segment);
+    reset_array(s->active);
+    reset_array(s->inactive_split);
+    reset_array(s->allocated_bytes);
+    reset_array(s->reserved_bytes);
+    reset_array(s->active_bytes);
+    reset_array(s->inactive_split_bytes);
+    reset_array(s->requested_bytes);
+    pthread_mutex_unlock(&pool->lock);
+}
+
+void vram_pool_walk(vram_pool_t *pool, vram_pool_walk_fn fn, void *user)
+{
+    pthread_mutex_lock(&pool->lock);
+    for (vram_pool_segment_t *seg = pool->segments; seg; seg = seg->next)
+        for (vram_pool_block_t *b = seg->first; b; b = b->next) fn(seg, b, user);
+    pthread_mutex_unlock(&pool->lock);
+}
+
+/* ---- consistency check ----------------------------------------------- */
+
+#define FAIL(...)                                                                                  \
+    do {                                                                                           \
+        snprintf(err, len, __VA_ARGS__);                                                           \
+        return -1;                                                                                 \
+    } while (0)
+
+typedef struct {
+    int64_t blocks, bytes, requested, segments, reserved, split_blocks, split_bytes;
+} kind_totals_t;
+
+static int check_segment(const vram_pool_t *pool, const vram_pool_segment_t *seg,
+                         kind_totals_t *t, size_t *free_count, uint64_t *idle, char *err,
+                         size_t len)
+{
+    if (!seg->first || seg->first->addr != seg->base)
+        FAIL("segment 0x%" PRIxPTR " does not start with a block", seg->base);
+    uintptr_t expect = seg->base;
+    size_t allocated = 0;
+    const vram_pool_block_t *prev = NULL;
+    for (const vram_pool_block_t *b = seg->first; b; prev = b, b = b->next) {
+        if (b->addr != expect) FAIL("gap or overlap at 0x%" PRIxPTR " in its segment", b->addr);
+        if (b->prev != prev) FAIL("bad prev link at block 0x%" PRIxPTR, b->addr);
+        if (b->segment != seg || b->stream != seg->stream)
+            FAIL("block 0x%" PRIxPTR " names the wrong segment or stream", b->addr);
+        if (!b->size || b->size % VRAM_POOL_ALIGN)
+            FAIL("block 0x%" PRIxPTR " has size %zu", b->addr, b->size);
+        expect += b->size;
+        if (b->allocated) {
+            allocated++;
+            t->blocks++;
+            t->bytes += (int64_t)b->size;
+            t->requested += (int64_t)b->u.live.requested;
+            if (b->u.live.requested > b->size)
+                FAIL("block 0x%" PRIxPTR " smaller than its request", b->addr);
+            if (vram_ptr_map_get(&pool->live, b->addr) != b)
+                FAIL("allocated block 0x%" PRIxPTR " missing from the map", b->addr);
+        } else {
+            (*free_count)++;
+            if (prev && !prev->allocated)
+                FAIL("free neighbours not coalesced at 0x%" PRIxPTR, b->addr);
+            if (vram_ptr_map_get(&pool->live, b->addr))
+                FAIL("free block 0x%" PRIxPTR " still in the map", b->addr);
+            if (b->size < seg->size) {
+                t->split_blocks++;
+                t->split_bytes += (int64_t)b->size;
+            }
+        }
+    }
+    if (expect != seg->base + seg->size)
+        FAIL("blocks of segment 0x%" PRIxPTR " do not cover it", seg->base);
+    if (allocated != seg->allocated_blocks)
+        FAIL("segment 0x%" PRIxPTR " counts %zu allocated blocks, holds %zu", seg->base,
+             seg->allocated_blocks, allocated);
+    if (!allocated) *idle += seg->size;
+    t->segments++;
+    t->reserved += (int64_t)seg->size;
+    return 0;
+}
+
+static int check_stat(const char *name, const vram_pool_stat_t *stat, int64_t want, char *err,
+                      size_t len)
+{
+    if (stat->current != want) FAIL("%s is %" PRId64 ", blocks say %" PRId64, name, stat->current, want);
+    if (stat->peak < stat->current || stat->allocated - stat->freed != stat->current)
+        FAIL("%s: peak/allocated/freed inconsistent", name);
+    return 0;
+}
+
+int vram_pool_check(vram_pool_t *pool, char *err, size_t len)
+{
+    int rc = -1;
+    pthread_mutex_lock(&pool->lock);
+    kind_totals_t t[2] = {{0}, {0}};
+    size_t free_count[2] = {0, 0};
+    uint64_t idle = 0;
+    for (vram_pool_segment_t *seg = pool->segments; seg; seg = seg->next) {
+        if (seg->next && seg->next->prev != seg) {
+            snprintf(err, len, "segment list links broken");
+            goto out;
+        }
+        if (check_segment(pool, seg, &t[seg->kind], &free_count[seg->kind], &idle, err, len))
+            goto out;
+    }
+    for (int k = 0; k < 2; k++) {
+        if (vram_free_tree_check(&pool->free_blocks[k], err, len) < 0) goto out;
+        if (pool->free_blocks[k].count != free_count[k]) {
+            snprintf(err, len, "free tree %d holds %zu blocks, segments %zu", k,
+                     pool->free_blocks[k].count, free_count[k]);
+            goto out;
+        }
+    }
+    if (pool->live.count != (size_t)(t[0].blocks + t[1].blocks)) {
+        snprintf(err, len, "map holds %zu blocks, segments %" PRId64, pool->live.count,
+                 t[0].blocks + t[1].blocks);
+        goto out;
+    }
+    if (idle != pool->idle_segment_bytes) {
+        snprintf(err, len, "idle segment bytes %" PRIu64 ", segments say %" PRIu64,
+                 pool->idle_segment_bytes, idle);
+        goto out;
+    }
+    const vram_pool_stats_t *s = &pool->stats;
+    for (int k = 0; k < 3; k++) {
+        kind_totals_t w = k == 0 ? (kind_totals_t){t[0].blocks + t[1].blocks,
+                                                    t[0].bytes + t[1].bytes,
+                                                    t[0].requested + t[1].requested,
+                                                    t[0].segments + t[1].segments,
+                                                    t[0].reserved + t[1].reserved,
+                                                    t[0].split_blocks + t[1].split_blocks,
+                                                    t[0].split_bytes + t[1].split_bytes}
+                                 : t[k - 1];
+        if (check_stat("allocation", &s->allocation[k], w.blocks, err, len) ||
+            check_stat("active", &s->active[k], w.blocks, err, len) ||
+            check_stat("allocated_bytes", &s->allocated_bytes[k], w.bytes, err, len) ||
+            check_stat("active_bytes", &s->active_bytes[k], w.bytes, err, len) ||
+            check_stat("requested_bytes", &s->requested_bytes[k], w.requested, err, len) ||
+            check_stat("segment", &s->segment[k], w.segments, err, len) ||
+            check_stat("reserved_bytes", &s->reserved_bytes[k], w.reserved, err, len) ||
+            check_stat("inactive_split", &s->inactive_split[k], w.split_blocks, err, len) ||
+            check_stat("inactive_split_bytes", &s->inactive_split_bytes[k], w.split_bytes, err,
+                       len))
+            goto out;
+    }
+    rc = 0;
+out:
+    pthread_mutex_unlock(&pool->lock);
+    return rc;
+}

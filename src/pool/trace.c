@@ -1,0 +1,226 @@
+/* The trace parser: strict, because a trace is user input; every rejection
+ * names the line. Ids are mapped to dense slots while parsing. */
+#include "pool/trace.h"
+#include "pool/pool_internal.h"
+
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+typedef struct {
+    const char *origin;
+    size_t line;
+    vram_ptr_map_t ids;   /* live id -> slot + 1 (the map stores non-NULL values) */
+    uint32_t *spare;      /* slots freed, reused first */
+    size_t spare_count, spare_cap;
+    size_t slots;
+    uint64_t *slot_size;  /* requested bytes of each live slot */
+    size_t slot_size_cap;
+    uint64_t live_bytes;
+} parser_t;
+
+static int parse_error(const parser_t *p, const char *fmt, const char *what, size_t what_len)
+{
+    char detail[64];
+    snprintf(detail, sizeof detail, "%.*s", (int)(what_len > 40 ? 40 : what_len), what);
+    char msg[256];
+    snprintf(msg, sizeof msg, fmt, detail);
+    return vram_fail(VRAM_EPARSE, "%s:%zu: %s", p->origin, p->line, msg);
+}
+
+/* A decimal number without sign or spaces; false on anything else or overflow. */
+static bool parse_u64(const char *s, size_t len, uint64_t *out)
+{
+    if (len == 0 || len > 20) return false;
+    uint64_t v = 0;
+    for (size_t i = 0; i < len; i++) {
+        if (s[i] < '0' || s[i] > '9') return false;
+        unsigned d = (unsigned)(s[i] - '0');
+        if (v > (UINT64_MAX - d) / 10) return false;
+        v = v * 10 + d;
+    }
+    *out = v;
+    return true;
+}
+
+static bool grow_events(vram_trace_t *t, size_t *cap)
+{
+    if (t->count < *cap) return true;
+    size_t n = *cap ? *cap * 2 : 1024;
+    vram_trace_event_t *e = realloc(t->events, n * sizeof *e);
+    if (!e) return false;
+    t->events = e;
+    *cap = n;
+    return true;
+}
+
+static int take_slot(parser_t *p, uint32_t *slot)
+{
+    if (p->spare_count) {
+        *slot = p->spare[--p->spare_count];
+        return 0;
+    }
+    if (p->slots >= UINT32_MAX - 1) return vram_fail(VRAM_ENOMEM, "trace has too many live ids");
+    if (p->slots == p->slot_size_cap) {
+        size_t n = p->slot_size_cap ? p->slot_size_cap * 2 : 1024;
+        uint64_t *s = realloc(p->slot_size, n * sizeof *s);
+        if (!s) return vram_fail(VRAM_ENOMEM, "out of host memory reading a trace");
+        p->slot_size = s;
+        p->slot_size_cap = n;
+    }
+    *slot = (uint32_t)p->slots++;
+    return 0;
+}
+
+static int give_slot(parser_t *p, uint32_t slot)
+{
+    if (p->spare_count == p->spare_cap) {
+        size_t n = p->spare_cap ? p->spare_cap * 2 : 1024;
+        uint32_t *s = realloc(p->spare, n * sizeof *s);
+        if (!s) return vram_fail(VRAM_ENOMEM, "out of host memory reading a trace");
+        p->spare = s;
+        p->spare_cap = n;
+    }
+    p->spare[p->spare_count++] = slot;
+    return 0;
+}
+
+/* Splits a line at single spaces into at most 4 fields. */
+static int split_fields(const char *line, size_t len, const char *field[4], size_t flen[4])
+{
+    int n = 0;
+    size_t start = 0;
+    for (size_t i = 0; i <= len; i++) {
+        if (i == len || line[i] == ' ') {
+            if (n == 4) return 5;
+            field[n] = line + start;
+            flen[n] = i - start;
+            n++;
+            start = i + 1;
+        }
+    }
+    return n;
+}
+
+static int parse_line(parser_t *p, vram_trace_t *t, size_t *cap, const char *line, size_t len)
+{
+    const char *f[4];
+    size_t fl[4];
+    int n = split_fields(line, len, f, fl);
+    bool is_alloc = fl[0] == 1 && f[0][0] == 'a';
+    bool is_free = fl[0] == 1 && f[0][0] == 'f';
+    if (!is_alloc && !is_free)
+        return parse_error(p, "unknown event \"%s\" (expected 'a <id> <size>' or 'f <id>')", f[0],
+                           fl[0]);
+    int want = is_alloc ? 3 : 2;
+    if (n != want)
+        return parse_error(p, is_alloc ? "expected 'a <id> <size>' (fields separated by one space): \"%s\""
+                                       : "expected 'f <id>' (fields separated by one space): \"%s\"",
+                           line, len);
+    uint64_t id, size = 0;
+    if (!parse_u64(f[1], fl[1], &id) || id == 0)
+        return parse_error(p, "bad number \"%s\" for the id (a positive decimal integer)", f[1], fl[1]);
+    if (is_alloc && !parse_u64(f[2], fl[2], &size))
+        return parse_error(p, "bad number \"%s\" for the size (decimal bytes)", f[2], fl[2]);
+    if (!grow_events(t, cap)) return vram_fail(VRAM_ENOMEM, "out of host memory reading a trace");
+    void *found = vram_ptr_map_get(&p->ids, (uintptr_t)id);
+    vram_trace_event_t *e = &t->events[t->count];
+    if (is_alloc) {
+        if (found) return parse_error(p, "id %s is already live", f[1], fl[1]);
+        uint32_t slot = 0;
+        int rc = take_slot(p, &slot);
+        if (rc) return rc;
+        /* The map holds slot + 1: NULL marks an empty entry. */
+        if (vram_ptr_map_put(&p->ids, (uintptr_t)id, (void *)(uintptr_t)(slot + 1u)))
+            return vram_fail(VRAM_ENOMEM, "out of host memory reading a trace");
+        p->slot_size[slot] = size;
+        p->live_bytes += size;
+        if (p->live_bytes > t->peak_live_bytes) t->peak_live_bytes = p->live_bytes;
+        if (size > t->max_size) t->max_size = size;
+        *e = (vram_trace_event_t){.size = size, .slot = slot, .is_alloc = true};
+        t->allocs++;
+    } else {
+        if (!found) return parse_error(p, "unknown id %s (not allocated, or already freed)", f[1], fl[1]);
+        uint32_t slot = (uint32_t)((uintptr_t)found - 1u);
+        vram_ptr_map_take(&p->ids, (uintptr_t)id);
+        p->live_bytes -= p->slot_size[slot];
+        int rc = give_slot(p, slot);
+        if (rc) return rc;
+        *e = (vram_trace_event_t){.size = 0, .slot = slot, .is_alloc = false};
+    }
+    t->count++;
+    return 0;
+}
+
+int vram_trace_parse(const char *text, size_t len, const char *origin, vram_trace_t *out)
+{
+    if (!text || !out) return vram_fail(VRAM_EINVAL, "vram_trace_parse: NULL argument");
+    parser_t p = {.origin = origin ? origin : "trace"};
+    if (vram_ptr_map_init(&p.ids, 1024)) return VRAM_ENOMEM;
+    vram_trace_t t = {0};
+    size_t cap = 0;
+    int rc = 0;
+    size_t pos = 0;
+    while (pos < len && !rc) {
+        const char *nl = memchr(text + pos, '\n', len - pos);
+        size_t end = nl ? (size_t)(nl - text) : len;
+        const char *line = text + pos;
+        size_t line_len = end - pos;
+        if (line_len && line[line_len - 1] == '\r') line_len--;
+        p.line++;
+        if (memchr(line, '\0', line_len)) {
+            rc = vram_fail(VRAM_EPARSE, "%s:%zu: NUL byte in the line", p.origin, p.line);
+        } else if (line_len && line[0] != '#') {
+            /* Blank lines are tolerated; comments start with '#'. */
+            rc = parse_line(&p, &t, &cap, line, line_len);
+        }
+        pos = end + 1;
+    }
+    vram_ptr_map_release(&p.ids);
+    free(p.spare);
+    free(p.slot_size);
+    if (rc) {
+        free(t.events);
+        return rc;
+    }
+    t.slots = p.slots;
+    *out = t;
+    return 0;
+}
+
+int vram_trace_load(const char *path, vram_trace_t *out)
+{
+    FILE *f = fopen(path, "rb");
+    if (!f) return vram_fail(VRAM_EIO, "cannot read trace \"%s\": %s", path, strerror(errno));
+    size_t cap = 1 << 16, len = 0;
+    char *buf = malloc(cap);
+    int rc = 0;
+    while (buf) {
+        len += fread(buf + len, 1, cap - len, f);
+        if (len < cap) break;
+        char *bigger = realloc(buf, cap * 2);
+        if (!bigger) {
+            free(buf);
+            buf = NULL;
+            break;
+        }
+        buf = bigger;
+        cap *= 2;
+    }
+    if (!buf)
+        rc = vram_fail(VRAM_ENOMEM, "out of host memory reading trace \"%s\"", path);
+    else if (ferror(f))
+        rc = vram_fail(VRAM_EIO, "cannot read trace \"%s\": %s", path, strerror(errno));
+    fclose(f);
+    if (!rc) rc = vram_trace_parse(buf, len, path, out);
+    free(buf);
+    return rc;
+}
+
+void vram_trace_release(vram_trace_t *t)
+{
+    if (!t) return;
+    free(t->events);
+    *t = (vram_trace_t){0};
+}

@@ -1,0 +1,89 @@
+/* The ledger: how much memory each device can still hand out.
+ * usable = total - safety margin - memory used outside vramd's reservations.
+ * A running job's own processes (its pid and descendants) count against its
+ * reservation, not as outside use, except for what they use beyond it. */
+#include "sched_internal.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+#define MAX_PROCS 256
+#define MAX_DEPTH 64
+
+/* The running job whose process tree holds pid, or NULL. */
+static sched_job_t *owner_of(vram_sched_t *s, pid_t pid)
+{
+    for (int depth = 0; pid > 1 && depth < MAX_DEPTH; depth++) {
+        for (size_t i = 0; i < s->nactive; i++) {
+            sched_job_t *j = s->active[i];
+            if (j->job.state == VRAM_JOB_RUNNING && j->job.req.pid == pid) return j;
+        }
+        pid = vram_pid_parent(pid);
+    }
+    return NULL;
+}
+
+static int placed_slot(const sched_job_t *j, int dev)
+{
+    for (int k = 0; k < j->job.ndevices; k++)
+        if (j->job.devices[k] == dev) return k;
+    return -1;
+}
+
+int vram_ledger_probe(vram_sched_t *s, sched_dev_t *devs)
+{
+    vram_process_info_t *procs = malloc(sizeof *procs * MAX_PROCS);
+    if (!procs) return vram_fail(VRAM_ENOMEM, "out of memory");
+    for (size_t i = 0; i < s->nactive; i++)
+        memset(s->active[i]->used_bytes, 0, sizeof s->active[i]->used_bytes);
+    bool any_running = false;
+    for (size_t i = 0; i < s->nactive; i++)
+        if (s->active[i]->job.state == VRAM_JOB_RUNNING) any_running = true;
+
+    for (int d = 0; d < s->ndev; d++) {
+        sched_dev_t *dv = &devs[d];
+        memset(dv, 0, sizeof *dv);
+        vram_device_info_t info;
+        memset(&info, 0, sizeof info);
+        info.total_bytes = info.used_bytes = VRAM_UNKNOWN_U64;
+        if (s->dev.info(s->dev.arg, d, &info) != 0 || info.total_bytes == VRAM_UNKNOWN_U64)
+            continue;
+        dv->ok = info.health != VRAM_HEALTH_ERROR && info.health != VRAM_HEALTH_DISABLED;
+        dv->total = info.total_bytes;
+        memcpy(dv->name, info.name, sizeof dv->name);
+        dv->name[sizeof dv->name - 1] = 0;
+        dv->used = info.used_bytes == VRAM_UNKNOWN_U64 ? 0 : info.used_bytes;
+        if (vram_parse_size_or_fraction(s->cfg.safety_margin, dv->total, &dv->margin) != 0)
+            dv->margin = 0;
+
+        /* What running jobs' own processes use here, capped by their reservation. */
+        uint64_t covered = 0;
+        size_t n = 0;
+        if (any_running && s->dev.processes &&
+            s->dev.processes(s->dev.arg, d, procs, MAX_PROCS, &n) == 0) {
+            if (n > MAX_PROCS) n = MAX_PROCS;
+            for (size_t p = 0; p < n; p++) {
+                if (procs[p].used_bytes == VRAM_UNKNOWN_U64) continue;
+                sched_job_t *j = owner_of(s, procs[p].pid);
+                int slot = j ? placed_slot(j, d) : -1;
+                if (slot < 0) continue; /* not ours, or ours on a device not granted */
+                j->used_bytes[slot] += procs[p].used_bytes;
+            }
+        }
+        for (size_t i = 0; i < s->nactive; i++) {
+            sched_job_t *j = s->active[i];
+            if (j->job.state != VRAM_JOB_RUNNING) continue;
+            int slot = placed_slot(j, d);
+            if (slot < 0) continue;
+            dv->reserved += j->job.reserved_bytes;
+            dv->jobs++;
+            uint64_t u = j->used_bytes[slot];
+            covered += u < j->job.reserved_bytes ? u : j->job.reserved_bytes;
+        }
+        dv->unmanaged = dv->used > covered ? dv->used - covered : 0;
+        uint64_t off = dv->margin + dv->unmanaged;
+        dv->usable = dv->total > off ? dv->total - off : 0;
+    }
+    free(procs);
+    return 0;
+}

@@ -1,0 +1,701 @@
+/* The scheduler object the daemon drives: submit, cancel, finish, renew and a
+ * periodic tick. One lock guards everything; every operation writes its state
+ * changes to the store in one transaction before it returns. */
+#include "sched_internal.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <math.h>
+#include <poll.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+#include <time.h>
+#include <unistd.h>
+
+const char *vram_job_state_name(vram_job_state_t st)
+{
+    switch (st) {
+    case VRAM_JOB_QUEUED:
+        return "queued";
+    case VRAM_JOB_RUNNING:
+        return "running";
+    case VRAM_JOB_DONE:
+        return "done";
+    case VRAM_JOB_FAILED:
+        return "failed";
+    case VRAM_JOB_CANCELLED:
+        return "cancelled";
+    case VRAM_JOB_TIMEOUT:
+        return "timeout";
+    }
+    return "unknown";
+}
+
+int vram_job_state_parse(const char *name)
+{
+    for (int st = VRAM_JOB_QUEUED; st <= VRAM_JOB_TIMEOUT; st++)
+        if (name && !strcasecmp(name, vram_job_state_name((vram_job_state_t)st))) return st;
+    return -1;
+}
+
+static double real_clock(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_REALTIME, &ts);
+    return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
+}
+
+double vram_sched_now(const vram_sched_t *s)
+{
+    return s->cfg.clock ? s->cfg.clock() : real_clock();
+}
+
+/* ---- device source over a context ------------------------------------ */
+
+static int ctx_count(void *arg)
+{
+    return vram_ctx_device_count(arg);
+}
+static int ctx_info(void *arg, int index, vram_device_info_t *out)
+{
+    return vram_device_info(arg, index, out);
+}
+static int ctx_procs(void *arg, int index, vram_process_info_t *p, size_t cap, size_t *n)
+{
+    return vram_device_processes(arg, index, p, cap, n);
+}
+
+/* ---- configuration ---------------------------------------------------- */
+
+int vram_sched_config_from_options(vram_sched_config_t *cfg)
+{
+    memset(cfg, 0, sizeof *cfg);
+    const char *margin = vram_option_str(VRAM_OPT_SAFETY_MARGIN);
+    uint64_t probe;
+    if (vram_parse_size_or_fraction(margin, 1, &probe) != 0 ||
+        strlen(margin) >= sizeof cfg->safety_margin)
+        return vram_fail(VRAM_EINVAL, "VRAM_SAFETY_MARGIN: bad value \"%s\"", margin);
+    snprintf(cfg->safety_margin, sizeof cfg->safety_margin, "%s", margin);
+    long long n;
+    int rc;
+    if ((rc = vram_option_int(VRAM_OPT_MAX_CONCURRENT_JOBS, &n)) != 0) return rc;
+    if (n < 0 || n > 1000000)
+        return vram_fail(VRAM_EINVAL, "VRAM_MAX_CONCURRENT_JOBS: %lld is out of range", n);
+    cfg->max_concurrent_jobs = (int)n;
+    if ((rc = vram_option_double(VRAM_OPT_JOB_TIMEOUT, &cfg->job_timeout_s)) != 0) return rc;
+    if ((rc = vram_option_double(VRAM_OPT_LEASE, &cfg->lease_s)) != 0) return rc;
+    if ((rc = vram_option_bool(VRAM_OPT_BACKFILL, &cfg->backfill)) != 0) return rc;
+    const char *pl = vram_option_str(VRAM_OPT_PLACEMENT);
+    if (!strcasecmp(pl, "best-fit") || !strcasecmp(pl, "best_fit"))
+        cfg->placement = VRAM_PLACE_BEST_FIT;
+    else if (!strcasecmp(pl, "least-loaded") || !strcasecmp(pl, "least_loaded"))
+        cfg->placement = VRAM_PLACE_LEAST_LOADED;
+    else
+        return vram_fail(VRAM_EINVAL,
+                         "VRAM_PLACEMENT: unknown placement \"%s\" (best-fit or least-loaded)", pl);
+    const char *db = vram_option_str(VRAM_OPT_DB);
+    cfg->db_path = *db ? db : NULL;
+    return 0;
+}
+
+/* ---- active jobs -------------------------------------------------------- */
+
+static int add_active(vram_sched_t *s, sched_job_t *j)
+{
+    if (s->nactive == s->cap) {
+        size_t cap = s->cap ? s->cap * 2 : 64;
+        sched_job_t **a = realloc(s->active, cap * sizeof *a);
+        if (!a) return vram_fail(VRAM_ENOMEM, "out of memory");
+        s->active = a;
+        s->cap = cap;
+    }
+    s->active[s->nactive++] = j;
+    return 0;
+}
+
+static sched_job_t *find_active(vram_sched_t *s, int64_t id)
+{
+    /* active is in arrival (id) order: binary search */
+    size_t lo = 0, hi = s->nactive;
+    while (lo < hi) {
+        size_t mid = (lo + hi) / 2;
+        if (s->active[mid]->job.id < id)
+            lo = mid + 1;
+        else
+            hi = mid;
+    }
+    return lo < s->nactive && s->active[lo]->job.id == id ? s->active[lo] : NULL;
+}
+
+static void bury_fd(vram_sched_t *s, int fd)
+{
+    if (fd < 0) return;
+    if (s->ndead == s->dead_cap) {
+        size_t cap = s->dead_cap ? s->dead_cap * 2 : 16;
+        int *a = realloc(s->dead_fds, cap * sizeof *a);
+        if (!a) {
+            close(fd); /* rare: better a racy close than a leak */
+            return;
+        }
+        s->dead_fds = a;
+        s->dead_cap = cap;
+    }
+    s->dead_fds[s->ndead++] = fd;
+}
+
+void vram_sched_drop_ended(vram_sched_t *s)
+{
+    size_t k = 0;
+    for (size_t i = 0; i < s->nactive; i++) {
+        sched_job_t *j = s->active[i];
+        if (j->job.state == VRAM_JOB_QUEUED || j->job.state == VRAM_JOB_RUNNING)
+            s->active[k++] = j;
+        else {
+            bury_fd(s, j->pidfd);
+            free(j);
+        }
+    }
+    s->nactive = k;
+}
+
+int vram_sched_transition(vram_sched_t *s, sched_job_t *j, vram_job_state_t to, const char *kind,
+                          const char *message)
+{
+    double now = vram_sched_now(s);
+    j->job.state = to;
+    if (to == VRAM_JOB_RUNNING) {
+        if (j->job.req.pid > 0 && j->pidfd < 0) j->pidfd = vram_pid_open_fd(j->job.req.pid);
+    } else if (to != VRAM_JOB_QUEUED) {
+        j->job.ended_at = now;
+        if (message && to != VRAM_JOB_DONE)
+            snprintf(j->job.error, sizeof j->job.error, "%s", message);
+    }
+    int rc = vram_store_update_job(s->store, &j->job);
+    if (rc == 0) rc = vram_store_event(s->store, j->job.id, now, kind, message);
+    if (s->cfg.on_event) s->cfg.on_event(s->cfg.event_arg, &j->job, kind, message);
+    pthread_cond_broadcast(&s->changed);
+    return rc;
+}
+
+/* Runs fn inside one transaction under the lock, then drops ended jobs. */
+static int locked_op(vram_sched_t *s, int (*fn)(vram_sched_t *, void *), void *arg)
+{
+    pthread_mutex_lock(&s->lock);
+    int rc = vram_store_begin(s->store);
+    if (rc == 0) {
+        rc = fn(s, arg);
+        if (rc >= 0) {
+            int c = vram_store_commit(s->store);
+            if (c) rc = c;
+        } else {
+            vram_store_rollback(s->store);
+        }
+    }
+    vram_sched_drop_ended(s);
+    pthread_mutex_unlock(&s->lock);
+    return rc;
+}
+
+/* ---- reload ------------------------------------------------------------- */
+
+static int reload_one(void *arg, const vram_job_t *job, uint64_t pid_start)
+{
+    vram_sched_t *s = arg;
+    sched_job_t *j = calloc(1, sizeof *j);
+    if (!j) return vram_fail(VRAM_ENOMEM, "out of memory");
+    j->job = *job;
+    j->pid_start = pid_start;
+    j->pidfd = -1;
+    double timeout = j->job.req.timeout_s;
+    j->deadline = timeout > 0 ? j->job.submitted_at + timeout : 0;
+    int rc = add_active(s, j);
+    if (rc) free(j);
+    return rc;
+}
+
+static int recover(vram_sched_t *s, void *arg)
+{
+    (void)arg;
+    double now = vram_sched_now(s);
+    for (size_t i = 0; i < s->nactive; i++) {
+        sched_job_t *j = s->active[i];
+        if (j->job.state != VRAM_JOB_RUNNING) continue;
+        pid_t pid = j->job.req.pid;
+        if (pid > 0 && !vram_pid_alive(pid, j->pid_start)) {
+            char msg[200];
+            snprintf(msg, sizeof msg, "process %d ended while vramd was down; reservation released",
+                     (int)pid);
+            int rc = vram_sched_transition(s, j, VRAM_JOB_FAILED, "recovered_dead", msg);
+            if (rc) return rc;
+            continue;
+        }
+        if (pid > 0) j->pidfd = vram_pid_open_fd(pid);
+        j->lease_until = s->cfg.lease_s > 0 ? now + s->cfg.lease_s : 0;
+        int rc = vram_store_event(s->store, j->job.id, now, "recovered",
+                                  "still running after vramd restart; reservation kept");
+        if (rc) return rc;
+    }
+    int rc = vram_queue_timeouts(s, now);
+    if (rc < 0) return rc;
+    return vram_queue_admit(s, now);
+}
+
+int vram_sched_open(const vram_sched_config_t *cfg, vram_sched_t **out)
+{
+    *out = NULL;
+    if (!cfg || (!cfg->devices && !cfg->ctx))
+        return vram_fail(VRAM_EINVAL, "scheduler needs a device context or device source");
+    uint64_t probe;
+    if (vram_parse_size_or_fraction(cfg->safety_margin[0] ? cfg->safety_margin : "0", 1, &probe))
+        return vram_fail(VRAM_EINVAL, "safety margin: bad value \"%s\"", cfg->safety_margin);
+    vram_sched_t *s = calloc(1, sizeof *s);
+    if (!s) return vram_fail(VRAM_ENOMEM, "out of memory");
+    s->cfg = *cfg;
+    if (!s->cfg.safety_margin[0]) snprintf(s->cfg.safety_margin, sizeof s->cfg.safety_margin, "0");
+    s->cfg.db_path = NULL; /* not kept: the caller owns the string */
+    if (cfg->devices)
+        s->dev = *cfg->devices;
+    else
+        s->dev = (vram_sched_devices_t){ctx_count, ctx_info, ctx_procs, cfg->ctx};
+    s->wake[0] = s->wake[1] = -1;
+    pthread_mutex_init(&s->lock, NULL);
+    pthread_condattr_t ca;
+    pthread_condattr_init(&ca);
+    pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
+    pthread_cond_init(&s->changed, &ca);
+    pthread_condattr_destroy(&ca);
+
+    int rc = 0;
+    s->ndev = s->dev.count(s->dev.arg);
+    if (s->ndev < 0 || s->ndev > 64) {
+        rc = vram_fail(VRAM_ENODEV, "device count %d is not usable", s->ndev);
+        goto fail;
+    }
+    if (pipe2(s->wake, O_CLOEXEC | O_NONBLOCK) != 0) {
+        rc = vram_fail(VRAM_EIO, "pipe: %s", strerror(errno));
+        goto fail;
+    }
+    const char *path = cfg->db_path ? cfg->db_path : ":memory:";
+    if ((rc = vram_store_open(path, &s->store)) != 0) goto fail;
+    if ((rc = vram_store_load_active(s->store, reload_one, s)) != 0) goto fail;
+    if ((rc = locked_op(s, recover, NULL)) < 0) goto fail;
+    *out = s;
+    return 0;
+fail:
+    vram_sched_close(s);
+    return rc;
+}
+
+void vram_sched_close(vram_sched_t *s)
+{
+    if (!s) return;
+    for (size_t i = 0; i < s->nactive; i++) {
+        if (s->active[i]->pidfd >= 0) close(s->active[i]->pidfd);
+        free(s->active[i]);
+    }
+    for (size_t i = 0; i < s->ndead; i++)
+        close(s->dead_fds[i]);
+    free(s->dead_fds);
+    free(s->active);
+    vram_store_close(s->store);
+    if (s->wake[0] >= 0) close(s->wake[0]);
+    if (s->wake[1] >= 0) close(s->wake[1]);
+    pthread_mutex_destroy(&s->lock);
+    pthread_cond_destroy(&s->changed);
+    free(s);
+}
+
+/* ---- submit ------------------------------------------------------------- */
+
+typedef struct {
+    const vram_job_request_t *req;
+    vram_job_t *out;
+} submit_arg_t;
+
+static int validate(vram_sched_t *s, vram_job_request_t *r)
+{
+    if (r->mem_bytes == 0) return vram_fail(VRAM_EINVAL, "mem_bytes: must be greater than 0");
+    if (r->npinned < 0 || r->npinned > VRAM_SCHED_MAX_GPUS)
+        return vram_fail(VRAM_EINVAL, "devices: at most %d pinned devices", VRAM_SCHED_MAX_GPUS);
+    for (int k = 0; k < r->npinned; k++) {
+        if (r->pinned[k] < 0 || r->pinned[k] >= s->ndev)
+            return vram_fail(VRAM_EINVAL, "devices: no device %d (this machine has %d)",
+                             r->pinned[k], s->ndev);
+        for (int m = 0; m < k; m++)
+            if (r->pinned[m] == r->pinned[k])
+                return vram_fail(VRAM_EINVAL, "devices: device %d is listed twice", r->pinned[k]);
+    }
+    if (r->npinned > 0) {
+        if (r->gpus > 0 && r->gpus != r->npinned)
+            return vram_fail(VRAM_EINVAL, "gpus: %d does not match the %d pinned devices", r->gpus,
+                             r->npinned);
+        r->gpus = r->npinned;
+    }
+    if (r->gpus < 1 || r->gpus > s->ndev || r->gpus > VRAM_SCHED_MAX_GPUS)
+        return vram_fail(VRAM_EINVAL, "gpus: %d requested but this machine has %d GPU(s)", r->gpus,
+                         s->ndev);
+    if (r->batch_size && r->min_batch_size > r->batch_size)
+        return vram_fail(VRAM_EINVAL, "min_batch_size: %u is larger than batch_size %u",
+                         r->min_batch_size, r->batch_size);
+    if (!isfinite(r->timeout_s)) return vram_fail(VRAM_EINVAL, "timeout_s: must be finite");
+    if (r->pid < 0) return vram_fail(VRAM_EINVAL, "pid: must not be negative");
+    if (r->pid > 0 && !vram_pid_alive(r->pid, 0))
+        return vram_fail(VRAM_EINVAL, "pid: process %d is not running", (int)r->pid);
+
+    /* A request no device could ever hold would wait forever: refuse it. */
+    uint64_t need = r->mem_bytes;
+    if (r->per_sample_bytes && r->batch_size)
+        need = vram_job_mem_at_batch(r, r->min_batch_size ? r->min_batch_size : 1);
+    sched_dev_t *devs = calloc((size_t)s->ndev + 1, sizeof *devs);
+    if (!devs) return vram_fail(VRAM_ENOMEM, "out of memory");
+    int rc = vram_ledger_probe(s, devs);
+    int fits = 0;
+    uint64_t best = 0;
+    for (int d = 0; rc == 0 && d < s->ndev; d++) {
+        bool eligible = r->npinned == 0;
+        for (int k = 0; k < r->npinned; k++)
+            if (r->pinned[k] == d) eligible = true;
+        uint64_t cap = devs[d].total > devs[d].margin ? devs[d].total - devs[d].margin : 0;
+        if (!eligible) continue;
+        if (cap > best) best = cap;
+        if (cap >= need) fits++;
+    }
+    free(devs);
+    if (rc) return rc;
+    if (fits < r->gpus) {
+        char a[32], b[32];
+        return vram_fail(VRAM_EINVAL,
+                         "mem_bytes: %s per GPU on %d GPU(s) can never fit (largest device "
+                         "offers %s after the safety margin)",
+                         vram_format_size(need, a, sizeof a), r->gpus,
+                         vram_format_size(best, b, sizeof b));
+    }
+    return 0;
+}
+
+static int do_submit(vram_sched_t *s, void *arg)
+{
+    submit_arg_t *a = arg;
+    vram_job_request_t r = *a->req;
+    r.name[sizeof r.name - 1] = 0;
+    r.command[sizeof r.command - 1] = 0;
+    if (r.gpus == 0 && r.npinned == 0) r.gpus = 1;
+    int rc = validate(s, &r);
+    if (rc) return rc;
+    double now = vram_sched_now(s);
+    if (r.timeout_s < 0) r.timeout_s = s->cfg.job_timeout_s;
+
+    sched_job_t *j = calloc(1, sizeof *j);
+    if (!j) return vram_fail(VRAM_ENOMEM, "out of memory");
+    j->pidfd = -1;
+    j->job.req = r;
+    j->job.state = VRAM_JOB_QUEUED;
+    j->job.submitted_at = now;
+    j->job.exit_status = -1;
+    j->pid_start = r.pid > 0 ? vram_pid_start_time(r.pid) : 0;
+    j->deadline = r.timeout_s > 0 ? now + r.timeout_s : 0;
+    if ((rc = vram_store_insert_job(s->store, &j->job, j->pid_start)) != 0 ||
+        (rc = vram_store_event(s->store, j->job.id, now, "submitted", "queued")) != 0 ||
+        (rc = add_active(s, j)) != 0) {
+        free(j);
+        return rc;
+    }
+    rc = vram_queue_admit(s, now);
+    if (rc < 0) return rc;
+    *a->out = j->job;
+    pthread_cond_broadcast(&s->changed);
+    return 0;
+}
+
+int vram_sched_submit(vram_sched_t *s, const vram_job_request_t *req, vram_job_t *out)
+{
+    if (!s || !req || !out) return vram_fail(VRAM_EINVAL, "NULL argument");
+    vram_job_t tmp;
+    submit_arg_t a = {req, &tmp};
+    int rc = locked_op(s, do_submit, &a);
+    if (rc < 0) return rc;
+    *out = tmp;
+    return 0;
+}
+
+/* ---- cancel / finish / renew -------------------------------------------- */
+
+typedef struct {
+    int64_t id;
+    uid_t uid;
+    int exit_status;
+    const char *error;
+    int kind; /* 0 cancel, 1 finish, 2 renew */
+} end_arg_t;
+
+static int owned(vram_sched_t *s, int64_t id, uid_t uid, sched_job_t **out)
+{
+    sched_job_t *j = find_active(s, id);
+    if (!j) {
+        vram_job_t old;
+        int rc = vram_store_get_job(s->store, id, &old);
+        if (rc) return rc;
+        if (uid != 0 && uid != old.req.uid)
+            return vram_fail(VRAM_EPERM, "job %lld belongs to uid %u", (long long)id,
+                             (unsigned)old.req.uid);
+        return vram_fail(VRAM_ESTATE, "job %lld already ended (%s)", (long long)id,
+                         vram_job_state_name(old.state));
+    }
+    if (uid != 0 && uid != j->job.req.uid)
+        return vram_fail(VRAM_EPERM,
+                         "job %lld belongs to uid %u; only its owner or root may "
+                         "change it",
+                         (long long)id, (unsigned)j->job.req.uid);
+    *out = j;
+    return 0;
+}
+
+static int do_end(vram_sched_t *s, void *arg)
+{
+    end_arg_t *a = arg;
+    sched_job_t *j = NULL;
+    int rc = owned(s, a->id, a->uid, &j);
+    if (rc) return rc;
+    double now = vram_sched_now(s);
+    if (a->kind == 2) {
+        if (j->job.state != VRAM_JOB_RUNNING)
+            return vram_fail(VRAM_ESTATE, "job %lld is not running", (long long)a->id);
+        if (s->cfg.lease_s > 0) j->lease_until = now + s->cfg.lease_s;
+        return 0;
+    }
+    bool was_running = j->job.state == VRAM_JOB_RUNNING;
+    if (a->kind == 0 || !was_running) {
+        char msg[96];
+        snprintf(msg, sizeof msg, "cancelled by uid %u", (unsigned)a->uid);
+        rc = vram_sched_transition(s, j, VRAM_JOB_CANCELLED, "cancelled", msg);
+    } else {
+        j->job.exit_status = a->exit_status;
+        char msg[300];
+        if (a->error && *a->error)
+            snprintf(msg, sizeof msg, "%s", a->error);
+        else
+            snprintf(msg, sizeof msg, "exit status %d", a->exit_status);
+        rc = vram_sched_transition(s, j, a->exit_status == 0 ? VRAM_JOB_DONE : VRAM_JOB_FAILED,
+                                   "finished", msg);
+    }
+    if (rc) return rc;
+    /* Freed memory (or a removed head of the queue) lets the queue advance at once. */
+    return vram_queue_admit(s, now);
+}
+
+int vram_sched_cancel(vram_sched_t *s, int64_t id, uid_t caller_uid)
+{
+    end_arg_t a = {id, caller_uid, 0, NULL, 0};
+    int rc = locked_op(s, do_end, &a);
+    return rc < 0 ? rc : 0;
+}
+
+int vram_sched_finish(vram_sched_t *s, int64_t id, uid_t caller_uid, int exit_status,
+                      const char *error)
+{
+    end_arg_t a = {id, caller_uid, exit_status, error, 1};
+    int rc = locked_op(s, do_end, &a);
+    return rc < 0 ? rc : 0;
+}
+
+int vram_sched_renew(vram_sched_t *s, int64_t id, uid_t caller_uid)
+{
+    end_arg_t a = {id, caller_uid, 0, NULL, 2};
+    int rc = locked_op(s, do_end, &a);
+    return rc < 0 ? rc : 0;
+}
+
+/* ---- tick ----------------------------------------------------------------- */
+
+static int check_usage(vram_sched_t *s, double now)
+{
+    sched_dev_t *devs = calloc((size_t)s->ndev + 1, sizeof *devs);
+    if (!devs) return vram_fail(VRAM_ENOMEM, "out of memory");
+    int rc = vram_ledger_probe(s, devs);
+    free(devs);
+    for (size_t i = 0; rc == 0 && i < s->nactive; i++) {
+        sched_job_t *j = s->active[i];
+        if (j->job.state != VRAM_JOB_RUNNING || j->over_reported) continue;
+        for (int k = 0; k < j->job.ndevices; k++) {
+            if (j->used_bytes[k] <= j->job.reserved_bytes) continue;
+            char msg[200], a[32], b[32];
+            snprintf(msg, sizeof msg, "uses %s on GPU %d, above its reservation of %s",
+                     vram_format_size(j->used_bytes[k], a, sizeof a), j->job.devices[k],
+                     vram_format_size(j->job.reserved_bytes, b, sizeof b));
+            rc = vram_store_event(s->store, j->job.id, now, "over_reservation", msg);
+            j->over_reported = true;
+            break;
+        }
+    }
+    return rc;
+}
+
+static int do_tick(vram_sched_t *s, void *arg)
+{
+    (void)arg;
+    double now = vram_sched_now(s);
+    int changed = 0, rc;
+    for (size_t i = 0; i < s->nactive; i++) {
+        sched_job_t *j = s->active[i];
+        if (j->job.state != VRAM_JOB_RUNNING) continue;
+        pid_t pid = j->job.req.pid;
+        char msg[200];
+        if (pid > 0 &&
+            (j->pidfd >= 0 ? vram_pid_fd_exited(j->pidfd) : !vram_pid_alive(pid, j->pid_start))) {
+            snprintf(msg, sizeof msg, "process %d exited without reporting; reservation released",
+                     (int)pid);
+            if ((rc = vram_sched_transition(s, j, VRAM_JOB_FAILED, "process_exited", msg)))
+                return rc;
+            changed++;
+        } else if (j->lease_until > 0 && now > j->lease_until) {
+            snprintf(msg, sizeof msg, "lease of %.0f s expired; reservation released",
+                     s->cfg.lease_s);
+            if ((rc = vram_sched_transition(s, j, VRAM_JOB_FAILED, "lease_expired", msg)))
+                return rc;
+            changed++;
+        }
+    }
+    if ((rc = vram_queue_timeouts(s, now)) < 0) return rc;
+    changed += rc;
+    if (now - s->last_usage_check >= 1.0) {
+        s->last_usage_check = now;
+        if ((rc = check_usage(s, now)) < 0) return rc;
+    }
+    if ((rc = vram_queue_admit(s, now)) < 0) return rc;
+    return changed + rc;
+}
+
+int vram_sched_tick(vram_sched_t *s)
+{
+    pthread_mutex_lock(&s->lock);
+    for (size_t i = 0; i < s->ndead; i++)
+        close(s->dead_fds[i]);
+    s->ndead = 0;
+    pthread_mutex_unlock(&s->lock);
+    return locked_op(s, do_tick, NULL);
+}
+
+void vram_sched_wake(vram_sched_t *s)
+{
+    if (s && s->wake[1] >= 0) {
+        ssize_t w = write(s->wake[1], "w", 1);
+        (void)w;
+    }
+}
+
+void vram_sched_stop_waiters(vram_sched_t *s)
+{
+    pthread_mutex_lock(&s->lock);
+    s->stop_waiters = true;
+    pthread_cond_broadcast(&s->changed);
+    pthread_mutex_unlock(&s->lock);
+}
+
+int vram_sched_run_once(vram_sched_t *s, int timeout_ms)
+{
+    struct pollfd *fds = NULL;
+    size_t n = 0;
+    pthread_mutex_lock(&s->lock);
+    fds = calloc(s->nactive + 1, sizeof *fds);
+    if (fds) {
+        fds[n++] = (struct pollfd){.fd = s->wake[0], .events = POLLIN};
+        for (size_t i = 0; i < s->nactive; i++)
+            if (s->active[i]->pidfd >= 0)
+                fds[n++] = (struct pollfd){.fd = s->active[i]->pidfd, .events = POLLIN};
+    }
+    pthread_mutex_unlock(&s->lock);
+    if (fds) {
+        /* pidfds closed meanwhile are only buried, never closed before the
+         * next tick, so poll never sees a reused descriptor. */
+        (void)poll(fds, (nfds_t)n, timeout_ms);
+        free(fds);
+    } else {
+        usleep((useconds_t)timeout_ms * 1000);
+    }
+    char buf[64];
+    while (read(s->wake[0], buf, sizeof buf) > 0) {
+    }
+    return vram_sched_tick(s);
+}
+
+/* ---- queries ---------------------------------------------------------------- */
+
+int vram_sched_job(vram_sched_t *s, int64_t id, vram_job_t *out)
+{
+    pthread_mutex_lock(&s->lock);
+    sched_job_t *j = find_active(s, id);
+    int rc = 0;
+    if (j)
+        *out = j->job;
+    else
+        rc = vram_store_get_job(s->store, id, out);
+    pthread_mutex_unlock(&s->lock);
+    return rc;
+}
+
+int vram_sched_wait(vram_sched_t *s, int64_t id, int timeout_ms, vram_job_t *out)
+{
+    struct timespec until;
+    clock_gettime(CLOCK_MONOTONIC, &until);
+    until.tv_sec += timeout_ms / 1000;
+    until.tv_nsec += (long)(timeout_ms % 1000) * 1000000L;
+    if (until.tv_nsec >= 1000000000L) {
+        until.tv_sec++;
+        until.tv_nsec -= 1000000000L;
+    }
+    pthread_mutex_lock(&s->lock);
+    int rc = 0;
+    for (;;) {
+        sched_job_t *j = find_active(s, id);
+        if (!j) {
+            rc = vram_store_get_job(s->store, id, out);
+            break;
+        }
+        if (j->job.state != VRAM_JOB_QUEUED || s->stop_waiters) {
+            *out = j->job;
+            break;
+        }
+        if (pthread_cond_timedwait(&s->changed, &s->lock, &until) == ETIMEDOUT) {
+            *out = j->job;
+            break;
+        }
+    }
+    pthread_mutex_unlock(&s->lock);
+    return rc;
+}
+
+int vram_sched_check(vram_sched_t *s)
+{
+    pthread_mutex_lock(&s->lock);
+    sched_dev_t *devs = calloc((size_t)s->ndev + 1, sizeof *devs);
+    int rc = devs ? vram_ledger_probe(s, devs) : vram_fail(VRAM_ENOMEM, "out of memory");
+    for (int d = 0; rc == 0 && d < s->ndev; d++) {
+        if (devs[d].reserved > devs[d].usable)
+            rc =
+                vram_fail(VRAM_ESTATE, "device %d: reserved %llu > usable %llu", d,
+                          (unsigned long long)devs[d].reserved, (unsigned long long)devs[d].usable);
+        else if (s->cfg.max_concurrent_jobs > 0 && devs[d].jobs > s->cfg.max_concurrent_jobs)
+            rc = vram_fail(VRAM_ESTATE, "device %d: %d jobs > limit %d", d, devs[d].jobs,
+                           s->cfg.max_concurrent_jobs);
+    }
+    for (size_t i = 0; rc == 0 && i < s->nactive; i++) {
+        const vram_job_t *j = &s->active[i]->job;
+        if (i > 0 && s->active[i - 1]->job.id >= j->id)
+            rc = vram_fail(VRAM_ESTATE, "active jobs out of order at %lld", (long long)j->id);
+        else if (j->state == VRAM_JOB_RUNNING && j->ndevices != j->req.gpus)
+            rc = vram_fail(VRAM_ESTATE, "job %lld runs on %d devices, wants %d", (long long)j->id,
+                           j->ndevices, j->req.gpus);
+        else if (j->state == VRAM_JOB_QUEUED && j->ndevices != 0)
+            rc = vram_fail(VRAM_ESTATE, "queued job %lld holds devices", (long long)j->id);
+        for (int a = 0; rc == 0 && a < j->ndevices; a++)
+            for (int b = 0; b < a; b++)
+                if (j->devices[a] == j->devices[b])
+                    rc = vram_fail(VRAM_ESTATE, "job %lld placed twice on device %d",
+                                   (long long)j->id, j->devices[a]);
+    }
+    free(devs);
+    pthread_mutex_unlock(&s->lock);
+    return rc;
+}

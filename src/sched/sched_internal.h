@@ -1,0 +1,88 @@
+/* Internal state of the scheduler shared by ledger, queue, placement, store. */
+#ifndef VRAM_SCHED_INTERNAL_H
+#define VRAM_SCHED_INTERNAL_H
+
+#include "vram.h"
+
+#include <pthread.h>
+
+typedef struct vram_store vram_store_t;
+
+/* An active (queued or running) job and what the scheduler tracks about it. */
+typedef struct {
+    vram_job_t job;
+    uint64_t pid_start;                       /* /proc start time of job.req.pid, 0 = unknown */
+    int pidfd;                                /* -1 when not watched through a pidfd */
+    double deadline;                          /* queued: give up at this time; 0 = never */
+    double lease_until;                       /* running: released after this time; 0 = no lease */
+    uint64_t used_bytes[VRAM_SCHED_MAX_GPUS]; /* last seen usage per placed device */
+    bool over_reported;                       /* an over_reservation event was recorded */
+} sched_job_t;
+
+/* One device as the ledger sees it during one pass. */
+typedef struct {
+    bool ok; /* answered and is not ERROR/DISABLED */
+    char name[96];
+    uint64_t total;     /* device memory */
+    uint64_t used;      /* used by every process */
+    uint64_t unmanaged; /* used outside vramd's reservations */
+    uint64_t margin;    /* safety margin */
+    uint64_t usable;    /* total - margin - unmanaged (>= 0) */
+    uint64_t reserved;  /* sum of running jobs' reservations */
+    int jobs;           /* running jobs placed here */
+} sched_dev_t;
+
+struct vram_sched {
+    pthread_mutex_t lock;
+    pthread_cond_t changed; /* broadcast on every job state change */
+    vram_sched_config_t cfg;
+    vram_sched_devices_t dev;
+    vram_store_t *store;
+    int ndev;
+    sched_job_t **active; /* queued and running jobs, in arrival order */
+    size_t nactive, cap;
+    int wake[2];   /* self-pipe that interrupts run_once */
+    int *dead_fds; /* pidfds to close in tick (poll may hold them) */
+    size_t ndead, dead_cap;
+    double last_usage_check;
+    bool stop_waiters;
+};
+
+/* ledger.c: probes every device and fills devs[0..s->ndev) (also per-job usage). */
+int vram_ledger_probe(vram_sched_t *s, sched_dev_t *devs);
+/* placement.c: chooses devices (and batch) for a job, or returns false. */
+bool vram_place(const vram_sched_t *s, const sched_dev_t *devs, const vram_job_request_t *req,
+                int *devices, uint64_t *per_gpu, uint32_t *batch, uint32_t *accum);
+/* queue.c: times out, then admits queued jobs in priority/arrival order. */
+int vram_queue_admit(vram_sched_t *s, double now);
+int vram_queue_timeouts(vram_sched_t *s, double now);
+/* sched.c helpers used by queue.c */
+double vram_sched_now(const vram_sched_t *s);
+int vram_sched_transition(vram_sched_t *s, sched_job_t *j, vram_job_state_t to, const char *kind,
+                          const char *message);
+void vram_sched_drop_ended(vram_sched_t *s);
+
+/* pid.c: process identity and liveness. */
+uint64_t vram_pid_start_time(pid_t pid); /* 0 if no such process */
+bool vram_pid_alive(pid_t pid, uint64_t start_time);
+pid_t vram_pid_parent(pid_t pid); /* 0 if unknown */
+int vram_pid_open_fd(pid_t pid);  /* -1 if unavailable */
+bool vram_pid_fd_exited(int pidfd);
+
+/* store.c: SQLite persistence. Not thread-safe: callers hold the sched lock. */
+int vram_store_open(const char *path, vram_store_t **out);
+void vram_store_close(vram_store_t *st);
+int vram_store_begin(vram_store_t *st);
+int vram_store_commit(vram_store_t *st);
+void vram_store_rollback(vram_store_t *st);
+int vram_store_insert_job(vram_store_t *st, vram_job_t *job, uint64_t pid_start);
+int vram_store_update_job(vram_store_t *st, const vram_job_t *job);
+int vram_store_event(vram_store_t *st, int64_t job_id, double at, const char *kind,
+                     const char *message);
+typedef int (*vram_store_job_fn)(void *arg, const vram_job_t *job, uint64_t pid_start);
+int vram_store_load_active(vram_store_t *st, vram_store_job_fn fn, void *arg);
+int vram_store_list_ended(vram_store_t *st, int limit, vram_store_job_fn fn, void *arg);
+int vram_store_get_job(vram_store_t *st, int64_t id, vram_job_t *out);
+int vram_store_count_events(vram_store_t *st, int64_t job_id, const char *kind, int *count);
+
+#endif

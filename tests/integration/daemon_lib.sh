@@ -1,0 +1,77 @@
+# Helpers for the vramd integration tests (sourced, not a test itself).
+# Every test gets its own temp dir: socket, database, sim state; loopback only.
+set -euo pipefail
+
+VRAM=${VRAM_BIN:?VRAM_BIN must point to the vram binary}
+VRAMD=${VRAM_BUILD_DIR:?}/vramd
+T=$(mktemp -d /tmp/vram-itest-XXXXXX)
+export VRAM_BACKEND=sim VRAM_SIM=${VRAM_SIM:-2xH100-80GB} VRAM_SIM_STATE=$T/sim.state
+export VRAM_SOCKET=$T/vramd.sock VRAM_DB=$T/vramd.db VRAM_LISTEN=127.0.0.1:0
+export VRAM_LOG_LEVEL=info
+DAEMON_PID=
+GiB=$((1024 * 1024 * 1024))
+
+cleanup() {
+    local rc=$?
+    # our own background jobs only (the daemon is one of them)
+    for p in $(jobs -p); do kill -9 "$p" 2>/dev/null || true; done
+    { wait; } 2>/dev/null || true
+    if [ $rc -ne 0 ] && [ -f "$T/vramd.log" ]; then
+        echo "---- vramd log ----"; tail -n 60 "$T/vramd.log"
+    fi
+    rm -rf "$T"
+    exit $rc
+}
+trap cleanup EXIT
+
+fail() { echo "FAIL: $*" >&2; exit 1; }
+pass() { echo "ok - $*"; }
+
+# start_daemon [extra vramd flags...]: runs vramd in the background and waits for it.
+start_daemon() {
+    "$VRAMD" --foreground "$@" >>"$T/vramd.log" 2>&1 &
+    DAEMON_PID=$!
+    for _ in $(seq 1 100); do
+        if curl -sf --unix-socket "$VRAM_SOCKET" http://x/v1/health >/dev/null 2>&1; then return 0; fi
+        kill -0 "$DAEMON_PID" 2>/dev/null || { cat "$T/vramd.log"; fail "vramd exited at start"; }
+        sleep 0.05
+    done
+    fail "vramd did not answer within 5 s"
+}
+
+stop_daemon() {
+    kill -TERM "$DAEMON_PID"; wait "$DAEMON_PID" || true; DAEMON_PID=
+}
+
+tcp_address() { api GET /v1/health | python3 -c 'import json,sys; print(json.load(sys.stdin)["tcp"])'; }
+
+# api METHOD PATH [BODY]: prints the body; HTTP status in $T/status
+api() {
+    local args=(-s -o "$T/body" -w '%{http_code}' --unix-socket "$VRAM_SOCKET" -X "$1")
+    [ $# -ge 3 ] && args+=(-H 'Content-Type: application/json' --data-binary "$3")
+    curl "${args[@]}" "http://localhost$2" >"$T/status" || true
+    cat "$T/body"
+}
+status() { cat "$T/status"; }
+
+# jq-like field access with python: field JSON EXPR  (EXPR in python on `d`)
+field() { python3 -c "import json,sys; d=json.loads(sys.argv[1]); print($2)" "$1"; }
+
+job_state() { field "$(api GET /v1/jobs/$1)" 'd["state"]'; }
+
+# wait_state ID STATE [tenths]: waits until job ID has STATE
+wait_state() {
+    local n=${3:-100}
+    for _ in $(seq 1 "$n"); do
+        [ "$(job_state "$1")" = "$2" ] && return 0
+        sleep 0.1
+    done
+    fail "job $1 is $(job_state "$1"), expected $2"
+}
+
+# reserved <= usable on every device, from one /v1/status sample
+check_ledger() {
+    local s; s=$(api GET /v1/status)
+    field "$s" 'all(x["reserved_bytes"] <= x["usable_bytes"] for x in d["devices"])' | grep -qx True \
+        || fail "reserved above usable: $s"
+}

@@ -1,0 +1,421 @@
+/* The cuda backend against the strict fake libcuda.so.1 (tests/fakes) and,
+ * when installed, the CUDA toolkit's real stub library: reported numbers, the
+ * alloc/free contract (current context, restored afterwards), OOM, injected
+ * failures, stub and no-device fallbacks. The ops are called directly. */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <cmocka.h>
+
+#include <dlfcn.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "device/backend.h"
+#include "device/cuda_api.h"
+
+#define GiB (1ull << 30)
+#define MiB (1ull << 20)
+
+static const vram_backend_ops_t *ops = &vram_backend_cuda;
+static char fake_lib[4096];
+static const char *real_stub = "/usr/local/cuda/lib64/stubs/libcuda.so";
+
+static const char *knobs[] = {
+    "FAKE_CUDA_DEVICES", "FAKE_CUDA_NAME", "FAKE_CUDA_MEM",
+    "FAKE_CUDA_USED",    "FAKE_CUDA_CC",   "FAKE_CUDA_SMS",
+    "FAKE_CUDA_STUB",    "FAKE_CUDA_FAIL", "FAKE_CUDA_DRIVER_VERSION",
+};
+
+static int setup(void **state)
+{
+    (void)state;
+    for (size_t i = 0; i < sizeof knobs / sizeof knobs[0]; i++)
+        unsetenv(knobs[i]);
+    setenv("VRAM_CUDA_LIBRARY", fake_lib, 1);
+    vram_clear_error();
+    return 0;
+}
+
+static vram_device_info_t unknown_info(void)
+{
+    vram_device_info_t info;
+    memset(&info, 0, sizeof info);
+    info.total_bytes = info.used_bytes = info.free_bytes = VRAM_UNKNOWN_U64;
+    info.cc_major = info.cc_minor = info.multiprocessors = VRAM_UNKNOWN_INT;
+    info.utilization_pct = info.temperature_c = VRAM_UNKNOWN_INT;
+    info.power_w = -1;
+    return info;
+}
+
+static void *open_ok(void)
+{
+    void *st = NULL;
+    int rc = ops->open(&st);
+    if (rc) fail_msg("cuda open: %s: %s", vram_err_name(rc), vram_last_error());
+    assert_non_null(st);
+    return st;
+}
+
+static uint64_t free_bytes(void *st, int index)
+{
+    vram_device_info_t info = unknown_info();
+    int rc = ops->device_info(st, index, &info);
+    if (rc) fail_msg("device_info: %s: %s", vram_err_name(rc), vram_last_error());
+    return info.free_bytes;
+}
+
+/* The fake, opened a second time: dlopen returns the same loaded instance, so
+ * the test sees the driver state the backend works on. */
+typedef struct {
+    void *lib;
+    cu_ctx_get_current_fn get_current;
+    cu_ctx_set_current_fn set_current;
+    cu_init_fn init;
+    cu_device_get_count_fn count;
+    cu_mem_alloc_fn alloc;
+    cu_mem_free_fn mem_free;
+    cu_mem_get_info_fn mem_info;
+    cu_primary_ctx_retain_fn retain;
+    cu_primary_ctx_release_fn release;
+} direct_t;
+
+static direct_t direct_open(void)
+{
+    direct_t d;
+    memset(&d, 0, sizeof d);
+    d.lib = dlopen(fake_lib, RTLD_NOW | RTLD_LOCAL);
+    assert_non_null(d.lib);
+    void *p;
+#define SYM(var, name) (p = dlsym(d.lib, name), assert_non_null(p), memcpy(&d.var, &p, sizeof p))
+    SYM(get_current, "cuCtxGetCurrent");
+    SYM(set_current, "cuCtxSetCurrent");
+    SYM(init, "cuInit");
+    SYM(count, "cuDeviceGetCount");
+    SYM(alloc, "cuMemAlloc_v2");
+    SYM(mem_free, "cuMemFree_v2");
+    SYM(mem_info, "cuMemGetInfo_v2");
+    SYM(retain, "cuDevicePrimaryCtxRetain");
+    SYM(release, "cuDevicePrimaryCtxRelease_v2");
+#undef SYM
+    return d;
+}
+
+/* The fake must refuse what the driver refuses, or the tests prove nothing. */
+static void fake_is_strict(void **state)
+{
+    (void)state;
+    direct_t d = direct_open();
+    int n = -1;
+    assert_int_equal(d.count(&n), CUDA_ERROR_NOT_INITIALIZED);
+    assert_int_equal(d.init(0), CUDA_SUCCESS);
+    assert_int_equal(d.count(&n), CUDA_SUCCESS);
+    assert_int_equal(n, 1);
+    CUdeviceptr ptr = 0;
+    size_t fr = 0, total = 0;
+    assert_int_equal(d.set_current(NULL), CUDA_SUCCESS);
+    assert_int_equal(d.alloc(&ptr, 1024), CUDA_ERROR_INVALID_CONTEXT);
+    assert_int_equal(d.mem_info(&fr, &total), CUDA_ERROR_INVALID_CONTEXT);
+    CUcontext ctx = NULL;
+    assert_int_equal(d.retain(&ctx, 0), CUDA_SUCCESS);
+    assert_int_equal(d.set_current(ctx), CUDA_SUCCESS);
+    assert_int_equal(d.alloc(&ptr, 1024), CUDA_SUCCESS);
+    assert_int_equal(d.mem_free(ptr + 8), CUDA_ERROR_INVALID_VALUE);
+    assert_int_equal(d.mem_free(ptr), CUDA_SUCCESS);
+    assert_int_equal(d.mem_free(ptr), CUDA_ERROR_INVALID_VALUE);
+    assert_int_equal(d.alloc(&ptr, 17 * GiB), CUDA_ERROR_OUT_OF_MEMORY);
+    assert_int_equal(d.alloc(&ptr, 0), CUDA_ERROR_INVALID_VALUE);
+    /* The last release destroys the context: using it is refused. */
+    assert_int_equal(d.alloc(&ptr, 1024), CUDA_SUCCESS);
+    assert_int_equal(d.release(0), CUDA_SUCCESS);
+    assert_int_equal(d.alloc(&ptr, 1024), CUDA_ERROR_INVALID_CONTEXT);
+    assert_int_equal(d.release(0), CUDA_ERROR_INVALID_CONTEXT);
+    assert_int_equal(d.set_current(NULL), CUDA_SUCCESS);
+    dlclose(d.lib);
+}
+
+static void reports_configured_numbers(void **state)
+{
+    (void)state;
+    setenv("FAKE_CUDA_DEVICES", "2", 1);
+    setenv("FAKE_CUDA_NAME", "NVIDIA Test H100", 1);
+    setenv("FAKE_CUDA_MEM", "16G,24G", 1);
+    setenv("FAKE_CUDA_USED", "1G,3G", 1);
+    setenv("FAKE_CUDA_CC", "8.6", 1);
+    setenv("FAKE_CUDA_SMS", "84,28", 1);
+    void *st = open_ok();
+    int count = 0;
+    assert_int_equal(ops->device_count(st, &count), 0);
+    assert_int_equal(count, 2);
+    for (int i = 0; i < 2; i++) {
+        vram_device_info_t info = unknown_info();
+        assert_int_equal(ops->device_info(st, i, &info), 0);
+        assert_int_equal(info.index, i);
+        assert_string_equal(info.name, "NVIDIA Test H100");
+        assert_string_equal(info.backend, "cuda");
+        assert_string_equal(info.uuid, i ? "GPU-c0da0000-0000-0000-0000-000000000001"
+                                         : "GPU-c0da0000-0000-0000-0000-000000000000");
+        assert_int_equal(info.total_bytes, i ? 24 * GiB : 16 * GiB);
+        assert_int_equal(info.used_bytes, i ? 3 * GiB : 1 * GiB);
+        assert_int_equal(info.free_bytes, i ? 21 * GiB : 15 * GiB);
+        assert_int_equal(info.cc_major, 8);
+        assert_int_equal(info.cc_minor, 6);
+        assert_int_equal(info.multiprocessors, i ? 28 : 84);
+        /* The driver API has no utilization, temperature or power. */
+        assert_int_equal(info.utilization_pct, VRAM_UNKNOWN_INT);
+        assert_int_equal(info.temperature_c, VRAM_UNKNOWN_INT);
+        assert_true(info.power_w < 0);
+    }
+    vram_device_info_t info = unknown_info();
+    assert_int_equal(ops->device_info(st, 2, &info), VRAM_ENODEV);
+    ops->close(st);
+}
+
+static void alloc_free_contract(void **state)
+{
+    (void)state;
+    setenv("FAKE_CUDA_MEM", "8G", 1);
+    void *st = open_ok();
+    direct_t d = direct_open();
+    CUcontext before = (CUcontext)1;
+    assert_int_equal(d.get_current(&before), CUDA_SUCCESS);
+    assert_null(before);
+
+    void *a = NULL, *b = NULL;
+    assert_int_equal(ops->alloc(st, 0, GiB, &a), 0);
+    assert_non_null(a);
+    assert_int_equal(ops->alloc(st, 0, 512 * MiB, &b), 0);
+    assert_true(a != b);
+    assert_int_equal(free_bytes(st, 0), 8 * GiB - GiB - 512 * MiB);
+
+    /* The caller's (empty) current context is restored after every call. */
+    CUcontext after = (CUcontext)1;
+    assert_int_equal(d.get_current(&after), CUDA_SUCCESS);
+    assert_null(after);
+
+    vram_process_info_t procs[2];
+    size_t count = 0;
+    assert_int_equal(ops->processes(st, 0, procs, 2, &count), 0);
+    assert_int_equal(count, 1);
+    assert_int_equal(procs[0].pid, getpid());
+    assert_int_equal(procs[0].used_bytes, GiB + 512 * MiB);
+
+    assert_int_equal(ops->free(st, 0, a), 0);
+    assert_int_equal(free_bytes(st, 0), 8 * GiB - 512 * MiB);
+    assert_int_equal(ops->free(st, 0, a), VRAM_EINVAL); /* twice */
+    assert_non_null(strstr(vram_last_error(), "was not allocated"));
+    assert_int_equal(ops->free(st, 0, (char *)b + 16), VRAM_EINVAL);
+    assert_int_equal(ops->free(st, 0, NULL), 0);
+    assert_int_equal(ops->free(st, 0, b), 0);
+    assert_int_equal(free_bytes(st, 0), 8 * GiB);
+    assert_int_equal(ops->processes(st, 0, procs, 2, &count), 0);
+    assert_int_equal(count, 0);
+
+    assert_int_equal(ops->alloc(st, 0, 0, &a), VRAM_EINVAL);
+    assert_int_equal(ops->alloc(st, 1, GiB, &a), VRAM_ENODEV);
+    ops->close(st);
+    dlclose(d.lib);
+}
+
+static void caller_context_is_restored(void **state)
+{
+    (void)state;
+    setenv("FAKE_CUDA_DEVICES", "2", 1);
+    void *st = open_ok();
+    direct_t d = direct_open();
+    /* The caller works on device 1; vram allocates on device 0. */
+    CUcontext mine = NULL;
+    assert_int_equal(d.retain(&mine, 1), CUDA_SUCCESS);
+    assert_int_equal(d.set_current(mine), CUDA_SUCCESS);
+    void *p = NULL;
+    assert_int_equal(ops->alloc(st, 0, 64 * MiB, &p), 0);
+    CUcontext now = NULL;
+    assert_int_equal(d.get_current(&now), CUDA_SUCCESS);
+    assert_ptr_equal(now, mine);
+    size_t fr = 0, total = 0;
+    assert_int_equal(d.mem_info(&fr, &total), CUDA_SUCCESS);
+    assert_int_equal(fr, total); /* device 1 untouched */
+    assert_int_equal(free_bytes(st, 0), 16 * GiB - 64 * MiB);
+    assert_int_equal(ops->free(st, 0, p), 0);
+    assert_int_equal(d.set_current(NULL), CUDA_SUCCESS);
+    assert_int_equal(d.release(1), CUDA_SUCCESS);
+    ops->close(st);
+    dlclose(d.lib);
+}
+
+static void close_frees_what_is_left(void **state)
+{
+    (void)state;
+    void *keeper = open_ok(); /* holds the primary context alive meanwhile */
+    uint64_t initial = free_bytes(keeper, 0);
+    void *st = open_ok();
+    void *p = NULL;
+    assert_int_equal(ops->alloc(st, 0, 2 * GiB, &p), 0);
+    assert_int_equal(free_bytes(keeper, 0), initial - 2 * GiB);
+    ops->close(st); /* without freeing */
+    assert_int_equal(free_bytes(keeper, 0), initial);
+    ops->close(keeper);
+}
+
+static void out_of_memory_is_enomem(void **state)
+{
+    (void)state;
+    setenv("FAKE_CUDA_MEM", "4G", 1);
+    setenv("FAKE_CUDA_USED", "1G", 1);
+    void *st = open_ok();
+    void *p = (void *)1;
+    assert_int_equal(ops->alloc(st, 0, 3 * GiB + 1, &p), VRAM_ENOMEM);
+    assert_null(p);
+    assert_non_null(strstr(vram_last_error(), "CUDA_ERROR_OUT_OF_MEMORY"));
+    assert_non_null(strstr(vram_last_error(), "device 0"));
+    assert_int_equal(ops->alloc(st, 0, 3 * GiB, &p), 0);
+    assert_int_equal(free_bytes(st, 0), 0);
+    assert_int_equal(ops->free(st, 0, p), 0);
+    ops->close(st);
+}
+
+static void injected_failures_are_translated(void **state)
+{
+    (void)state;
+    setenv("FAKE_CUDA_FAIL", "cuMemGetInfo_v2=909:1,cuMemAlloc_v2=214", 1);
+    void *st = open_ok();
+    vram_device_info_t info = unknown_info(), before = info;
+    assert_int_equal(ops->device_info(st, 0, &info), VRAM_EAGAIN);
+    assert_non_null(strstr(vram_last_error(), "cuMemGetInfo_v2(device 0): CUDA_ERROR_TIMEOUT"));
+    assert_memory_equal(&info, &before, sizeof info);
+    assert_int_equal(ops->device_info(st, 0, &info), 0); /* transient: healed */
+    assert_int_equal(info.total_bytes, 16 * GiB);
+    void *p = NULL;
+    assert_int_equal(ops->alloc(st, 0, MiB, &p), VRAM_EDRIVER);
+    assert_non_null(strstr(vram_last_error(), "CUDA_ERROR_ECC_UNCORRECTABLE"));
+    ops->close(st);
+
+    setenv("FAKE_CUDA_FAIL", "cuDevicePrimaryCtxRetain=999", 1);
+    st = open_ok();
+    assert_int_equal(ops->device_info(st, 0, &info), VRAM_EAGAIN);
+    assert_non_null(strstr(vram_last_error(), "cuDevicePrimaryCtxRetain"));
+    ops->close(st);
+
+    void *none = NULL;
+    setenv("FAKE_CUDA_FAIL", "cuInit=999", 1);
+    assert_int_equal(ops->open(&none), VRAM_EAGAIN);
+    assert_non_null(strstr(vram_last_error(), "cuInit failed: CUDA_ERROR_UNKNOWN"));
+    setenv("FAKE_CUDA_FAIL", "cuInit=803", 1);
+    assert_int_equal(ops->open(&none), VRAM_EDRIVER);
+    assert_non_null(strstr(vram_last_error(), "CUDA error 803"));
+    assert_null(none);
+}
+
+static void stub_and_missing_driver_fail_cleanly(void **state)
+{
+    (void)state;
+    void *st = (void *)1;
+    setenv("FAKE_CUDA_STUB", "1", 1);
+    assert_int_equal(ops->open(&st), VRAM_EDRIVER);
+    assert_null(st);
+    assert_non_null(strstr(vram_last_error(), "is the CUDA toolkit's stub library, not a driver"));
+    unsetenv("FAKE_CUDA_STUB");
+
+    setenv("FAKE_CUDA_DEVICES", "0", 1);
+    assert_int_equal(ops->open(&st), VRAM_ENODEV);
+    assert_non_null(strstr(vram_last_error(), "CUDA_ERROR_NO_DEVICE"));
+
+    setenv("VRAM_CUDA_LIBRARY", "/nonexistent/libcuda.so.1", 1);
+    assert_int_equal(ops->open(&st), VRAM_ENOLIB);
+    assert_string_equal(vram_last_error(), "no NVIDIA driver: /nonexistent/libcuda.so.1 not found");
+}
+
+static void real_toolkit_stub_fails_cleanly(void **state)
+{
+    (void)state;
+    if (access(real_stub, R_OK) != 0) {
+        print_message("skipped: %s is not installed\n", real_stub);
+        skip();
+    }
+    setenv("VRAM_CUDA_LIBRARY", real_stub, 1);
+    void *st = (void *)1;
+    assert_int_equal(ops->open(&st), VRAM_EDRIVER);
+    assert_null(st);
+    assert_non_null(strstr(vram_last_error(), "stub library"));
+    assert_non_null(strstr(vram_last_error(), real_stub));
+}
+
+/* Randomized: allocations and frees against a reference model of the
+ * device's free memory and this process's live allocations. */
+static void randomized_against_model(void **state)
+{
+    (void)state;
+    setenv("FAKE_CUDA_MEM", "6G", 1);
+    setenv("FAKE_CUDA_USED", "700M", 1);
+    void *st = open_ok();
+    enum { MAX_LIVE = 64 };
+    void *live[MAX_LIVE];
+    uint64_t sizes[MAX_LIVE];
+    size_t nlive = 0;
+    uint64_t model_free = 6 * GiB - 700 * MiB, model_used_by_us = 0;
+    unsigned seed = 77u;
+    for (int op = 0; op < 400; op++) {
+        if (nlive < MAX_LIVE && (nlive == 0 || rand_r(&seed) % 3 != 0)) {
+            uint64_t size = 1 + (uint64_t)rand_r(&seed) % (1536 * MiB);
+            void *p = NULL;
+            int rc = ops->alloc(st, 0, size, &p);
+            if (size > model_free) {
+                assert_int_equal(rc, VRAM_ENOMEM);
+                assert_null(p);
+            } else {
+                assert_int_equal(rc, 0);
+                for (size_t k = 0; k < nlive; k++)
+                    assert_true(live[k] != p);
+                live[nlive] = p;
+                sizes[nlive++] = size;
+                model_free -= size;
+                model_used_by_us += size;
+            }
+        } else {
+            size_t k = (size_t)rand_r(&seed) % nlive;
+            assert_int_equal(ops->free(st, 0, live[k]), 0);
+            model_free += sizes[k];
+            model_used_by_us -= sizes[k];
+            live[k] = live[--nlive];
+            sizes[k] = sizes[nlive];
+        }
+        if (op % 20 == 0) {
+            assert_int_equal(free_bytes(st, 0), model_free);
+            vram_process_info_t me;
+            size_t count = 0;
+            assert_int_equal(ops->processes(st, 0, &me, 1, &count), 0);
+            assert_int_equal(count, nlive ? 1 : 0);
+            if (nlive) assert_int_equal(me.used_bytes, model_used_by_us);
+        }
+    }
+    while (nlive)
+        assert_int_equal(ops->free(st, 0, live[--nlive]), 0);
+    assert_int_equal(free_bytes(st, 0), 6 * GiB - 700 * MiB);
+    ops->close(st);
+}
+
+int main(void)
+{
+    const char *dir = getenv("VRAM_FAKES_DIR");
+    if (!dir || !*dir) {
+        fprintf(stderr, "VRAM_FAKES_DIR is not set (run through ctest)\n");
+        return 1;
+    }
+    snprintf(fake_lib, sizeof fake_lib, "%s/libcuda.so.1", dir);
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test_setup(fake_is_strict, setup),
+        cmocka_unit_test_setup(reports_configured_numbers, setup),
+        cmocka_unit_test_setup(alloc_free_contract, setup),
+        cmocka_unit_test_setup(caller_context_is_restored, setup),
+        cmocka_unit_test_setup(close_frees_what_is_left, setup),
+        cmocka_unit_test_setup(out_of_memory_is_enomem, setup),
+        cmocka_unit_test_setup(injected_failures_are_translated, setup),
+        cmocka_unit_test_setup(stub_and_missing_driver_fail_cleanly, setup),
+        cmocka_unit_test_setup(real_toolkit_stub_fails_cleanly, setup),
+        cmocka_unit_test_setup(randomized_against_model, setup),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}

@@ -1,0 +1,301 @@
+/* Randomized test of the pool against a reference model, per strategy:
+ * 250,000 operations each (1,000,000 in all) on a simulated GPU. Every
+ * operation is checked against the model cheaply (alignment, no pointer
+ * handed out twice, counts and requested bytes); every CHECK_EVERY operations
+ * the whole pool is checked: live blocks never overlap, lie inside segments,
+ * keep their sizes and streams, the pool's own invariants hold (tiling,
+ * coalescing, tree, map), and every statistic equals what the model or the
+ * blocks say, and the device holds exactly the reserved bytes. */
+#include <math.h>
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <cmocka.h>
+
+#include "pool/pool_internal.h"
+#include "unit/pool_sim.h"
+
+#define OPS_PER_STRATEGY 250000
+#define CHECK_EVERY      2500
+#define MAX_LIVE         1500
+
+typedef struct {
+    void *ptr;
+    size_t size;
+    uintptr_t stream;
+} live_t;
+
+typedef struct {
+    live_t live[MAX_LIVE];
+    size_t count;
+    vram_ptr_map_t index; /* ptr -> live slot + 1 */
+    int64_t requested, requested_peak, requested_in, requested_out;
+    int64_t allocs_peak, allocs_in, allocs_out;
+} model_t;
+
+static uint64_t rng_state;
+
+static uint64_t rnd(void)
+{
+    /* xorshift64* */
+    rng_state ^= rng_state >> 12;
+    rng_state ^= rng_state << 25;
+    rng_state ^= rng_state >> 27;
+    return rng_state * 2685821657736338717ull;
+}
+
+static double rnd_unit(void)
+{
+    return (double)(rnd() >> 11) / 9007199254740992.0;
+}
+
+/* Log-uniform in [lo, hi]. */
+static size_t rnd_log(double lo, double hi)
+{
+    return (size_t)exp(log(lo) + rnd_unit() * (log(hi) - log(lo)));
+}
+
+static size_t random_size(void)
+{
+    static const size_t repeated[] = {512, 4096, 65536, 1 << 20, 3 << 20, 9437184, 12845056,
+                                      51380224};
+    double u = rnd_unit();
+    if (u < 0.15) return repeated[rnd() % (sizeof repeated / sizeof repeated[0])];
+    if (u < 0.65) return rnd_log(1, 1 << 20);
+    return rnd_log(1 << 20, 64 << 20);
+}
+
+static void model_add(model_t *m, void *ptr, size_t size, uintptr_t stream)
+{
+    assert_true(m->count < MAX_LIVE);
+    m->live[m->count] = (live_t){ptr, size, stream};
+    assert_int_equal(vram_ptr_map_put(&m->index, (uintptr_t)ptr, (void *)(uintptr_t)(m->count + 1)), 0);
+    m->count++;
+    m->requested += (int64_t)size;
+    m->requested_in += (int64_t)size;
+    if (m->requested > m->requested_peak) m->requested_peak = m->requested;
+    m->allocs_in++;
+    if ((int64_t)m->count > m->allocs_peak) m->allocs_peak = (int64_t)m->count;
+}
+
+static live_t model_remove(model_t *m, size_t i)
+{
+    live_t gone = m->live[i];
+    assert_non_null(vram_ptr_map_take(&m->index, (uintptr_t)gone.ptr));
+    m->count--;
+    if (i != m->count) {
+        m->live[i] = m->live[m->count];
+        vram_ptr_map_take(&m->index, (uintptr_t)m->live[i].ptr);
+        assert_int_equal(
+            vram_ptr_map_put(&m->index, (uintptr_t)m->live[i].ptr, (void *)(uintptr_t)(i + 1)), 0);
+    }
+    m->requested -= (int64_t)gone.size;
+    m->requested_out += (int64_t)gone.size;
+    m->allocs_out++;
+    return gone;
+}
+
+/* ---- full check ------------------------------------------------------ */
+
+typedef struct {
+    uintptr_t addr;
+    size_t size, requested;
+    uintptr_t seg_base;
+    size_t seg_size;
+    uintptr_t stream;
+} seen_block_t;
+
+typedef struct {
+    seen_block_t *blocks;
+    size_t count, cap;
+    int64_t reserved, segments;
+    uintptr_t last_seg;
+} walk_t;
+
+static void collect(const vram_pool_segment_t *seg, const vram_pool_block_t *b, void *user)
+{
+    walk_t *w = user;
+    if (seg->base != w->last_seg && b == seg->first) {
+        w->reserved += (int64_t)seg->size;
+        w->segments++;
+        w->last_seg = seg->base;
+    }
+    if (!b->allocated) return;
+    if (w->count == w->cap) {
+        w->cap = w->cap ? w->cap * 2 : 1024;
+        w->blocks = realloc(w->blocks, w->cap * sizeof *w->blocks);
+        assert_non_null(w->blocks);
+    }
+    w->blocks[w->count++] = (seen_block_t){b->addr, b->size, b->u.live.requested, seg->base,
+                                           seg->size, seg->stream};
+}
+
+static int by_addr(const void *a, const void *b)
+{
+    uintptr_t x = ((const seen_block_t *)a)->addr, y = ((const seen_block_t *)b)->addr;
+    return x < y ? -1 : x > y;
+}
+
+static void check_stat_eq(const char *name, const vram_pool_stat_t *s, int64_t cur, int64_t peak,
+                          int64_t in, int64_t out)
+{
+    if (s->current != cur || s->peak != peak || s->allocated != in || s->freed != out)
+        fail_msg("%s: pool {cur %lld peak %lld in %lld out %lld}, model {%lld %lld %lld %lld}",
+                 name, (long long)s->current, (long long)s->peak, (long long)s->allocated,
+                 (long long)s->freed, (long long)cur, (long long)peak, (long long)in,
+                 (long long)out);
+}
+
+static void full_check(vram_pool_t *pool, vram_ctx_t *ctx, model_t *m)
+{
+    char err[256];
+    if (vram_pool_check(pool, err, sizeof err)) fail_msg("pool invariant broken: %s", err);
+    walk_t w = {0};
+    vram_pool_walk(pool, collect, &w);
+    assert_int_equal(w.count, m->count);
+    qsort(w.blocks, w.count, sizeof *w.blocks, by_addr);
+    for (size_t i = 0; i < w.count; i++) {
+        const seen_block_t *b = &w.blocks[i];
+        uintptr_t slot = (uintptr_t)vram_ptr_map_get(&m->index, b->addr);
+        if (!slot) fail_msg("pool holds block 0x%zx the model does not", (size_t)b->addr);
+        const live_t *l = &m->live[slot - 1];
+        assert_int_equal(b->requested, l->size);       /* keeps its size */
+        assert_true(b->size >= l->size);               /* room for what was asked */
+        assert_int_equal(b->stream, l->stream);        /* on its stream */
+        assert_true(b->addr >= b->seg_base);           /* inside its segment */
+        assert_true(b->addr + b->size <= b->seg_base + b->seg_size);
+        if (i + 1 < w.count && b->addr + b->size > w.blocks[i + 1].addr)
+            fail_msg("blocks 0x%zx (+%zu) and 0x%zx overlap", (size_t)b->addr, b->size,
+                     (size_t)w.blocks[i + 1].addr);
+    }
+    vram_pool_stats_t s;
+    assert_int_equal(vram_pool_stats(pool, &s), 0);
+    check_stat_eq("allocation", &s.allocation[VRAM_POOL_STAT_ALL], (int64_t)m->count,
+                  m->allocs_peak, m->allocs_in, m->allocs_out);
+    check_stat_eq("requested_bytes", &s.requested_bytes[VRAM_POOL_STAT_ALL], m->requested,
+                  m->requested_peak, m->requested_in, m->requested_out);
+    assert_int_equal(s.reserved_bytes[VRAM_POOL_STAT_ALL].current, w.reserved);
+    assert_int_equal(s.segment[VRAM_POOL_STAT_ALL].current, w.segments);
+    assert_int_equal((int64_t)(s.num_device_alloc - s.num_device_free), w.segments);
+    assert_int_equal(pool_sim_used(ctx), (uint64_t)w.reserved); /* the device agrees */
+    int64_t cached = w.reserved - s.allocated_bytes[VRAM_POOL_STAT_ALL].current;
+    assert_true(cached >= 0);
+    assert_true(s.largest_free_block <= (uint64_t)cached);
+    assert_true(s.fragmentation >= 0.0 && s.fragmentation <= 1.0);
+    free(w.blocks);
+}
+
+static void run_strategy(vram_pool_strategy_t strategy, uint64_t seed)
+{
+    pool_sim_t sim;
+    assert_int_equal(pool_sim_open(&sim, "1xrandom:64GiB"), 0);
+    vram_pool_config_t cfg = {.strategy = strategy};
+    vram_pool_t *pool;
+    assert_int_equal(vram_pool_create(sim.ctx, 0, &cfg, &pool), 0);
+    model_t *m = calloc(1, sizeof *m);
+    assert_non_null(m);
+    assert_int_equal(vram_ptr_map_init(&m->index, 4096), 0);
+    rng_state = seed;
+    print_message("strategy %s, seed %llu\n", vram_pool_strategy_name(strategy),
+                  (unsigned long long)seed);
+    static const uintptr_t streams[] = {0, 0x1000, 0x2000};
+    double grow_bias = 0.6;
+    for (int op = 1; op <= OPS_PER_STRATEGY; op++) {
+        /* Phases of growth and shrinkage empty whole segments now and then. */
+        if (op % 20000 == 0) grow_bias = grow_bias > 0.5 ? 0.35 : 0.6;
+        bool do_alloc = m->count == 0 || (m->count < MAX_LIVE && rnd_unit() < grow_bias);
+        if (do_alloc) {
+            size_t size = random_size();
+            uintptr_t stream = streams[rnd() % 3];
+            void *ptr = NULL;
+            int rc = vram_pool_alloc(pool, size, (void *)stream, &ptr);
+            if (rc) fail_msg("alloc of %zu failed: %s", size, vram_last_error());
+            assert_non_null(ptr);
+            assert_int_equal((uintptr_t)ptr % VRAM_POOL_ALIGN, 0);
+            if (vram_ptr_map_get(&m->index, (uintptr_t)ptr))
+                fail_msg("pointer %p handed out twice", ptr);
+            model_add(m, ptr, size, stream);
+        } else {
+            live_t gone = model_remove(m, rnd() % m->count);
+            assert_int_equal(vram_pool_free(pool, gone.ptr), 0);
+        }
+        if (op % 97 == 0) {
+            vram_pool_stats_t s;
+            assert_int_equal(vram_pool_stats(pool, &s), 0);
+            assert_int_equal(s.allocation[VRAM_POOL_STAT_ALL].current, (int64_t)m->count);
+            assert_int_equal(s.requested_bytes[VRAM_POOL_STAT_ALL].current, m->requested);
+        }
+        if (op % 50000 == 0) {
+            uint64_t released = 0;
+            assert_int_equal(vram_pool_trim(pool, &released), 0);
+            vram_pool_stats_t s;
+            assert_int_equal(vram_pool_stats(pool, &s), 0);
+            assert_int_equal(pool->idle_segment_bytes, 0); /* nothing wholly free is kept */
+        }
+        if (op % 30011 == 0) {
+            vram_pool_reset_peaks(pool);
+            m->requested_peak = m->requested;
+            m->allocs_peak = (int64_t)m->count;
+        }
+        if (op % CHECK_EVERY == 0) full_check(pool, sim.ctx, m);
+    }
+    while (m->count) assert_int_equal(vram_pool_free(pool, model_remove(m, 0).ptr), 0);
+    full_check(pool, sim.ctx, m);
+    assert_int_equal(vram_pool_trim(pool, NULL), 0);
+    vram_pool_stats_t s;
+    assert_int_equal(vram_pool_stats(pool, &s), 0);
+    assert_int_equal(s.reserved_bytes[VRAM_POOL_STAT_ALL].current, 0);
+    assert_int_equal(s.num_device_alloc, s.num_device_free);
+    assert_int_equal(s.num_invalid_frees, 0);
+    assert_int_equal(pool_sim_used(sim.ctx), 0);
+    vram_pool_destroy(pool);
+    vram_ptr_map_release(&m->index);
+    free(m);
+    pool_sim_close(&sim);
+}
+
+static uint64_t seed_for(int strategy)
+{
+    const char *env = getenv("VRAM_TEST_SEED");
+    uint64_t base = env && *env ? strtoull(env, NULL, 10) : 20261122;
+    return base * 1000 + (uint64_t)strategy + 1;
+}
+
+static void greedy(void **state)
+{
+    (void)state;
+    run_strategy(VRAM_POOL_GREEDY, seed_for(VRAM_POOL_GREEDY));
+}
+
+static void balanced(void **state)
+{
+    (void)state;
+    run_strategy(VRAM_POOL_BALANCED, seed_for(VRAM_POOL_BALANCED));
+}
+
+static void consolidated(void **state)
+{
+    (void)state;
+    run_strategy(VRAM_POOL_CONSOLIDATED, seed_for(VRAM_POOL_CONSOLIDATED));
+}
+
+static void fragmentation_aware(void **state)
+{
+    (void)state;
+    run_strategy(VRAM_POOL_FRAGMENTATION_AWARE, seed_for(VRAM_POOL_FRAGMENTATION_AWARE));
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(greedy),
+        cmocka_unit_test(balanced),
+        cmocka_unit_test(consolidated),
+        cmocka_unit_test(fragmentation_aware),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}

@@ -1,0 +1,636 @@
+/* The scheduler: admission, queue order, placement, degradation, timeouts,
+ * permissions, pid release, store reload (also after a crash), and a
+ * randomized run against a reference model of the ledger. */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <cmocka.h>
+
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "vram.h"
+
+#define GiB (1024ull * 1024 * 1024)
+
+/* ---- fake devices and clock -------------------------------------------- */
+
+static struct {
+    int n;
+    uint64_t total[4];
+    uint64_t outside[4]; /* memory used by processes vramd does not manage */
+} fake;
+
+static int fake_count(void *arg)
+{
+    (void)arg;
+    return fake.n;
+}
+static int fake_info(void *arg, int i, vram_device_info_t *out)
+{
+    (void)arg;
+    snprintf(out->name, sizeof out->name, "fake%d", i);
+    out->total_bytes = fake.total[i];
+    out->used_bytes = fake.outside[i];
+    out->free_bytes = fake.total[i] - fake.outside[i];
+    out->health = VRAM_HEALTH_AVAILABLE;
+    return 0;
+}
+static const vram_sched_devices_t fake_devices = {fake_count, fake_info, NULL, NULL};
+
+static double fake_now = 1000.0;
+static double fake_clock(void)
+{
+    return fake_now;
+}
+
+static char db_dir[256];
+
+static vram_sched_config_t config(int ndev, uint64_t gib_each)
+{
+    fake.n = ndev;
+    for (int i = 0; i < ndev; i++) {
+        fake.total[i] = gib_each * GiB;
+        fake.outside[i] = 0;
+    }
+    vram_sched_config_t c;
+    memset(&c, 0, sizeof c);
+    c.devices = &fake_devices;
+    snprintf(c.safety_margin, sizeof c.safety_margin, "0");
+    c.placement = VRAM_PLACE_BEST_FIT;
+    c.backfill = false;
+    c.clock = fake_clock;
+    c.db_path = ":memory:";
+    return c;
+}
+
+static vram_job_request_t req_of(const char *name, uint64_t gib, int gpus, int prio)
+{
+    vram_job_request_t r;
+    memset(&r, 0, sizeof r);
+    snprintf(r.name, sizeof r.name, "%s", name);
+    r.uid = 1000;
+    r.mem_bytes = gib * GiB;
+    r.gpus = gpus;
+    r.priority = prio;
+    r.timeout_s = -1;
+    return r;
+}
+
+static vram_job_t submit(vram_sched_t *s, const char *name, uint64_t gib, int gpus, int prio)
+{
+    vram_job_request_t r = req_of(name, gib, gpus, prio);
+    vram_job_t j;
+    assert_int_equal(vram_sched_submit(s, &r, &j), 0);
+    return j;
+}
+
+static vram_job_state_t state_of(vram_sched_t *s, int64_t id)
+{
+    vram_job_t j;
+    assert_int_equal(vram_sched_job(s, id, &j), 0);
+    return j.state;
+}
+
+/* ---- scenarios ---------------------------------------------------------------- */
+
+static void admits_what_fits_and_queues_the_rest(void **st)
+{
+    (void)st;
+    vram_sched_config_t c = config(2, 80);
+    vram_sched_t *s;
+    assert_int_equal(vram_sched_open(&c, &s), 0);
+    vram_job_t a = submit(s, "a", 50, 1, 0), b = submit(s, "b", 50, 1, 0);
+    vram_job_t q = submit(s, "c", 50, 1, 0);
+    assert_int_equal(a.state, VRAM_JOB_RUNNING);
+    assert_int_equal(b.state, VRAM_JOB_RUNNING);
+    assert_int_not_equal(a.devices[0], b.devices[0]);
+    assert_int_equal(q.state, VRAM_JOB_QUEUED);
+    assert_int_equal(vram_sched_check(s), 0);
+    /* release: the queued job starts in the same call, on the freed device */
+    assert_int_equal(vram_sched_finish(s, a.id, 1000, 0, NULL), 0);
+    vram_job_t now;
+    assert_int_equal(vram_sched_job(s, q.id, &now), 0);
+    assert_int_equal(now.state, VRAM_JOB_RUNNING);
+    assert_int_equal(now.devices[0], a.devices[0]);
+    assert_int_equal(state_of(s, a.id), VRAM_JOB_DONE);
+    /* a failing exit status ends FAILED with the text */
+    assert_int_equal(vram_sched_finish(s, b.id, 1000, 3, NULL), 0);
+    assert_int_equal(vram_sched_job(s, b.id, &now), 0);
+    assert_int_equal(now.state, VRAM_JOB_FAILED);
+    assert_int_equal(now.exit_status, 3);
+    assert_string_equal(now.error, "exit status 3");
+    /* ended jobs cannot be finished twice */
+    assert_int_equal(vram_sched_finish(s, b.id, 1000, 0, NULL), VRAM_ESTATE);
+    assert_int_equal(vram_sched_cancel(s, 999, 0), VRAM_ENOENT);
+    vram_sched_close(s);
+}
+
+static void priority_then_arrival(void **st)
+{
+    (void)st;
+    vram_sched_config_t c = config(1, 80);
+    vram_sched_t *s;
+    assert_int_equal(vram_sched_open(&c, &s), 0);
+    vram_job_t big = submit(s, "big", 80, 1, 0);
+    vram_job_t low1 = submit(s, "low1", 40, 1, 0), low2 = submit(s, "low2", 40, 1, 0);
+    vram_job_t high = submit(s, "high", 40, 1, 5);
+    assert_int_equal(big.state, VRAM_JOB_RUNNING);
+    char *js = vram_sched_job_json(s, high.id);
+    assert_non_null(strstr(js, "\"queue_position\":1"));
+    free(js);
+    js = vram_sched_job_json(s, low2.id);
+    assert_non_null(strstr(js, "\"queue_position\":3"));
+    free(js);
+    assert_int_equal(vram_sched_finish(s, big.id, 1000, 0, NULL), 0);
+    /* 80 GiB free: the high-priority job, then the earliest low one */
+    assert_int_equal(state_of(s, high.id), VRAM_JOB_RUNNING);
+    assert_int_equal(state_of(s, low1.id), VRAM_JOB_RUNNING);
+    assert_int_equal(state_of(s, low2.id), VRAM_JOB_QUEUED);
+    vram_sched_close(s);
+}
+
+static void backfill_lets_small_jobs_pass(void **st)
+{
+    (void)st;
+    vram_sched_config_t c = config(1, 80);
+    c.backfill = true;
+    vram_sched_t *s;
+    assert_int_equal(vram_sched_open(&c, &s), 0);
+    submit(s, "a", 50, 1, 0);
+    vram_job_t head = submit(s, "head", 60, 1, 0), small = submit(s, "small", 20, 1, 0);
+    assert_int_equal(head.state, VRAM_JOB_QUEUED);
+    assert_int_equal(small.state, VRAM_JOB_RUNNING);
+    vram_sched_close(s);
+    /* without backfill the head blocks it */
+    c.backfill = false;
+    assert_int_equal(vram_sched_open(&c, &s), 0);
+    submit(s, "a", 50, 1, 0);
+    head = submit(s, "head", 60, 1, 0);
+    small = submit(s, "small", 20, 1, 0);
+    assert_int_equal(small.state, VRAM_JOB_QUEUED);
+    vram_sched_close(s);
+}
+
+static void multi_gpu_all_or_nothing(void **st)
+{
+    (void)st;
+    vram_sched_config_t c = config(3, 80);
+    vram_sched_t *s;
+    assert_int_equal(vram_sched_open(&c, &s), 0);
+    vram_job_t a = submit(s, "a", 60, 1, 0);
+    vram_job_t b = submit(s, "b", 60, 1, 0);
+    vram_job_t two = submit(s, "two", 40, 2, 0);
+    assert_int_equal(two.state, VRAM_JOB_QUEUED); /* only one device has 40 free */
+    assert_int_equal(vram_sched_finish(s, a.id, 1000, 0, NULL), 0);
+    vram_job_t t;
+    assert_int_equal(vram_sched_job(s, two.id, &t), 0);
+    assert_int_equal(t.state, VRAM_JOB_RUNNING);
+    assert_int_equal(t.ndevices, 2);
+    assert_int_not_equal(t.devices[0], t.devices[1]);
+    assert_true(t.devices[0] != b.devices[0] && t.devices[1] != b.devices[0]);
+    assert_int_equal(vram_sched_check(s), 0);
+    vram_sched_close(s);
+}
+
+static void placement_policies_and_pinning(void **st)
+{
+    (void)st;
+    vram_sched_config_t c = config(2, 80);
+    vram_sched_t *s;
+    assert_int_equal(vram_sched_open(&c, &s), 0);
+    vram_job_t a = submit(s, "a", 30, 1, 0);
+    vram_job_t b = submit(s, "b", 10, 1, 0);
+    assert_int_equal(b.devices[0], a.devices[0]); /* best fit packs */
+    vram_job_request_t r = req_of("pinned", 10, 0, 0);
+    r.npinned = 1;
+    r.pinned[0] = 1 - a.devices[0];
+    vram_job_t p;
+    assert_int_equal(vram_sched_submit(s, &r, &p), 0);
+    assert_int_equal(p.devices[0], 1 - a.devices[0]);
+    assert_int_equal(p.req.gpus, 1);
+    r.pinned[0] = 7;
+    assert_int_equal(vram_sched_submit(s, &r, &p), VRAM_EINVAL);
+    assert_non_null(strstr(vram_last_error(), "devices"));
+    vram_sched_close(s);
+
+    c.placement = VRAM_PLACE_LEAST_LOADED;
+    assert_int_equal(vram_sched_open(&c, &s), 0);
+    a = submit(s, "a", 30, 1, 0);
+    b = submit(s, "b", 10, 1, 0);
+    assert_int_not_equal(b.devices[0], a.devices[0]); /* least loaded spreads */
+    vram_sched_close(s);
+}
+
+static void degrades_batch_with_accumulation(void **st)
+{
+    (void)st;
+    vram_sched_config_t c = config(1, 80);
+    vram_sched_t *s;
+    assert_int_equal(vram_sched_open(&c, &s), 0);
+    submit(s, "big", 60, 1, 0);
+    vram_job_request_t r = req_of("train", 40, 1, 0);
+    r.batch_size = 64;
+    r.min_batch_size = 8;
+    r.per_sample_bytes = GiB / 2;
+    vram_job_t j;
+    assert_int_equal(vram_sched_submit(s, &r, &j), 0);
+    /* 20 GiB free: at most 24 samples; 3 steps of 22 keep the batch >= 64 */
+    assert_int_equal(j.state, VRAM_JOB_RUNNING);
+    assert_int_equal(j.granted_batch, 22);
+    assert_int_equal(j.grad_accum, 3);
+    assert_true(j.granted_batch * j.grad_accum >= 64);
+    assert_int_equal(j.reserved_bytes, 40 * GiB - 42 * (GiB / 2));
+    assert_true(j.reserved_bytes <= 20 * GiB);
+    /* nothing left for a batch of 8: it waits */
+    r.min_batch_size = 60;
+    assert_int_equal(vram_sched_submit(s, &r, &j), 0);
+    assert_int_equal(j.state, VRAM_JOB_QUEUED);
+    assert_int_equal(vram_sched_check(s), 0);
+    vram_sched_close(s);
+    /* the helper alone */
+    uint32_t acc = 0;
+    assert_int_equal(vram_job_degrade(&r, 100 * GiB, &acc), 64);
+    assert_int_equal(acc, 1);
+    r.min_batch_size = 8;
+    assert_int_equal(vram_job_degrade(&r, 1 * GiB, &acc), 0);
+}
+
+static void queued_jobs_time_out(void **st)
+{
+    (void)st;
+    vram_sched_config_t c = config(1, 80);
+    c.job_timeout_s = 30;
+    vram_sched_t *s;
+    assert_int_equal(vram_sched_open(&c, &s), 0);
+    submit(s, "big", 70, 1, 0);
+    vram_job_request_t r = req_of("short", 20, 1, 0);
+    r.timeout_s = 5;
+    vram_job_t a, b;
+    assert_int_equal(vram_sched_submit(s, &r, &a), 0);
+    b = submit(s, "default", 20, 1, 0); /* VRAM_JOB_TIMEOUT */
+    fake_now += 6;
+    assert_true(vram_sched_tick(s) >= 1);
+    vram_job_t now;
+    assert_int_equal(vram_sched_job(s, a.id, &now), 0);
+    assert_int_equal(now.state, VRAM_JOB_TIMEOUT);
+    assert_string_equal(now.error, "GPU memory timeout after 5 s");
+    assert_int_equal(state_of(s, b.id), VRAM_JOB_QUEUED);
+    fake_now += 30;
+    vram_sched_tick(s);
+    assert_int_equal(vram_sched_job(s, b.id, &now), 0);
+    assert_int_equal(now.state, VRAM_JOB_TIMEOUT);
+    assert_string_equal(now.error, "GPU memory timeout after 30 s");
+    vram_sched_close(s);
+}
+
+static void limits_and_validation(void **st)
+{
+    (void)st;
+    vram_sched_config_t c = config(2, 80);
+    snprintf(c.safety_margin, sizeof c.safety_margin, "0.25");
+    c.max_concurrent_jobs = 1;
+    vram_sched_t *s;
+    assert_int_equal(vram_sched_open(&c, &s), 0);
+    vram_job_request_t r = req_of("huge", 61, 1, 0); /* 80 - 20 margin = 60 */
+    vram_job_t j;
+    assert_int_equal(vram_sched_submit(s, &r, &j), VRAM_EINVAL);
+    assert_non_null(strstr(vram_last_error(), "mem_bytes"));
+    r = req_of("many", 1, 3, 0);
+    assert_int_equal(vram_sched_submit(s, &r, &j), VRAM_EINVAL);
+    assert_non_null(strstr(vram_last_error(), "gpus"));
+    r = req_of("zero", 0, 1, 0);
+    assert_int_equal(vram_sched_submit(s, &r, &j), VRAM_EINVAL);
+    r = req_of("batch", 1, 1, 0);
+    r.batch_size = 4;
+    r.min_batch_size = 8;
+    assert_int_equal(vram_sched_submit(s, &r, &j), VRAM_EINVAL);
+    assert_non_null(strstr(vram_last_error(), "min_batch_size"));
+    /* one job per device, whatever memory is left */
+    vram_job_t a = submit(s, "a", 1, 1, 0), b = submit(s, "b", 1, 1, 0);
+    vram_job_t x = submit(s, "c", 1, 1, 0);
+    assert_int_equal(a.state, VRAM_JOB_RUNNING);
+    assert_int_equal(b.state, VRAM_JOB_RUNNING);
+    assert_int_equal(x.state, VRAM_JOB_QUEUED);
+    /* memory used outside vramd lowers what is usable */
+    vram_sched_finish(s, a.id, 1000, 0, NULL);
+    vram_sched_finish(s, b.id, 1000, 0, NULL);
+    vram_sched_finish(s, x.id, 1000, 0, NULL);
+    fake.outside[0] = fake.outside[1] = 50 * GiB;
+    vram_job_t y = submit(s, "y", 20, 1, 0);
+    assert_int_equal(y.state, VRAM_JOB_QUEUED); /* 80 - 20 - 50 = 10 usable */
+    fake.outside[1] = 0;
+    vram_sched_tick(s);
+    assert_int_equal(vram_sched_job(s, y.id, &y), 0);
+    assert_int_equal(y.state, VRAM_JOB_RUNNING);
+    assert_int_equal(y.devices[0], 1);
+    char *status = vram_sched_status_json(s);
+    assert_non_null(strstr(status, "\"unmanaged_bytes\":53687091200"));
+    free(status);
+    vram_sched_close(s);
+}
+
+static void only_owner_or_root_cancels(void **st)
+{
+    (void)st;
+    vram_sched_config_t c = config(1, 80);
+    vram_sched_t *s;
+    assert_int_equal(vram_sched_open(&c, &s), 0);
+    vram_job_t a = submit(s, "a", 10, 1, 0);
+    assert_int_equal(vram_sched_cancel(s, a.id, 2000), VRAM_EPERM);
+    assert_int_equal(state_of(s, a.id), VRAM_JOB_RUNNING);
+    assert_int_equal(vram_sched_finish(s, a.id, 2000, 0, NULL), VRAM_EPERM);
+    assert_int_equal(vram_sched_cancel(s, a.id, 1000), 0);
+    assert_int_equal(state_of(s, a.id), VRAM_JOB_CANCELLED);
+    vram_job_t b = submit(s, "b", 10, 1, 0);
+    assert_int_equal(vram_sched_cancel(s, b.id, 0), 0); /* root */
+    vram_sched_close(s);
+}
+
+/* A real child process: its death releases the job and admits the next. */
+static void process_exit_releases(void **st)
+{
+    (void)st;
+    vram_sched_config_t c = config(1, 80);
+    c.clock = NULL;
+    vram_sched_t *s;
+    assert_int_equal(vram_sched_open(&c, &s), 0);
+    pid_t child = fork();
+    if (child == 0) {
+        pause();
+        _exit(0);
+    }
+    vram_job_request_t r = req_of("child", 60, 1, 0);
+    r.pid = child;
+    vram_job_t a, b;
+    assert_int_equal(vram_sched_submit(s, &r, &a), 0);
+    assert_int_equal(a.state, VRAM_JOB_RUNNING);
+    b = submit(s, "next", 60, 1, 0);
+    assert_int_equal(b.state, VRAM_JOB_QUEUED);
+    vram_sched_run_once(s, 0);
+    assert_int_equal(state_of(s, a.id), VRAM_JOB_RUNNING);
+    kill(child, SIGKILL);
+    waitpid(child, NULL, 0);
+    uint64_t t0 = vram_now_ns();
+    for (int i = 0; i < 50 && state_of(s, b.id) != VRAM_JOB_RUNNING; i++)
+        vram_sched_run_once(s, 100);
+    assert_true(vram_now_ns() - t0 < 1000000000ull);
+    vram_job_t now;
+    assert_int_equal(vram_sched_job(s, a.id, &now), 0);
+    assert_int_equal(now.state, VRAM_JOB_FAILED);
+    assert_non_null(strstr(now.error, "exited"));
+    assert_int_equal(state_of(s, b.id), VRAM_JOB_RUNNING);
+    /* a dead pid is refused at submission */
+    r.pid = child;
+    assert_int_equal(vram_sched_submit(s, &r, &a), VRAM_EINVAL);
+    assert_non_null(strstr(vram_last_error(), "pid"));
+    vram_sched_close(s);
+}
+
+/* Reload: alive running jobs keep their place, dead ones fail with a reason,
+ * queued ones keep their order; the first open runs in a child that dies
+ * without closing anything (a crash). */
+static void reload_after_crash(void **st)
+{
+    (void)st;
+    char path[512];
+    snprintf(path, sizeof path, "%s/crash.db", db_dir);
+    vram_sched_config_t c = config(1, 80);
+    c.db_path = path;
+    c.clock = NULL;
+    pid_t alive = fork();
+    if (alive == 0) {
+        pause();
+        _exit(0);
+    }
+    pid_t doomed = fork();
+    if (doomed == 0) {
+        pause();
+        _exit(0);
+    }
+    pid_t daemon = fork();
+    if (daemon == 0) {
+        vram_sched_t *s;
+        if (vram_sched_open(&c, &s)) _exit(10);
+        vram_job_request_t r = req_of("alive", 30, 1, 0);
+        vram_job_t j;
+        r.pid = alive;
+        if (vram_sched_submit(s, &r, &j) || j.state != VRAM_JOB_RUNNING) _exit(11);
+        r = req_of("doomed", 30, 1, 0);
+        r.pid = doomed;
+        if (vram_sched_submit(s, &r, &j) || j.state != VRAM_JOB_RUNNING) _exit(12);
+        const char *names[] = {"q1", "q2", "q3"};
+        for (int i = 0; i < 3; i++) {
+            r = req_of(names[i], 30, 1, 0);
+            if (vram_sched_submit(s, &r, &j) || j.state != VRAM_JOB_QUEUED) _exit(13);
+        }
+        _exit(0); /* no close: a crash */
+    }
+    int status;
+    assert_int_equal(waitpid(daemon, &status, 0), daemon);
+    assert_true(WIFEXITED(status));
+    assert_int_equal(WEXITSTATUS(status), 0);
+    kill(doomed, SIGKILL);
+    waitpid(doomed, NULL, 0);
+
+    vram_sched_t *s;
+    assert_int_equal(vram_sched_open(&c, &s), 0);
+    vram_job_t j;
+    assert_int_equal(vram_sched_job(s, 1, &j), 0);
+    assert_int_equal(j.state, VRAM_JOB_RUNNING);
+    assert_int_equal(j.req.pid, alive);
+    assert_int_equal(vram_sched_job(s, 2, &j), 0);
+    assert_int_equal(j.state, VRAM_JOB_FAILED);
+    assert_non_null(strstr(j.error, "while vramd was down"));
+    /* the freed 30 GiB goes to the first queued job, in order */
+    assert_int_equal(state_of(s, 3), VRAM_JOB_RUNNING);
+    assert_int_equal(state_of(s, 4), VRAM_JOB_QUEUED);
+    assert_int_equal(state_of(s, 5), VRAM_JOB_QUEUED);
+    assert_int_equal(vram_sched_check(s), 0);
+    vram_sched_close(s);
+    /* a clean reopen changes nothing */
+    assert_int_equal(vram_sched_open(&c, &s), 0);
+    assert_int_equal(state_of(s, 1), VRAM_JOB_RUNNING);
+    assert_int_equal(state_of(s, 3), VRAM_JOB_RUNNING);
+    assert_int_equal(state_of(s, 4), VRAM_JOB_QUEUED);
+    char *jobs = vram_sched_jobs_json(s, 10);
+    assert_non_null(strstr(jobs, "\"name\":\"doomed\""));
+    free(jobs);
+    vram_sched_close(s);
+    kill(alive, SIGKILL);
+    waitpid(alive, NULL, 0);
+    assert_int_equal(vram_sched_open(&c, &s), 0);
+    assert_int_equal(state_of(s, 1), VRAM_JOB_FAILED);
+    assert_int_equal(state_of(s, 4), VRAM_JOB_RUNNING);
+    vram_sched_close(s);
+}
+
+/* ---- randomized run against a reference model ---------------------------------- */
+
+typedef struct {
+    int64_t id;
+    uint64_t mem;
+    int gpus, prio;
+    int state; /* 0 queued, 1 running, 2 ended */
+    int dev[4];
+} ref_job_t;
+
+static ref_job_t ref[4000];
+static int nref;
+
+static uint64_t ref_free(int d)
+{
+    uint64_t used = 0;
+    for (int i = 0; i < nref; i++)
+        if (ref[i].state == 1)
+            for (int k = 0; k < ref[i].gpus; k++)
+                if (ref[i].dev[k] == d) used += ref[i].mem;
+    return fake.total[d] - used;
+}
+
+/* Reference admission (no backfill, best fit): the queue in (priority desc,
+ * id asc) order; a job that cannot get its GPUs blocks the rest. */
+static void ref_admit(void)
+{
+    for (;;) {
+        int best = -1;
+        for (int i = 0; i < nref; i++)
+            if (ref[i].state == 0 && (best < 0 || ref[i].prio > ref[best].prio ||
+                                      (ref[i].prio == ref[best].prio && ref[i].id < ref[best].id)))
+                best = i;
+        if (best < 0) return;
+        ref_job_t *j = &ref[best];
+        int fitting = 0;
+        for (int d = 0; d < fake.n; d++)
+            if (ref_free(d) >= j->mem) fitting++;
+        if (fitting < j->gpus) return;
+        /* take the fitting devices with the least free memory */
+        bool used[4] = {false};
+        for (int k = 0; k < j->gpus; k++) {
+            int pick = -1;
+            for (int d = 0; d < fake.n; d++)
+                if (!used[d] && ref_free(d) >= j->mem && (pick < 0 || ref_free(d) < ref_free(pick)))
+                    pick = d;
+            used[pick] = true;
+            j->dev[k] = pick;
+        }
+        j->state = 1;
+    }
+}
+
+static void compare(vram_sched_t *s)
+{
+    assert_int_equal(vram_sched_check(s), 0);
+    for (int i = 0; i < nref; i++) {
+        vram_job_t j;
+        assert_int_equal(vram_sched_job(s, ref[i].id, &j), 0);
+        int st = j.state == VRAM_JOB_QUEUED ? 0 : j.state == VRAM_JOB_RUNNING ? 1 : 2;
+        if (st != ref[i].state)
+            fail_msg("job %lld: state %s, reference %d", (long long)ref[i].id,
+                     vram_job_state_name(j.state), ref[i].state);
+        if (st == 1) {
+            /* same device set as the reference (free amounts tie-break by index) */
+            int mask = 0, rmask = 0;
+            for (int k = 0; k < j.ndevices; k++)
+                mask |= 1 << j.devices[k];
+            for (int k = 0; k < ref[i].gpus; k++)
+                rmask |= 1 << ref[i].dev[k];
+            assert_int_equal(j.ndevices, ref[i].gpus);
+            if (mask != rmask)
+                fail_msg("job %lld on devices %x, reference %x", (long long)ref[i].id, mask, rmask);
+            assert_int_equal(j.reserved_bytes, ref[i].mem);
+        }
+    }
+}
+
+static void randomized_against_reference(void **st)
+{
+    (void)st;
+    char path[512];
+    snprintf(path, sizeof path, "%s/random.db", db_dir);
+    unsigned seed = (unsigned)getpid();
+    const char *env = getenv("VRAM_TEST_SEED");
+    if (env) seed = (unsigned)strtoul(env, NULL, 10);
+    printf("seed %u (VRAM_TEST_SEED to replay)\n", seed);
+    srand(seed);
+    vram_sched_config_t c = config(3, 16);
+    c.db_path = path;
+    vram_sched_t *s;
+    assert_int_equal(vram_sched_open(&c, &s), 0);
+    nref = 0;
+    for (int step = 0; step < 1500; step++) {
+        int op = rand() % 10;
+        if (op < 5 && nref < (int)(sizeof ref / sizeof ref[0])) {
+            ref_job_t *r = &ref[nref];
+            memset(r, 0, sizeof *r);
+            r->mem = (uint64_t)(1 + rand() % 16) * GiB;
+            r->gpus = 1 + (rand() % 6 == 0) + (rand() % 12 == 0);
+            r->prio = rand() % 3;
+            vram_job_request_t q = req_of("r", 0, r->gpus, r->prio);
+            q.mem_bytes = r->mem;
+            vram_job_t j;
+            assert_int_equal(vram_sched_submit(s, &q, &j), 0);
+            r->id = j.id;
+            nref++;
+            ref_admit();
+        } else if (op < 9) {
+            /* finish or cancel a random active job */
+            int live[4000], n = 0;
+            for (int i = 0; i < nref; i++)
+                if (ref[i].state != 2) live[n++] = i;
+            if (!n) continue;
+            ref_job_t *r = &ref[live[rand() % n]];
+            if (rand() % 2)
+                assert_int_equal(vram_sched_cancel(s, r->id, 1000), 0);
+            else
+                assert_int_equal(vram_sched_finish(s, r->id, 1000, rand() % 2, NULL), 0);
+            r->state = 2;
+            ref_admit();
+        } else {
+            /* restart the scheduler: nothing lost, nothing admitted twice */
+            vram_sched_close(s);
+            assert_int_equal(vram_sched_open(&c, &s), 0);
+        }
+        compare(s);
+    }
+    vram_sched_close(s);
+}
+
+static int setup(void **st)
+{
+    (void)st;
+    snprintf(db_dir, sizeof db_dir, "/tmp/vram-test-sched-XXXXXX");
+    return mkdtemp(db_dir) ? 0 : -1;
+}
+
+static int teardown(void **st)
+{
+    (void)st;
+    char cmd[300];
+    snprintf(cmd, sizeof cmd, "rm -rf '%s'", db_dir);
+    return system(cmd) == 0 ? 0 : -1;
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(admits_what_fits_and_queues_the_rest),
+        cmocka_unit_test(priority_then_arrival),
+        cmocka_unit_test(backfill_lets_small_jobs_pass),
+        cmocka_unit_test(multi_gpu_all_or_nothing),
+        cmocka_unit_test(placement_policies_and_pinning),
+        cmocka_unit_test(degrades_batch_with_accumulation),
+        cmocka_unit_test(queued_jobs_time_out),
+        cmocka_unit_test(limits_and_validation),
+        cmocka_unit_test(only_owner_or_root_cancels),
+        cmocka_unit_test(process_exit_releases),
+        cmocka_unit_test(reload_after_crash),
+        cmocka_unit_test(randomized_against_reference),
+    };
+    return cmocka_run_group_tests(tests, setup, teardown);
+}
