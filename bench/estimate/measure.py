@@ -6,6 +6,18 @@ import torch
 import torch.nn.functional as F
 
 
+def _fused_dropout(input, p=0.5, training=True, inplace=False):
+    """What CUDA runs for nn.Dropout: native_dropout keeps a 1-byte mask.
+    CPU's composite dropout would keep a 4-byte noise tensor instead, which
+    no GPU run does; torchvision's models call F.dropout, so patch it."""
+    if not training or p == 0.0:
+        return input
+    return torch.native_dropout(input, p, True)[0]
+
+
+F.dropout = _fused_dropout
+
+
 def storage_key(t):
     st = t.storage() if not hasattr(t, "untyped_storage") else t.untyped_storage()
     return st.data_ptr(), st.nbytes()
@@ -36,7 +48,9 @@ def make_inputs(kind, model, batch, seq, image):
 
 def measure_step(model, kind, batch, seq=0, image=0, optimizer="adamw"):
     model.train()
-    params = {storage_key(p)[0] for p in model.parameters()}
+    # parameters and buffers (BatchNorm running statistics) are counted as
+    # such, not as activations, when autograd keeps them
+    params = {storage_key(p)[0] for p in list(model.parameters()) + list(model.buffers())}
     param_bytes = sum(p.numel() * p.element_size() for p in model.parameters())
     buffer_bytes = sum(b.numel() * b.element_size() for b in model.buffers())
     inputs, loss_fn = make_inputs(kind, model, batch, seq, image)

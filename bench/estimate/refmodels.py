@@ -7,8 +7,9 @@ step. Two deliberate choices, both documented in docs/estimation.md:
 
 * dropout uses torch.native_dropout (a 1-byte mask), the fused kernel CUDA
   runs; CPU's composite dropout would instead keep a 4-byte noise tensor;
-* GPT-2's tanh-GELU is F.gelu(approximate="tanh") (HF's "gelu_pytorch_tanh"),
-  not the Python formula, so it saves one tensor like every other GELU.
+* GPT-2's gelu_new is Hugging Face's Python formula (as HF runs it), which
+  keeps five MLP-wide tensors; python_gelu=False switches to the fused
+  F.gelu(approximate="tanh") ("gelu_pytorch_tanh") that keeps two.
 
 torchvision provides the vision models (ViT, ResNet, VGG, MobileNetV2,
 EfficientNet) itself, so those are measured on the real implementations.
@@ -20,10 +21,22 @@ import torch.nn as nn
 import torch.nn.functional as F
 
 
+# Set to False to measure CPU's own composite dropout (a 4-byte noise tensor
+# per dropout) instead of the fused kernel CUDA runs.
+FUSED_DROPOUT = True
+
+
 def drop(x, p, training):
     if not training or p == 0.0:
         return x
+    if not FUSED_DROPOUT:
+        return torch.dropout(x, p, True)
     return torch.native_dropout(x, p, True)[0]
+
+
+def gelu_new(x):
+    """Hugging Face's NewGELUActivation, written out in Python as GPT-2 uses it."""
+    return 0.5 * x * (1.0 + torch.tanh(math.sqrt(2.0 / math.pi) * (x + 0.044715 * torch.pow(x, 3.0))))
 
 
 class Dropout(nn.Module):
@@ -110,6 +123,7 @@ class GPT2Block(nn.Module):
         self.c_fc = nn.Linear(h, 4 * h)
         self.mlp_proj = nn.Linear(4 * h, h)
         self.p = p
+        self.python_gelu = True  # as Hugging Face's GPT-2 ("gelu_new")
 
     def forward(self, x, causal):
         q, k, v = self.c_attn(self.ln1(x)).split(x.shape[-1], dim=2)
@@ -118,7 +132,8 @@ class GPT2Block(nn.Module):
         probs = drop(torch.softmax(scores, dim=-1), self.p, self.training)
         a = self.c_proj(merge_heads(torch.matmul(probs, v)))
         x = x + drop(a, self.p, self.training)
-        m = self.mlp_proj(F.gelu(self.c_fc(self.ln2(x)), approximate="tanh"))
+        u = self.c_fc(self.ln2(x))
+        m = self.mlp_proj(gelu_new(u) if self.python_gelu else F.gelu(u, approximate="tanh"))
         return x + drop(m, self.p, self.training)
 
 

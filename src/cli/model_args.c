@@ -86,7 +86,10 @@ static int apply(cli_model_args_t *a, const char *flag, const char *v)
     for (size_t i = 0; i < sizeof ints / sizeof ints[0]; i++) {
         if (strcmp(flag, ints[i].flag)) continue;
         if ((rc = parse_int(a, flag, v, ints[i].min, &n))) return rc;
-        if (i == 0) e->batch_size = n;
+        if (i == 0) {
+            e->batch_size = n;
+            a->batch_given = true;
+        }
         if (i == 1) e->seq_len = n;
         if (i == 2) e->image_size = n;
         if (i == 3) {

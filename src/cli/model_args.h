@@ -26,6 +26,7 @@ typedef struct {
     bool has_model;         /* exactly one of the three was given */
     vram_estimate_config_t est;
     int64_t accumulation_steps; /* --accumulation-steps N (1 when absent); memory-neutral */
+    bool batch_given;           /* --batch-size was on the command line */
 } cli_model_args_t;
 
 /* Defaults (vram_estimate_config_init). cmd is borrowed. */

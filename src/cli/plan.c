@@ -190,9 +190,6 @@ int vram_cli_plan(int argc, char **argv)
 {
     cli_model_args_t a;
     cli_model_args_init(&a, "plan");
-    bool batch_given = false;
-    for (int i = 1; i < argc; i++)
-        if (!strncmp(argv[i], "--batch-size", 12)) batch_given = true;
     int rc = cli_model_args_parse(&argc, argv, &a);
     if (rc) return rc;
     const char *gpu = NULL, *mem = NULL, *name = NULL;
@@ -237,7 +234,7 @@ int vram_cli_plan(int argc, char **argv)
         return cli_usage_error("plan", "%s", vram_last_error());
     char label[160];
     if ((rc = target_device(gpu, mem, name, json, &pc, label, sizeof label))) return rc;
-    pc.batch_size = batch_given ? a.est.batch_size : 0;
+    pc.batch_size = a.batch_given ? a.est.batch_size : 0;
     vram_plan_t p;
     if (vram_plan(&model, &a.est, &pc, &p)) return cli_usage_error("plan", "%s", vram_last_error());
     if (json)

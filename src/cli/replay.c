@@ -8,25 +8,23 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <unistd.h>
 
 static void usage(FILE *out)
 {
-    fprintf(out,
-            "usage: vram replay TRACE [--strategy S] [--baseline B] [--repeat N]\n"
-            "                   [--device-mem SIZE] [--json]\n\n"
-            "Replays an allocation trace (\"a <id> <size>\" / \"f <id>\" lines, see\n"
-            "docs/pool.md) through the caching pool on a private simulated GPU and prints\n"
-            "the cost of each request and how much memory the pool reserved.\n\n"
-            "  --strategy S      greedy, balanced (default), consolidated or\n"
-            "                    fragmentation-aware\n"
-            "  --baseline B      none (the pool, default), device (every request straight\n"
-            "                    to the device, no caching) or malloc (the C library)\n"
-            "  --repeat N        replay N times through the same pool (default 1)\n"
-            "  --device-mem SIZE size of the simulated GPU (default: fits the trace)\n"
-            "  --json            machine-readable output\n"
-            "  -h, --help        this help\n\n"
-            "Exit status: 0 ok, 1 runtime error or malformed trace, 2 usage error.\n");
+    fprintf(out, "usage: vram replay TRACE [--strategy S] [--baseline B] [--repeat N]\n"
+                 "                   [--device-mem SIZE] [--json]\n\n"
+                 "Replays an allocation trace (\"a <id> <size>\" / \"f <id>\" lines, see\n"
+                 "docs/pool.md) through the caching pool on a private simulated GPU and prints\n"
+                 "the cost of each request and how much memory the pool reserved.\n\n"
+                 "  --strategy S      greedy, balanced (default), consolidated or\n"
+                 "                    fragmentation-aware\n"
+                 "  --baseline B      none (the pool, default), device (every request straight\n"
+                 "                    to the device, no caching) or malloc (the C library)\n"
+                 "  --repeat N        replay N times through the same pool (default 1)\n"
+                 "  --device-mem SIZE size of the simulated GPU (default: fits the trace)\n"
+                 "  --json            machine-readable output\n"
+                 "  -h, --help        this help\n\n"
+                 "Exit status: 0 ok, 1 runtime error or malformed trace, 2 usage error.\n");
 }
 
 static json_t *latency_json(json_t *o, const char *prefix, const vram_latency_t *l)
@@ -47,9 +45,10 @@ static void print_json(const char *path, const vram_replay_config_t *cfg, uint64
     json_t *o = json_object();
     json_object_set_new(o, "trace", json_string(path));
     json_object_set_new(o, "baseline", json_string(vram_replay_mode_name(cfg->mode)));
-    json_object_set_new(o, "strategy", cfg->mode == VRAM_REPLAY_POOL
-                                           ? json_string(vram_pool_strategy_name(cfg->strategy))
-                                           : json_null());
+    json_object_set_new(o, "strategy",
+                        cfg->mode == VRAM_REPLAY_POOL
+                            ? json_string(vram_pool_strategy_name(cfg->strategy))
+                            : json_null());
     json_object_set_new(o, "repeat", json_integer(cfg->repeat));
     json_object_set_new(o, "device_mem_bytes", json_integer((json_int_t)device_mem));
     json_object_set_new(o, "ops", json_integer((json_int_t)r->ops));
@@ -57,7 +56,8 @@ static void print_json(const char *path, const vram_replay_config_t *cfg, uint64
     latency_json(o, "alloc_ns", &r->alloc);
     latency_json(o, "free_ns", &r->free);
     latency_json(o, "pair_ns", &r->pair);
-    json_object_set_new(o, "peak_requested_bytes", json_integer((json_int_t)r->peak_requested_bytes));
+    json_object_set_new(o, "peak_requested_bytes",
+                        json_integer((json_int_t)r->peak_requested_bytes));
     json_object_set_new(o, "peak_reserved_bytes", json_integer((json_int_t)r->peak_reserved_bytes));
     json_object_set_new(o, "fragmentation_ratio", json_real(r->fragmentation_ratio));
     json_object_set_new(o, "device_allocs", json_integer((json_int_t)r->device_allocs));
@@ -85,52 +85,15 @@ static void print_table(const char *path, const vram_replay_config_t *cfg, uint6
         const vram_latency_t *l;
     } rows[] = {{"per op", &r->all}, {"alloc", &r->alloc}, {"free", &r->free}, {"pair", &r->pair}};
     for (size_t i = 0; i < sizeof rows / sizeof rows[0]; i++)
-        printf("%-10s %10.0f %10.0f %10.1f %10llu\n", rows[i].name, rows[i].l->p50,
-               rows[i].l->p99, rows[i].l->mean, (unsigned long long)rows[i].l->count);
-    printf("(every figure includes the clock's own cost, about %.0f ns)\n\n",
-           r->timer_overhead_ns);
+        printf("%-10s %10.0f %10.0f %10.1f %10llu\n", rows[i].name, rows[i].l->p50, rows[i].l->p99,
+               rows[i].l->mean, (unsigned long long)rows[i].l->count);
+    printf("(every figure includes the clock's own cost, about %.0f ns)\n\n", r->timer_overhead_ns);
     printf("peak requested      %s\n", vram_format_size(r->peak_requested_bytes, b, sizeof b));
     printf("peak reserved       %s\n", vram_format_size(r->peak_reserved_bytes, c, sizeof c));
     printf("fragmentation ratio %.3f (peak reserved / peak requested)\n", r->fragmentation_ratio);
     printf("device allocs/frees %llu / %llu\n", (unsigned long long)r->device_allocs,
            (unsigned long long)r->device_frees);
     printf("OOMs                %llu\n", (unsigned long long)r->ooms);
-}
-
-/* Enough for every strategy: four times the trace's peak, at least 1 GiB. */
-static uint64_t default_device_mem(const vram_trace_t *t)
-{
-    uint64_t want = t->peak_live_bytes * 4;
-    if (want < t->max_size * 2) want = t->max_size * 2;
-    uint64_t gib = (uint64_t)1 << 30, step = (uint64_t)256 << 20;
-    if (want < gib) want = gib;
-    return (want + step - 1) / step * step;
-}
-
-/* A private simulated GPU: its own state file in a fresh temp directory. */
-static int open_private_sim(uint64_t device_mem, char *dir, size_t dir_len, vram_ctx_t **ctx)
-{
-    const char *tmp = getenv("TMPDIR");
-    snprintf(dir, dir_len, "%s/vram-replay-XXXXXX", tmp && *tmp ? tmp : "/tmp");
-    if (!mkdtemp(dir))
-        return vram_fail(VRAM_EIO, "cannot create a temporary directory %s: %s", dir,
-                         strerror(errno));
-    char spec[64], state[4200];
-    snprintf(spec, sizeof spec, "replay:%llu", (unsigned long long)device_mem);
-    snprintf(state, sizeof state, "%s/sim.state", dir);
-    int rc = vram_option_set(VRAM_OPT_SIM, spec);
-    if (!rc) rc = vram_option_set(VRAM_OPT_SIM_STATE, state);
-    if (!rc) rc = vram_option_set(VRAM_OPT_BACKEND, "sim");
-    if (!rc) rc = vram_ctx_open_backend("sim", ctx);
-    return rc;
-}
-
-static void remove_private_sim(const char *dir)
-{
-    char state[4200];
-    snprintf(state, sizeof state, "%s/sim.state", dir);
-    unlink(state);
-    rmdir(dir);
 }
 
 int vram_cli_replay(int argc, char **argv)
@@ -142,8 +105,8 @@ int vram_cli_replay(int argc, char **argv)
                                              {"json", no_argument, NULL, 'j'},
                                              {"help", no_argument, NULL, 'h'},
                                              {NULL, 0, NULL, 0}};
-    vram_replay_config_t cfg = {.mode = VRAM_REPLAY_POOL, .strategy = VRAM_POOL_BALANCED,
-                                .repeat = 1};
+    vram_replay_config_t cfg = {
+        .mode = VRAM_REPLAY_POOL, .strategy = VRAM_POOL_BALANCED, .repeat = 1};
     uint64_t device_mem = 0;
     bool json = false;
     int opt;
@@ -162,8 +125,8 @@ int vram_cli_replay(int argc, char **argv)
             else if (!strcmp(optarg, "malloc"))
                 cfg.mode = VRAM_REPLAY_MALLOC;
             else
-                return cli_usage_error("replay",
-                                       "--baseline \"%s\": use none, device or malloc", optarg);
+                return cli_usage_error("replay", "--baseline \"%s\": use none, device or malloc",
+                                       optarg);
             break;
         case 'r': {
             char *end;
@@ -196,23 +159,20 @@ int vram_cli_replay(int argc, char **argv)
 
     vram_trace_t trace;
     if (vram_trace_load(path, &trace)) return cli_runtime_error("replay", "%s", vram_last_error());
-    if (!device_mem) device_mem = default_device_mem(&trace);
+    if (!device_mem) device_mem = vram_replay_device_size(&trace);
 
-    char dir[4096];
-    vram_ctx_t *ctx = NULL;
-    int rc = open_private_sim(device_mem, dir, sizeof dir, &ctx);
+    vram_replay_device_t dev;
+    int rc = vram_replay_device_open(device_mem, &dev);
     if (rc) {
         vram_trace_release(&trace);
-        remove_private_sim(dir);
         return cli_runtime_error("replay", "cannot set up the simulated device: %s",
                                  vram_last_error());
     }
-    cfg.ctx = ctx;
+    cfg.ctx = dev.ctx;
     cfg.device = 0;
     vram_replay_result_t result;
     rc = vram_replay_run(&trace, &cfg, &result);
-    vram_ctx_close(ctx);
-    remove_private_sim(dir);
+    vram_replay_device_close(&dev);
     vram_trace_release(&trace);
     if (rc) return cli_runtime_error("replay", "%s", vram_last_error());
     if (json)

@@ -9,6 +9,7 @@
 #include "device/backend.h"
 #include "device/ctx_internal.h"
 
+#include <errno.h>
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -155,7 +156,7 @@ int vram_ctx_open_backend(const char *backend, vram_ctx_t **out)
     if (!backend) return vram_fail(VRAM_EINVAL, "vram_ctx_open_backend: NULL backend");
     static const vram_backend_ops_t *const named[] = {&vram_backend_nvml, &vram_backend_cuda,
                                                       &vram_backend_sim, &vram_backend_cpu};
-    if (!strcmp(backend, "auto")) return open_auto(out);
+    if (!strcmp(backend, "auto") || !*backend) return open_auto(out); /* VRAM_BACKEND= */
     for (size_t i = 0; i < sizeof named / sizeof named[0]; i++)
         if (!strcmp(backend, named[i]->name)) return open_ops(named[i], out);
     return vram_fail(VRAM_EINVAL,
@@ -213,7 +214,7 @@ static void backoff(int attempt)
     long ms = 1L << (attempt < 6 ? attempt : 6);
     if (ms > MAX_BACKOFF_MS) ms = MAX_BACKOFF_MS;
     struct timespec ts = {.tv_sec = 0, .tv_nsec = ms * 1000000L};
-    while (nanosleep(&ts, &ts) != 0) {
+    while (nanosleep(&ts, &ts) != 0 && errno == EINTR) {
     }
 }
 

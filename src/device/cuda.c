@@ -359,13 +359,19 @@ static int cuda_device_info(void *state, int index, vram_device_info_t *out)
                              &info.multiprocessors)))
         return rc;
 
+    size_t total_bytes = 0;
+    r = st->fn.total_mem(&total_bytes, dev);
+    if (r != CUDA_SUCCESS) return cuda_fail(st, r, "cuDeviceTotalMem_v2", index);
+
+    /* Free memory needs a current context (the total does not). */
     CUcontext prev;
     rc = enter_ctx(st, index, &prev);
     if (rc) return rc;
-    size_t free_bytes = 0, total_bytes = 0;
-    r = st->fn.mem_get_info(&free_bytes, &total_bytes);
+    size_t free_bytes = 0, ctx_total = 0;
+    r = st->fn.mem_get_info(&free_bytes, &ctx_total);
     leave_ctx(st, index, prev);
     if (r != CUDA_SUCCESS) return cuda_fail(st, r, "cuMemGetInfo_v2", index);
+    if (free_bytes > total_bytes) free_bytes = total_bytes;
     info.total_bytes = total_bytes;
     info.free_bytes = free_bytes;
     info.used_bytes = total_bytes >= free_bytes ? total_bytes - free_bytes : 0;

@@ -411,19 +411,27 @@ static int nvml_processes(void *state, int index, vram_process_info_t *procs, si
          {st->fn.processes_v1, "nvmlDeviceGetComputeRunningProcesses", sizeof(nvmlProcessInfo_v1_t),
           sizeof(nvmlProcessInfo_v1_t)}},
     };
+    rc = VRAM_ENOTSUP;
+    bool tried = false;
     for (size_t i = 0; i < sizeof apis / sizeof apis[0]; i++) {
         if (!apis[i].api.fn) continue;
         nvmlReturn_t r = NVML_SUCCESS;
+        tried = true;
         rc = query_processes(st, &apis[i].api, dev, index, procs, cap, count, &r);
         if (rc == 0) return 0;
         if (r == NVML_ERROR_FUNCTION_NOT_FOUND || r == NVML_ERROR_ARGUMENT_VERSION_MISMATCH) {
-            *apis[i].fn = NULL;
+            *apis[i].fn = NULL; /* this driver lacks it: never again */
             continue;
         }
+        /* NOT_SUPPORTED may be about this device only: try older calls but
+         * keep this one for the next device. */
+        if (r == NVML_ERROR_NOT_SUPPORTED) continue;
         return rc;
     }
-    return vram_fail(VRAM_ENOTSUP, "nvml: %s cannot list the processes of device %d", st->path,
-                     index);
+    if (!tried)
+        return vram_fail(VRAM_ENOTSUP, "nvml: %s cannot list the processes of device %d", st->path,
+                         index);
+    return rc; /* the last refusal, with its message */
 }
 
 const vram_backend_ops_t vram_backend_nvml = {

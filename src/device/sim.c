@@ -93,7 +93,9 @@ static int state_path(const vram_sim_spec_t *spec, char *buf, size_t len)
     }
     char dir[PATH_MAX];
     const char *runtime = getenv("XDG_RUNTIME_DIR");
-    if (runtime && *runtime) {
+    struct stat st;
+    /* A stale XDG_RUNTIME_DIR (su, ssh without a session) is common: then /tmp. */
+    if (runtime && *runtime && stat(runtime, &st) == 0 && S_ISDIR(st.st_mode)) {
         snprintf(dir, sizeof dir, "%s/vram", runtime);
     } else {
         snprintf(dir, sizeof dir, "/tmp/vram-%u", (unsigned)geteuid());
@@ -452,13 +454,20 @@ static bool fits(const sim_t *s, int index, size_t size)
            t->live_slots < SIM_SLOTS;
 }
 
-/* Claims a free slot for a new allocation. Under the lock; fits() held. */
+/* Claims a free slot for a new allocation; UINT32_MAX when none is free.
+ * Under the lock; fits() held. */
 static uint32_t claim_slot(sim_t *s, int index, size_t size, uint64_t addr)
 {
     sim_table_t *t = s->table;
     uint32_t i = t->next_free % SIM_SLOTS;
-    while (t->slots[i].pid)
+    /* Bounded: live_slots may undercount after a crash mid-update. */
+    for (uint32_t tries = 0; t->slots[i].pid; tries++) {
+        if (tries == SIM_SLOTS) {
+            scan_table(s);
+            return UINT32_MAX;
+        }
         i = (i + 1) % SIM_SLOTS;
+    }
     t->slots[i] = (sim_slot_t){
         .pid = s->pid, .device = index, .start_time = s->start_time, .bytes = size, .addr = addr};
     t->used[index] += size;
@@ -504,6 +513,11 @@ static int sim_alloc(void *state, int index, size_t size, void **ptr)
     }
     uint64_t addr = (uint64_t)(uintptr_t)range;
     uint32_t slot = claim_slot(s, index, size, addr);
+    if (slot == UINT32_MAX) {
+        unlock_table(s);
+        munmap(range, size);
+        return vram_fail(VRAM_ENOMEM, "sim state table is full (%u allocations)", SIM_SLOTS);
+    }
     if (!vram_addr_map_put(&s->mine, addr, (uint64_t)size << SLOT_BITS | slot)) {
         release_mine(s, addr, (uint64_t)size << SLOT_BITS | slot);
         unlock_table(s);

@@ -7,6 +7,10 @@
 
 #include <string.h>
 
+#include <math.h>
+
+#define MAX_BLOCKS 128
+
 /* A feature map (per sample) and whether some operation already keeps it. */
 typedef struct {
     int64_t c, h, w;
@@ -20,7 +24,10 @@ typedef struct {
     double e;             /* bytes per float activation */
     double sample, fixed; /* saved for backward */
     double working;       /* inference: largest input + output of one op */
-    double block_start, blocks_total, block_max, block_inputs; /* checkpointing */
+    /* checkpointing: the bytes each block keeps and the size of its input */
+    double block_start;
+    double block_bytes[MAX_BLOCKS], block_input[MAX_BLOCKS];
+    int nblocks;
 } net_t;
 
 static double numel(const fmap_t *x)
@@ -67,15 +74,16 @@ static fmap_t bn(net_t *n, fmap_t *x)
     return y;
 }
 
-/* In-place ReLU/ReLU6 keep their result: the same storage. */
+/* In-place ReLU keeps its result: the same storage. */
 static void relu_inplace(net_t *n, fmap_t *x)
 {
     keep(n, x);
 }
 
-/* In-place SiLU needs its input for backward; autograd keeps a copy of it
- * before overwriting (measured: one extra map per SiLU). */
-static void silu_inplace(net_t *n, fmap_t *x)
+/* In-place SiLU and ReLU6 (hardtanh_) differentiate through their input,
+ * so autograd keeps a copy of it before overwriting: one extra map, and the
+ * result is still kept by whoever consumes it (measured). */
+static void act_inplace_copy(net_t *n, fmap_t *x)
 {
     n->sample += n->e * numel(x);
 }
@@ -123,14 +131,34 @@ static void head_loss(net_t *n, fmap_t *logits)
 static void block_begin(net_t *n, const fmap_t *x)
 {
     n->block_start = n->sample;
-    n->block_inputs += n->e * numel(x);
+    if (n->nblocks < MAX_BLOCKS) n->block_input[n->nblocks] = n->e * numel(x);
 }
 
 static void block_end(net_t *n)
 {
-    double b = n->sample - n->block_start;
-    n->blocks_total += b;
-    if (b > n->block_max) n->block_max = b;
+    if (n->nblocks < MAX_BLOCKS) n->block_bytes[n->nblocks++] = n->sample - n->block_start;
+}
+
+/* Per-sample bytes with checkpoint_sequential-style checkpointing: the
+ * blocks split into about sqrt(blocks) segments; each segment keeps its
+ * input, and one segment is recomputed at a time during backward. */
+static double checkpointed(const net_t *n)
+{
+    double blocks = 0;
+    for (int i = 0; i < n->nblocks; i++)
+        blocks += n->block_bytes[i];
+    int segments = (int)ceil(sqrt((double)n->nblocks));
+    if (segments < 1) return n->sample;
+    int per = (n->nblocks + segments - 1) / segments;
+    double inputs = 0, largest = 0;
+    for (int first = 0; first < n->nblocks; first += per) {
+        double seg = 0;
+        for (int i = first; i < first + per && i < n->nblocks; i++)
+            seg += n->block_bytes[i];
+        inputs += n->block_input[first];
+        if (seg > largest) largest = seg;
+    }
+    return n->sample - blocks + inputs + largest;
 }
 
 /* ---------------------------------------------------------------- ResNet */
@@ -230,7 +258,7 @@ static void mobilenet_v2(net_t *n, fmap_t x, int64_t classes)
                                       {6, 96, 3, 1}, {6, 160, 3, 2}, {6, 320, 1, 1}};
     x = conv(n, &x, 32, 3, 2, 1, false);
     x = bn(n, &x);
-    relu_inplace(n, &x);
+    act_inplace_copy(n, &x);
     for (size_t s = 0; s < sizeof settings / sizeof settings[0]; s++) {
         for (int i = 0; i < settings[s][2]; i++) {
             int64_t inp = x.c, oup = settings[s][1], stride = i == 0 ? settings[s][3] : 1;
@@ -240,11 +268,11 @@ static void mobilenet_v2(net_t *n, fmap_t x, int64_t classes)
             if (settings[s][0] != 1) {
                 y = conv(n, &y, hidden, 1, 1, 1, false);
                 y = bn(n, &y);
-                relu_inplace(n, &y);
+                act_inplace_copy(n, &y);
             }
             y = conv(n, &y, hidden, 3, stride, hidden, false);
             y = bn(n, &y);
-            relu_inplace(n, &y);
+            act_inplace_copy(n, &y);
             y = conv(n, &y, oup, 1, 1, 1, false);
             y = bn(n, &y);
             y.saved = false; /* x + y (or y itself) is a tensor nobody kept yet */
@@ -254,7 +282,7 @@ static void mobilenet_v2(net_t *n, fmap_t x, int64_t classes)
     }
     x = conv(n, &x, 1280, 1, 1, 1, false);
     x = bn(n, &x);
-    relu_inplace(n, &x);
+    act_inplace_copy(n, &x);
     x = avgpool(n, &x, 1);
     x = dropout(n, &x);
     x = fc(n, &x, classes);
@@ -279,7 +307,7 @@ static void efficientnet_b0(net_t *n, fmap_t x, int64_t classes)
                                     {6, 3, 1, 320, 1}};
     x = conv(n, &x, 32, 3, 2, 1, false);
     x = bn(n, &x);
-    silu_inplace(n, &x);
+    act_inplace_copy(n, &x);
     int block_id = 0;
     for (size_t s = 0; s < sizeof stages / sizeof stages[0]; s++) {
         for (int i = 0; i < stages[s][4]; i++, block_id++) {
@@ -291,11 +319,11 @@ static void efficientnet_b0(net_t *n, fmap_t x, int64_t classes)
             if (hidden != inp) {
                 y = conv(n, &y, hidden, 1, 1, 1, false);
                 y = bn(n, &y);
-                silu_inplace(n, &y);
+                act_inplace_copy(n, &y);
             }
             y = conv(n, &y, hidden, k, stride, hidden, false);
             y = bn(n, &y);
-            silu_inplace(n, &y);
+            act_inplace_copy(n, &y);
             /* squeeze-excitation: pool, fc, silu, fc, sigmoid, scale */
             int64_t squeeze = inp / 4 > 1 ? inp / 4 : 1;
             fmap_t z = avgpool(n, &y, 1);
@@ -318,7 +346,7 @@ static void efficientnet_b0(net_t *n, fmap_t x, int64_t classes)
     }
     x = conv(n, &x, 1280, 1, 1, 1, false);
     x = bn(n, &x);
-    silu_inplace(n, &x);
+    act_inplace_copy(n, &x);
     x = avgpool(n, &x, 1);
     x = dropout(n, &x);
     x = fc(n, &x, classes);
@@ -379,8 +407,7 @@ int vram_arch_cnn_acts(const vram_model_t *m, const vram_arch_shape_t *s, double
         return 0;
     }
     double per_sample = n.sample;
-    if (s->checkpointing != VRAM_CKPT_NONE)
-        per_sample = n.sample - n.blocks_total + n.block_inputs + n.block_max;
+    if (s->checkpointing != VRAM_CKPT_NONE) per_sample = checkpointed(&n);
     /* the input images are kept by the first convolution (counted in sample) */
     *bytes = b * per_sample + n.fixed;
     return 0;

@@ -226,52 +226,52 @@ static double stack(const layer_acts_t *l, double layers, vram_checkpointing_t c
  * the activation and its output; two dropout masks; softmax, its dropout
  * mask and output. */
 static layer_acts_t classic_layer(double e, double b, double s, double h, double I, double a,
-                                  bool dropout)
+                                  bool dropout, double mlp_tensors)
 {
     layer_acts_t l;
     double tok = b * s;
     l.core = attention_core(e, b, a, s, s, dropout);
-    l.layer = e * tok * (8 * h + 2 * I) + (dropout ? MASK * tok * 2 * h : 0) + 2 * 2 * STAT * tok +
-              l.core;
+    l.layer = e * tok * (8 * h + mlp_tensors * I) + (dropout ? MASK * tok * 2 * h : 0) +
+              2 * 2 * STAT * tok + l.core;
     l.input = e * tok * h;
     l.working = e * tok * h + max2(attention_working(e, b, s, h, h, a, s), e * tok * 2 * I);
     return l;
 }
 
-/* LLaMA: RMSNorm keeps its input, 1/rms, the normalized tensor and its
- * output; rotary keeps q and k rotated; k and v (repeated for GQA: a copy of
- * the full width); SwiGLU keeps gate, silu(gate), up and their product. */
+/* LLaMA: RMSNorm keeps its input, its square (pow keeps its result), 1/rms,
+ * the normalized tensor and its output; rotary keeps q and k rotated; k and v (repeated for GQA: a
+ * copy of the full width); SwiGLU keeps gate, silu(gate), up and their product. */
 static layer_acts_t llama_layer(double e, double b, double s, double h, double I, double a)
 {
     layer_acts_t l;
     double tok = b * s;
     l.core = attention_core(e, b, a, s, s, false);
-    l.layer = e * tok * (10 * h + 4 * I + 2) + l.core;
+    l.layer = e * tok * (12 * h + 4 * I + 2) + l.core;
     l.input = e * tok * h;
     l.working = e * tok * h + max2(attention_working(e, b, s, h, h, a, s), e * tok * 3 * I);
     return l;
 }
 
-/* torchvision ViT: nn.MultiheadAttention keeps the packed q|k|v projection
- * (3h) and the scaled q (h); no dropout. */
+/* torchvision ViT: nn.MultiheadAttention keeps a copy of its input, the
+ * scaled q, contiguous copies of k and v and the context; no dropout. */
 static layer_acts_t vit_layer(double e, double b, double s, double h, double I, double a)
 {
     layer_acts_t l;
     double tok = b * s;
     l.core = attention_core(e, b, a, s, s, false);
-    l.layer = e * tok * (9 * h + 2 * I) + 2 * 2 * STAT * tok + l.core;
+    l.layer = e * tok * (8 * h + 2 * I) + 2 * 2 * STAT * tok + l.core;
     l.input = e * tok * h;
     l.working = e * tok * h + max2(attention_working(e, b, s, h, h, a, s), e * tok * 2 * I);
     return l;
 }
 
-/* T5: RMS norms (input, 1/rms, normalized, output), q, k, v, context, one
+/* T5: RMS norms (input, its square, 1/rms, normalized, output), q, k, v, context, one
  * mask per dropout; the feed-forward keeps relu's output, its mask and the
  * dropped output (gated: gelu input and output, the linear branch, the
  * product). kv_len and `cross` describe the attention in the decoder. */
 static double t5_norm(double e, double tok, double h)
 {
-    return e * tok * (3 * h + 1);
+    return e * tok * (4 * h + 1);
 }
 
 static double t5_ff_acts(double e, double tok, double h, double f, bool gated)
@@ -307,7 +307,7 @@ int vram_arch_transformer_acts(const vram_model_t *m, const vram_arch_shape_t *s
     layer_acts_t l;
     switch (m->family) {
     case VRAM_FAMILY_BERT:
-        l = classic_layer(e, b, s, h, I, a, true);
+        l = classic_layer(e, b, s, h, I, a, true, 2);
         if (!sh->training) {
             *bytes = l.working;
             return 0;
@@ -320,7 +320,8 @@ int vram_arch_transformer_acts(const vram_model_t *m, const vram_arch_shape_t *s
         break;
     case VRAM_FAMILY_GPT2:
     case VRAM_FAMILY_GPTNEOX:
-        l = classic_layer(e, b, s, h, I, a, m->family == VRAM_FAMILY_GPT2);
+        l = classic_layer(e, b, s, h, I, a, m->family == VRAM_FAMILY_GPT2,
+                          m->family == VRAM_FAMILY_GPT2 ? 5 : 2);
         if (!sh->training) {
             *bytes = l.working + e * tok * V;
             return 0;
@@ -336,8 +337,9 @@ int vram_arch_transformer_acts(const vram_model_t *m, const vram_arch_shape_t *s
             *bytes = l.working + e * tok * V;
             return 0;
         }
-        total = IDX * tok + stack(&l, L, sh->checkpointing);
-        total += e * tok * (3 * h + 1) + logits(e, tok, V);
+        /* token ids; the rotary cos and sin tables that q and k are scaled by */
+        total = IDX * tok + 2 * e * s * (double)head_dim(m) + stack(&l, L, sh->checkpointing);
+        total += e * tok * (4 * h + 1) + logits(e, tok, V);
         break;
     case VRAM_FAMILY_VIT: {
         double img = (double)sh->image;
@@ -371,7 +373,7 @@ int vram_arch_transformer_acts(const vram_model_t *m, const vram_arch_shape_t *s
                       t5_ff_acts(e, tokd, h, I, m->gated_mlp);
         dec_l.input = e * tokd * h;
         if (!sh->training) {
-            l = classic_layer(e, b, s, h, I, a, false);
+            l = classic_layer(e, b, s, h, I, a, false, 2);
             *bytes = l.working + e * tokd * V;
             return 0;
         }

@@ -68,7 +68,7 @@ static void suggest(vram_plan_t *p, const char *name, const char *desc, uint64_t
 static void suggestions(const vram_model_t *m, const vram_estimate_config_t *c, int64_t batch,
                         uint64_t budget, vram_plan_t *p)
 {
-    vram_estimate_t base, alt;
+    vram_estimate_t base, alt, combined = {0};
     if (estimate_at(m, c, batch, &base)) return;
     vram_estimate_config_t v;
     if (c->precision == VRAM_PREC_FP32) {
@@ -107,6 +107,16 @@ static void suggestions(const vram_model_t *m, const vram_estimate_config_t *c, 
             suggest(p, "optimizer=adam8bit", "8-bit Adam states (bitsandbytes)", base.total, &alt,
                     budget);
     }
+    /* all of them together, for when no single change is enough */
+    v = *c;
+    v.batch_size = batch;
+    if (c->precision == VRAM_PREC_FP32) v.precision = VRAM_PREC_AMP_BF16;
+    v.checkpointing = VRAM_CKPT_FULL;
+    if (c->optimizer == VRAM_OPTIMIZER_ADAM || c->optimizer == VRAM_OPTIMIZER_ADAMW)
+        v.optimizer = VRAM_OPTIMIZER_ADAM8BIT;
+    v.zero_stage = 3;
+    v.gpus = c->gpus > 1 ? c->gpus : 8;
+    if (!vram_estimate(m, &v, &alt)) combined = alt;
     if (c->zero_stage < 3) {
         v = *c;
         v.zero_stage = 3;
@@ -120,6 +130,9 @@ static void suggestions(const vram_model_t *m, const vram_estimate_config_t *c, 
         if (!vram_estimate(m, &v, &alt))
             suggest(p, c->gpus > 1 ? "zero=3" : "zero=3,gpus=8", desc, base.total, &alt, budget);
     }
+    if (combined.total)
+        suggest(p, "all-of-the-above", "every change above together", base.total, &combined,
+                budget);
 }
 
 int vram_plan(const vram_model_t *m, const vram_estimate_config_t *est,

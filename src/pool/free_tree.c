@@ -129,7 +129,8 @@ static void transplant(vram_free_tree_t *t, vram_pool_block_t *u, vram_pool_bloc
 
 static vram_pool_block_t *minimum(vram_pool_block_t *b)
 {
-    while (L(b)) b = L(b);
+    while (L(b))
+        b = L(b);
     return b;
 }
 

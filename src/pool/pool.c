@@ -18,7 +18,7 @@ struct vram_block_slab {
 static vram_pool_block_t *block_new(vram_pool_t *pool)
 {
     if (!pool->spare_blocks) {
-        vram_block_slab_t *slab = malloc(sizeof *slab);
+        vram_block_slab_t *slab = aligned_alloc(64, sizeof *slab); /* blocks are 64-aligned */
         if (!slab) return NULL;
         slab->next = pool->slabs;
         pool->slabs = slab;
@@ -43,25 +43,25 @@ static void block_delete(vram_pool_t *pool, vram_pool_block_t *b)
 
 static void tree_put(vram_pool_t *pool, vram_pool_block_t *b)
 {
-    vram_pool_segment_t *seg = b->segment;
     b->u.node.rank = vram_pool_block_rank(pool->strategy, b->size);
     /* Among equal ranks the oldest segment wins: deterministic whatever
      * addresses the device hands out, and it packs toward old segments. */
-    b->u.node.tie = seg->seq;
-    vram_free_tree_insert(&pool->free_blocks[seg->kind], b);
-    if (b->size < seg->size) {
-        vram_pool_stat_update(pool->stats.inactive_split, seg->kind, 1);
-        vram_pool_stat_update(pool->stats.inactive_split_bytes, seg->kind, (int64_t)b->size);
+    b->u.node.tie = b->seg_seq;
+    vram_free_index_insert(&pool->free_blocks[b->kind], b,
+                           vram_pool_rank_bin(pool->strategy, b->u.node.rank));
+    if (!vram_pool_block_spans_segment(b)) {
+        vram_pool_stat_update(pool->stats.inactive_split, b->kind, 1);
+        vram_pool_stat_update(pool->stats.inactive_split_bytes, b->kind, (int64_t)b->size);
     }
 }
 
 static void tree_take(vram_pool_t *pool, vram_pool_block_t *b)
 {
-    vram_pool_segment_t *seg = b->segment;
-    vram_free_tree_remove(&pool->free_blocks[seg->kind], b);
-    if (b->size < seg->size) {
-        vram_pool_stat_update(pool->stats.inactive_split, seg->kind, -1);
-        vram_pool_stat_update(pool->stats.inactive_split_bytes, seg->kind, -(int64_t)b->size);
+    vram_free_index_remove(&pool->free_blocks[b->kind], b,
+                           vram_pool_rank_bin(pool->strategy, b->u.node.rank));
+    if (!vram_pool_block_spans_segment(b)) {
+        vram_pool_stat_update(pool->stats.inactive_split, b->kind, -1);
+        vram_pool_stat_update(pool->stats.inactive_split_bytes, b->kind, -(int64_t)b->size);
     }
 }
 
@@ -84,6 +84,29 @@ static void segment_unlink(vram_pool_t *pool, vram_pool_segment_t *seg)
     if (seg->next) seg->next->prev = seg->prev;
 }
 
+/* A segment with no allocated block joins the idle list (so releasing cached
+ * memory never walks busy segments) and leaves it on its first allocation. */
+static void idle_enter(vram_pool_t *pool, vram_pool_segment_t *seg)
+{
+    seg->idle_prev = NULL;
+    seg->idle_next = pool->idle_segments;
+    if (pool->idle_segments) pool->idle_segments->idle_prev = seg;
+    pool->idle_segments = seg;
+    pool->idle_segment_bytes += seg->size;
+    pool->idle_count[seg->kind]++;
+}
+
+static void idle_leave(vram_pool_t *pool, vram_pool_segment_t *seg)
+{
+    if (seg->idle_prev)
+        seg->idle_prev->idle_next = seg->idle_next;
+    else
+        pool->idle_segments = seg->idle_next;
+    if (seg->idle_next) seg->idle_next->idle_prev = seg->idle_prev;
+    pool->idle_segment_bytes -= seg->size;
+    pool->idle_count[seg->kind]--;
+}
+
 /* Asks the source for `size` bytes and wraps them in a segment holding one
  * free block (in the tree). ENOMEM when the limit or the device refuses. */
 static int segment_create(vram_pool_t *pool, int kind, uintptr_t stream, size_t size,
@@ -95,6 +118,8 @@ static int segment_create(vram_pool_t *pool, int kind, uintptr_t stream, size_t 
         return vram_fail(VRAM_ENOMEM, "pool limit reached");
     }
     if (size > pool->device_total) return vram_fail(VRAM_ENOMEM, "larger than the device");
+    int rc = vram_free_index_reserve(&pool->free_blocks[kind], stream);
+    if (rc) return rc;
     vram_pool_segment_t *seg = calloc(1, sizeof *seg);
     vram_pool_block_t *b = block_new(pool);
     if (!seg || !b) {
@@ -103,7 +128,7 @@ static int segment_create(vram_pool_t *pool, int kind, uintptr_t stream, size_t 
         return vram_fail(VRAM_ENOMEM, "pool: out of host memory for segment metadata");
     }
     void *base = NULL;
-    int rc = pool->src.alloc(pool->src.user, size, &base);
+    rc = pool->src.alloc(pool->src.user, size, &base);
     if (rc) {
         free(seg);
         block_delete(pool, b);
@@ -119,11 +144,13 @@ static int segment_create(vram_pool_t *pool, int kind, uintptr_t stream, size_t 
     b->size = size;
     b->stream = stream;
     b->segment = seg;
+    b->kind = (uint8_t)kind;
+    b->seg_seq = seg->seq;
     segment_link(pool, seg);
     pool->stats.num_device_alloc++;
     vram_pool_stat_update(pool->stats.segment, kind, 1);
     vram_pool_stat_update(pool->stats.reserved_bytes, kind, (int64_t)size);
-    pool->idle_segment_bytes += size;
+    idle_enter(pool, seg);
     tree_put(pool, b);
     *out = seg;
     return 0;
@@ -139,7 +166,7 @@ static void segment_release(vram_pool_t *pool, vram_pool_segment_t *seg)
     pool->stats.num_device_free++;
     vram_pool_stat_update(pool->stats.segment, seg->kind, -1);
     vram_pool_stat_update(pool->stats.reserved_bytes, seg->kind, -(int64_t)seg->size);
-    pool->idle_segment_bytes -= seg->size;
+    idle_leave(pool, seg);
     segment_unlink(pool, seg);
     free(seg);
 }
@@ -150,10 +177,9 @@ static uint64_t release_idle(vram_pool_t *pool, int kind, uintptr_t stream, bool
                              uint64_t want)
 {
     uint64_t released = 0;
-    vram_pool_segment_t *seg = pool->segments, *next;
-    for (; seg && released < want && pool->idle_segment_bytes; seg = next) {
-        next = seg->next;
-        if (seg->allocated_blocks) continue;
+    vram_pool_segment_t *seg = pool->idle_segments, *next;
+    for (; seg && released < want; seg = next) {
+        next = seg->idle_next;
         if (kind >= 0 && seg->kind != kind) continue;
         if (!any_stream && seg->stream != stream) continue;
         released += seg->size;
@@ -194,9 +220,7 @@ static bool release_on_idle(vram_pool_t *pool, vram_pool_segment_t *seg)
     case VRAM_POOL_CONSOLIDATED:
         /* Keep one idle segment per kind as a buffer against alloc/free
          * ping-pong; packing into old segments empties the others. */
-        for (vram_pool_segment_t *s = pool->segments; s; s = s->next)
-            if (s != seg && !s->allocated_blocks && s->kind == seg->kind) return true;
-        return false;
+        return pool->idle_count[seg->kind] > 1;
     default:
         return false;
     }
@@ -217,16 +241,16 @@ static void fragmentation_check(vram_pool_t *pool)
     pool->free_ops = 0;
     vram_pool_stats_t s;
     vram_pool_stats_derive_locked(pool, &s);
-    if (s.fragmentation > FRAG_AWARE_THRESHOLD)
-        release_idle(pool, -1, 0, true, UINT64_MAX);
+    if (s.fragmentation > FRAG_AWARE_THRESHOLD) release_idle(pool, -1, 0, true, UINT64_MAX);
 }
 
 /* ---- allocation ------------------------------------------------------- */
 
 static vram_pool_block_t *find_free(vram_pool_t *pool, int kind, uintptr_t stream, size_t rounded)
 {
-    vram_pool_block_t *b = vram_free_tree_lower_bound(
-        &pool->free_blocks[kind], stream, vram_pool_request_rank(pool->strategy, rounded));
+    uint64_t rank = vram_pool_request_rank(pool->strategy, rounded);
+    vram_pool_block_t *b = vram_free_index_find(&pool->free_blocks[kind], stream, rank,
+                                                vram_pool_rank_bin(pool->strategy, rank));
     if (b && !vram_pool_block_eligible(pool->strategy, b->size, rounded)) return NULL;
     return b;
 }
@@ -235,10 +259,10 @@ static vram_pool_block_t *find_free(vram_pool_t *pool, int kind, uintptr_t strea
 static int take_block(vram_pool_t *pool, vram_pool_block_t *b, size_t rounded, size_t requested,
                       vram_pool_block_t **out)
 {
-    vram_pool_segment_t *seg = b->segment;
+    int kind = b->kind;
     size_t remainder = b->size - rounded;
     vram_pool_block_t *rest = NULL;
-    if (vram_pool_should_split(seg->kind, remainder)) {
+    if (vram_pool_should_split(kind, remainder)) {
         rest = block_new(pool);
         if (!rest) return vram_fail(VRAM_ENOMEM, "pool: out of host memory for block metadata");
     }
@@ -247,11 +271,14 @@ static int take_block(vram_pool_t *pool, vram_pool_block_t *b, size_t rounded, s
         return vram_fail(VRAM_ENOMEM, "pool: out of host memory for the block map");
     }
     tree_take(pool, b);
+    if (vram_pool_block_spans_segment(b)) idle_leave(pool, b->segment);
     if (rest) {
         rest->addr = b->addr + rounded;
         rest->size = remainder;
         rest->stream = b->stream;
-        rest->segment = seg;
+        rest->segment = b->segment;
+        rest->kind = b->kind;
+        rest->seg_seq = b->seg_seq;
         rest->prev = b;
         rest->next = b->next;
         if (b->next) b->next->prev = rest;
@@ -259,11 +286,9 @@ static int take_block(vram_pool_t *pool, vram_pool_block_t *b, size_t rounded, s
         b->size = rounded;
         tree_put(pool, rest);
     }
-    if (seg->allocated_blocks++ == 0) pool->idle_segment_bytes -= seg->size;
     b->allocated = true;
     b->u.live.requested = requested;
     b->u.live.trace_id = 0;
-    int kind = seg->kind;
     vram_pool_stat_update(pool->stats.allocation, kind, 1);
     vram_pool_stat_update(pool->stats.active, kind, 1);
     vram_pool_stat_update(pool->stats.allocated_bytes, kind, (int64_t)b->size);
@@ -326,9 +351,13 @@ static int oom_error(vram_pool_t *pool, size_t size, size_t rounded, uintptr_t s
                      "out of memory on device %d (%s): tried to allocate %s (%zu bytes, %zu "
                      "after rounding) on stream 0x%" PRIxPTR "; the pool has %s reserved, of "
                      "which %s (%" PRIu64 " bytes) is reserved but unallocated; largest free "
-                     "block %s (%" PRIu64 " bytes); device free memory %s of %s; pool limit %s",
+                     "block %s (%" PRIu64 " bytes); device free memory %s of %s; pool limit %s. %s",
                      pool->src.device, why, req, size, rounded, stream, res, unal,
-                     reserved - allocated, big, s.largest_free_block, dfree, dtotal, lim);
+                     reserved - allocated, big, s.largest_free_block, dfree, dtotal, lim,
+                     reserved - allocated >= rounded
+                         ? "Much is reserved but unallocated: the cache is fragmented; try "
+                           "VRAM_POOL_STRATEGY=fragmentation-aware."
+                         : "Free memory (smaller batch, offload) or raise the limit.");
 }
 
 /* The OOM chain: release cached segments, retry; call the handlers in order,
@@ -372,7 +401,8 @@ static int alloc_slow(vram_pool_t *pool, int kind, uintptr_t stream, size_t size
 
 int vram_pool_alloc(vram_pool_t *pool, size_t size, void *stream_handle, void **ptr)
 {
-    if (!pool || !ptr) return vram_fail(VRAM_EINVAL, "vram_pool_alloc: pool and ptr must not be NULL");
+    if (!pool || !ptr)
+        return vram_fail(VRAM_EINVAL, "vram_pool_alloc: pool and ptr must not be NULL");
     *ptr = NULL;
     if (size == 0) return 0;
     uintptr_t stream = (uintptr_t)stream_handle;
@@ -425,8 +455,7 @@ int vram_pool_free(vram_pool_t *pool, void *ptr)
                          ptr);
     }
     if (pool->trace) vram_pool_trace_free(pool, b);
-    vram_pool_segment_t *seg = b->segment;
-    int kind = seg->kind;
+    int kind = b->kind;
     vram_pool_stat_update(pool->stats.allocation, kind, -1);
     vram_pool_stat_update(pool->stats.active, kind, -1);
     vram_pool_stat_update(pool->stats.allocated_bytes, kind, -(int64_t)b->size);
@@ -444,8 +473,9 @@ int vram_pool_free(vram_pool_t *pool, void *ptr)
         absorb_next(pool, prev, b);
         b = prev;
     }
-    if (--seg->allocated_blocks == 0) {
-        pool->idle_segment_bytes += seg->size;
+    if (vram_pool_block_spans_segment(b)) {
+        vram_pool_segment_t *seg = b->segment;
+        idle_enter(pool, seg);
         tree_put(pool, b);
         if (release_on_idle(pool, seg)) segment_release(pool, seg);
     } else {
@@ -507,8 +537,7 @@ int vram_pool_config_from_options(vram_pool_config_t *cfg)
     if (!cfg) return vram_fail(VRAM_EINVAL, "vram_pool_config_from_options: cfg is NULL");
     vram_pool_config_t c = {0};
     int rc = vram_pool_strategy_parse(vram_option_str(VRAM_OPT_POOL_STRATEGY), &c.strategy);
-    if (rc)
-        return vram_fail(rc, "VRAM_POOL_STRATEGY: %s", vram_last_error());
+    if (rc) return vram_fail(rc, "VRAM_POOL_STRATEGY: %s", vram_last_error());
     const char *limit = vram_option_str(VRAM_OPT_POOL_LIMIT);
     char *end;
     double frac = strtod(limit, &end);
@@ -554,6 +583,7 @@ int vram_pool_create_on(const vram_pool_source_t *src, const vram_pool_config_t 
     pthread_mutex_init(&pool->lock, NULL);
     pool->src = *src;
     pool->strategy = c.strategy;
+    pool->free_blocks[0].bin_bits = pool->free_blocks[1].bin_bits = vram_pool_bin_bits(c.strategy);
     pool->device_total = total == VRAM_UNKNOWN_U64 ? UINT64_MAX : total;
     pool->limit = c.limit_bytes;
     if (!pool->limit && c.limit_fraction > 0 && total != VRAM_UNKNOWN_U64)
@@ -586,6 +616,8 @@ void vram_pool_destroy(vram_pool_t *pool)
         free(slab);
     }
     vram_ptr_map_release(&pool->live);
+    vram_free_index_release(&pool->free_blocks[0]);
+    vram_free_index_release(&pool->free_blocks[1]);
     if (pool->trace) fclose(pool->trace);
     if (pool->owns_source_user) free(pool->src.user);
     pthread_mutex_destroy(&pool->lock);
@@ -622,10 +654,10 @@ static int ctx_memory(void *user, uint64_t *total, uint64_t *free_bytes)
     return 0;
 }
 
-int vram_pool_create(vram_ctx_t *ctx, int device, const vram_pool_config_t *cfg,
-                     vram_pool_t **out)
+int vram_pool_create(vram_ctx_t *ctx, int device, const vram_pool_config_t *cfg, vram_pool_t **out)
 {
-    if (!ctx || !out) return vram_fail(VRAM_EINVAL, "vram_pool_create: ctx and out must not be NULL");
+    if (!ctx || !out)
+        return vram_fail(VRAM_EINVAL, "vram_pool_create: ctx and out must not be NULL");
     if (device < 0 || device >= vram_ctx_device_count(ctx))
         return vram_fail(VRAM_ENODEV, "vram_pool_create: no device %d (the context has %d)", device,
                          vram_ctx_device_count(ctx));

@@ -14,12 +14,12 @@
 #include <pthread.h>
 #include <stdio.h>
 
-#define VRAM_POOL_ALIGN      512u                  /* every block size is a multiple */
-#define VRAM_POOL_SMALL_MAX  (1u << 20)            /* requests up to 1 MiB use the small pool */
-#define VRAM_POOL_SMALL_SEG  (2u << 20)            /* small-pool segment */
-#define VRAM_POOL_LARGE_MIN  (10u << 20)           /* above: a segment of the request's size */
-#define VRAM_POOL_MID_SEG    (20u << 20)           /* segment for 1..10 MiB requests */
-#define VRAM_POOL_GRANULE    (2u << 20)            /* large segments are multiples */
+#define VRAM_POOL_ALIGN            512u        /* every block size is a multiple */
+#define VRAM_POOL_SMALL_MAX        (1u << 20)  /* requests up to 1 MiB use the small pool */
+#define VRAM_POOL_SMALL_SEG        (2u << 20)  /* small-pool segment */
+#define VRAM_POOL_LARGE_MIN        (10u << 20) /* above: a segment of the request's size */
+#define VRAM_POOL_MID_SEG          (20u << 20) /* segment for 1..10 MiB requests */
+#define VRAM_POOL_GRANULE          (2u << 20)  /* large segments are multiples */
 #define VRAM_POOL_MAX_OOM_HANDLERS 16
 
 typedef struct vram_pool_segment vram_pool_segment_t;
@@ -28,36 +28,48 @@ typedef struct vram_pool_block vram_pool_block_t;
 enum { VRAM_POOL_KIND_SMALL = 0, VRAM_POOL_KIND_LARGE = 1 };
 
 /* A block tiles part of a segment. Allocated blocks use `live`, free blocks
- * the tree links (a block is in exactly one of the hash map and a tree). */
+ * the tree links (a block is in exactly one of the hash map and a tree).
+ * Layout: the first 64 bytes hold everything a tree descent compares and
+ * follows, so visiting a node costs one cache line. */
 struct vram_pool_block {
-    uintptr_t addr;
-    size_t size; /* multiple of VRAM_POOL_ALIGN */
     uintptr_t stream;
-    vram_pool_segment_t *segment;
-    vram_pool_block_t *prev, *next; /* address order within the segment */
+    uintptr_t addr;
     union {
-        struct {
-            size_t requested;  /* bytes asked for */
-            uint64_t trace_id; /* id in the trace file, 0 when not tracing */
-        } live;
         struct {
             vram_pool_block_t *left, *right, *parent;
             uint64_t rank, tie; /* sort key after stream, set by the strategy */
         } node;
+        struct {
+            size_t requested;  /* bytes asked for */
+            uint64_t trace_id; /* id in the trace file, 0 when not tracing */
+        } live;
     } u;
     bool allocated;
     bool red;
-};
+    uint8_t kind; /* the segment's, copied so the hot paths need not touch it */
+    /* second cache line: neighbours and ownership */
+    size_t size; /* multiple of VRAM_POOL_ALIGN */
+    vram_pool_segment_t *segment;
+    vram_pool_block_t *prev, *next; /* address order within the segment */
+    uint64_t seg_seq;               /* the segment's creation order, copied too */
+} __attribute__((aligned(64)));
+
+/* A block with no neighbours spans its whole segment; when it is free, the
+ * segment is idle (holds no allocation). */
+static inline bool vram_pool_block_spans_segment(const vram_pool_block_t *b)
+{
+    return !b->prev && !b->next;
+}
 
 struct vram_pool_segment {
     uintptr_t base;
     size_t size;
     uintptr_t stream;
     int kind;
-    uint64_t seq;                   /* creation order: lower = older */
-    size_t allocated_blocks;        /* 0 = wholly free */
-    vram_pool_block_t *first;       /* lowest block */
-    vram_pool_segment_t *prev, *next; /* the pool's list of segments */
+    uint64_t seq;                               /* creation order: lower = older */
+    vram_pool_block_t *first;                   /* lowest block */
+    vram_pool_segment_t *prev, *next;           /* the pool's list of segments */
+    vram_pool_segment_t *idle_prev, *idle_next; /* list of wholly free ones */
 };
 
 /* Red-black tree of free blocks; the order is (stream, rank, tie, addr). */
@@ -79,14 +91,60 @@ vram_pool_block_t *vram_free_tree_last_of(const vram_free_tree_t *t, uintptr_t s
  * -1 (with a message in err) when broken. For tests. */
 int vram_free_tree_check(const vram_free_tree_t *t, char *err, size_t len);
 
+/* The free blocks of one pool kind: per stream, segregated bins (2^bits per
+ * doubling of size, 4096 at most) each holding a small red-black tree, and a
+ * two-level bitmap of the non-empty bins. Best fit is a lower-bound search in
+ * the request's own bin, else the first block of the next non-empty bin found
+ * with two find-first-set instructions: O(log k) in the blocks of one bin,
+ * never a scan. A stream's bins are created with its first segment (so
+ * inserting never fails) and kept until the pool is destroyed. */
+#define VRAM_FREE_BINS 4096
+
+typedef struct vram_free_heap {
+    uintptr_t stream;
+    uint64_t summary; /* bit w: bitmap[w] != 0 */
+    uint64_t bitmap[VRAM_FREE_BINS / 64];
+    vram_free_tree_t bins[VRAM_FREE_BINS];
+    struct vram_free_heap *next;
+} vram_free_heap_t;
+
+typedef struct vram_ptr_map vram_ptr_map_t;
+
+typedef struct {
+    vram_free_heap_t *heaps; /* every stream's bins */
+    vram_free_heap_t *last;  /* the most recently used, checked first */
+    size_t count;            /* free blocks in all heaps */
+    int bin_bits;            /* bins per doubling = 2^bin_bits */
+} vram_free_index_t;
+
+/* Bin of a block size (or of a rank, see vram_pool_rank_bin). */
+unsigned vram_free_bin(size_t size, int bin_bits);
+vram_free_heap_t *vram_free_index_heap(vram_free_index_t *x, uintptr_t stream);
+/* Makes sure `stream` has bins; VRAM_ENOMEM when host memory runs out. */
+int vram_free_index_reserve(vram_free_index_t *x, uintptr_t stream);
+void vram_free_index_insert(vram_free_index_t *x, vram_pool_block_t *b, unsigned bin);
+void vram_free_index_remove(vram_free_index_t *x, vram_pool_block_t *b, unsigned bin);
+/* First block of `stream` with rank >= `rank`, searching from bin `bin`. */
+vram_pool_block_t *vram_free_index_find(vram_free_index_t *x, uintptr_t stream, uint64_t rank,
+                                        unsigned bin);
+/* Highest non-empty bin of a heap, or -1. */
+int vram_free_heap_top(const vram_free_heap_t *h);
+void vram_free_index_release(vram_free_index_t *x);
+/* Checks every bin's tree and the bitmaps; -1 with a message when broken. */
+int vram_free_index_check(const vram_free_index_t *x, char *err, size_t len);
+
 /* Open-addressing hash map (linear probing, backward-shift deletion) from a
  * key (an allocated block's address; a trace id) to a non-NULL pointer. */
 typedef struct {
-    uintptr_t *keys;
-    void **values; /* NULL = empty slot */
-    size_t mask;                /* capacity - 1 (capacity a power of two) */
+    uintptr_t key;
+    void *value; /* NULL = empty slot */
+} vram_ptr_map_entry_t;
+
+struct vram_ptr_map {
+    vram_ptr_map_entry_t *slots; /* key and value side by side: one cache miss */
+    size_t mask;                 /* capacity - 1 (capacity a power of two) */
     size_t count;
-} vram_ptr_map_t;
+};
 
 int vram_ptr_map_init(vram_ptr_map_t *m, size_t capacity);
 void vram_ptr_map_release(vram_ptr_map_t *m);
@@ -119,15 +177,17 @@ struct vram_pool {
     bool owns_source_user; /* src.user is ours to free (vram_pool_create) */
     bool refused_by_limit; /* why the last grow failed, for the OOM message */
     vram_pool_strategy_t strategy;
-    uint64_t device_total; /* requests above fail at once */
-    uint64_t limit;        /* 0 = none */
-    vram_free_tree_t free_blocks[2]; /* per kind */
+    uint64_t device_total;            /* requests above fail at once */
+    uint64_t limit;                   /* 0 = none */
+    vram_free_index_t free_blocks[2]; /* per kind */
     vram_ptr_map_t live;
     vram_pool_segment_t *segments; /* doubly linked, newest first */
     uint64_t next_seq;
-    uint64_t idle_segment_bytes; /* bytes of wholly free segments */
-    uint64_t free_ops;           /* frees since the last fragmentation check */
-    vram_pool_stats_t stats;     /* counters and current/peak values */
+    vram_pool_segment_t *idle_segments; /* wholly free segments, most recently idle first */
+    uint64_t idle_segment_bytes;        /* their bytes */
+    size_t idle_count[2];               /* their number per kind */
+    uint64_t free_ops;                  /* frees since the last fragmentation check */
+    vram_pool_stats_t stats;            /* counters and current/peak values */
     /* block allocator */
     vram_pool_block_t *spare_blocks;
     vram_block_slab_t *slabs;
@@ -150,15 +210,35 @@ size_t vram_pool_segment_size(vram_pool_strategy_t s, int kind, size_t rounded);
 /* The tree rank of a free block and the least rank any block serving `size` may have. */
 uint64_t vram_pool_block_rank(vram_pool_strategy_t s, size_t block_size);
 uint64_t vram_pool_request_rank(vram_pool_strategy_t s, size_t rounded);
+/* Bins per doubling (log2) of the free index, and the bin a rank falls in. */
+int vram_pool_bin_bits(vram_pool_strategy_t s);
+unsigned vram_pool_rank_bin(vram_pool_strategy_t s, uint64_t rank);
 /* Whether a free block of `block_size` may serve a request of `rounded` bytes. */
 bool vram_pool_block_eligible(vram_pool_strategy_t s, size_t block_size, size_t rounded);
 /* Whether splitting off `remainder` bytes is worth a separate free block. */
 bool vram_pool_should_split(int kind, size_t remainder);
 
-/* Statistics bookkeeping (stats.c); all under the pool lock. */
-void vram_pool_stat_add(vram_pool_stat_t *stat, int64_t delta);
+/* Statistics bookkeeping; all under the pool lock. Inline: several run on
+ * every allocation and free. */
+static inline void vram_pool_stat_add(vram_pool_stat_t *stat, int64_t delta)
+{
+    stat->current += delta;
+    if (delta >= 0) {
+        stat->allocated += delta;
+        if (stat->current > stat->peak) stat->peak = stat->current;
+    } else {
+        stat->freed -= delta;
+    }
+}
+
 /* Adds delta to the "all" entry and the kind's entry. */
-void vram_pool_stat_update(vram_pool_stat_t stat[VRAM_POOL_STAT_KINDS_], int kind, int64_t delta);
+static inline void vram_pool_stat_update(vram_pool_stat_t stat[VRAM_POOL_STAT_KINDS_], int kind,
+                                         int64_t delta)
+{
+    vram_pool_stat_add(&stat[VRAM_POOL_STAT_ALL], delta);
+    vram_pool_stat_add(
+        &stat[kind == VRAM_POOL_KIND_SMALL ? VRAM_POOL_STAT_SMALL : VRAM_POOL_STAT_LARGE], delta);
+}
 /* Largest cached free block over both trees and every stream. */
 uint64_t vram_pool_largest_free_locked(const vram_pool_t *pool);
 /* Fills derived values (fragmentation, efficiency, largest free block). */

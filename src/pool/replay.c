@@ -1,9 +1,12 @@
 /* Trace replay with per-request timing (see replay.h). */
 #include "pool/replay.h"
 
+#include <errno.h>
 #include <malloc.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 const char *vram_replay_mode_name(vram_replay_mode_t mode)
 {
@@ -84,7 +87,8 @@ static vram_latency_t summarize(uint32_t *ns, size_t n)
     if (!n) return l;
     qsort(ns, n, sizeof *ns, cmp_u32);
     double sum = 0;
-    for (size_t i = 0; i < n; i++) sum += ns[i];
+    for (size_t i = 0; i < n; i++)
+        sum += ns[i];
     l.count = n;
     l.mean = sum / (double)n;
     l.p50 = ns[(n - 1) / 2];
@@ -231,4 +235,52 @@ done:
     free(pairs);
     free(slot_size);
     return rc;
+}
+
+uint64_t vram_replay_device_size(const vram_trace_t *t)
+{
+    uint64_t want = t->peak_live_bytes > UINT64_MAX / 4 ? UINT64_MAX / 4 : t->peak_live_bytes * 4;
+    if (want / 2 < t->max_size) want = t->max_size > UINT64_MAX / 2 ? UINT64_MAX : t->max_size * 2;
+    uint64_t gib = (uint64_t)1 << 30, step = (uint64_t)256 << 20;
+    if (want < gib) want = gib;
+    return want > UINT64_MAX - step ? want : (want + step - 1) / step * step;
+}
+
+static void state_path(const vram_replay_device_t *dev, char *buf, size_t len)
+{
+    snprintf(buf, len, "%.*s/sim.state", (int)(len - 16), dev->dir);
+}
+
+int vram_replay_device_open(uint64_t bytes, vram_replay_device_t *dev)
+{
+    const char *tmp = getenv("TMPDIR");
+    snprintf(dev->dir, sizeof dev->dir, "%s/vram-replay-XXXXXX", tmp && *tmp ? tmp : "/tmp");
+    dev->ctx = NULL;
+    if (!mkdtemp(dev->dir)) {
+        int rc = vram_fail(VRAM_EIO, "cannot create a temporary directory %s: %s", dev->dir,
+                           strerror(errno));
+        dev->dir[0] = '\0';
+        return rc;
+    }
+    char spec[64], state[4200];
+    snprintf(spec, sizeof spec, "replay:%llu", (unsigned long long)bytes);
+    state_path(dev, state, sizeof state);
+    int rc = vram_option_set(VRAM_OPT_SIM, spec);
+    if (!rc) rc = vram_option_set(VRAM_OPT_SIM_STATE, state);
+    if (!rc) rc = vram_option_set(VRAM_OPT_BACKEND, "sim");
+    if (!rc) rc = vram_ctx_open_backend("sim", &dev->ctx);
+    if (rc) vram_replay_device_close(dev);
+    return rc;
+}
+
+void vram_replay_device_close(vram_replay_device_t *dev)
+{
+    vram_ctx_close(dev->ctx);
+    dev->ctx = NULL;
+    if (!dev->dir[0]) return;
+    char state[4200];
+    state_path(dev, state, sizeof state);
+    unlink(state);
+    rmdir(dev->dir);
+    dev->dir[0] = '\0';
 }

@@ -44,4 +44,18 @@ int vram_replay_run(const vram_trace_t *trace, const vram_replay_config_t *cfg,
                     vram_replay_result_t *out);
 const char *vram_replay_mode_name(vram_replay_mode_t mode);
 
+/* A private simulated GPU for a replay: VRAM_BACKEND=sim, VRAM_SIM of one
+ * device of `bytes`, and a state file in a fresh directory under $TMPDIR
+ * (set through vram_option_set, so it affects this process's options). */
+typedef struct {
+    char dir[4096];
+    vram_ctx_t *ctx;
+} vram_replay_device_t;
+
+int vram_replay_device_open(uint64_t bytes, vram_replay_device_t *dev);
+/* Closes the context and removes the state file and its directory. */
+void vram_replay_device_close(vram_replay_device_t *dev);
+/* Enough for every strategy: four times the trace's peak, at least 1 GiB. */
+uint64_t vram_replay_device_size(const vram_trace_t *trace);
+
 #endif

@@ -55,7 +55,8 @@ static json_t *segment_json(const vram_pool_segment_t *seg)
         json_object_set_new(jb, "size", json_integer((json_int_t)b->size));
         json_object_set_new(jb, "requested_size",
                             json_integer(b->allocated ? (json_int_t)b->u.live.requested : 0));
-        json_object_set_new(jb, "state", json_string(b->allocated ? "active_allocated" : "inactive"));
+        json_object_set_new(jb, "state",
+                            json_string(b->allocated ? "active_allocated" : "inactive"));
         json_array_append_new(blocks, jb);
         if (b->allocated) {
             allocated += b->size;
@@ -89,7 +90,8 @@ char *vram_pool_snapshot_json(vram_pool_t *pool)
     json_t *segments = json_array();
     /* Oldest first reads naturally; the list is newest first. */
     vram_pool_segment_t *last = pool->segments;
-    while (last && last->next) last = last->next;
+    while (last && last->next)
+        last = last->next;
     for (vram_pool_segment_t *seg = last; seg; seg = seg->prev)
         json_array_append_new(segments, segment_json(seg));
     pthread_mutex_unlock(&pool->lock);

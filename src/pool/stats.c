@@ -6,43 +6,23 @@
 #include <stdio.h>
 #include <string.h>
 
-void vram_pool_stat_add(vram_pool_stat_t *stat, int64_t delta)
-{
-    stat->current += delta;
-    if (delta >= 0) {
-        stat->allocated += delta;
-        if (stat->current > stat->peak) stat->peak = stat->current;
-    } else {
-        stat->freed -= delta;
-    }
-}
-
-void vram_pool_stat_update(vram_pool_stat_t stat[VRAM_POOL_STAT_KINDS_], int kind, int64_t delta)
-{
-    vram_pool_stat_add(&stat[VRAM_POOL_STAT_ALL], delta);
-    vram_pool_stat_add(&stat[kind == VRAM_POOL_KIND_SMALL ? VRAM_POOL_STAT_SMALL
-                                                          : VRAM_POOL_STAT_LARGE],
-                       delta);
-}
-
-/* Largest block of the last (highest-rank) entries of each stream: with the
- * exact-size order that is the last block; with size classes (consolidated)
- * the top class is scanned, which only this statistic ever does. */
-static uint64_t largest_in_tree(const vram_free_tree_t *t, bool exact_rank)
+/* The largest free block sits in the highest non-empty bin of some stream:
+ * with exact-size ranks it is that bin's last block; with size classes
+ * (consolidated) that one bin is scanned, which only this statistic does. */
+static uint64_t largest_in_index(const vram_free_index_t *x, bool exact_rank)
 {
     uint64_t best = 0;
-    vram_pool_block_t *b = vram_free_tree_first(t);
-    while (b) {
-        vram_pool_block_t *last = vram_free_tree_last_of(t, b->stream);
+    for (const vram_free_heap_t *h = x->heaps; h; h = h->next) {
+        int top = vram_free_heap_top(h);
+        if (top < 0) continue;
+        const vram_free_tree_t *t = &h->bins[top];
         if (exact_rank) {
+            vram_pool_block_t *last = vram_free_tree_last_of(t, h->stream);
             if (last->size > best) best = last->size;
         } else {
-            vram_pool_block_t *c = vram_free_tree_lower_bound(t, b->stream, last->u.node.rank);
-            for (; c && c != last; c = vram_free_tree_next(c))
-                if (c->size > best) best = c->size;
-            if (last->size > best) best = last->size;
+            for (vram_pool_block_t *b = vram_free_tree_first(t); b; b = vram_free_tree_next(b))
+                if (b->size > best) best = b->size;
         }
-        b = vram_free_tree_next(last);
     }
     return best;
 }
@@ -50,8 +30,8 @@ static uint64_t largest_in_tree(const vram_free_tree_t *t, bool exact_rank)
 uint64_t vram_pool_largest_free_locked(const vram_pool_t *pool)
 {
     bool exact = pool->strategy != VRAM_POOL_CONSOLIDATED;
-    uint64_t a = largest_in_tree(&pool->free_blocks[0], exact);
-    uint64_t b = largest_in_tree(&pool->free_blocks[1], exact);
+    uint64_t a = largest_in_index(&pool->free_blocks[0], exact);
+    uint64_t b = largest_in_index(&pool->free_blocks[1], exact);
     return a > b ? a : b;
 }
 
@@ -78,7 +58,8 @@ int vram_pool_stats(vram_pool_t *pool, vram_pool_stats_t *out)
 
 static void reset_array(vram_pool_stat_t *stat)
 {
-    for (int k = 0; k < VRAM_POOL_STAT_KINDS_; k++) stat[k].peak = stat[k].current;
+    for (int k = 0; k < VRAM_POOL_STAT_KINDS_; k++)
+        stat[k].peak = stat[k].current;
 }
 
 void vram_pool_reset_peaks(vram_pool_t *pool)
@@ -102,7 +83,8 @@ void vram_pool_walk(vram_pool_t *pool, vram_pool_walk_fn fn, void *user)
 {
     pthread_mutex_lock(&pool->lock);
     for (vram_pool_segment_t *seg = pool->segments; seg; seg = seg->next)
-        for (vram_pool_block_t *b = seg->first; b; b = b->next) fn(seg, b, user);
+        for (vram_pool_block_t *b = seg->first; b; b = b->next)
+            fn(seg, b, user);
     pthread_mutex_unlock(&pool->lock);
 }
 
@@ -118,9 +100,8 @@ typedef struct {
     int64_t blocks, bytes, requested, segments, reserved, split_blocks, split_bytes;
 } kind_totals_t;
 
-static int check_segment(const vram_pool_t *pool, const vram_pool_segment_t *seg,
-                         kind_totals_t *t, size_t *free_count, uint64_t *idle, char *err,
-                         size_t len)
+static int check_segment(const vram_pool_t *pool, const vram_pool_segment_t *seg, kind_totals_t *t,
+                         size_t *free_count, uint64_t *idle, char *err, size_t len)
 {
     if (!seg->first || seg->first->addr != seg->base)
         FAIL("segment 0x%" PRIxPTR " does not start with a block", seg->base);
@@ -130,7 +111,8 @@ static int check_segment(const vram_pool_t *pool, const vram_pool_segment_t *seg
     for (const vram_pool_block_t *b = seg->first; b; prev = b, b = b->next) {
         if (b->addr != expect) FAIL("gap or overlap at 0x%" PRIxPTR " in its segment", b->addr);
         if (b->prev != prev) FAIL("bad prev link at block 0x%" PRIxPTR, b->addr);
-        if (b->segment != seg || b->stream != seg->stream)
+        if (b->segment != seg || b->stream != seg->stream || b->kind != seg->kind ||
+            b->seg_seq != seg->seq)
             FAIL("block 0x%" PRIxPTR " names the wrong segment or stream", b->addr);
         if (!b->size || b->size % VRAM_POOL_ALIGN)
             FAIL("block 0x%" PRIxPTR " has size %zu", b->addr, b->size);
@@ -158,9 +140,6 @@ static int check_segment(const vram_pool_t *pool, const vram_pool_segment_t *seg
     }
     if (expect != seg->base + seg->size)
         FAIL("blocks of segment 0x%" PRIxPTR " do not cover it", seg->base);
-    if (allocated != seg->allocated_blocks)
-        FAIL("segment 0x%" PRIxPTR " counts %zu allocated blocks, holds %zu", seg->base,
-             seg->allocated_blocks, allocated);
     if (!allocated) *idle += seg->size;
     t->segments++;
     t->reserved += (int64_t)seg->size;
@@ -170,7 +149,8 @@ static int check_segment(const vram_pool_t *pool, const vram_pool_segment_t *seg
 static int check_stat(const char *name, const vram_pool_stat_t *stat, int64_t want, char *err,
                       size_t len)
 {
-    if (stat->current != want) FAIL("%s is %" PRId64 ", blocks say %" PRId64, name, stat->current, want);
+    if (stat->current != want)
+        FAIL("%s is %" PRId64 ", blocks say %" PRId64, name, stat->current, want);
     if (stat->peak < stat->current || stat->allocated - stat->freed != stat->current)
         FAIL("%s: peak/allocated/freed inconsistent", name);
     return 0;
@@ -192,7 +172,7 @@ int vram_pool_check(vram_pool_t *pool, char *err, size_t len)
             goto out;
     }
     for (int k = 0; k < 2; k++) {
-        if (vram_free_tree_check(&pool->free_blocks[k], err, len) < 0) goto out;
+        if (vram_free_index_check(&pool->free_blocks[k], err, len) < 0) goto out;
         if (pool->free_blocks[k].count != free_count[k]) {
             snprintf(err, len, "free tree %d holds %zu blocks, segments %zu", k,
                      pool->free_blocks[k].count, free_count[k]);
@@ -204,6 +184,23 @@ int vram_pool_check(vram_pool_t *pool, char *err, size_t len)
                  t[0].blocks + t[1].blocks);
         goto out;
     }
+    size_t listed = 0;
+    uint64_t listed_bytes = 0;
+    for (vram_pool_segment_t *seg = pool->idle_segments; seg; seg = seg->idle_next) {
+        bool is_idle =
+            seg->first && !seg->first->allocated && vram_pool_block_spans_segment(seg->first);
+        if (!is_idle || (seg->idle_next && seg->idle_next->idle_prev != seg)) {
+            snprintf(err, len, "idle list holds a busy segment or broken links");
+            goto out;
+        }
+        listed++;
+        listed_bytes += seg->size;
+    }
+    if (listed != pool->idle_count[0] + pool->idle_count[1] || listed_bytes != idle) {
+        snprintf(err, len, "idle list holds %zu segments (%" PRIu64 " bytes), expected %zu", listed,
+                 listed_bytes, pool->idle_count[0] + pool->idle_count[1]);
+        goto out;
+    }
     if (idle != pool->idle_segment_bytes) {
         snprintf(err, len, "idle segment bytes %" PRIu64 ", segments say %" PRIu64,
                  pool->idle_segment_bytes, idle);
@@ -212,12 +209,12 @@ int vram_pool_check(vram_pool_t *pool, char *err, size_t len)
     const vram_pool_stats_t *s = &pool->stats;
     for (int k = 0; k < 3; k++) {
         kind_totals_t w = k == 0 ? (kind_totals_t){t[0].blocks + t[1].blocks,
-                                                    t[0].bytes + t[1].bytes,
-                                                    t[0].requested + t[1].requested,
-                                                    t[0].segments + t[1].segments,
-                                                    t[0].reserved + t[1].reserved,
-                                                    t[0].split_blocks + t[1].split_blocks,
-                                                    t[0].split_bytes + t[1].split_bytes}
+                                                   t[0].bytes + t[1].bytes,
+                                                   t[0].requested + t[1].requested,
+                                                   t[0].segments + t[1].segments,
+                                                   t[0].reserved + t[1].reserved,
+                                                   t[0].split_blocks + t[1].split_blocks,
+                                                   t[0].split_bytes + t[1].split_bytes}
                                  : t[k - 1];
         if (check_stat("allocation", &s->allocation[k], w.blocks, err, len) ||
             check_stat("active", &s->active[k], w.blocks, err, len) ||

@@ -20,7 +20,8 @@ int vram_pool_strategy_parse(const char *text, vram_pool_strategy_t *out)
     char norm[32];
     size_t n = text ? strlen(text) : 0;
     if (!text || n >= sizeof norm) goto bad;
-    for (size_t i = 0; i <= n; i++) norm[i] = text[i] == '_' ? '-' : text[i];
+    for (size_t i = 0; i <= n; i++)
+        norm[i] = text[i] == '_' ? '-' : text[i];
     for (int s = 0; s < VRAM_POOL_STRATEGY_COUNT_; s++) {
         if (!strcasecmp(norm, strategy_names[s])) {
             *out = (vram_pool_strategy_t)s;
@@ -112,6 +113,18 @@ uint64_t vram_pool_request_rank(vram_pool_strategy_t s, size_t rounded)
         return at_class_start ? c : c + 1;
     }
     return rounded;
+}
+
+int vram_pool_bin_bits(vram_pool_strategy_t s)
+{
+    return s == VRAM_POOL_CONSOLIDATED ? CONSOLIDATED_CLASS_BITS : 6;
+}
+
+unsigned vram_pool_rank_bin(vram_pool_strategy_t s, uint64_t rank)
+{
+    /* Consolidated ranks are already class indexes, one bin per class. */
+    if (s == VRAM_POOL_CONSOLIDATED) return (unsigned)rank;
+    return vram_free_bin((size_t)rank, vram_pool_bin_bits(s));
 }
 
 bool vram_pool_block_eligible(vram_pool_strategy_t s, size_t block_size, size_t rounded)

@@ -11,11 +11,11 @@
 typedef struct {
     const char *origin;
     size_t line;
-    vram_ptr_map_t ids;   /* live id -> slot + 1 (the map stores non-NULL values) */
-    uint32_t *spare;      /* slots freed, reused first */
+    vram_ptr_map_t ids; /* live id -> slot + 1 (the map stores non-NULL values) */
+    uint32_t *spare;    /* slots freed, reused first */
     size_t spare_count, spare_cap;
     size_t slots;
-    uint64_t *slot_size;  /* requested bytes of each live slot */
+    uint64_t *slot_size; /* requested bytes of each live slot */
     size_t slot_size_cap;
     uint64_t live_bytes;
 } parser_t;
@@ -115,12 +115,15 @@ static int parse_line(parser_t *p, vram_trace_t *t, size_t *cap, const char *lin
                            fl[0]);
     int want = is_alloc ? 3 : 2;
     if (n != want)
-        return parse_error(p, is_alloc ? "expected 'a <id> <size>' (fields separated by one space): \"%s\""
-                                       : "expected 'f <id>' (fields separated by one space): \"%s\"",
+        return parse_error(p,
+                           is_alloc
+                               ? "expected 'a <id> <size>' (fields separated by one space): \"%s\""
+                               : "expected 'f <id>' (fields separated by one space): \"%s\"",
                            line, len);
     uint64_t id, size = 0;
     if (!parse_u64(f[1], fl[1], &id) || id == 0)
-        return parse_error(p, "bad number \"%s\" for the id (a positive decimal integer)", f[1], fl[1]);
+        return parse_error(p, "bad number \"%s\" for the id (a positive decimal integer)", f[1],
+                           fl[1]);
     if (is_alloc && !parse_u64(f[2], fl[2], &size))
         return parse_error(p, "bad number \"%s\" for the size (decimal bytes)", f[2], fl[2]);
     if (!grow_events(t, cap)) return vram_fail(VRAM_ENOMEM, "out of host memory reading a trace");
@@ -135,16 +138,18 @@ static int parse_line(parser_t *p, vram_trace_t *t, size_t *cap, const char *lin
         if (vram_ptr_map_put(&p->ids, (uintptr_t)id, (void *)(uintptr_t)(slot + 1u)))
             return vram_fail(VRAM_ENOMEM, "out of host memory reading a trace");
         p->slot_size[slot] = size;
-        p->live_bytes += size;
+        p->live_bytes = p->live_bytes > UINT64_MAX - size ? UINT64_MAX : p->live_bytes + size;
         if (p->live_bytes > t->peak_live_bytes) t->peak_live_bytes = p->live_bytes;
         if (size > t->max_size) t->max_size = size;
         *e = (vram_trace_event_t){.size = size, .slot = slot, .is_alloc = true};
         t->allocs++;
     } else {
-        if (!found) return parse_error(p, "unknown id %s (not allocated, or already freed)", f[1], fl[1]);
+        if (!found)
+            return parse_error(p, "unknown id %s (not allocated, or already freed)", f[1], fl[1]);
         uint32_t slot = (uint32_t)((uintptr_t)found - 1u);
         vram_ptr_map_take(&p->ids, (uintptr_t)id);
-        p->live_bytes -= p->slot_size[slot];
+        /* Saturated totals stay saturated: only a display figure. */
+        if (p->live_bytes != UINT64_MAX) p->live_bytes -= p->slot_size[slot];
         int rc = give_slot(p, slot);
         if (rc) return rc;
         *e = (vram_trace_event_t){.size = 0, .slot = slot, .is_alloc = false};

@@ -8,8 +8,8 @@
 #include "vram.h"
 
 typedef struct {
-    uint64_t size;  /* bytes requested; 0 for a free */
-    uint32_t slot;  /* dense index < slots, reused after the block is freed */
+    uint64_t size; /* bytes requested; 0 for a free */
+    uint32_t slot; /* dense index < slots, reused after the block is freed */
     bool is_alloc;
 } vram_trace_event_t;
 

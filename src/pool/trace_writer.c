@@ -14,8 +14,8 @@ int vram_pool_trace_open(vram_pool_t *pool, const char *path)
     char expanded[4096];
     const char *mark = strstr(path, "%d");
     if (mark) {
-        snprintf(expanded, sizeof expanded, "%.*s%d%s", (int)(mark - path), path,
-                 pool->src.device, mark + 2);
+        snprintf(expanded, sizeof expanded, "%.*s%d%s", (int)(mark - path), path, pool->src.device,
+                 mark + 2);
         path = expanded;
     }
     FILE *f = fopen(path, "w");

@@ -11,7 +11,10 @@ FAKE_NVML=$FAKES/libnvidia-ml.so.1
 FAKE_NVML_V1=$FAKES/v1only/libnvidia-ml.so.1
 FAKE_CUDA=$FAKES/libcuda.so.1
 REAL_STUB=/usr/local/cuda/lib64/stubs/libcuda.so
-[ -f "$FAKE_NVML" ] && [ -f "$FAKE_CUDA" ] || { echo "FAIL: fakes not built in $FAKES" >&2; exit 1; }
+if [ ! -f "$FAKE_NVML" ] || [ ! -f "$FAKE_CUDA" ]; then
+    echo "FAIL: fakes not built in $FAKES" >&2
+    exit 1
+fi
 
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
@@ -63,14 +66,14 @@ check "$tmp/nvml.json" "all(x['name']=='NVIDIA Fake H200' and x['backend']=='nvm
 check "$tmp/nvml.json" "[x['uuid'] for x in d['devices']]==['GPU-fa4e0000-0000-4000-8000-000000000000','GPU-fa4e0000-0000-4000-8000-000000000001']"
 D0="d['devices'][0]"
 D1="d['devices'][1]"
-check "$tmp/nvml.json" "$D0['total_bytes']==80*$GIB and $D0['used_bytes']==10*$GIB and $D0['free_bytes']==70*$GIB-512*$MIB"
-check "$tmp/nvml.json" "$D1['total_bytes']==40*$GIB and $D1['used_bytes']==$GIB and $D1['free_bytes']==39*$GIB-512*$MIB"
-check "$tmp/nvml.json" "$D0['utilization_pct']==37 and $D0['temperature_c']==45 and abs($D0['power_w']-250.0)<0.01"
-check "$tmp/nvml.json" "$D1['utilization_pct']==100 and $D1['temperature_c']==80 and abs($D1['power_w']-400.5)<0.01"
-check "$tmp/nvml.json" "$D0['multiprocessors'] is None and $D0['health']=='AVAILABLE' and $D0['error'] is None"
-check "$tmp/nvml.json" "$D1['health']=='BUSY'" # fully utilized
-check "$tmp/nvml.json" "[(p['pid'],p['used_bytes']) for p in $D0['processes']]==[($$,3*$GIB)] and $D0['processes'][0]['name']=='bash'"
-check "$tmp/nvml.json" "[(p['pid'],p['used_bytes']) for p in $D1['processes']]==[(4242,$GIB),(4243,512*$MIB)]"
+check "$tmp/nvml.json" "${D0}['total_bytes']==80*$GIB and ${D0}['used_bytes']==10*$GIB and ${D0}['free_bytes']==70*$GIB-512*$MIB"
+check "$tmp/nvml.json" "${D1}['total_bytes']==40*$GIB and ${D1}['used_bytes']==$GIB and ${D1}['free_bytes']==39*$GIB-512*$MIB"
+check "$tmp/nvml.json" "${D0}['utilization_pct']==37 and ${D0}['temperature_c']==45 and abs(${D0}['power_w']-250.0)<0.01"
+check "$tmp/nvml.json" "${D1}['utilization_pct']==100 and ${D1}['temperature_c']==80 and abs(${D1}['power_w']-400.5)<0.01"
+check "$tmp/nvml.json" "${D0}['multiprocessors'] is None and ${D0}['health']=='AVAILABLE' and ${D0}['error'] is None"
+check "$tmp/nvml.json" "${D1}['health']=='BUSY'" # fully utilized
+check "$tmp/nvml.json" "[(p['pid'],p['used_bytes']) for p in ${D0}['processes']]==[($$,3*$GIB)] and ${D0}['processes'][0]['name']=='bash'"
+check "$tmp/nvml.json" "[(p['pid'],p['used_bytes']) for p in ${D1}['processes']]==[(4242,$GIB),(4243,512*$MIB)]"
 ok "nvml: numbers, per-device values and processes"
 
 run_info "$tmp/one.json" --json -i 1
@@ -80,19 +83,19 @@ ok "nvml: -i selects one device"
 # An old driver without the _v2 symbols: v1 counts the reservation as used.
 export VRAM_NVML_LIBRARY=$FAKE_NVML_V1
 run_info "$tmp/v1.json" --json
-check "$tmp/v1.json" "$D0['used_bytes']==10*$GIB+512*$MIB and $D0['free_bytes']==70*$GIB-512*$MIB"
-check "$tmp/v1.json" "[(p['pid'],p['used_bytes']) for p in $D1['processes']]==[(4242,$GIB),(4243,512*$MIB)]"
+check "$tmp/v1.json" "${D0}['used_bytes']==10*$GIB+512*$MIB and ${D0}['free_bytes']==70*$GIB-512*$MIB"
+check "$tmp/v1.json" "[(p['pid'],p['used_bytes']) for p in ${D1}['processes']]==[(4242,$GIB),(4243,512*$MIB)]"
 ok "nvml: v1 fallback on an old driver"
 
 # Hundreds of processes, and memory the driver cannot account.
 clean_env
 export VRAM_BACKEND=nvml VRAM_NVML_LIBRARY=$FAKE_NVML FAKE_NVML_PROCESS_COUNT=300
 run_info "$tmp/many.json" --json
-check "$tmp/many.json" "len($D0['processes'])==300 and sorted(p['pid'] for p in $D0['processes'])==list(range(100000,100300))"
-check "$tmp/many.json" "sum(p['used_bytes'] for p in $D0['processes'])==300*301//2*$MIB"
+check "$tmp/many.json" "len(${D0}['processes'])==300 and sorted(p['pid'] for p in ${D0}['processes'])==list(range(100000,100300))"
+check "$tmp/many.json" "sum(p['used_bytes'] for p in ${D0}['processes'])==300*301//2*$MIB"
 export FAKE_NVML_PROC_UNKNOWN=1 FAKE_NVML_PROCESS_COUNT=3
 run_info "$tmp/unknown.json" --json
-check "$tmp/unknown.json" "len($D0['processes'])==3 and all(p['used_bytes'] is None for p in $D0['processes'])"
+check "$tmp/unknown.json" "len(${D0}['processes'])==3 and all(p['used_bytes'] is None for p in ${D0}['processes'])"
 ok "nvml: 300 processes, unknown process memory is null"
 
 # ---- cuda: the reported numbers ----------------------------------------
@@ -102,8 +105,8 @@ export FAKE_CUDA_DEVICES=2 FAKE_CUDA_MEM=16G,24G FAKE_CUDA_USED=1G,6G FAKE_CUDA_
 run_info "$tmp/cuda.json" --json
 [ "$rc" = 0 ] || { cat "$tmp/cuda.json.err" >&2; fail "cuda info exited $rc"; }
 check "$tmp/cuda.json" "d['backend']=='cuda' and d['device_count']==2"
-check "$tmp/cuda.json" "$D0['total_bytes']==16*$GIB and $D0['used_bytes']==$GIB and $D0['free_bytes']==15*$GIB"
-check "$tmp/cuda.json" "$D1['total_bytes']==24*$GIB and $D1['used_bytes']==6*$GIB and $D1['free_bytes']==18*$GIB"
+check "$tmp/cuda.json" "${D0}['total_bytes']==16*$GIB and ${D0}['used_bytes']==$GIB and ${D0}['free_bytes']==15*$GIB"
+check "$tmp/cuda.json" "${D1}['total_bytes']==24*$GIB and ${D1}['used_bytes']==6*$GIB and ${D1}['free_bytes']==18*$GIB"
 check "$tmp/cuda.json" "all(x['compute_capability']=='8.6' and x['multiprocessors']==84 and x['health']=='AVAILABLE' for x in d['devices'])"
 check "$tmp/cuda.json" "all(x['utilization_pct'] is None and x['temperature_c'] is None and x['power_w'] is None for x in d['devices'])"
 check "$tmp/cuda.json" "all(x['processes']==[] for x in d['devices'])"
@@ -134,7 +137,7 @@ ok "auto: missing libraries fall back to sim, then cpu, with a one-line reason"
 
 # The toolkit's stub libcuda: the fake's imitation always, the real one when installed.
 stubs=("$FAKE_CUDA")
-[ -f "$REAL_STUB" ] && stubs+=("$REAL_STUB") || echo "# $REAL_STUB not installed: real-stub case skipped"
+if [ -f "$REAL_STUB" ]; then stubs+=("$REAL_STUB"); else echo "# $REAL_STUB not installed: real-stub case skipped"; fi
 for stub in "${stubs[@]}"; do
     clean_env
     export VRAM_NVML_LIBRARY=$MISSING_NVML VRAM_CUDA_LIBRARY=$stub FAKE_CUDA_STUB=1
@@ -154,8 +157,8 @@ export VRAM_BACKEND=nvml VRAM_NVML_LIBRARY=$FAKE_NVML FAKE_NVML_DEVICES=2
 export FAKE_NVML_FAIL="nvmlDeviceGetMemoryInfo_v2@1=10" # device 1 times out, always
 run_info "$tmp/err.json" --json
 [ "$rc" = 0 ] || fail "one failing device made info exit $rc"
-check "$tmp/err.json" "$D0['health']=='AVAILABLE' and $D0['total_bytes']==80*$GIB"
-check "$tmp/err.json" "$D1['health']=='ERROR' and 'nvmlDeviceGetMemoryInfo_v2(device 1): Timeout' in $D1['error']"
+check "$tmp/err.json" "${D0}['health']=='AVAILABLE' and ${D0}['total_bytes']==80*$GIB"
+check "$tmp/err.json" "${D1}['health']=='ERROR' and 'nvmlDeviceGetMemoryInfo_v2(device 1): Timeout' in ${D1}['error']"
 ok "persistent timeout on one device: ERROR state, the other device unaffected"
 
 export FAKE_NVML_FAIL="nvmlDeviceGetTemperature=10:2" # transient: retried away
@@ -179,10 +182,13 @@ ok "NVML that will not initialize: exit 1 with the driver's message"
 clean_env
 export VRAM_BACKEND=cuda VRAM_CUDA_LIBRARY=$FAKE_CUDA FAKE_CUDA_FAIL="cuMemGetInfo_v2=214"
 run_info "$tmp/err.json" --json
-check "$tmp/err.json" "$D0['health']=='ERROR' and 'CUDA_ERROR_ECC_UNCORRECTABLE' in $D0['error']"
+check "$tmp/err.json" "${D0}['health']=='ERROR' and 'CUDA_ERROR_ECC_UNCORRECTABLE' in ${D0}['error']"
 export FAKE_CUDA_FAIL="cuInit=999"
 run_info "$tmp/err.out"
-[ "$rc" = 1 ] && grep -qF "cuInit failed" "$tmp/err.out.err" || { cat "$tmp/err.out.err"; fail "cuInit failure: exit $rc"; }
+if [ "$rc" != 1 ] || ! grep -qF "cuInit failed" "$tmp/err.out.err"; then
+    cat "$tmp/err.out.err"
+    fail "cuInit failure: exit $rc"
+fi
 ok "cuda failures: ERROR state, exit 1 when cuInit fails"
 
 # Every call we make, failing with a spread of codes: never a crash, and a
@@ -194,6 +200,7 @@ nvmlDeviceGetComputeRunningProcesses_v3"
 cuda_calls="cuInit cuDeviceGetCount cuDeviceGet cuDeviceGetName cuDeviceGetUuid_v2 cuDeviceGetAttribute
 cuDevicePrimaryCtxRetain cuCtxGetCurrent cuCtxSetCurrent cuMemGetInfo_v2"
 runs=0
+mkdir "$tmp/spread"
 for backend in nvml cuda; do
     clean_env
     export VRAM_BACKEND=$backend VRAM_NVML_LIBRARY=$FAKE_NVML VRAM_CUDA_LIBRARY=$FAKE_CUDA VRAM_DRIVER_RETRIES=1
@@ -205,13 +212,23 @@ for backend in nvml cuda; do
             run_info "$tmp/spread.json" --json
             runs=$((runs + 1))
             case $rc in
-            0) python3 -c 'import json,sys; json.load(open(sys.argv[1]))' "$tmp/spread.json" || fail "$call=$code: invalid JSON" ;;
+            0) mv "$tmp/spread.json" "$tmp/spread/$backend-$call-$code.json" ;;
             1) [ -s "$tmp/spread.json.err" ] || fail "$call=$code: exit 1 without a message" ;;
             *) fail "$call=$code: exit $rc" ;;
             esac
         done
     done
 done
+# One interpreter for all the successful runs' JSON (starting one per run is slow).
+python3 - "$tmp"/spread/*.json <<'PY' || fail "invalid JSON after an injected failure"
+import json, sys
+for path in sys.argv[1:]:
+    d = json.load(open(path))
+    assert d['device_count'] == len(d['devices']) >= 1, path
+    for x in d['devices']:
+        assert x['health'] in ('AVAILABLE', 'BUSY', 'ERROR'), path
+        assert (x['health'] == 'ERROR') == (x['error'] is not None), path
+PY
 ok "$runs injected failures: no crash, valid JSON or a message"
 
 echo "$passed passed, 0 failed"

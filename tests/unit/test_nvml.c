@@ -175,10 +175,11 @@ static void many_processes_through_every_api(void **state)
     const struct {
         const char *lib, *no_v2, *stride;
     } variants[] = {
-        {fake_lib, NULL, "24"},   /* _v3, today's layout */
-        {fake_lib, NULL, "32"},   /* _v3 on 535.43-535.86 */
-        {fake_lib, "1", NULL},    /* _v3/_v2 refused: v1 */
-        {v1only_lib, NULL, NULL}, /* old driver: v1 symbol only */
+        {fake_lib, NULL, "24"},     /* _v3, today's layout */
+        {fake_lib, NULL, "32"},     /* _v3 on 535.43-535.86 */
+        {fake_lib, "1", NULL},      /* _v3/_v2 missing in the driver: v1 */
+        {fake_lib, "notsup", NULL}, /* _v3/_v2 refused for this device: v1 */
+        {v1only_lib, NULL, NULL},   /* old driver: v1 symbol only */
     };
     for (size_t v = 0; v < sizeof variants / sizeof variants[0]; v++) {
         setenv("VRAM_NVML_LIBRARY", variants[v].lib, 1);
@@ -243,6 +244,30 @@ static void no_processes_is_an_empty_list(void **state)
     size_t count = 99;
     assert_int_equal(ops->processes(st, 0, NULL, 0, &count), 0);
     assert_int_equal(count, 0);
+    ops->close(st);
+}
+
+static void processes_refused_everywhere_is_enotsup(void **state)
+{
+    (void)state;
+    setenv("FAKE_NVML_PROCESSES", "777:1G", 1);
+    setenv("FAKE_NVML_FAIL",
+           "nvmlDeviceGetComputeRunningProcesses_v3=3,nvmlDeviceGetComputeRunningProcesses_v2=3,"
+           "nvmlDeviceGetComputeRunningProcesses=3",
+           1);
+    void *st = open_ok();
+    vram_process_info_t procs[2];
+    size_t count = 5;
+    assert_int_equal(ops->processes(st, 0, procs, 2, &count), VRAM_ENOTSUP);
+    assert_int_equal(count, 0);
+    assert_non_null(strstr(vram_last_error(), "nvmlDeviceGetComputeRunningProcesses(device 0)"));
+    /* Only the v3 call refuses: v2 answers. */
+    ops->close(st);
+    setenv("FAKE_NVML_FAIL", "nvmlDeviceGetComputeRunningProcesses_v3=3", 1);
+    st = open_ok();
+    assert_int_equal(ops->processes(st, 0, procs, 2, &count), 0);
+    assert_int_equal(count, 1);
+    assert_int_equal(procs[0].used_bytes, GiB);
     ops->close(st);
 }
 
@@ -526,6 +551,7 @@ int main(void)
         cmocka_unit_test_setup(many_processes_through_every_api, setup),
         cmocka_unit_test_setup(processes_per_device_with_names, setup),
         cmocka_unit_test_setup(no_processes_is_an_empty_list, setup),
+        cmocka_unit_test_setup(processes_refused_everywhere_is_enotsup, setup),
         cmocka_unit_test_setup(unknown_process_memory_is_unknown, setup),
         cmocka_unit_test_setup(process_churn_is_retried_then_bounded, setup),
         cmocka_unit_test_setup(injected_failures_are_translated, setup),

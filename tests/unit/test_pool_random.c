@@ -61,8 +61,8 @@ static size_t rnd_log(double lo, double hi)
 
 static size_t random_size(void)
 {
-    static const size_t repeated[] = {512, 4096, 65536, 1 << 20, 3 << 20, 9437184, 12845056,
-                                      51380224};
+    static const size_t repeated[] = {512,     4096,    65536,    1 << 20,
+                                      3 << 20, 9437184, 12845056, 51380224};
     double u = rnd_unit();
     if (u < 0.15) return repeated[rnd() % (sizeof repeated / sizeof repeated[0])];
     if (u < 0.65) return rnd_log(1, 1 << 20);
@@ -73,7 +73,8 @@ static void model_add(model_t *m, void *ptr, size_t size, uintptr_t stream)
 {
     assert_true(m->count < MAX_LIVE);
     m->live[m->count] = (live_t){ptr, size, stream};
-    assert_int_equal(vram_ptr_map_put(&m->index, (uintptr_t)ptr, (void *)(uintptr_t)(m->count + 1)), 0);
+    assert_int_equal(vram_ptr_map_put(&m->index, (uintptr_t)ptr, (void *)(uintptr_t)(m->count + 1)),
+                     0);
     m->count++;
     m->requested += (int64_t)size;
     m->requested_in += (int64_t)size;
@@ -130,8 +131,8 @@ static void collect(const vram_pool_segment_t *seg, const vram_pool_block_t *b, 
         w->blocks = realloc(w->blocks, w->cap * sizeof *w->blocks);
         assert_non_null(w->blocks);
     }
-    w->blocks[w->count++] = (seen_block_t){b->addr, b->size, b->u.live.requested, seg->base,
-                                           seg->size, seg->stream};
+    w->blocks[w->count++] =
+        (seen_block_t){b->addr, b->size, b->u.live.requested, seg->base, seg->size, seg->stream};
 }
 
 static int by_addr(const void *a, const void *b)
@@ -157,16 +158,16 @@ static void full_check(vram_pool_t *pool, vram_ctx_t *ctx, model_t *m)
     walk_t w = {0};
     vram_pool_walk(pool, collect, &w);
     assert_int_equal(w.count, m->count);
-    qsort(w.blocks, w.count, sizeof *w.blocks, by_addr);
+    if (w.count) qsort(w.blocks, w.count, sizeof *w.blocks, by_addr);
     for (size_t i = 0; i < w.count; i++) {
         const seen_block_t *b = &w.blocks[i];
         uintptr_t slot = (uintptr_t)vram_ptr_map_get(&m->index, b->addr);
         if (!slot) fail_msg("pool holds block 0x%zx the model does not", (size_t)b->addr);
         const live_t *l = &m->live[slot - 1];
-        assert_int_equal(b->requested, l->size);       /* keeps its size */
-        assert_true(b->size >= l->size);               /* room for what was asked */
-        assert_int_equal(b->stream, l->stream);        /* on its stream */
-        assert_true(b->addr >= b->seg_base);           /* inside its segment */
+        assert_int_equal(b->requested, l->size); /* keeps its size */
+        assert_true(b->size >= l->size);         /* room for what was asked */
+        assert_int_equal(b->stream, l->stream);  /* on its stream */
+        assert_true(b->addr >= b->seg_base);     /* inside its segment */
         assert_true(b->addr + b->size <= b->seg_base + b->seg_size);
         if (i + 1 < w.count && b->addr + b->size > w.blocks[i + 1].addr)
             fail_msg("blocks 0x%zx (+%zu) and 0x%zx overlap", (size_t)b->addr, b->size,
@@ -243,7 +244,8 @@ static void run_strategy(vram_pool_strategy_t strategy, uint64_t seed)
         }
         if (op % CHECK_EVERY == 0) full_check(pool, sim.ctx, m);
     }
-    while (m->count) assert_int_equal(vram_pool_free(pool, model_remove(m, 0).ptr), 0);
+    while (m->count)
+        assert_int_equal(vram_pool_free(pool, model_remove(m, 0).ptr), 0);
     full_check(pool, sim.ctx, m);
     assert_int_equal(vram_pool_trim(pool, NULL), 0);
     vram_pool_stats_t s;

@@ -386,6 +386,33 @@ static void free_all_drops_everything(void **state)
     vram_ctx_close(c);
 }
 
+/* More allocations than the state table has slots: ENOMEM, not a hang, and a
+ * free makes room again. */
+static void full_table_is_enomem(void **state)
+{
+    (void)state;
+    vram_option_set(VRAM_OPT_SIM, "mygpu:1GiB");
+    vram_ctx_t *ctx = open_sim();
+    size_t cap = 1 << 16, n = 0;
+    void **ptrs = malloc(cap * sizeof *ptrs);
+    assert_non_null(ptrs);
+    int rc;
+    while ((rc = vram_device_alloc(ctx, 0, 4096, &ptrs[n])) == 0 && n + 1 < cap)
+        n++;
+    assert_int_equal(rc, VRAM_ENOMEM);
+    assert_non_null(strstr(vram_last_error(), "table is full"));
+    assert_true(n >= 1000);
+    assert_int_equal(used_on(ctx, 0), (uint64_t)n * 4096);
+    assert_int_equal(vram_device_free(ctx, 0, ptrs[n / 2]), 0);
+    assert_int_equal(vram_device_alloc(ctx, 0, 4096, &ptrs[n / 2]), 0);
+    vram_ctx_close(ctx); /* releases all n */
+    free(ptrs);
+    ctx = open_sim();
+    assert_int_equal(used_on(ctx, 0), 0);
+    vram_ctx_close(ctx);
+    vram_option_set(VRAM_OPT_SIM, "2xH100-80GB");
+}
+
 static void bad_spec_and_missing_spec(void **state)
 {
     (void)state;
@@ -412,6 +439,7 @@ int main(void)
         cmocka_unit_test_setup_teardown(default_state_file_is_private, setup, teardown),
         cmocka_unit_test_setup_teardown(state_file_of_another_spec, setup, teardown),
         cmocka_unit_test_setup_teardown(free_all_drops_everything, setup, teardown),
+        cmocka_unit_test_setup_teardown(full_table_is_enomem, setup, teardown),
         cmocka_unit_test_setup_teardown(bad_spec_and_missing_spec, setup, teardown),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);

@@ -1,0 +1,168 @@
+#!/usr/bin/env bash
+# vram estimate / vram plan through the real CLI: text and --json output,
+# exit codes (0 ok, 1 bad file, 2 bad flags/settings), and plan against a
+# simulated GPU with memory in use.
+set -uo pipefail
+VRAM=${VRAM_BIN:?VRAM_BIN is not set}
+SRC=${VRAM_SOURCE_DIR:?VRAM_SOURCE_DIR is not set}
+DATA=$SRC/tests/data
+tmp=$(mktemp -d)
+trap 'rm -rf "$tmp"' EXIT
+export VRAM_SIM_STATE=$tmp/sim.state
+unset VRAM_SIM VRAM_BACKEND
+pass=0 failn=0
+ok() { pass=$((pass + 1)); }
+bad() { failn=$((failn + 1)); echo "FAIL: $*"; }
+
+# expect CODE CMD...: runs CMD, stdout in $tmp/out, stderr in $tmp/err
+expect() {
+  local want=$1; shift
+  "$@" >"$tmp/out" 2>"$tmp/err"
+  local got=$?
+  if [ "$got" = "$want" ]; then ok; else bad "exit $got (want $want): $*"; cat "$tmp/err"; fi
+}
+has() { if grep -q -- "$1" "$2"; then ok; else bad "\"$1\" not in $2:"; cat "$2"; fi; }
+json() { python3 -c "import json,sys; d=json.load(open('$tmp/out')); print($1)"; }
+eq() { if [ "$1" = "$2" ]; then ok; else bad "$3: got '$1', want '$2'"; fi; }
+
+# --- estimate: text report
+expect 0 "$VRAM" estimate --model gpt2 --batch-size 4 --seq-len 512
+for row in Parameters Buffers Gradients "Optimizer states" Activations "KV cache" Overhead Total; do
+  has "$row" "$tmp/out"
+done
+has "124,439,808 parameters" "$tmp/out"
+has "GiB" "$tmp/out"
+
+# --- estimate: JSON, components add up, exact parameter bytes
+expect 0 "$VRAM" estimate --model bert-base --batch-size 2 --seq-len 128 --json
+eq "$(json 'd["parameters_count"]')" 109482240 "bert-base parameters_count"
+eq "$(json 'd["bytes"]["parameters"]')" $((109482240 * 4)) "fp32 parameter bytes"
+eq "$(json 'sum(v for k, v in d["bytes"].items() if k != "total") == d["bytes"]["total"]')" True "total is the sum"
+eq "$(json 'sorted(d["bytes"])')" "['activations', 'buffers', 'gradients', 'kv_cache', 'optimizer_states', 'overhead', 'parameters', 'total']" "bytes keys"
+
+# mixed precision Adam: 16 bytes per parameter (+4 bytes step per tensor)
+expect 0 "$VRAM" estimate --model llama-2-7b --precision amp-bf16 --optimizer adam --seq-len 256 --json
+eq "$(json '(d["bytes"]["parameters"] + d["bytes"]["gradients"] + d["bytes"]["optimizer_states"]) // d["parameters_count"]')" 16 "amp adam bytes/param"
+
+# ZeRO-3 over 8 GPUs divides parameters, gradients, states
+expect 0 "$VRAM" estimate --model llama-2-7b --precision amp-bf16 --seq-len 256 --zero 3 --gpus 8 --json
+eq "$(json 'd["bytes"]["parameters"] == -(-6738415616 * 2 // 8)')" True "ZeRO-3 parameters / 8"
+
+# inference KV cache: 2 * 32 layers * 8 kv heads * 128 * (1000 + 24) * 2 batch * 2 bytes
+expect 0 "$VRAM" estimate --model mistral-7b --mode infer --precision bf16 --batch-size 2 --seq-len 1000 --max-new-tokens 24 --json
+eq "$(json 'd["bytes"]["kv_cache"]')" $((2 * 32 * 8 * 128 * 1024 * 2 * 2)) "mistral KV cache"
+eq "$(json 'd["bytes"]["gradients"] + d["bytes"]["optimizer_states"]')" 0 "inference has no gradients"
+
+# image model, checkpointing lowers activations, --overhead is honoured
+expect 0 "$VRAM" estimate --model resnet50 --batch-size 32 --image-size 224 --overhead 1GiB --json
+full=$(json 'd["bytes"]["activations"]')
+eq "$(json 'd["bytes"]["overhead"] >= 1 << 30 and d["bytes"]["overhead"] < (1 << 30) + (1 << 20)')" True "--overhead"
+expect 0 "$VRAM" estimate --model resnet50 --batch-size 32 --checkpointing full --json
+ck=$(json 'd["bytes"]["activations"]')
+[ "$ck" -lt "$full" ] && ok || bad "checkpointing did not lower activations ($ck >= $full)"
+
+# hf-config and profile
+expect 0 "$VRAM" estimate --hf-config "$DATA/hf/mistral-7b.json" --seq-len 1024 --json
+eq "$(json 'd["parameters_count"]')" 7241732096 "mistral from config.json"
+expect 0 "$VRAM" estimate --profile "$DATA/profile/small.json" --batch-size 2 --json
+eq "$(json 'd["bytes"]["activations"]')" $((2 * 268435456 + 1048576)) "profile activations"
+
+# --list, text and JSON
+expect 0 "$VRAM" estimate --list
+has "llama-3-70b" "$tmp/out"
+has "efficientnet-b0" "$tmp/out"
+expect 0 "$VRAM" estimate --list --json
+eq "$(json 'len(d) >= 29 and all(m["parameters_count"] > 0 for m in d)')" True "--list --json"
+
+# --- bad input: exit 2 for flags and settings, 1 for files
+expect 2 "$VRAM" estimate --model bert-bsae
+has 'did you mean bert-base' "$tmp/err"
+expect 2 "$VRAM" estimate --model gpt2 --batch-size 0
+has "batch-size" "$tmp/err"
+expect 2 "$VRAM" estimate --model bert-base --seq-len 1024
+has "512 positions" "$tmp/err"
+expect 2 "$VRAM" estimate --model gpt2 --zero 2
+has "\-\-gpus" "$tmp/err"
+expect 2 "$VRAM" estimate --model gpt2 --precision fp8
+has "amp-bf16" "$tmp/err"
+expect 2 "$VRAM" estimate --model gpt2 --precision int8
+has "inference only" "$tmp/err"
+expect 2 "$VRAM" estimate --model gpt2 --profile "$DATA/profile/small.json"
+expect 2 "$VRAM" estimate
+expect 2 "$VRAM" estimate --model gpt2 --bogus
+expect 2 "$VRAM" estimate --model gpt2 --batch-size
+expect 1 "$VRAM" estimate --hf-config "$DATA/hf/malformed.json"
+has "malformed.json:5:23" "$tmp/err"
+expect 1 "$VRAM" estimate --hf-config "$DATA/hf/missing-field.json"
+has '"intermediate_size"' "$tmp/err"
+expect 1 "$VRAM" estimate --hf-config "$tmp/does-not-exist.json"
+expect 0 "$VRAM" estimate --help
+has "\-\-hf-config" "$tmp/out"
+
+# --- plan on a named GPU and on a size
+expect 0 "$VRAM" plan --model bert-base --gpu-name A100-80GB --seq-len 128
+for row in "GPU memory" "Total" "Free" "Model" "Batch" "Remaining" "Maximum" "Recommended" "Safe"; do
+  has "$row" "$tmp/out"
+done
+expect 0 "$VRAM" plan --model bert-base --gpu-name a100-80gb --seq-len 128 --json
+max=$(json 'd["recommendations"]["maximum"]'); rec=$(json 'd["recommendations"]["recommended"]')
+safe=$(json 'd["recommendations"]["safe"]'); raw=$(json 'd["recommendations"]["largest_fitting"]')
+eq "$(python3 -c "m=$max; print(m > 0 and m & (m - 1) == 0 and $safe <= $rec <= $max <= $raw)")" True "powers of two, ordered"
+# the estimate at the largest fitting batch is within 70% of 80 GiB, one more is not
+"$VRAM" estimate --model bert-base --seq-len 128 --batch-size "$raw" --json >"$tmp/e1"
+"$VRAM" estimate --model bert-base --seq-len 128 --batch-size $((raw + 1)) --json >"$tmp/e2"
+t1=$(python3 -c "import json; print(json.load(open('$tmp/e1'))['bytes']['total'])")
+t2=$(python3 -c "import json; print(json.load(open('$tmp/e2'))['bytes']['total'])")
+budget=$(python3 -c "print(int(0.7 * 80 * 2**30))")
+[ "$t1" -le "$budget" ] && [ "$t2" -gt "$budget" ] && ok || bad "largest fitting $raw: $t1 / $t2 vs $budget"
+expect 0 "$VRAM" plan --model bert-base --gpu-mem 80GiB --seq-len 128 --no-power-of-two --json
+eq "$(json 'd["recommendations"]["maximum"]')" "$raw" "--no-power-of-two maximum"
+
+# a batch that does not fit: micro-batch x steps keep it
+expect 0 "$VRAM" plan --model gpt2 --gpu-mem 16GiB --seq-len 1024 --batch-size 64 --json
+eq "$(json 'd["current"]["fits"]')" False "batch 64 does not fit"
+eq "$(json 'd["current"]["micro_batch_size"] * d["current"]["accumulation_steps"] >= 64 > d["current"]["micro_batch_size"] * (d["current"]["accumulation_steps"] - 1)')" True "accumulation keeps batch 64"
+eq "$(json 'd["current"]["micro_batch_size"] <= d["recommendations"]["largest_fitting"]')" True "micro-batch fits"
+expect 0 "$VRAM" plan --model gpt2 --gpu-mem 16GiB --seq-len 1024 --batch-size 64
+has "gradient-accumulation steps" "$tmp/out"
+# nothing fits: suggestions
+expect 0 "$VRAM" plan --model llama-2-13b --gpu-name RTX4090-24GB --seq-len 2048 --json
+eq "$(json 'd["recommendations"]["maximum"]')" 0 "13B fp32 on 24 GB"
+eq "$(json 'sorted(s["change"] for s in d["suggestions"])[:2]')" "['all-of-the-above', 'checkpointing=full']" "suggestions"
+
+# plan errors
+expect 2 "$VRAM" plan --model gpt2
+has "gpu" "$tmp/err"
+expect 2 "$VRAM" plan --model gpt2 --gpu-name B300-999GB
+has "A100-80GB" "$tmp/err"
+expect 2 "$VRAM" plan --model gpt2 --gpu-mem lots
+expect 2 "$VRAM" plan --model gpt2 --gpu-mem 16GiB --target 1.5
+expect 2 "$VRAM" plan --model gpt2 --gpu-mem 16GiB --gpu-name A100-80GB
+
+# plan on a simulated GPU with 30 GiB in use: free memory is the base
+if VRAM_SIM=1xA100-40GB "$VRAM" info >/dev/null 2>&1; then
+  export VRAM_SIM=1xA100-40GB
+  expect 0 "$VRAM" plan --model resnet50 --gpu 0 --json
+  eq "$(json 'd["gpu"]["free_bytes"] == 40 * 2**30')" True "sim GPU free"
+  idle=$(json 'd["recommendations"]["largest_fitting"]')
+  {
+    "$VRAM" sim alloc --mem 30GiB --seconds 30 >/dev/null 2>&1 &
+    holder=$!
+    for _ in $(seq 50); do
+      "$VRAM" plan --model resnet50 --gpu 0 --json >"$tmp/out" 2>/dev/null
+      [ "$(json 'd["gpu"]["used_bytes"] >= 30 * 2**30')" = True ] && break
+      sleep 0.1
+    done
+    eq "$(json 'd["gpu"]["used_bytes"] >= 30 * 2**30')" True "sim GPU shows the held memory"
+    busy=$(json 'd["recommendations"]["largest_fitting"]')
+    [ "$busy" -lt "$idle" ] && ok || bad "busy GPU allows $busy >= idle $idle"
+    kill "$holder" 2>/dev/null; wait "$holder" 2>/dev/null
+  }
+  expect 2 "$VRAM" plan --model resnet50 --gpu 7
+  unset VRAM_SIM
+else
+  echo "note: sim backend unavailable; --gpu N not exercised"
+fi
+
+echo "$pass passed, $failn failed"
+[ "$failn" -eq 0 ]

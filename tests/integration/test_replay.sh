@@ -1,0 +1,115 @@
+#!/usr/bin/env bash
+# vram replay: the shared traces through every strategy and both baselines
+# (JSON keys and sane figures), and malformed traces rejected with the line.
+set -euo pipefail
+: "${VRAM_BIN:?}" "${VRAM_SOURCE_DIR:?}"
+tmp=$(mktemp -d)
+trap 'rm -rf "$tmp"' EXIT
+export TMPDIR=$tmp
+passed=0 failed=0
+ok() { passed=$((passed + 1)); }
+bad() { echo "FAIL: $*"; failed=$((failed + 1)); }
+
+# A small trace of our own, so the test runs without ../shared too.
+cat >"$tmp/small.trace" <<'T'
+# two steps of a toy loop
+a 1 1048576
+a 2 4096
+a 3 25165824
+f 2
+a 4 3000000
+f 3
+f 4
+a 5 25165824
+f 5
+a 6 4096
+T
+traces=("$tmp/small.trace")
+shared=$VRAM_SOURCE_DIR/../shared/traces
+if [ -r "$shared/mlp_train.trace" ]; then
+  traces+=("$shared/mlp_train.trace" "$shared/resnet18_train.trace")
+else
+  echo "note: $shared not present; replaying only the built-in trace"
+fi
+
+check_json() { # file: every documented key present, figures consistent
+  python3 - "$1" <<'PY'
+import json, sys
+d = json.load(open(sys.argv[1]))
+keys = ["ops", "ns_per_op_p50", "ns_per_op_p99", "peak_requested_bytes",
+        "peak_reserved_bytes", "fragmentation_ratio", "device_allocs", "ooms"]
+missing = [k for k in keys if k not in d]
+assert not missing, f"missing keys {missing}"
+assert d["ops"] > 0 and d["ooms"] == 0, d
+assert 0 < d["ns_per_op_p50"] <= d["ns_per_op_p99"], d
+assert d["peak_reserved_bytes"] >= d["peak_requested_bytes"] > 0 or d["baseline"] == "malloc", d
+if d["peak_requested_bytes"]:
+    ratio = d["peak_reserved_bytes"] / d["peak_requested_bytes"]
+    assert abs(ratio - d["fragmentation_ratio"]) < 1e-9, d
+PY
+}
+
+for t in "${traces[@]}"; do
+  events=$(grep -c '^[af] ' "$t")
+  for s in greedy balanced consolidated fragmentation-aware; do
+    if "$VRAM_BIN" replay "$t" --strategy "$s" --json >"$tmp/out.json" && check_json "$tmp/out.json" &&
+       [ "$(python3 -c 'import json,sys; print(json.load(open(sys.argv[1]))["ops"])' "$tmp/out.json")" = "$events" ]; then
+      ok
+    else bad "replay $t --strategy $s"; cat "$tmp/out.json" || true; fi
+  done
+  for b in device malloc; do
+    if "$VRAM_BIN" replay "$t" --baseline "$b" --json >"$tmp/out.json" && check_json "$tmp/out.json"; then ok
+    else bad "replay $t --baseline $b"; fi
+  done
+done
+
+# Every block of the small trace is freed, so a device baseline allocates and
+# frees once per request; the pool reuses its cache on the second pass.
+"$VRAM_BIN" replay "$tmp/small.trace" --baseline device --json >"$tmp/dev.json"
+"$VRAM_BIN" replay "$tmp/small.trace" --strategy greedy --repeat 3 --json >"$tmp/pool.json"
+if python3 - "$tmp/dev.json" "$tmp/pool.json" <<'PY'
+import json, sys
+dev, pool = (json.load(open(p)) for p in sys.argv[1:])
+assert dev["device_allocs"] == 6 and dev["device_frees"] == 6, dev
+assert pool["ops"] == 30 and pool["repeat"] == 3, pool
+assert pool["device_allocs"] <= 3, pool   # cached after the first pass
+PY
+then ok; else bad "device baseline counts / pool caching"; fi
+
+# The human table names the figures.
+if "$VRAM_BIN" replay "$tmp/small.trace" | grep -q "fragmentation ratio"; then ok; else bad "table output"; fi
+
+# A device too small for the trace: OOMs are counted, the replay goes on.
+if "$VRAM_BIN" replay "$tmp/small.trace" --device-mem 20MiB --json >"$tmp/oom.json" &&
+   python3 -c 'import json,sys; d=json.load(open(sys.argv[1])); assert d["ooms"] >= 2, d' "$tmp/oom.json"; then ok
+else bad "--device-mem 20MiB should count OOMs"; fi
+
+# Malformed traces: exit 1, the file and line in the message.
+expect_reject() { # text line-number words
+  printf '%b' "$1" >"$tmp/bad.trace"
+  rc=0
+  "$VRAM_BIN" replay "$tmp/bad.trace" >"$tmp/stdout" 2>"$tmp/err" || rc=$?
+  if [ $rc -eq 1 ] && grep -q "bad.trace:$2:" "$tmp/err" && grep -q "$3" "$tmp/err"; then ok
+  else bad "rejection of '$1' (rc $rc): $(cat "$tmp/err")"; fi
+}
+expect_reject 'a 1 10\nf 1\nf 1\n' 3 'unknown id 1'
+expect_reject 'a 1 10\n# c\nq 2\n' 3 'unknown event'
+expect_reject 'a 1 10\na 2 ten\n' 2 'bad number'
+expect_reject 'a 1 10\na 1 20\n' 2 'already live'
+
+# Usage errors: exit 2.
+for args in "--strategy best $tmp/small.trace" "--baseline gpu $tmp/small.trace" \
+            "--repeat 0 $tmp/small.trace" "--device-mem lots $tmp/small.trace" ""; do
+  rc=0
+  # shellcheck disable=SC2086
+  "$VRAM_BIN" replay $args >/dev/null 2>&1 || rc=$?
+  if [ $rc -eq 2 ]; then ok; else bad "replay $args: exit $rc, expected 2"; fi
+done
+if "$VRAM_BIN" replay "$tmp/missing.trace" 2>"$tmp/err"; then bad "missing file accepted"
+elif grep -q "missing.trace" "$tmp/err"; then ok; else bad "missing file message"; fi
+
+# Nothing left behind in the temp dir by the private sim devices.
+if [ -z "$(find "$tmp" -name 'vram-replay-*')" ]; then ok; else bad "replay left its sim state behind"; fi
+
+echo "$passed passed, $failed failed"
+[ "$failed" -eq 0 ]

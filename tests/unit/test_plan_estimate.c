@@ -1,0 +1,407 @@
+/* The estimator's breakdown: bytes per parameter for each precision and
+ * optimizer, ZeRO partitioning, the KV-cache formula, activation scaling,
+ * checkpointing, and refusal of impossible settings. */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+#include <cmocka.h>
+
+#include "vram.h"
+
+static vram_model_t model(const char *name)
+{
+    vram_model_t m;
+    if (vram_model_find(name, &m)) fail_msg("%s: %s", name, vram_last_error());
+    return m;
+}
+
+static vram_estimate_t est(const vram_model_t *m, const vram_estimate_config_t *c)
+{
+    vram_estimate_t e;
+    if (vram_estimate(m, c, &e)) fail_msg("%s: %s", m->name, vram_last_error());
+    return e;
+}
+
+static uint64_t tensors_of(const vram_model_t *m)
+{
+    uint64_t t;
+    assert_int_equal(vram_model_param_count(m, NULL, &t), 0);
+    return t;
+}
+
+static void total_is_the_sum(const vram_estimate_t *e)
+{
+    assert_int_equal(e->total, e->parameters + e->buffers + e->gradients + e->optimizer_states +
+                                   e->activations + e->kv_cache + e->overhead);
+}
+
+static void fp32_adamw_is_16_bytes_per_parameter(void **state)
+{
+    (void)state;
+    vram_model_t m = model("bert-base");
+    vram_estimate_config_t c;
+    vram_estimate_config_init(&c);
+    vram_estimate_t e = est(&m, &c);
+    uint64_t n = 109482240, t = tensors_of(&m);
+    assert_int_equal(e.parameters_count, n);
+    assert_int_equal(e.parameters, 4 * n);
+    assert_int_equal(e.gradients, 4 * n);
+    /* exp_avg + exp_avg_sq, and torch's 4-byte `step` per parameter tensor */
+    assert_int_equal(e.optimizer_states, 8 * n + 4 * t);
+    assert_int_equal(e.kv_cache, 0);
+    total_is_the_sum(&e);
+}
+
+static void mixed_precision_adam_is_zero_papers_16_bytes(void **state)
+{
+    (void)state;
+    vram_model_t m = model("gpt2");
+    vram_estimate_config_t c;
+    vram_estimate_config_init(&c);
+    c.optimizer = VRAM_OPTIMIZER_ADAM;
+    uint64_t n = 124439808, t = tensors_of(&m);
+    for (int p = VRAM_PREC_AMP_FP16; p <= VRAM_PREC_AMP_BF16; p++) {
+        c.precision = (vram_precision_t)p;
+        vram_estimate_t e = est(&m, &c);
+        assert_int_equal(e.parameters, 2 * n);
+        assert_int_equal(e.gradients, 2 * n);
+        /* fp32 master weights, momentum and variance: 12 bytes */
+        assert_int_equal(e.optimizer_states, 12 * n + 4 * t);
+        assert_int_equal(e.parameters + e.gradients + e.optimizer_states, 16 * n + 4 * t);
+    }
+    c.precision = VRAM_PREC_BF16; /* pure bf16: states in bf16 too */
+    vram_estimate_t e = est(&m, &c);
+    assert_int_equal(e.optimizer_states, 4 * n + 4 * t);
+}
+
+static void optimizer_state_bytes(void **state)
+{
+    (void)state;
+    vram_model_t m = model("resnet50");
+    vram_estimate_config_t c;
+    vram_estimate_config_init(&c);
+    uint64_t n = 25557032;
+    c.optimizer = VRAM_OPTIMIZER_SGD;
+    assert_int_equal(est(&m, &c).optimizer_states, 0);
+    c.optimizer = VRAM_OPTIMIZER_MOMENTUM;
+    assert_int_equal(est(&m, &c).optimizer_states, 4 * n);
+    c.optimizer = VRAM_OPTIMIZER_ADAM8BIT;
+    uint64_t q = est(&m, &c).optimizer_states;
+    assert_true(q >= 2 * n && q < 2 * n + n / 100);
+    c.optimizer = VRAM_OPTIMIZER_ADAFACTOR;
+    uint64_t f = est(&m, &c).optimizer_states;
+    /* convolutions factor over their kernels: 1x1 kernels store rows + columns = 2x */
+    assert_true(f > 0 && f <= 8 * n);
+    vram_model_t bert = model("bert-base");
+    uint64_t fb = est(&bert, &c).optimizer_states;
+    /* factored matrices: rows + columns, far below one full fp32 state */
+    assert_true(fb > 0 && fb < 4ull * 109482240 / 10);
+    /* inference keeps neither gradients nor states */
+    c.mode = VRAM_MODE_INFER;
+    vram_estimate_t e = est(&m, &c);
+    assert_int_equal(e.gradients, 0);
+    assert_int_equal(e.optimizer_states, 0);
+}
+
+static void zero_stages_partition_states_gradients_parameters(void **state)
+{
+    (void)state;
+    vram_model_t m = model("llama-2-7b");
+    vram_estimate_config_t c;
+    vram_estimate_config_init(&c);
+    c.precision = VRAM_PREC_AMP_BF16;
+    c.seq_len = 512;
+    vram_estimate_t base = est(&m, &c);
+    srand(42);
+    for (int trial = 0; trial < 50; trial++) {
+        int gpus = 1 + rand() % 64;
+        c.gpus = gpus;
+        uint64_t prev_total = UINT64_MAX;
+        for (int z = 0; z <= 3; z++) {
+            c.zero_stage = z;
+            vram_estimate_t e = est(&m, &c);
+            total_is_the_sum(&e);
+            uint64_t opt =
+                z >= 1 ? (base.optimizer_states + gpus - 1) / gpus : base.optimizer_states;
+            uint64_t grad = z >= 2 ? (base.gradients + gpus - 1) / gpus : base.gradients;
+            uint64_t par = z >= 3 ? (base.parameters + gpus - 1) / gpus : base.parameters;
+            assert_true(e.optimizer_states >= opt - 1 && e.optimizer_states <= opt + 1);
+            assert_true(e.gradients >= grad - 1 && e.gradients <= grad + 1);
+            assert_true(e.parameters >= par - 1 && e.parameters <= par + 1);
+            assert_int_equal(e.activations, base.activations);
+            assert_true(e.total <= prev_total);
+            prev_total = e.total;
+        }
+    }
+}
+
+static void kv_cache_formula(void **state)
+{
+    (void)state;
+    vram_estimate_config_t c;
+    vram_estimate_config_init(&c);
+    c.mode = VRAM_MODE_INFER;
+    c.precision = VRAM_PREC_FP16;
+    c.batch_size = 4;
+    c.seq_len = 1000;
+    c.max_new_tokens = 24;
+    /* 2 (k and v) * layers * kv_heads * head_dim * tokens * batch * bytes */
+    vram_model_t m = model("llama-2-7b");
+    assert_int_equal(est(&m, &c).kv_cache, 2ull * 32 * 32 * 128 * 1024 * 4 * 2);
+    m = model("mistral-7b"); /* GQA: 8 key/value heads */
+    assert_int_equal(est(&m, &c).kv_cache, 2ull * 32 * 8 * 128 * 1024 * 4 * 2);
+    m = model("llama-2-70b");
+    assert_int_equal(est(&m, &c).kv_cache, 2ull * 80 * 8 * 128 * 1024 * 4 * 2);
+    c.precision = VRAM_PREC_FP32;
+    m = model("gpt2");
+    c.seq_len = 1000;
+    assert_int_equal(est(&m, &c).kv_cache, 2ull * 12 * 12 * 64 * 1024 * 4 * 4);
+    /* int8/int4 weights: cache stays fp16; weights shrink */
+    m = model("llama-2-7b");
+    c.precision = VRAM_PREC_INT8;
+    vram_estimate_t e8 = est(&m, &c);
+    assert_int_equal(e8.kv_cache, 2ull * 32 * 32 * 128 * 1024 * 4 * 2);
+    assert_int_equal(e8.parameters, 6738415616ull);
+    c.precision = VRAM_PREC_INT4;
+    assert_true(est(&m, &c).parameters < e8.parameters * 6 / 10);
+    /* encoders have no cache */
+    m = model("bert-base");
+    c.seq_len = 256;
+    c.max_new_tokens = 0;
+    assert_int_equal(est(&m, &c).kv_cache, 0);
+}
+
+static void activations_are_affine_in_batch_and_grow_with_length(void **state)
+{
+    (void)state;
+    const char *names[] = {"bert-base", "gpt2",  "t5-small",     "llama-3-8b",      "vit-b-16",
+                           "resnet50",  "vgg16", "mobilenet-v2", "efficientnet-b0", "lstm-lm"};
+    for (size_t i = 0; i < sizeof names / sizeof names[0]; i++) {
+        vram_model_t m = model(names[i]);
+        vram_estimate_config_t c;
+        vram_estimate_config_init(&c);
+        c.seq_len = 128;
+        uint64_t a[4];
+        for (int b = 1; b <= 3; b++) {
+            c.batch_size = b;
+            a[b] = est(&m, &c).activations;
+        }
+        int64_t d1 = (int64_t)(a[2] - a[1]), d2 = (int64_t)(a[3] - a[2]);
+        assert_true(d1 > 0);
+        assert_true(llabs(d1 - d2) <= 2);
+        if (m.family == VRAM_FAMILY_VIT) continue; /* fixed image size */
+        c.batch_size = 2;
+        bool image = m.family >= VRAM_FAMILY_RESNET && m.family <= VRAM_FAMILY_EFFICIENTNET;
+        if (image) c.image_size = 160;
+        uint64_t short_ = est(&m, &c).activations;
+        if (image)
+            c.image_size = 320;
+        else
+            c.seq_len = 256;
+        uint64_t long_ = est(&m, &c).activations;
+        assert_true(long_ > short_ * 19 / 10); /* at least linear */
+        if (m.family == VRAM_FAMILY_BERT || m.family == VRAM_FAMILY_GPT2)
+            assert_true(long_ > short_ * 2); /* attention scores grow quadratically */
+    }
+}
+
+/* Activation bytes that bench/estimate measured with PyTorch 1.13 on CPU
+ * (saved_tensors_hooks, unique storages; fp32 training step): the estimate
+ * must stay within 0.1 % of them. */
+static void activations_match_measurements(void **state)
+{
+    (void)state;
+    static const struct {
+        const char *name;
+        int64_t batch, size;
+        uint64_t measured;
+    } cases[] = {
+        {"bert-base", 1, 128, 100007008},
+        {"gpt2", 1, 128, 182358916},
+        {"resnet50", 2, 224, 172039508},
+        {"efficientnet-b0", 2, 224, 177058268},
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        vram_model_t m = model(cases[i].name);
+        vram_estimate_config_t c;
+        vram_estimate_config_init(&c);
+        c.batch_size = cases[i].batch;
+        if (m.family == VRAM_FAMILY_BERT || m.family == VRAM_FAMILY_GPT2)
+            c.seq_len = cases[i].size;
+        else
+            c.image_size = cases[i].size;
+        uint64_t a = est(&m, &c).activations, want = cases[i].measured;
+        if (a < want - want / 1000 || a > want + want / 1000)
+            fail_msg("%s: estimate %llu, measured %llu", cases[i].name, (unsigned long long)a,
+                     (unsigned long long)want);
+    }
+}
+
+static void half_precision_halves_activations(void **state)
+{
+    (void)state;
+    vram_model_t m = model("gpt2");
+    vram_estimate_config_t c;
+    vram_estimate_config_init(&c);
+    c.seq_len = 512;
+    c.batch_size = 4;
+    uint64_t full = est(&m, &c).activations;
+    c.precision = VRAM_PREC_AMP_FP16;
+    uint64_t half = est(&m, &c).activations;
+    /* masks and indices stay 1 and 8 bytes: a little over half */
+    assert_true(half > full / 2 && half < full * 55 / 100);
+}
+
+static void checkpointing_reduces_activations(void **state)
+{
+    (void)state;
+    const char *names[] = {"bert-base",       "gpt2",     "llama-2-7b",
+                           "t5-base",         "vit-b-16", "resnet50",
+                           "efficientnet-b0", "vgg16",    "lstm-lm"};
+    for (size_t i = 0; i < sizeof names / sizeof names[0]; i++) {
+        vram_model_t m = model(names[i]);
+        vram_estimate_config_t c;
+        vram_estimate_config_init(&c);
+        c.batch_size = 8;
+        c.seq_len = m.family == VRAM_FAMILY_LSTM ? 35 : 512;
+        uint64_t none = est(&m, &c).activations;
+        c.checkpointing = VRAM_CKPT_SELECTIVE;
+        uint64_t sel = est(&m, &c).activations;
+        c.checkpointing = VRAM_CKPT_FULL;
+        vram_estimate_t full = est(&m, &c);
+        if (!(full.activations < none)) fail_msg("%s: full checkpointing does not help", names[i]);
+        assert_true(sel <= none);
+        assert_true(full.activations <= sel);
+        if (m.family == VRAM_FAMILY_GPT2 || m.family == VRAM_FAMILY_LLAMA)
+            assert_true(sel < none); /* attention scores are recomputed */
+        c.checkpointing = VRAM_CKPT_NONE;
+        assert_int_equal(est(&m, &c).parameters, full.parameters);
+    }
+}
+
+static void impossible_settings_are_refused(void **state)
+{
+    (void)state;
+    vram_model_t m = model("bert-base");
+    vram_estimate_config_t c;
+    vram_estimate_t e;
+    memset(&e, 0x33, sizeof e);
+    vram_estimate_config_init(&c);
+    c.batch_size = 0;
+    assert_int_equal(vram_estimate(&m, &c, &e), VRAM_EINVAL);
+    assert_non_null(strstr(vram_last_error(), "batch size"));
+    assert_int_equal(((unsigned char *)&e)[0], 0x33);
+
+    vram_estimate_config_init(&c);
+    c.seq_len = 1024;
+    assert_int_equal(vram_estimate(&m, &c, &e), VRAM_EINVAL);
+    assert_non_null(strstr(vram_last_error(), "512 positions"));
+
+    vram_estimate_config_init(&c);
+    c.zero_stage = 2;
+    assert_int_equal(vram_estimate(&m, &c, &e), VRAM_EINVAL);
+    assert_non_null(strstr(vram_last_error(), "--gpus"));
+    c.zero_stage = 4;
+    c.gpus = 2;
+    assert_int_equal(vram_estimate(&m, &c, &e), VRAM_EINVAL);
+
+    vram_estimate_config_init(&c);
+    c.precision = VRAM_PREC_INT8;
+    assert_int_equal(vram_estimate(&m, &c, &e), VRAM_EINVAL);
+    assert_non_null(strstr(vram_last_error(), "inference only"));
+
+    m = model("gpt2");
+    vram_estimate_config_init(&c);
+    c.mode = VRAM_MODE_INFER;
+    c.seq_len = 1000;
+    c.max_new_tokens = 100; /* 1100 > 1024 positions */
+    assert_int_equal(vram_estimate(&m, &c, &e), VRAM_EINVAL);
+    assert_non_null(strstr(vram_last_error(), "1024"));
+
+    m = model("vit-b-16");
+    vram_estimate_config_init(&c);
+    c.image_size = 384;
+    assert_int_equal(vram_estimate(&m, &c, &e), VRAM_EINVAL);
+    m = model("resnet18");
+    c.image_size = 16;
+    assert_int_equal(vram_estimate(&m, &c, &e), VRAM_EINVAL);
+    assert_int_equal(vram_estimate(NULL, &c, &e), VRAM_EINVAL);
+}
+
+static void randomized_invariants(void **state)
+{
+    (void)state;
+    size_t n;
+    const char *const *names = vram_model_names(&n);
+    srand(7);
+    for (int trial = 0; trial < 400; trial++) {
+        vram_model_t m = model(names[rand() % n]);
+        vram_estimate_config_t c;
+        vram_estimate_config_init(&c);
+        c.mode = rand() % 3 ? VRAM_MODE_TRAIN : VRAM_MODE_INFER;
+        c.batch_size = 1 + rand() % 64;
+        c.seq_len = 1 + rand() % 512;
+        c.precision = (vram_precision_t)(rand() % (c.mode == VRAM_MODE_TRAIN ? 5 : 7));
+        c.optimizer = (vram_optimizer_t)(rand() % 6);
+        c.checkpointing = (vram_checkpointing_t)(rand() % 3);
+        c.gpus = rand() % 9;
+        c.zero_stage = c.gpus ? rand() % 4 : 0;
+        c.max_new_tokens = rand() % 256;
+        if (c.mode == VRAM_MODE_INFER && m.max_positions &&
+            c.seq_len + c.max_new_tokens > m.max_positions)
+            c.max_new_tokens = 0;
+        vram_estimate_t e = est(&m, &c);
+        total_is_the_sum(&e);
+        assert_true(e.parameters > 0 && e.activations > 0);
+        assert_true(e.overhead >= VRAM_DEFAULT_OVERHEAD_BYTES);
+        if (c.mode == VRAM_MODE_INFER) assert_int_equal(e.gradients + e.optimizer_states, 0);
+        /* one more sample never costs less */
+        c.batch_size++;
+        assert_true(est(&m, &c).total > e.total);
+        c.overhead_bytes = 0;
+        assert_true(est(&m, &c).overhead < VRAM_DEFAULT_OVERHEAD_BYTES);
+    }
+}
+
+static void names_round_trip(void **state)
+{
+    (void)state;
+    for (int p = 0; p <= VRAM_PREC_INT4; p++) {
+        vram_precision_t out;
+        assert_int_equal(vram_precision_parse(vram_precision_name((vram_precision_t)p), &out), 0);
+        assert_int_equal(out, p);
+    }
+    for (int o = 0; o <= VRAM_OPTIMIZER_ADAM8BIT; o++) {
+        vram_optimizer_t out;
+        assert_int_equal(vram_optimizer_parse(vram_optimizer_name((vram_optimizer_t)o), &out), 0);
+        assert_int_equal(out, o);
+    }
+    vram_checkpointing_t ck;
+    assert_int_equal(vram_checkpointing_parse("selective", &ck), 0);
+    assert_int_equal(ck, VRAM_CKPT_SELECTIVE);
+    vram_precision_t p;
+    assert_int_equal(vram_precision_parse("fp8", &p), VRAM_EINVAL);
+    assert_non_null(strstr(vram_last_error(), "amp-bf16")); /* lists the accepted names */
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(fp32_adamw_is_16_bytes_per_parameter),
+        cmocka_unit_test(mixed_precision_adam_is_zero_papers_16_bytes),
+        cmocka_unit_test(optimizer_state_bytes),
+        cmocka_unit_test(zero_stages_partition_states_gradients_parameters),
+        cmocka_unit_test(kv_cache_formula),
+        cmocka_unit_test(activations_are_affine_in_batch_and_grow_with_length),
+        cmocka_unit_test(activations_match_measurements),
+        cmocka_unit_test(half_precision_halves_activations),
+        cmocka_unit_test(checkpointing_reduces_activations),
+        cmocka_unit_test(impossible_settings_are_refused),
+        cmocka_unit_test(randomized_invariants),
+        cmocka_unit_test(names_round_trip),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}

@@ -1,0 +1,239 @@
+/* Batch-size planner: maximum/recommended/safe against a brute-force search
+ * over vram_estimate, power-of-two rounding, verdicts, accumulation steps
+ * that keep the effective batch, and suggestions when nothing fits. */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+#include <cmocka.h>
+
+#include "vram.h"
+
+#define GIB (1ull << 30)
+
+static vram_model_t model(const char *name)
+{
+    vram_model_t m;
+    if (vram_model_find(name, &m)) fail_msg("%s: %s", name, vram_last_error());
+    return m;
+}
+
+static uint64_t total_at(const vram_model_t *m, vram_estimate_config_t c, int64_t b)
+{
+    vram_estimate_t e;
+    c.batch_size = b;
+    if (vram_estimate(m, &c, &e)) fail_msg("%s", vram_last_error());
+    return e.total;
+}
+
+static int64_t pow2_floor(int64_t v)
+{
+    int64_t p = 1;
+    if (v < 1) return 0;
+    while (p * 2 <= v)
+        p *= 2;
+    return p;
+}
+
+static void device(vram_plan_config_t *pc, uint64_t total, uint64_t used)
+{
+    vram_plan_config_init(pc);
+    pc->total_bytes = total;
+    pc->used_bytes = used;
+    pc->free_bytes = total - used;
+}
+
+static void recommendations_match_brute_force(void **state)
+{
+    (void)state;
+    const char *names[] = {"bert-base", "gpt2",         "resnet50",   "vit-b-16",
+                           "t5-small",  "mobilenet-v2", "llama-2-7b", "lstm-lm"};
+    srand(3);
+    for (int trial = 0; trial < 40; trial++) {
+        vram_model_t m = model(names[rand() % (int)(sizeof names / sizeof names[0])]);
+        vram_estimate_config_t c;
+        vram_estimate_config_init(&c);
+        c.seq_len = 64 + rand() % 448;
+        if (m.family == VRAM_FAMILY_LLAMA) c.precision = VRAM_PREC_AMP_BF16;
+        vram_plan_config_t pc;
+        device(&pc, (8 + (uint64_t)(rand() % 73)) * GIB, (uint64_t)(rand() % 4) * GIB);
+        pc.target = 0.5 + (rand() % 50) / 100.0;
+        pc.power_of_two = rand() % 2;
+        vram_plan_t p;
+        assert_int_equal(vram_plan(&m, &c, &pc, &p), 0);
+        uint64_t budget = (uint64_t)(pc.target * (double)pc.free_bytes);
+        assert_true(p.budget_bytes <= budget && p.budget_bytes + 1 >= budget);
+        int64_t raw = p.max_batch_raw;
+        if (raw > 0) assert_true(total_at(&m, c, raw) <= p.budget_bytes);
+        assert_true(total_at(&m, c, raw + 1) > p.budget_bytes); /* the largest */
+        /* model + batch * per-sample reproduces the estimate */
+        int64_t affine = (int64_t)(p.model_bytes + 3 * p.per_sample_bytes);
+        assert_true(llabs(affine - (int64_t)total_at(&m, c, 3)) <= 2);
+        int64_t rec = raw ? (int64_t)(0.6 * (double)raw) : 0,
+                safe = raw ? (int64_t)(0.4 * (double)raw) : 0;
+        if (raw && rec < 1) rec = 1;
+        if (raw && safe < 1) safe = 1;
+        if (pc.power_of_two) {
+            assert_int_equal(p.maximum, pow2_floor(raw));
+            assert_int_equal(p.recommended, pow2_floor(rec));
+            assert_int_equal(p.safe, pow2_floor(safe));
+        } else {
+            assert_int_equal(p.maximum, raw);
+            assert_int_equal(p.recommended, rec);
+            assert_int_equal(p.safe, safe);
+        }
+        assert_true(p.safe <= p.recommended && p.recommended <= p.maximum);
+    }
+}
+
+static void known_case(void **state)
+{
+    (void)state;
+    /* bert-base, seq 512, fp32 AdamW on an 80 GiB GPU at 70%: the estimate
+     * is affine, so the maximum is (budget - model) / per-sample */
+    vram_model_t m = model("bert-base");
+    vram_estimate_config_t c;
+    vram_estimate_config_init(&c);
+    vram_plan_config_t pc;
+    device(&pc, 80 * GIB, 0);
+    vram_plan_t p;
+    assert_int_equal(vram_plan(&m, &c, &pc, &p), 0);
+    int64_t expect = (int64_t)((p.budget_bytes - p.model_bytes) / p.per_sample_bytes);
+    assert_int_equal(p.max_batch_raw, expect);
+    assert_true(expect > 16 && expect < 256);
+    assert_int_equal(p.maximum, pow2_floor(expect));
+    assert_int_equal(p.budget_bytes, (uint64_t)(0.7 * 80 * GIB));
+}
+
+static void verdicts_and_accumulation_keep_effective_batch(void **state)
+{
+    (void)state;
+    vram_model_t m = model("gpt2");
+    vram_estimate_config_t c;
+    vram_estimate_config_init(&c);
+    c.seq_len = 1024;
+    vram_plan_config_t pc;
+    device(&pc, 24 * GIB, 0);
+    vram_plan_t p;
+    assert_int_equal(vram_plan(&m, &c, &pc, &p), 0);
+    int64_t raw = p.max_batch_raw;
+    assert_true(raw >= 1);
+    for (int64_t b = 1; b <= 8 * raw + 3; b++) {
+        pc.batch_size = b;
+        assert_int_equal(vram_plan(&m, &c, &pc, &p), 0);
+        assert_int_equal(p.current.total, total_at(&m, c, b));
+        if (b <= raw) {
+            assert_int_equal(p.fit, VRAM_FIT_YES);
+            assert_int_equal(p.micro_batch_size, b);
+            assert_int_equal(p.accumulation_steps, 1);
+            continue;
+        }
+        assert_true(p.fit == VRAM_FIT_TIGHT || p.fit == VRAM_FIT_NO);
+        assert_int_equal(p.fit == VRAM_FIT_TIGHT, p.current.total <= pc.free_bytes);
+        /* micro-batches fit, cover B, and no step is wasted */
+        assert_true(p.micro_batch_size >= 1 && p.micro_batch_size <= raw);
+        assert_true(p.micro_batch_size * p.accumulation_steps >= b);
+        assert_true(p.micro_batch_size * (p.accumulation_steps - 1) < b);
+        assert_int_equal(p.accumulation_steps, (b + raw - 1) / raw);
+        assert_true(total_at(&m, c, p.micro_batch_size) <= p.budget_bytes);
+    }
+}
+
+static void nothing_fits_suggests_changes(void **state)
+{
+    (void)state;
+    vram_model_t m = model("llama-2-13b");
+    vram_estimate_config_t c;
+    vram_estimate_config_init(&c);
+    c.seq_len = 2048;
+    vram_plan_config_t pc;
+    device(&pc, 24 * GIB, 0);
+    pc.batch_size = 4;
+    vram_plan_t p;
+    assert_int_equal(vram_plan(&m, &c, &pc, &p), 0);
+    assert_int_equal(p.max_batch_raw, 0);
+    assert_int_equal(p.maximum, 0);
+    assert_int_equal(p.fit, VRAM_FIT_NO);
+    assert_int_equal(p.micro_batch_size, 0);
+    assert_true(p.nsuggestions >= 4);
+    bool amp = false, ckpt = false, adam8 = false, zero = false;
+    for (int i = 0; i < p.nsuggestions; i++) {
+        const vram_plan_suggestion_t *s = &p.suggestions[i];
+        assert_true(s->saving_bytes > 0 && s->saving_bytes < p.current.total);
+        amp |= !strcmp(s->name, "precision=amp-bf16");
+        ckpt |= !strcmp(s->name, "checkpointing=full");
+        adam8 |= !strcmp(s->name, "optimizer=adam8bit");
+        zero |= !strncmp(s->name, "zero=3", 6);
+    }
+    assert_true(amp && ckpt && adam8 && zero);
+    /* each saving is the difference of two estimates */
+    vram_estimate_config_t alt = c;
+    alt.checkpointing = VRAM_CKPT_FULL;
+    for (int i = 0; i < p.nsuggestions; i++)
+        if (!strcmp(p.suggestions[i].name, "checkpointing=full"))
+            assert_int_equal(p.suggestions[i].saving_bytes,
+                             total_at(&m, c, 4) - total_at(&m, alt, 4));
+    /* a batch that fits needs no suggestion */
+    m = model("resnet18");
+    vram_estimate_config_init(&c);
+    device(&pc, 80 * GIB, 0);
+    pc.batch_size = 8;
+    assert_int_equal(vram_plan(&m, &c, &pc, &p), 0);
+    assert_int_equal(p.fit, VRAM_FIT_YES);
+    assert_int_equal(p.nsuggestions, 0);
+}
+
+static void used_memory_lowers_the_budget(void **state)
+{
+    (void)state;
+    vram_model_t m = model("resnet50");
+    vram_estimate_config_t c;
+    vram_estimate_config_init(&c);
+    vram_plan_config_t empty, busy;
+    device(&empty, 40 * GIB, 0);
+    device(&busy, 40 * GIB, 20 * GIB);
+    vram_plan_t a, b;
+    assert_int_equal(vram_plan(&m, &c, &empty, &a), 0);
+    assert_int_equal(vram_plan(&m, &c, &busy, &b), 0);
+    assert_true(b.max_batch_raw < a.max_batch_raw);
+    assert_true(b.budget_bytes * 2 == a.budget_bytes || b.budget_bytes * 2 + 1 == a.budget_bytes);
+}
+
+static void bad_input(void **state)
+{
+    (void)state;
+    vram_model_t m = model("gpt2");
+    vram_estimate_config_t c;
+    vram_estimate_config_init(&c);
+    vram_plan_config_t pc;
+    device(&pc, 16 * GIB, 0);
+    vram_plan_t p;
+    pc.target = 0;
+    assert_int_equal(vram_plan(&m, &c, &pc, &p), VRAM_EINVAL);
+    pc.target = 1.5;
+    assert_int_equal(vram_plan(&m, &c, &pc, &p), VRAM_EINVAL);
+    assert_non_null(strstr(vram_last_error(), "1.5"));
+    pc.target = 0.7;
+    c.seq_len = 4096;
+    assert_int_equal(vram_plan(&m, &c, &pc, &p), VRAM_EINVAL);
+    assert_non_null(strstr(vram_last_error(), "positions"));
+    c.seq_len = 128;
+    c.zero_stage = 3;
+    assert_int_equal(vram_plan(&m, &c, &pc, &p), VRAM_EINVAL);
+    assert_int_equal(vram_plan(NULL, &c, &pc, &p), VRAM_EINVAL);
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(recommendations_match_brute_force),
+        cmocka_unit_test(known_case),
+        cmocka_unit_test(verdicts_and_accumulation_keep_effective_batch),
+        cmocka_unit_test(nothing_fits_suggests_changes),
+        cmocka_unit_test(used_memory_lowers_the_budget),
+        cmocka_unit_test(bad_input),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}

@@ -1,0 +1,280 @@
+/* The OOM chain (cached segments first, then the handlers in order, retrying
+ * after each that freed something), the OOM message, the memory limit, and
+ * trim returning memory to the simulated device as another context sees it. */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <cmocka.h>
+
+#include "vram.h"
+#include "unit/pool_sim.h"
+
+#define MiB ((size_t)1 << 20)
+
+static pool_sim_t sim;
+
+static int setup(void **state)
+{
+    (void)state;
+    return pool_sim_open(&sim, "1xoom:1GiB");
+}
+
+static int teardown(void **state)
+{
+    (void)state;
+    pool_sim_close(&sim);
+    return 0;
+}
+
+static uint64_t reserved_of(vram_pool_t *pool)
+{
+    vram_pool_stats_t s;
+    assert_int_equal(vram_pool_stats(pool, &s), 0);
+    return (uint64_t)s.reserved_bytes[VRAM_POOL_STAT_ALL].current;
+}
+
+/* ---- chain order ------------------------------------------------------ */
+
+typedef struct {
+    int order[8];
+    int calls;
+    uint64_t reserved_seen_first; /* pool reserve when the first handler ran */
+    void *to_free;
+} chain_t;
+
+static int handler_one(vram_pool_t *pool, size_t request, void *user)
+{
+    chain_t *c = user;
+    assert_int_equal(request, 700 * MiB);
+    c->order[c->calls++] = 1;
+    c->reserved_seen_first = reserved_of(pool);
+    return 0; /* freed nothing */
+}
+
+static int handler_two(vram_pool_t *pool, size_t request, void *user)
+{
+    (void)request;
+    chain_t *c = user;
+    c->order[c->calls++] = 2;
+    assert_int_equal(vram_pool_free(pool, c->to_free), 0); /* e.g. an offload */
+    return 1;
+}
+
+static int handler_three(vram_pool_t *pool, size_t request, void *user)
+{
+    (void)pool;
+    (void)request;
+    chain_t *c = user;
+    c->order[c->calls++] = 3;
+    return 1;
+}
+
+static void chain_order(void **state)
+{
+    (void)state;
+    vram_pool_config_t cfg = {.strategy = VRAM_POOL_GREEDY}; /* keeps what it caches */
+    vram_pool_t *pool;
+    assert_int_equal(vram_pool_create(sim.ctx, 0, &cfg, &pool), 0);
+    chain_t c = {0};
+    void *a, *b, *big;
+    assert_int_equal(vram_pool_alloc(pool, 600 * MiB, NULL, &a), 0);
+    assert_int_equal(vram_pool_alloc(pool, 300 * MiB, NULL, &b), 0);
+    assert_int_equal(vram_pool_free(pool, b), 0); /* cached, not returned */
+    assert_int_equal(reserved_of(pool), 900 * MiB);
+    c.to_free = a;
+    assert_int_equal(vram_pool_add_oom_handler(pool, handler_one, &c), 0);
+    assert_int_equal(vram_pool_add_oom_handler(pool, handler_two, &c), 0);
+    assert_int_equal(vram_pool_add_oom_handler(pool, handler_three, &c), 0);
+
+    assert_int_equal(vram_pool_alloc(pool, 700 * MiB, NULL, &big), 0);
+    assert_int_equal(c.calls, 2); /* the retry after handler two succeeded */
+    assert_int_equal(c.order[0], 1);
+    assert_int_equal(c.order[1], 2);
+    /* The cached 300 MiB went back before any handler ran. */
+    assert_int_equal(c.reserved_seen_first, 600 * MiB);
+    vram_pool_stats_t s;
+    assert_int_equal(vram_pool_stats(pool, &s), 0);
+    assert_int_equal(s.num_alloc_retries, 2); /* after the cache release, after handler two */
+    assert_int_equal(s.num_ooms, 0);
+    assert_int_equal(s.reserved_bytes[VRAM_POOL_STAT_ALL].current, 700 * MiB);
+    assert_int_equal(pool_sim_used(sim.ctx), 700 * MiB);
+    assert_int_equal(vram_pool_free(pool, big), 0);
+    vram_pool_destroy(pool);
+    assert_int_equal(pool_sim_used(sim.ctx), 0);
+}
+
+/* ---- the message ------------------------------------------------------ */
+
+static int refusing_handler(vram_pool_t *pool, size_t request, void *user)
+{
+    (void)pool;
+    (void)request;
+    (*(int *)user)++;
+    return 0;
+}
+
+static void expect_in(const char *msg, const char *label, uint64_t bytes)
+{
+    char size[32], want[96];
+    vram_format_size(bytes, size, sizeof size);
+    snprintf(want, sizeof want, "%s%s", label, size);
+    if (!strstr(msg, want)) fail_msg("\"%s\" not in the OOM message: %s", want, msg);
+}
+
+static void oom_message(void **state)
+{
+    (void)state;
+    vram_pool_config_t cfg = {.strategy = VRAM_POOL_BALANCED};
+    vram_pool_t *pool;
+    assert_int_equal(vram_pool_create(sim.ctx, 0, &cfg, &pool), 0);
+    void *big, *x, *y, *p = (void *)&p;
+    assert_int_equal(vram_pool_alloc(pool, 600 * MiB, NULL, &big), 0);
+    assert_int_equal(vram_pool_alloc(pool, 3 * MiB, NULL, &x), 0); /* a 20 MiB segment */
+    assert_int_equal(vram_pool_alloc(pool, 3 * MiB, NULL, &y), 0);
+    assert_int_equal(vram_pool_free(pool, x), 0); /* 3 MiB hole before y, 14 MiB after */
+    int calls = 0;
+    assert_int_equal(vram_pool_add_oom_handler(pool, refusing_handler, &calls), 0);
+
+    assert_int_equal(vram_pool_alloc(pool, 500 * MiB, NULL, &p), VRAM_ENOMEM);
+    assert_null(p);
+    assert_int_equal(calls, 1);
+    const char *msg = vram_last_error();
+    expect_in(msg, "tried to allocate ", 500 * MiB);
+    assert_non_null(strstr(msg, "524288000 bytes"));
+    assert_non_null(strstr(msg, "reserved but unallocated"));
+    expect_in(msg, "of which ", 17 * MiB); /* 20 MiB segment, 3 MiB allocated */
+    expect_in(msg, "largest free block ", 14 * MiB);
+    expect_in(msg, "device free memory ", 1024 * MiB - 620 * MiB);
+    expect_in(msg, "of ", (uint64_t)1 << 30);
+    assert_non_null(strstr(msg, "device 0"));
+    assert_non_null(strstr(msg, "the device refused"));
+    vram_pool_stats_t s;
+    assert_int_equal(vram_pool_stats(pool, &s), 0);
+    assert_int_equal(s.num_ooms, 1);
+    assert_int_equal(s.largest_free_block, 14 * MiB);
+    assert_int_equal(s.allocation[VRAM_POOL_STAT_ALL].current, 2); /* nothing leaked */
+    vram_pool_destroy(pool);
+}
+
+/* ---- limit ------------------------------------------------------------ */
+
+static void limit_enforced(void **state)
+{
+    (void)state;
+    vram_pool_config_t cfg = {.strategy = VRAM_POOL_BALANCED, .limit_bytes = 100 * MiB};
+    vram_pool_t *pool;
+    assert_int_equal(vram_pool_create(sim.ctx, 0, &cfg, &pool), 0);
+    int calls = 0;
+    assert_int_equal(vram_pool_add_oom_handler(pool, refusing_handler, &calls), 0);
+    void *a, *b, *p;
+    assert_int_equal(vram_pool_alloc(pool, 60 * MiB, NULL, &a), 0);
+    assert_int_equal(vram_pool_alloc(pool, 60 * MiB, NULL, &b), VRAM_ENOMEM);
+    assert_non_null(strstr(vram_last_error(), "pool limit would be exceeded"));
+    assert_int_equal(calls, 1);
+    assert_int_equal(vram_pool_alloc(pool, 101 * MiB, NULL, &p), VRAM_ENOMEM);
+    assert_non_null(strstr(vram_last_error(), "exceeds the pool limit"));
+    assert_int_equal(calls, 1); /* at once: no handler can make it fit */
+
+    /* Small blocks fill up to the limit and never past it. */
+    void *small[64];
+    int n = 0;
+    while (n < 64 && vram_pool_alloc(pool, 900 * 1024, NULL, &small[n]) == 0) {
+        assert_true(reserved_of(pool) <= 100 * MiB);
+        n++;
+    }
+    assert_true(n > 0 && n < 64);
+    assert_true(reserved_of(pool) <= 100 * MiB);
+    assert_true(pool_sim_used(sim.ctx) <= 100 * MiB);
+
+    /* Lifting the limit lets the pool grow again. */
+    assert_int_equal(vram_pool_set_limit(pool, 0), 0);
+    assert_int_equal(vram_pool_alloc(pool, 60 * MiB, NULL, &b), 0);
+    assert_int_equal(vram_pool_free(pool, b), 0);
+    for (int i = 0; i < n; i++)
+        assert_int_equal(vram_pool_free(pool, small[i]), 0);
+    /* A lower limit releases what is cached above it. */
+    assert_int_equal(vram_pool_set_limit(pool, 61 * MiB), 0);
+    assert_int_equal(reserved_of(pool), 60 * MiB); /* only a's segment is left */
+    vram_pool_stats_t s;
+    assert_int_equal(vram_pool_stats(pool, &s), 0);
+    assert_int_equal(s.limit_bytes, 61 * MiB);
+    assert_int_equal(vram_pool_free(pool, a), 0);
+    vram_pool_destroy(pool);
+}
+
+static void limit_from_fraction_and_options(void **state)
+{
+    (void)state;
+    vram_pool_config_t cfg = {.strategy = VRAM_POOL_BALANCED, .limit_fraction = 0.25};
+    vram_pool_t *pool;
+    vram_pool_stats_t s;
+    assert_int_equal(vram_pool_create(sim.ctx, 0, &cfg, &pool), 0);
+    assert_int_equal(vram_pool_stats(pool, &s), 0);
+    assert_int_equal(s.limit_bytes, 256 * MiB);
+    vram_pool_destroy(pool);
+
+    assert_int_equal(vram_option_set(VRAM_OPT_POOL_LIMIT, "0.5"), 0);
+    assert_int_equal(vram_pool_create(sim.ctx, 0, NULL, &pool), 0);
+    assert_int_equal(vram_pool_stats(pool, &s), 0);
+    assert_int_equal(s.limit_bytes, 512 * MiB);
+    vram_pool_destroy(pool);
+
+    assert_int_equal(vram_option_set(VRAM_OPT_POOL_LIMIT, "128MiB"), 0);
+    assert_int_equal(vram_pool_create(sim.ctx, 0, NULL, &pool), 0);
+    assert_int_equal(vram_pool_stats(pool, &s), 0);
+    assert_int_equal(s.limit_bytes, 128 * MiB);
+    vram_pool_destroy(pool);
+    assert_int_equal(vram_option_set(VRAM_OPT_POOL_LIMIT, "0"), 0);
+}
+
+/* ---- trim ------------------------------------------------------------- */
+
+static void trim_returns_memory_to_the_device(void **state)
+{
+    (void)state;
+    vram_pool_config_t cfg = {.strategy = VRAM_POOL_GREEDY};
+    vram_pool_t *pool;
+    assert_int_equal(vram_pool_create(sim.ctx, 0, &cfg, &pool), 0);
+    void *p[3];
+    assert_int_equal(vram_pool_alloc(pool, 100 * MiB, NULL, &p[0]), 0);
+    assert_int_equal(vram_pool_alloc(pool, 5 * MiB, (void *)0x77, &p[1]), 0);
+    assert_int_equal(vram_pool_alloc(pool, 1000, NULL, &p[2]), 0);
+    for (int i = 0; i < 3; i++)
+        assert_int_equal(vram_pool_free(pool, p[i]), 0);
+    uint64_t reserved = reserved_of(pool);
+    assert_true(reserved >= 100 * MiB + 64 * MiB);
+
+    /* A second context (what `vram info` opens) sees the memory held... */
+    vram_ctx_t *other;
+    assert_int_equal(vram_ctx_open_backend("sim", &other), 0);
+    assert_int_equal(pool_sim_used(other), reserved);
+    uint64_t released = 0;
+    assert_int_equal(vram_pool_trim(pool, &released), 0);
+    assert_int_equal(released, reserved);
+    /* ...and then given back. */
+    assert_int_equal(pool_sim_used(other), 0);
+    vram_pool_stats_t s;
+    assert_int_equal(vram_pool_stats(pool, &s), 0);
+    assert_int_equal(s.num_device_alloc, 3);
+    assert_int_equal(s.num_device_free, 3);
+    assert_int_equal(s.reserved_bytes[VRAM_POOL_STAT_ALL].current, 0);
+    assert_int_equal(s.reserved_bytes[VRAM_POOL_STAT_ALL].peak, (int64_t)reserved);
+    vram_ctx_close(other);
+    vram_pool_destroy(pool);
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(chain_order),
+        cmocka_unit_test(oom_message),
+        cmocka_unit_test(limit_enforced),
+        cmocka_unit_test(limit_from_fraction_and_options),
+        cmocka_unit_test(trim_returns_memory_to_the_device),
+    };
+    return cmocka_run_group_tests(tests, setup, teardown);
+}
