@@ -285,8 +285,8 @@ VRAM_API int vram_pool_config_from_options(vram_pool_config_t *cfg);
 
 /* Creates a pool on device `device` of `ctx` (cuda, sim or cpu backend); cfg
  * NULL = vram_pool_config_from_options. The pool borrows ctx, which must
- * outlive it. EINVAL: bad config or device index (ENODEV); EIO: the trace file
- * cannot be opened; ENOMEM: host memory. */
+ * outlive it. EINVAL: NULL argument or bad config (named); ENODEV: no such
+ * device; EIO: the trace file cannot be opened; ENOMEM: host memory. */
 VRAM_API int vram_pool_create(vram_ctx_t *ctx, int device, const vram_pool_config_t *cfg,
                               vram_pool_t **out);
 /* Returns every segment to the device (live blocks become invalid) and frees

@@ -46,6 +46,33 @@ def make_inputs(kind, model, batch, seq, image):
     return (ids,), loss
 
 
+def measure_amp_activations(model, kind, batch, seq=0, image=0):
+    """Activations of a forward pass under emulated CUDA autocast (bf16),
+    without the cached bf16 weight copies (2 bytes per parameter, which the
+    ZeRO accounting counts as the half-precision parameters); and those."""
+    from cuda_autocast import CudaAutocast
+
+    model.train()
+    params = {storage_key(p)[0] for p in list(model.parameters()) + list(model.buffers())}
+    inputs, loss_fn = make_inputs(kind, model, batch, seq, image)
+    saved = {}
+
+    def pack(t):
+        ptr, nbytes = storage_key(t)
+        if ptr not in params and nbytes:
+            saved[ptr] = max(saved.get(ptr, 0), nbytes)
+        return t
+
+    mode = CudaAutocast(torch.bfloat16)
+    with torch.autograd.graph.saved_tensors_hooks(pack, lambda t: t):
+        with mode:
+            loss = loss_fn(model(*inputs))
+    casts = {storage_key(v)[0]: storage_key(v)[1] for v in mode.cache.values()}
+    act = sum(n for ptr, n in saved.items() if ptr not in casts)
+    del loss
+    return act, sum(casts.values())
+
+
 def measure_step(model, kind, batch, seq=0, image=0, optimizer="adamw"):
     model.train()
     # parameters and buffers (BatchNorm running statistics) are counted as

@@ -18,12 +18,13 @@
 static void usage(FILE *out)
 {
     fprintf(out, "usage: vram sim alloc --mem SIZE [--device N] [--seconds T]\n"
-                 "       vram sim status\n"
-                 "       vram sim free-all\n\n"
+                 "       vram sim status [--json]\n"
+                 "       vram sim free-all [--json]\n\n"
                  "Simulated GPUs come from VRAM_SIM (e.g. 2xH100-80GB); their allocations are\n"
                  "shared by every process using the same state file (VRAM_SIM_STATE).\n\n"
-                 "  alloc      hold SIZE (e.g. 10GiB) on device N (default 0) for T (e.g. 30, 5m;\n"
-                 "             default: until SIGINT/SIGTERM), then free it and exit 0\n"
+                 "  alloc      hold SIZE (e.g. 10GiB) on device N for T (e.g. 30, 5m; default:\n"
+                 "             until SIGINT/SIGTERM), then free it and exit 0; N defaults to the\n"
+                 "             first of CUDA_VISIBLE_DEVICES (as set by vram run), else 0\n"
                  "  status     the state file, each device's use and the processes holding memory\n"
                  "  free-all   drop every allocation in the state file (also of live processes)\n");
 }
@@ -44,6 +45,18 @@ static bool parse_index(const char *text, int *out)
     if (errno || end == text || *end || v < 0 || v > INT_MAX) return false;
     *out = (int)v;
     return true;
+}
+
+/* The GPU a job was given: like CUDA, a job started by `vram run` with
+ * CUDA_VISIBLE_DEVICES=1 lands on device 1 by default. */
+static const char *default_device(void)
+{
+    static char first[16];
+    const char *visible = getenv("CUDA_VISIBLE_DEVICES");
+    int index;
+    snprintf(first, sizeof first, "%.*s", (int)strcspn(visible ? visible : "", ","),
+             visible ? visible : "");
+    return parse_index(first, &index) ? first : "0";
 }
 
 /* Waits for SIGINT/SIGTERM/SIGHUP (blocked by the caller) or `seconds`
@@ -81,10 +94,11 @@ static int sim_alloc(int argc, char **argv)
         {"help", no_argument, NULL, 'h'},
         {NULL, 0, NULL, 0},
     };
-    const char *mem_text = NULL, *device_text = "0";
+    const char *mem_text = NULL, *device_text = default_device();
     double seconds = -1;
     uint64_t bytes = 0;
     int device = 0;
+    if (!parse_index(device_text, &device)) device = 0;
     opterr = 0;
     optind = 1;
     int c;
@@ -163,47 +177,111 @@ static int sim_alloc(int argc, char **argv)
     return CLI_OK;
 }
 
-static int sim_status(void)
+/* The state of every simulated device: {state_file, devices[{index, name,
+ * total_bytes, used_bytes, free_bytes, health, processes[{pid, name,
+ * used_bytes}]}]}. */
+static json_t *status_json(vram_ctx_t *ctx, const char *path)
+{
+    json_t *root = json_object(), *devices = json_array();
+    json_object_set_new(root, "state_file", json_string(path));
+    for (int i = 0; i < vram_ctx_device_count(ctx); i++) {
+        vram_device_info_t d;
+        if (vram_device_info(ctx, i, &d) != 0) {
+            json_decref(root);
+            json_decref(devices);
+            return NULL;
+        }
+        json_t *dev = json_object(), *procs = json_null();
+        json_object_set_new(dev, "index", json_integer(i));
+        json_object_set_new(dev, "name", json_string(d.name));
+        json_object_set_new(dev, "total_bytes", json_integer((json_int_t)d.total_bytes));
+        bool known = d.used_bytes != VRAM_UNKNOWN_U64;
+        json_object_set_new(dev, "used_bytes",
+                            known ? json_integer((json_int_t)d.used_bytes) : json_null());
+        json_object_set_new(dev, "free_bytes",
+                            known ? json_integer((json_int_t)d.free_bytes) : json_null());
+        json_object_set_new(dev, "health", json_string(vram_health_name(d.health)));
+        size_t n = 0;
+        vram_process_info_t *list = NULL;
+        if (d.health != VRAM_HEALTH_ERROR && vram_device_processes(ctx, i, NULL, 0, &n) == 0 &&
+            (list = calloc(n + 1, sizeof *list)) &&
+            vram_device_processes(ctx, i, list, n + 1, &n) == 0) {
+            procs = json_array();
+            for (size_t k = 0; k < n; k++) {
+                json_t *p = json_object();
+                json_object_set_new(p, "pid", json_integer(list[k].pid));
+                json_object_set_new(p, "name",
+                                    *list[k].name ? json_string(list[k].name) : json_null());
+                json_object_set_new(p, "used_bytes", json_integer((json_int_t)list[k].used_bytes));
+                json_array_append_new(procs, p);
+            }
+        }
+        free(list);
+        json_object_set_new(dev, "processes", procs);
+        json_array_append_new(devices, dev);
+    }
+    json_object_set_new(root, "devices", devices);
+    return root;
+}
+
+static void print_status(json_t *root)
+{
+    printf("state file: %s\n", json_string_value(json_object_get(root, "state_file")));
+    size_t i, k;
+    json_t *dev, *p;
+    json_array_foreach(json_object_get(root, "devices"), i, dev)
+    {
+        char used[32], total[32];
+        json_t *used_json = json_object_get(dev, "used_bytes");
+        printf("device %zu  %-14s  %s of %s used  %s\n", i,
+               json_string_value(json_object_get(dev, "name")),
+               json_is_integer(used_json)
+                   ? vram_format_size((uint64_t)json_integer_value(used_json), used, sizeof used)
+                   : "unknown",
+               vram_format_size((uint64_t)json_integer_value(json_object_get(dev, "total_bytes")),
+                                total, sizeof total),
+               json_string_value(json_object_get(dev, "health")));
+        json_array_foreach(json_object_get(dev, "processes"), k, p)
+        {
+            const char *name = json_string_value(json_object_get(p, "name"));
+            printf("    pid %-8d %-16s %s\n", (int)json_integer_value(json_object_get(p, "pid")),
+                   name ? name : "-",
+                   vram_format_size((uint64_t)json_integer_value(json_object_get(p, "used_bytes")),
+                                    used, sizeof used));
+        }
+    }
+}
+
+static int sim_status(bool json)
 {
     char path[PATH_MAX];
     vram_ctx_t *ctx;
     int rc = open_sim("sim status", &ctx);
     if (rc) return rc;
     if (vram_sim_state_path(path, sizeof path) != 0) snprintf(path, sizeof path, "?");
-    printf("state file: %s\n", path);
-    for (int i = 0; i < vram_ctx_device_count(ctx); i++) {
-        vram_device_info_t d;
-        if (vram_device_info(ctx, i, &d) != 0) {
-            rc = cli_runtime_error("sim status", "%s", vram_last_error());
-            break;
-        }
-        char used[32], total[32];
-        printf("device %d  %-14s  %s of %s used  %s\n", i, d.name,
-               vram_format_size(d.used_bytes, used, sizeof used),
-               vram_format_size(d.total_bytes, total, sizeof total), vram_health_name(d.health));
-        vram_process_info_t procs[64];
-        size_t n = 0;
-        if (d.health == VRAM_HEALTH_ERROR ||
-            vram_device_processes(ctx, i, procs, sizeof procs / sizeof procs[0], &n) != 0)
-            continue;
-        for (size_t k = 0; k < n && k < sizeof procs / sizeof procs[0]; k++)
-            printf("    pid %-8d %-16s %s\n", (int)procs[k].pid,
-                   *procs[k].name ? procs[k].name : "-",
-                   vram_format_size(procs[k].used_bytes, used, sizeof used));
-        if (n > sizeof procs / sizeof procs[0])
-            printf("    ... and %zu more processes\n", n - sizeof procs / sizeof procs[0]);
-    }
+    json_t *root = status_json(ctx, path);
+    if (!root) rc = cli_runtime_error("sim status", "%s", vram_last_error());
     vram_ctx_close(ctx);
-    return rc;
+    if (!root) return rc;
+    if (json) {
+        cli_print_json(root);
+    } else {
+        print_status(root);
+        json_decref(root);
+    }
+    return CLI_OK;
 }
 
-static int sim_free_all(void)
+static int sim_free_all(bool json)
 {
     size_t freed = 0;
     int rc = vram_sim_free_all(&freed);
     if (rc == VRAM_EINVAL) return cli_usage_error("sim free-all", "%s", vram_last_error());
     if (rc) return cli_runtime_error("sim free-all", "%s", vram_last_error());
-    printf("dropped %zu allocation%s\n", freed, freed == 1 ? "" : "s");
+    if (json)
+        cli_print_json(json_pack("{s:I}", "dropped", (json_int_t)freed));
+    else
+        printf("dropped %zu allocation%s\n", freed, freed == 1 ? "" : "s");
     return CLI_OK;
 }
 
@@ -219,8 +297,17 @@ int vram_cli_sim(int argc, char **argv)
         return CLI_OK;
     }
     if (!strcmp(sub, "alloc")) return sim_alloc(argc - 1, argv + 1);
-    if (argc > 2) return cli_usage_error("sim", "unexpected argument \"%s\"", argv[2]);
-    if (!strcmp(sub, "status")) return sim_status();
-    if (!strcmp(sub, "free-all")) return sim_free_all();
+    bool json = false;
+    for (int i = 2; i < argc; i++) {
+        if (!strcmp(argv[i], "--json"))
+            json = true;
+        else if (!strcmp(argv[i], "-h") || !strcmp(argv[i], "--help")) {
+            usage(stdout);
+            return CLI_OK;
+        } else
+            return cli_usage_error("sim", "unexpected argument \"%s\"", argv[i]);
+    }
+    if (!strcmp(sub, "status")) return sim_status(json);
+    if (!strcmp(sub, "free-all")) return sim_free_all(json);
     return cli_usage_error("sim", "unknown subcommand \"%s\" (alloc, status or free-all)", sub);
 }

@@ -227,9 +227,9 @@ static void cuda_close(void *state)
                 vram_addr_map_each(&d->sizes, free_one, st);
                 leave_ctx(st, i, prev);
             }
-            CUcontext cur = NULL;
-            if (st->fn.ctx_get_current(&cur) == CUDA_SUCCESS && cur == d->ctx)
-                st->fn.ctx_set_current(NULL);
+            /* The thread's current context is left alone even when it is
+             * this primary context: then the caller (or the CUDA runtime)
+             * made it current, and it still holds its own reference. */
             st->fn.ctx_release(d->dev);
         }
         vram_addr_map_clear(&d->sizes);

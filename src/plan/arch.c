@@ -58,7 +58,7 @@ int vram_arch_acts(const vram_model_t *m, const vram_arch_shape_t *s, double *by
         return vram_arch_rnn_acts(m, s, bytes);
     if (m->family == VRAM_FAMILY_PROFILE) {
         /* measured in the profile's dtype; scaled to the compute dtype */
-        double scale = m->profile_dtype_bytes > 0 ? s->elem / m->profile_dtype_bytes : 1;
+        double scale = m->profile_dtype_bytes > 0 ? s->mm / m->profile_dtype_bytes : 1;
         double per = (double)m->profile_act_per_sample, fixed = (double)m->profile_act_fixed;
         if (s->training && s->checkpointing != VRAM_CKPT_NONE) per *= 0.5; /* no layer shapes */
         *bytes = scale * (per * (double)s->batch + fixed);

@@ -19,14 +19,21 @@ typedef struct {
  * vector) to the counts. */
 void vram_arch_add_tensor(vram_arch_params_t *p, uint64_t lead, uint64_t rows, uint64_t cols);
 
-/* What the activation model needs to know. Byte sizes: `elem` for floating
- * activations in the compute dtype (4 fp32, 2 half), `mask` for dropout masks
- * (1, torch.bool), 4 for fp32 statistics, 8 for int64 indices. */
+/* What the activation model needs to know. A saved tensor's bytes per
+ * element depend on its role (docs/estimation.md, "Half precision"):
+ *   mm   outputs of matmuls/convolutions and of elementwise ops on them
+ *        (4 fp32, 2 half and amp);
+ *   f32  outputs of ops autocast runs in fp32 (norms, softmax, pow, loss)
+ *        and the residual stream that mixes them (4 fp32 and amp, 2 half);
+ *   amp  autocast: a matmul that consumes an f32 tensor casts it and keeps
+ *        its own 2-byte copy (one per consuming matmul).
+ * Dropout masks are 1 byte, int64 indices 8, normalization statistics 4. */
 typedef struct {
     bool training;
     vram_checkpointing_t checkpointing;
     int64_t batch, seq, image;
-    double elem;
+    double mm, f32;
+    bool amp;
 } vram_arch_shape_t;
 
 /* The *_acts functions return activation bytes: for training, what autograd

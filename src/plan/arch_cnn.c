@@ -22,6 +22,7 @@ typedef struct {
 typedef struct {
     vram_arch_params_t params;
     double e;             /* bytes per float activation */
+    double logit_bytes;   /* bytes per log-probability */
     double sample, fixed; /* saved for backward */
     double working;       /* inference: largest input + output of one op */
     /* checkpointing: the bytes each block keeps and the size of its input */
@@ -122,10 +123,11 @@ static fmap_t dropout(net_t *n, fmap_t *x)
     return y;
 }
 
-/* Cross-entropy: log_softmax keeps its output, the loss the int64 target. */
+/* Cross-entropy: log_softmax keeps its output (fp32 under autocast), the
+ * loss the int64 target. */
 static void head_loss(net_t *n, fmap_t *logits)
 {
-    n->sample += n->e * numel(logits) + 8;
+    n->sample += n->logit_bytes * numel(logits) + 8;
 }
 
 static void block_begin(net_t *n, const fmap_t *x)
@@ -353,10 +355,11 @@ static void efficientnet_b0(net_t *n, fmap_t x, int64_t classes)
     head_loss(n, &x);
 }
 
-static int build(const vram_model_t *m, int64_t image, double e, net_t *n)
+static int build(const vram_model_t *m, int64_t image, double e, double logit_bytes, net_t *n)
 {
     memset(n, 0, sizeof *n);
     n->e = e;
+    n->logit_bytes = logit_bytes;
     int64_t classes = m->num_classes > 0 ? m->num_classes : 1000;
     if (image < 32)
         return vram_fail(VRAM_EINVAL, "image size %lld is too small for %s (at least 32)",
@@ -390,7 +393,7 @@ static int build(const vram_model_t *m, int64_t image, double e, net_t *n)
 int vram_arch_cnn_params(const vram_model_t *m, vram_arch_params_t *p)
 {
     net_t n;
-    int rc = build(m, m->image_size > 0 ? m->image_size : 224, 4, &n);
+    int rc = build(m, m->image_size > 0 ? m->image_size : 224, 4, 4, &n);
     if (rc) return rc;
     *p = n.params;
     return 0;
@@ -399,7 +402,7 @@ int vram_arch_cnn_params(const vram_model_t *m, vram_arch_params_t *p)
 int vram_arch_cnn_acts(const vram_model_t *m, const vram_arch_shape_t *s, double *bytes)
 {
     net_t n;
-    int rc = build(m, s->image, s->elem, &n);
+    int rc = build(m, s->image, s->mm, s->f32, &n);
     if (rc) return rc;
     double b = (double)s->batch;
     if (!s->training) {

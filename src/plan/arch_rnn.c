@@ -50,7 +50,7 @@ int vram_arch_rnn_acts(const vram_model_t *m, const vram_arch_shape_t *s, double
 {
     int rc = check(m);
     if (rc) return rc;
-    double e = s->elem, tok = (double)s->batch * (double)s->seq;
+    double e = s->mm, tok = (double)s->batch * (double)s->seq;
     double h = (double)m->hidden_size, E = (double)embed(m), L = (double)m->num_layers;
     double V = (double)m->vocab_size;
     if (!s->training) {
@@ -62,6 +62,6 @@ int vram_arch_rnn_acts(const vram_model_t *m, const vram_arch_shape_t *s, double
     double inputs = e * tok * (E + (L - 1) * h);
     double masks = tok * (E + (L - 1) * h + h);
     /* ids, decoder input, log-probabilities and targets */
-    *bytes = 8 * tok + layers + inputs + masks + e * tok * h + e * tok * V + 8 * tok;
+    *bytes = 8 * tok + layers + inputs + masks + e * tok * h + s->f32 * tok * V + 8 * tok;
     return 0;
 }

@@ -173,8 +173,8 @@ int vram_arch_transformer_params(const vram_model_t *m, vram_arch_params_t *p)
 }
 
 /* ---------------------------------------------------------------------- */
-/* Activations. Per layer, `unit(x)` is a float tensor of x elements per    */
-/* token; masks are torch.bool; LayerNorm keeps mean and rstd in fp32.      */
+/* Activations: what autograd keeps, tensor by tensor, per token unless     */
+/* said otherwise. Roles and byte sizes: see vram_arch_shape_t.            */
 /* ---------------------------------------------------------------------- */
 
 typedef struct {
@@ -184,15 +184,23 @@ typedef struct {
     double working; /* inference: peak working set of one layer */
 } layer_acts_t;
 
-/* Self- or cross-attention over q_len queries and kv_len keys, with dropout
- * probability > 0 when `dropout`. Returns the bytes of the attention core. */
-static double attention_core(double e, double b, double heads, double q_len, double kv_len,
-                             bool dropout)
+/* Bytes per element of an f32-role tensor that `n` matmuls consume: one
+ * 2-byte copy per matmul under autocast, else the tensor itself once. */
+static double fed(const vram_arch_shape_t *p, int n)
+{
+    return p->amp ? 2.0 * n : p->f32;
+}
+
+/* The attention core over q_len x kv_len scores: the softmax output (f32
+ * role; without dropout the second matmul keeps it too, as its own copy
+ * under autocast); with dropout also the mask and the dropped
+ * probabilities, which the second matmul keeps. */
+static double attention_core(const vram_arch_shape_t *p, double b, double heads, double q_len,
+                             double kv_len, bool dropout)
 {
     double scores = b * heads * q_len * kv_len;
-    /* softmax output (kept by softmax and by probs @ V); with dropout also
-     * the mask and the dropped probabilities that probs @ V keeps instead */
-    return dropout ? scores * (2 * e + MASK) : scores * e;
+    if (dropout) return scores * (p->f32 + MASK + fed(p, 1));
+    return scores * (p->f32 + (p->amp ? 2 : 0));
 }
 
 /* Inference working set of attention: q, k, v, context, scores and probs. */
@@ -220,142 +228,177 @@ static double stack(const layer_acts_t *l, double layers, vram_checkpointing_t c
     }
 }
 
-/* BERT/RoBERTa (post-LN) and GPT-2 (pre-LN) layers save the same tensors:
- * layer input, q, k, v, context, the attention output's LayerNorm input
- * and output (or in GPT-2: ln_1 output and ln_2 input/output), MLP input of
- * the activation and its output; two dropout masks; softmax, its dropout
- * mask and output. */
-static layer_acts_t classic_layer(double e, double b, double s, double h, double I, double a,
-                                  bool dropout, double mlp_tensors)
+/* BERT/RoBERTa (post-LN) and GPT-2 (pre-LN): two LayerNorm inputs on the
+ * residual stream (f32) and two LayerNorm outputs consumed by matmuls (in
+ * BERT the layer input feeds the separate q, k and v projections: three
+ * autocast copies); q, k, v and the context (mm); the MLP activation's
+ * I-wide tensors; two dropout masks; the attention core; LayerNorm mean and
+ * rstd (fp32). `qkv_consumers` is 3 for BERT, 1 for GPT-2's fused c_attn.
+ * With 2-byte activations, I = 4h and the fused GELU this is Korthikanti et
+ * al.'s 34·sbh + 5·as²b. */
+static layer_acts_t classic_layer(const vram_arch_shape_t *p, double b, double s, double h,
+                                  double I, double a, bool dropout, int qkv_consumers,
+                                  double mlp_bytes)
 {
     layer_acts_t l;
     double tok = b * s;
-    l.core = attention_core(e, b, a, s, s, dropout);
-    l.layer = e * tok * (8 * h + mlp_tensors * I) + (dropout ? MASK * tok * 2 * h : 0) +
-              2 * 2 * STAT * tok + l.core;
-    l.input = e * tok * h;
-    l.working = e * tok * h + max2(attention_working(e, b, s, h, h, a, s), e * tok * 2 * I);
+    l.core = attention_core(p, b, a, s, s, dropout);
+    double per_tok = h * (2 * p->f32 + fed(p, qkv_consumers) + fed(p, 1) + 4 * p->mm) +
+                     I * mlp_bytes + (dropout ? MASK * 2 * h : 0) + 2 * 2 * STAT;
+    l.layer = tok * per_tok + l.core;
+    l.input = p->f32 * tok * h;
+    l.working =
+        p->mm * tok * h + max2(attention_working(p->mm, b, s, h, h, a, s), p->mm * tok * 2 * I);
     return l;
 }
 
-/* LLaMA: RMSNorm keeps its input, its square (pow keeps its result), 1/rms,
- * the normalized tensor and its output; rotary keeps q and k rotated; k and v (repeated for GQA: a
- * copy of the full width); SwiGLU keeps gate, silu(gate), up and their product. */
-static layer_acts_t llama_layer(double e, double b, double s, double h, double I, double a)
+/* Bytes per MLP element kept by the activation between the two linears.
+ * The fused GELU keeps its input and output (2 mm). GPT-2's gelu_new, which
+ * Hugging Face writes out in Python, keeps x³'s input, tanh, 0.5·x, 1 + tanh
+ * and the product (five tensors in fp32, measured); under autocast pow and
+ * the arithmetic after it run in fp32 and the product is cast for the
+ * second linear (three fp32 and two 2-byte tensors, measured). */
+static double gelu_new_bytes(const vram_arch_shape_t *p)
+{
+    if (!p->amp) return 5 * p->mm;
+    return 3 * p->f32 + p->mm + 2; /* measured: three fp32, the input, the product's copy */
+}
+
+/* LLaMA: each RMSNorm keeps its input, its square (pow keeps its result),
+ * the normalized tensor (f32) and 1/rms per token, and its output feeds the
+ * q, k, v (or gate and up) projections; after rotary q and k feed the
+ * score matmul; v (repeated for GQA: a full-width copy) and the context are
+ * matmul outputs; SwiGLU keeps gate, silu(gate), up and their product. */
+static layer_acts_t llama_layer(const vram_arch_shape_t *p, double b, double s, double h, double I,
+                                double a)
 {
     layer_acts_t l;
     double tok = b * s;
-    l.core = attention_core(e, b, a, s, s, false);
-    l.layer = e * tok * (12 * h + 4 * I + 2) + l.core;
-    l.input = e * tok * h;
-    l.working = e * tok * h + max2(attention_working(e, b, s, h, h, a, s), e * tok * 3 * I);
+    l.core = attention_core(p, b, a, s, s, false);
+    double norms = 2 * (3 * h + 1) * p->f32 + h * (fed(p, 3) + fed(p, 2));
+    double attn = h * (2 * fed(p, 1) + 2 * p->mm);
+    l.layer = tok * (norms + attn + 4 * I * p->mm) + l.core;
+    l.input = p->f32 * tok * h;
+    l.working =
+        p->mm * tok * h + max2(attention_working(p->mm, b, s, h, h, a, s), p->mm * tok * 3 * I);
     return l;
 }
 
-/* torchvision ViT: nn.MultiheadAttention keeps a copy of its input, the
- * scaled q, contiguous copies of k and v and the context; no dropout. */
-static layer_acts_t vit_layer(double e, double b, double s, double h, double I, double a)
+/* torchvision ViT: LayerNorm inputs on the stream; nn.MultiheadAttention
+ * keeps its (cast or reshaped) input, the scaled q, contiguous k and v, and
+ * the context; the MLP keeps GELU's input and output; no dropout. */
+static layer_acts_t vit_layer(const vram_arch_shape_t *p, double b, double s, double h, double I,
+                              double a)
 {
     layer_acts_t l;
     double tok = b * s;
-    l.core = attention_core(e, b, a, s, s, false);
-    l.layer = e * tok * (8 * h + 2 * I) + 2 * 2 * STAT * tok + l.core;
-    l.input = e * tok * h;
-    l.working = e * tok * h + max2(attention_working(e, b, s, h, h, a, s), e * tok * 2 * I);
+    l.core = attention_core(p, b, a, s, s, false);
+    l.layer = tok * (h * (2 * p->f32 + 2 * fed(p, 1) + 4 * p->mm) + 2 * I * p->mm + 2 * 2 * STAT) +
+              l.core;
+    l.input = p->f32 * tok * h;
+    l.working =
+        p->mm * tok * h + max2(attention_working(p->mm, b, s, h, h, a, s), p->mm * tok * 2 * I);
     return l;
 }
 
-/* T5: RMS norms (input, its square, 1/rms, normalized, output), q, k, v, context, one
- * mask per dropout; the feed-forward keeps relu's output, its mask and the
- * dropped output (gated: gelu input and output, the linear branch, the
- * product). kv_len and `cross` describe the attention in the decoder. */
-static double t5_norm(double e, double tok, double h)
+/* T5's RMS norm: input, square, normalized (f32) and 1/rms; its output is
+ * counted by whoever consumes it. */
+static double t5_norm(const vram_arch_shape_t *p, double tok, double h)
 {
-    return e * tok * (4 * h + 1);
+    return p->f32 * tok * (3 * h + 1);
 }
 
-static double t5_ff_acts(double e, double tok, double h, double f, bool gated)
+/* Feed-forward sublayer: norm, its output into wi; relu keeps its output
+ * (gated: gelu's input and output, the linear branch and the product), its
+ * dropout mask and the dropped output for wo; the residual dropout mask. */
+static double t5_ff_acts(const vram_arch_shape_t *p, double tok, double h, double f, bool gated)
 {
-    double ff =
-        gated ? e * tok * 4 * f + MASK * tok * f + e * tok * f : e * tok * 2 * f + MASK * tok * f;
-    return t5_norm(e, tok, h) + ff + MASK * tok * h;
+    double ff = gated ? tok * f * (5 * p->mm + MASK) : tok * f * (2 * p->mm + MASK);
+    return t5_norm(p, tok, h) + fed(p, gated ? 2 : 1) * tok * h + ff + MASK * tok * h;
 }
 
-/* q, context (h each) and, for self-attention, k and v. */
-static double t5_attention_acts(double e, double b, double q_len, double h, double a, double kv_len,
-                                bool self)
+/* Attention sublayer: norm and its output (into q, k, v for
+ * self-attention, into q for cross-attention); q, context and, for
+ * self-attention, k and v; the residual dropout mask; the core. */
+static double t5_attention_acts(const vram_arch_shape_t *p, double b, double q_len, double h,
+                                double a, double kv_len, bool self)
 {
     double tok = b * q_len;
-    return t5_norm(e, tok, h) + e * tok * 2 * h + (self ? e * b * kv_len * 2 * h : 0) +
-           MASK * tok * h + attention_core(e, b, a, q_len, kv_len, true);
+    return t5_norm(p, tok, h) + fed(p, self ? 3 : 1) * tok * h + p->mm * tok * 2 * h +
+           (self ? p->mm * b * kv_len * 2 * h : 0) + MASK * tok * h +
+           attention_core(p, b, a, q_len, kv_len, true);
 }
 
-static double logits(double e, double tok, double V)
+/* log_softmax of the loss keeps its output (fp32 under autocast), the loss
+ * the int64 targets. */
+static double logits(const vram_arch_shape_t *p, double tok, double V)
 {
-    /* log_softmax keeps its output; the loss keeps the int64 targets */
-    return e * tok * V + IDX * tok;
+    return p->f32 * tok * V + IDX * tok;
 }
 
 int vram_arch_transformer_acts(const vram_model_t *m, const vram_arch_shape_t *sh, double *bytes)
 {
     int rc = check_shape(m);
     if (rc) return rc;
-    double e = sh->elem, b = (double)sh->batch, s = (double)sh->seq;
+    double b = (double)sh->batch, s = (double)sh->seq;
     double h = (double)m->hidden_size, I = (double)m->intermediate_size;
     double a = (double)m->num_heads, V = (double)m->vocab_size, L = (double)m->num_layers;
     double tok = b * s, total = 0;
     layer_acts_t l;
     switch (m->family) {
     case VRAM_FAMILY_BERT:
-        l = classic_layer(e, b, s, h, I, a, true, 2);
+        l = classic_layer(sh, b, s, h, I, a, true, 3, 2 * sh->mm);
         if (!sh->training) {
             *bytes = l.working;
             return 0;
         }
         /* ids, token types, positions; embedding LayerNorm and its dropout */
-        total = IDX * (2 * tok + s) + e * tok * h + 2 * STAT * tok + MASK * tok * h;
+        total = IDX * (2 * tok + s) + sh->f32 * tok * h + 2 * STAT * tok + MASK * tok * h;
         total += stack(&l, L, sh->checkpointing);
-        /* last hidden state (kept by the pooler / a head), pooled output */
-        total += e * tok * h + (m->has_pooler ? e * b * h : 0);
+        /* the last hidden state, of which the pooler takes the first token
+         * (autocast copies just that slice), and the pooled output */
+        total += sh->amp ? 2 * b * h : sh->f32 * tok * h;
+        if (m->has_pooler) total += sh->mm * b * h;
         break;
     case VRAM_FAMILY_GPT2:
-    case VRAM_FAMILY_GPTNEOX:
-        l = classic_layer(e, b, s, h, I, a, m->family == VRAM_FAMILY_GPT2,
-                          m->family == VRAM_FAMILY_GPT2 ? 5 : 2);
+    case VRAM_FAMILY_GPTNEOX: {
+        bool gpt2 = m->family == VRAM_FAMILY_GPT2;
+        l = classic_layer(sh, b, s, h, I, a, gpt2, 1, gpt2 ? gelu_new_bytes(sh) : 2 * sh->mm);
         if (!sh->training) {
-            *bytes = l.working + e * tok * V;
+            *bytes = l.working + sh->mm * tok * V;
             return 0;
         }
-        total = IDX * (tok + s) + (m->family == VRAM_FAMILY_GPT2 ? MASK * tok * h : 0);
+        total = IDX * (tok + s) + (gpt2 ? MASK * tok * h : 0);
         total += stack(&l, L, sh->checkpointing);
-        /* final LayerNorm input and output, logits */
-        total += 2 * e * tok * h + 2 * STAT * tok + logits(e, tok, V);
+        /* final LayerNorm input and output (into the LM head), logits */
+        total += (sh->f32 + fed(sh, 1)) * tok * h + 2 * STAT * tok + logits(sh, tok, V);
         break;
+    }
     case VRAM_FAMILY_LLAMA:
-        l = llama_layer(e, b, s, h, I, a);
+        l = llama_layer(sh, b, s, h, I, a);
         if (!sh->training) {
-            *bytes = l.working + e * tok * V;
+            *bytes = l.working + sh->mm * tok * V;
             return 0;
         }
-        /* token ids; the rotary cos and sin tables that q and k are scaled by */
-        total = IDX * tok + 2 * e * s * (double)head_dim(m) + stack(&l, L, sh->checkpointing);
-        total += e * tok * (4 * h + 1) + logits(e, tok, V);
+        /* token ids; the rotary cos and sin tables (fp32) */
+        total = IDX * tok + 2 * 4.0 * s * (double)head_dim(m) + stack(&l, L, sh->checkpointing);
+        total += tok * ((3 * h + 1) * sh->f32 + h * fed(sh, 1)) + logits(sh, tok, V);
         break;
     case VRAM_FAMILY_VIT: {
-        double img = (double)sh->image;
+        double img = (double)sh->image, pixels = (double)m->num_channels * img * img;
         double n = (double)((sh->image / m->patch_size) * (sh->image / m->patch_size)) + 1;
         tok = b * n;
-        l = vit_layer(e, b, n, h, I, a);
+        l = vit_layer(sh, b, n, h, I, a);
         if (!sh->training) {
-            *bytes = e * b * m->num_channels * img * img + l.working;
+            *bytes = sh->mm * b * pixels + l.working;
             return 0;
         }
-        /* the image (kept by the patch convolution) */
-        total = e * b * (double)m->num_channels * img * img + stack(&l, L, sh->checkpointing);
-        /* final LayerNorm input and output (the head keeps a view of it) */
-        total += 2 * e * tok * h + 2 * STAT * tok;
-        if (m->has_pooler) total += e * b * h;
-        if (m->num_classes > 0) total += logits(e, b, (double)m->num_classes);
+        /* the image (or its cast), kept by the patch convolution */
+        total = fed(sh, 1) * b * pixels + stack(&l, L, sh->checkpointing);
+        /* final LayerNorm input; the head takes the class token of its output */
+        total += sh->f32 * tok * h + 2 * STAT * tok + (sh->amp ? 2 * b * h : sh->f32 * tok * h);
+        if (m->has_pooler) total += sh->mm * b * h;
+        if (m->num_classes > 0) total += logits(sh, b, (double)m->num_classes);
         break;
     }
     case VRAM_FAMILY_T5: {
@@ -363,31 +406,31 @@ int vram_arch_transformer_acts(const vram_model_t *m, const vram_arch_shape_t *s
         double sd = s; /* decoder (target) length: the same as the input's */
         double tokd = b * sd;
         layer_acts_t enc_l, dec_l;
-        enc_l.core = attention_core(e, b, a, s, s, true);
+        enc_l.core = attention_core(sh, b, a, s, s, true);
         enc_l.layer =
-            t5_attention_acts(e, b, s, h, a, s, true) + t5_ff_acts(e, tok, h, I, m->gated_mlp);
-        enc_l.input = e * tok * h;
-        dec_l.core = attention_core(e, b, a, sd, sd, true) + attention_core(e, b, a, sd, s, true);
-        dec_l.layer = t5_attention_acts(e, b, sd, h, a, sd, true) +
-                      t5_attention_acts(e, b, sd, h, a, s, false) +
-                      t5_ff_acts(e, tokd, h, I, m->gated_mlp);
-        dec_l.input = e * tokd * h;
+            t5_attention_acts(sh, b, s, h, a, s, true) + t5_ff_acts(sh, tok, h, I, m->gated_mlp);
+        enc_l.input = sh->f32 * tok * h;
+        dec_l.core = attention_core(sh, b, a, sd, sd, true) + attention_core(sh, b, a, sd, s, true);
+        dec_l.layer = t5_attention_acts(sh, b, sd, h, a, sd, true) +
+                      t5_attention_acts(sh, b, sd, h, a, s, false) +
+                      t5_ff_acts(sh, tokd, h, I, m->gated_mlp);
+        dec_l.input = sh->f32 * tokd * h;
         if (!sh->training) {
-            l = classic_layer(e, b, s, h, I, a, false, 2);
-            *bytes = l.working + e * tokd * V;
+            l = classic_layer(sh, b, s, h, I, a, false, 1, 2 * sh->mm);
+            *bytes = l.working + sh->mm * tokd * V;
             return 0;
         }
         /* relative-position bucket indices (batch independent) */
         total = IDX * (s * s + sd * sd);
         total += IDX * tok + MASK * tok * h + stack(&enc_l, L, sh->checkpointing);
-        /* final encoder norm, its dropout; the output is kept by every
-         * cross-attention's k and v projections (once) */
-        total += t5_norm(e, tok, h) - e * tok * h + MASK * tok * h + e * tok * h;
-        /* cross-attention k and v: b * s * h each per decoder layer */
-        total += dec * e * tok * 2 * h;
+        /* final encoder norm and dropout; its output feeds the k and v
+         * projections of every cross-attention, which keep their outputs */
+        total += t5_norm(sh, tok, h) + MASK * tok * h + fed(sh, 2 * (int)dec) * tok * h;
+        total += dec * sh->mm * tok * 2 * h;
         total += IDX * tokd + MASK * tokd * h + stack(&dec_l, dec, sh->checkpointing);
-        total += t5_norm(e, tokd, h) - e * tokd * h + MASK * tokd * h + e * tokd * h;
-        total += logits(e, tokd, V);
+        /* final decoder norm, dropout, the rescaled output into the head */
+        total += t5_norm(sh, tokd, h) + MASK * tokd * h + fed(sh, 1) * tokd * h;
+        total += logits(sh, tokd, V);
         break;
     }
     default:

@@ -21,6 +21,11 @@ static bool is_half(vram_precision_t p)
     return p != VRAM_PREC_FP32;
 }
 
+static bool is_amp(vram_precision_t p)
+{
+    return p == VRAM_PREC_AMP_FP16 || p == VRAM_PREC_AMP_BF16;
+}
+
 /* Bytes per weight as stored on the GPU. int4 keeps one fp16 scale per
  * group of 128 weights (GPTQ/AWQ-style), int8 one per output row (ignored). */
 static double weight_bytes(vram_precision_t p)
@@ -130,7 +135,7 @@ int vram_estimate(const vram_model_t *m, const vram_estimate_config_t *c, vram_e
     double wb = weight_bytes(c->precision);
     double params = wb * n, grads = 0, states = 0;
     if (train) {
-        bool amp = c->precision == VRAM_PREC_AMP_FP16 || c->precision == VRAM_PREC_AMP_BF16;
+        bool amp = is_amp(c->precision);
         /* pure half precision keeps the optimizer states in half too */
         double state = (is_half(c->precision) && !amp) ? 2 : 4;
         grads = wb * n;
@@ -147,7 +152,9 @@ int vram_estimate(const vram_model_t *m, const vram_estimate_config_t *c, vram_e
         .batch = c->batch_size,
         .seq = seq,
         .image = image,
-        .elem = is_half(c->precision) ? 2 : 4,
+        .mm = is_half(c->precision) ? 2 : 4,
+        .f32 = (c->precision == VRAM_PREC_FP32 || is_amp(c->precision)) ? 4 : 2,
+        .amp = is_amp(c->precision) && train,
     };
     double acts = 0;
     rc = vram_arch_acts(m, &shape, &acts);
@@ -163,9 +170,9 @@ int vram_estimate(const vram_model_t *m, const vram_estimate_config_t *c, vram_e
              * cross-attention keys/values of the encoded input */
             double layers =
                 (double)(m->num_decoder_layers > 0 ? m->num_decoder_layers : m->num_layers);
-            kv = 2 * layers * kvd * b * shape.elem * ((double)c->max_new_tokens + (double)seq);
+            kv = 2 * layers * kvd * b * shape.mm * ((double)c->max_new_tokens + (double)seq);
         } else {
-            kv = 2 * (double)m->num_layers * kvd * tokens * b * shape.elem;
+            kv = 2 * (double)m->num_layers * kvd * tokens * b * shape.mm;
         }
     }
 

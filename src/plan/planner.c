@@ -71,14 +71,23 @@ static void suggestions(const vram_model_t *m, const vram_estimate_config_t *c, 
     vram_estimate_t base, alt, combined = {0};
     if (estimate_at(m, c, batch, &base)) return;
     vram_estimate_config_t v;
-    if (c->precision == VRAM_PREC_FP32) {
+    if (c->precision == VRAM_PREC_FP32 && c->mode == VRAM_MODE_TRAIN) {
         v = *c;
-        v.precision = c->mode == VRAM_MODE_TRAIN ? VRAM_PREC_AMP_BF16 : VRAM_PREC_BF16;
+        v.precision = VRAM_PREC_AMP_BF16;
         v.batch_size = batch;
         if (!vram_estimate(m, &v, &alt))
-            suggest(p, c->mode == VRAM_MODE_TRAIN ? "precision=amp-bf16" : "precision=bf16",
-                    "mixed precision: half-precision activations and weights", base.total, &alt,
-                    budget);
+            suggest(p, "precision=amp-bf16", "mixed precision (autocast, fp32 master weights)",
+                    base.total, &alt, budget);
+    }
+    if (c->precision == VRAM_PREC_FP32 ||
+        (c->mode == VRAM_MODE_TRAIN && c->precision != VRAM_PREC_BF16 &&
+         c->precision != VRAM_PREC_FP16)) {
+        v = *c;
+        v.precision = VRAM_PREC_BF16;
+        v.batch_size = batch;
+        if (!vram_estimate(m, &v, &alt))
+            suggest(p, "precision=bf16", "bf16 weights, gradients, states and activations",
+                    base.total, &alt, budget);
     }
     if (c->mode == VRAM_MODE_INFER) {
         v = *c;

@@ -162,6 +162,8 @@ static void segment_release(vram_pool_t *pool, vram_pool_segment_t *seg)
     vram_pool_block_t *b = seg->first;
     tree_take(pool, b);
     block_delete(pool, b);
+    /* A refused free (a driver error) cannot be retried meaningfully; the
+     * segment is forgotten either way so the pool stays consistent. */
     pool->src.free(pool->src.user, (void *)seg->base);
     pool->stats.num_device_free++;
     vram_pool_stat_update(pool->stats.segment, seg->kind, -1);
@@ -354,7 +356,10 @@ static int oom_error(vram_pool_t *pool, size_t size, size_t rounded, uintptr_t s
                      "block %s (%" PRIu64 " bytes); device free memory %s of %s; pool limit %s. %s",
                      pool->src.device, why, req, size, rounded, stream, res, unal,
                      reserved - allocated, big, s.largest_free_block, dfree, dtotal, lim,
-                     reserved - allocated >= rounded
+                     !rounded || rounded > pool->device_total
+                         ? "No amount of freeing makes it fit: split the tensor or use a larger "
+                           "device."
+                     : reserved - allocated >= rounded
                          ? "Much is reserved but unallocated: the cache is fragmented; try "
                            "VRAM_POOL_STRATEGY=fragmentation-aware."
                          : "Free memory (smaller batch, offload) or raise the limit.");
@@ -377,7 +382,7 @@ static int alloc_slow(vram_pool_t *pool, int kind, uintptr_t stream, size_t size
 
     if (!in_oom_handler && pool->handler_count) {
         int count = pool->handler_count;
-        __typeof__(pool->handlers[0]) handlers[VRAM_POOL_MAX_OOM_HANDLERS];
+        vram_pool_handler_t handlers[VRAM_POOL_MAX_OOM_HANDLERS];
         memcpy(handlers, pool->handlers, sizeof handlers[0] * (size_t)count);
         for (int i = 0; i < count; i++) {
             pthread_mutex_unlock(&pool->lock);
@@ -538,15 +543,16 @@ int vram_pool_config_from_options(vram_pool_config_t *cfg)
     vram_pool_config_t c = {0};
     int rc = vram_pool_strategy_parse(vram_option_str(VRAM_OPT_POOL_STRATEGY), &c.strategy);
     if (rc) return vram_fail(rc, "VRAM_POOL_STRATEGY: %s", vram_last_error());
+    /* A fraction stays a fraction until the pool knows the device's total;
+     * the core's rule tells the two forms apart and validates both. */
     const char *limit = vram_option_str(VRAM_OPT_POOL_LIMIT);
-    char *end;
-    double frac = strtod(limit, &end);
-    if (*end == '\0' && strchr(limit, '.') && frac >= 0 && frac <= 1) {
-        c.limit_fraction = frac;
-    } else {
-        rc = vram_parse_size(limit, &c.limit_bytes);
-        if (rc) return vram_fail(rc, "VRAM_POOL_LIMIT: %s", vram_last_error());
-    }
+    uint64_t checked;
+    rc = vram_parse_size_or_fraction(limit, 0, &checked);
+    if (rc) return vram_fail(rc, "VRAM_POOL_LIMIT: %s", vram_last_error());
+    if (strchr(limit, '.') && !strpbrk(limit, "bBkKmMgGtT"))
+        c.limit_fraction = strtod(limit, NULL);
+    else
+        vram_parse_size(limit, &c.limit_bytes);
     const char *trace = vram_option_str(VRAM_OPT_POOL_TRACE);
     c.trace_path = *trace ? trace : NULL;
     *cfg = c;

@@ -168,6 +168,11 @@ typedef struct {
 int vram_pool_create_on(const vram_pool_source_t *src, const vram_pool_config_t *cfg,
                         vram_pool_t **out);
 
+typedef struct {
+    vram_pool_oom_fn fn;
+    void *user;
+} vram_pool_handler_t;
+
 /* Block structs come from slabs so splitting never calls malloc in the hot path. */
 typedef struct vram_block_slab vram_block_slab_t;
 
@@ -192,10 +197,7 @@ struct vram_pool {
     vram_pool_block_t *spare_blocks;
     vram_block_slab_t *slabs;
     /* OOM handlers (copied before being called without the lock) */
-    struct {
-        vram_pool_oom_fn fn;
-        void *user;
-    } handlers[VRAM_POOL_MAX_OOM_HANDLERS];
+    vram_pool_handler_t handlers[VRAM_POOL_MAX_OOM_HANDLERS];
     int handler_count;
     /* tracing */
     FILE *trace;

@@ -36,9 +36,6 @@ int vram_ledger_probe(vram_sched_t *s, sched_dev_t *devs)
     if (!procs) return vram_fail(VRAM_ENOMEM, "out of memory");
     for (size_t i = 0; i < s->nactive; i++)
         memset(s->active[i]->used_bytes, 0, sizeof s->active[i]->used_bytes);
-    bool any_running = false;
-    for (size_t i = 0; i < s->nactive; i++)
-        if (s->active[i]->job.state == VRAM_JOB_RUNNING) any_running = true;
 
     for (int d = 0; d < s->ndev; d++) {
         sched_dev_t *dv = &devs[d];
@@ -57,13 +54,19 @@ int vram_ledger_probe(vram_sched_t *s, sched_dev_t *devs)
             dv->margin = 0;
 
         /* What running jobs' own processes use here, capped by their reservation. */
-        uint64_t covered = 0;
+        uint64_t covered = 0, dead = 0;
         size_t n = 0;
-        if (any_running && s->dev.processes &&
+        if (s->dev.processes &&
             s->dev.processes(s->dev.arg, d, procs, MAX_PROCS, &n) == 0) {
             if (n > MAX_PROCS) n = MAX_PROCS;
             for (size_t p = 0; p < n; p++) {
                 if (procs[p].used_bytes == VRAM_UNKNOWN_U64) continue;
+                /* An exited process not yet reaped (a zombie) holds no device
+                 * memory any more, whatever a backend's bookkeeping says. */
+                if (!vram_pid_alive(procs[p].pid, 0)) {
+                    dead += procs[p].used_bytes;
+                    continue;
+                }
                 sched_job_t *j = owner_of(s, procs[p].pid);
                 int slot = j ? placed_slot(j, d) : -1;
                 if (slot < 0) continue; /* not ours, or ours on a device not granted */
@@ -80,6 +83,7 @@ int vram_ledger_probe(vram_sched_t *s, sched_dev_t *devs)
             uint64_t u = j->used_bytes[slot];
             covered += u < j->job.reserved_bytes ? u : j->job.reserved_bytes;
         }
+        dv->used = dv->used > dead ? dv->used - dead : 0;
         dv->unmanaged = dv->used > covered ? dv->used - covered : 0;
         uint64_t off = dv->margin + dv->unmanaged;
         dv->usable = dv->total > off ? dv->total - off : 0;

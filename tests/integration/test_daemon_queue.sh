@@ -20,11 +20,13 @@ pass "admission, CUDA_VISIBLE_DEVICES/VRAM_JOB_ID, COMMAND's exit status"
 # A blocker takes the whole GPU while jobs queue behind it.
 blocker() { "$VRAM" run --quiet --mem 40GiB --name blocker -- "$VRAM" sim alloc --mem 40GiB --seconds "$1" >/dev/null; }
 blocker 2.5 &
+BG=($!)
 wait_state 3 running
 queued() { field "$(api GET /v1/status)" 'd["pending_jobs"]'; }
 submit_bg() { # NAME PRIORITY
     "$VRAM" run --quiet --mem 30GiB --priority "$2" --name "$1" -- \
         sh -c "echo $1 >>'$T/order'; '$VRAM' sim alloc --mem 30GiB --seconds 0.2 >/dev/null" &
+    BG+=($!)
 }
 submit_bg low1 0; for _ in $(seq 50); do [ "$(queued)" = 1 ] && break; sleep 0.05; done
 submit_bg low2 0; for _ in $(seq 50); do [ "$(queued)" = 2 ] && break; sleep 0.05; done
@@ -37,13 +39,14 @@ set +e; err=$("$VRAM" run --mem 30GiB --timeout 1 -- true 2>&1); rc=$?; set -e
 [ $rc = 1 ] || fail "timeout exit $rc"
 grep -q "GPU memory timeout after 1 s" <<<"$err" || fail "timeout message: $err"
 for _ in $(seq 40); do check_ledger; sleep 0.1; done
-wait
+wait "${BG[@]}"
 [ "$(tr '\n' ' ' <"$T/order")" = "high low1 low2 " ] || fail "start order: $(cat "$T/order")"
 pass "queue: priority first, then arrival; --timeout ends as 'GPU memory timeout after 1 s'; ledger held at 40 samples"
 
 # Degradation: 30 GiB held, 10 GiB free; batch 64 at 20 GiB does not fit,
 # 0.25 GiB per sample -> at most 24 samples; 3 x 22 keeps the batch >= 64.
 "$VRAM" run --quiet --mem 30GiB --name hold -- "$VRAM" sim alloc --mem 30GiB --seconds 1.5 >/dev/null &
+HOLD=$!
 for _ in $(seq 50); do [ "$(field "$(api GET /v1/status)" 'd["active_jobs"]')" = 1 ] && break; sleep 0.05; done
 out=$("$VRAM" run --mem 20GiB --batch-size 64 --min-batch-size 8 --per-sample-mem 256MiB -- \
     sh -c 'echo "$VRAM_BATCH_SIZE x $VRAM_GRAD_ACCUM"' 2>"$T/err")
@@ -53,7 +56,7 @@ id=$(field "$(api GET '/v1/jobs?limit=1')" '[j for j in d["jobs"] if j["batch_si
 j=$(api GET "/v1/jobs/$id")
 [ "$(field "$j" 'd["degraded"]')" = True ] || fail "not marked degraded: $j"
 [ "$(field "$j" 'd["reserved_bytes"]')" = $((19 * GiB / 2)) ] || fail "reserved: $j"
-wait
+wait $HOLD
 pass "degradation: batch 64 -> 22 x 3 accumulation steps in 9.5 GiB"
 
 # OOM retry: COMMAND fails with 'CUDA out of memory' above batch 16.

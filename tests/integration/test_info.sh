@@ -109,6 +109,12 @@ wait "$holder" || rc=$?
 [ "$rc" = 0 ] || fail "holder exited $rc after its memory was dropped by free-all"
 ok "sim status and free-all"
 
+CUDA_VISIBLE_DEVICES=1,0 "$VRAM_BIN" sim alloc --mem 1GiB --seconds 0 >"$tmp/cvd.out"
+grep -q "on sim device 1" "$tmp/cvd.out" || fail "sim alloc follows CUDA_VISIBLE_DEVICES"
+CUDA_VISIBLE_DEVICES=1 "$VRAM_BIN" sim alloc --mem 1GiB --device 0 --seconds 0 >"$tmp/cvd.out"
+grep -q "on sim device 0" "$tmp/cvd.out" || fail "--device wins over CUDA_VISIBLE_DEVICES"
+ok "sim alloc defaults to the first of CUDA_VISIBLE_DEVICES"
+
 # ---- custom models and failure injection -------------------------------
 VRAM_SIM="mygpu:24GiB,A100-40GB@fail" VRAM_SIM_STATE=$tmp/g.state "$VRAM_BIN" info --json >"$tmp/g.json"
 check "$tmp/g.json" "d['devices'][0]['name']=='mygpu' and d['devices'][0]['total_bytes']==24*$GIB and d['devices'][0]['compute_capability'] is None and d['devices'][0]['multiprocessors'] is None and d['devices'][0]['power_w'] is None"

@@ -246,6 +246,33 @@ static void caller_context_is_restored(void **state)
     dlclose(d.lib);
 }
 
+/* Like PyTorch: the caller holds device 0's primary context and has it
+ * current. vram shares it and, on close, neither unsets nor destroys it. */
+static void shared_primary_context_survives_close(void **state)
+{
+    (void)state;
+    void *st = open_ok();
+    direct_t d = direct_open();
+    CUcontext mine = NULL;
+    assert_int_equal(d.retain(&mine, 0), CUDA_SUCCESS);
+    assert_int_equal(d.set_current(mine), CUDA_SUCCESS);
+    void *p = NULL;
+    assert_int_equal(ops->alloc(st, 0, 128 * MiB, &p), 0);
+    CUdeviceptr own = 0;
+    assert_int_equal(d.alloc(&own, 64 * MiB), CUDA_SUCCESS);
+    ops->close(st);
+    CUcontext now = NULL;
+    assert_int_equal(d.get_current(&now), CUDA_SUCCESS);
+    assert_ptr_equal(now, mine);
+    size_t fr = 0, total = 0;
+    assert_int_equal(d.mem_info(&fr, &total), CUDA_SUCCESS); /* still alive */
+    assert_int_equal(total - fr, 64 * MiB); /* vram's leftover was freed, ours kept */
+    assert_int_equal(d.mem_free(own), CUDA_SUCCESS);
+    assert_int_equal(d.set_current(NULL), CUDA_SUCCESS);
+    assert_int_equal(d.release(0), CUDA_SUCCESS);
+    dlclose(d.lib);
+}
+
 static void close_frees_what_is_left(void **state)
 {
     (void)state;
@@ -410,6 +437,7 @@ int main(void)
         cmocka_unit_test_setup(reports_configured_numbers, setup),
         cmocka_unit_test_setup(alloc_free_contract, setup),
         cmocka_unit_test_setup(caller_context_is_restored, setup),
+        cmocka_unit_test_setup(shared_primary_context_survives_close, setup),
         cmocka_unit_test_setup(close_frees_what_is_left, setup),
         cmocka_unit_test_setup(out_of_memory_is_enomem, setup),
         cmocka_unit_test_setup(injected_failures_are_translated, setup),

@@ -158,16 +158,16 @@ static void nothing_fits_suggests_changes(void **state)
     assert_int_equal(p.fit, VRAM_FIT_NO);
     assert_int_equal(p.micro_batch_size, 0);
     assert_true(p.nsuggestions >= 4);
-    bool amp = false, ckpt = false, adam8 = false, zero = false;
+    bool bf16 = false, ckpt = false, adam8 = false, zero = false;
     for (int i = 0; i < p.nsuggestions; i++) {
         const vram_plan_suggestion_t *s = &p.suggestions[i];
         assert_true(s->saving_bytes > 0 && s->saving_bytes < p.current.total);
-        amp |= !strcmp(s->name, "precision=amp-bf16");
+        bf16 |= !strcmp(s->name, "precision=bf16");
         ckpt |= !strcmp(s->name, "checkpointing=full");
         adam8 |= !strcmp(s->name, "optimizer=adam8bit");
         zero |= !strncmp(s->name, "zero=3", 6);
     }
-    assert_true(amp && ckpt && adam8 && zero);
+    assert_true(bf16 && ckpt && adam8 && zero);
     /* each saving is the difference of two estimates */
     vram_estimate_config_t alt = c;
     alt.checkpointing = VRAM_CKPT_FULL;

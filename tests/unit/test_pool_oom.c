@@ -228,7 +228,12 @@ static void limit_from_fraction_and_options(void **state)
     assert_int_equal(vram_pool_stats(pool, &s), 0);
     assert_int_equal(s.limit_bytes, 128 * MiB);
     vram_pool_destroy(pool);
+    assert_int_equal(vram_option_set(VRAM_OPT_POOL_LIMIT, "1.5"), VRAM_EINVAL); /* not a fraction */
     assert_int_equal(vram_option_set(VRAM_OPT_POOL_LIMIT, "0"), 0);
+    vram_pool_config_t from_options;
+    assert_int_equal(vram_pool_config_from_options(&from_options), 0);
+    assert_int_equal(from_options.limit_bytes, 0);
+    assert_true(from_options.limit_fraction == 0.0);
 }
 
 /* ---- trim ------------------------------------------------------------- */
