@@ -448,7 +448,9 @@ VRAM_API int vram_model_param_count(const vram_model_t *m, uint64_t *params, uin
 VRAM_API const char *vram_family_name(vram_family_t f);
 
 typedef enum { VRAM_MODE_TRAIN, VRAM_MODE_INFER } vram_mode_t;
-/* amp-*: fp32 master weights, half-precision activations. int8/int4: inference only. */
+/* amp-*: autocast (matmuls in half precision, norms/softmax in fp32) with fp32
+ * master weights: 16 bytes/parameter with Adam (ZeRO's accounting).
+ * fp16/bf16: everything in half precision. int8/int4: inference only. */
 typedef enum {
     VRAM_PREC_FP32,
     VRAM_PREC_FP16,

@@ -194,8 +194,9 @@ static json_t *status_json(vram_ctx_t *ctx, const char *path)
         json_t *dev = json_object(), *procs = json_null();
         json_object_set_new(dev, "index", json_integer(i));
         json_object_set_new(dev, "name", json_string(d.name));
-        json_object_set_new(dev, "total_bytes", json_integer((json_int_t)d.total_bytes));
-        bool known = d.used_bytes != VRAM_UNKNOWN_U64;
+        bool known = d.used_bytes != VRAM_UNKNOWN_U64 && d.total_bytes != VRAM_UNKNOWN_U64;
+        json_object_set_new(dev, "total_bytes",
+                            known ? json_integer((json_int_t)d.total_bytes) : json_null());
         json_object_set_new(dev, "used_bytes",
                             known ? json_integer((json_int_t)d.used_bytes) : json_null());
         json_object_set_new(dev, "free_bytes",
@@ -238,8 +239,11 @@ static void print_status(json_t *root)
                json_is_integer(used_json)
                    ? vram_format_size((uint64_t)json_integer_value(used_json), used, sizeof used)
                    : "unknown",
-               vram_format_size((uint64_t)json_integer_value(json_object_get(dev, "total_bytes")),
-                                total, sizeof total),
+               json_is_integer(used_json)
+                   ? vram_format_size(
+                         (uint64_t)json_integer_value(json_object_get(dev, "total_bytes")), total,
+                         sizeof total)
+                   : "unknown",
                json_string_value(json_object_get(dev, "health")));
         json_array_foreach(json_object_get(dev, "processes"), k, p)
         {

@@ -366,16 +366,18 @@ static int sim_device_info(void *state, int index, vram_device_info_t *out)
 {
     sim_t *s = state;
     int rc = check_index(s, index);
-    if (!rc) rc = injected_failure(s, index);
+    if (rc) return rc;
+    /* Names first: a failing device is still reported by name. */
+    const vram_sim_gpu_t *g = &s->spec.gpus[index];
+    snprintf(out->name, sizeof out->name, "%s", g->name);
+    snprintf(out->uuid, sizeof out->uuid, "SIM-%016llx-%02d", (unsigned long long)s->hash, index);
+    rc = injected_failure(s, index);
     if (!rc) rc = lock_table(s);
     if (rc) return rc;
     scan_table(s);
     uint64_t used = s->table->used[index];
     unlock_table(s);
 
-    const vram_sim_gpu_t *g = &s->spec.gpus[index];
-    snprintf(out->name, sizeof out->name, "%s", g->name);
-    snprintf(out->uuid, sizeof out->uuid, "SIM-%016llx-%02d", (unsigned long long)s->hash, index);
     out->total_bytes = g->total_bytes;
     out->used_bytes = used < g->total_bytes ? used : g->total_bytes;
     out->free_bytes = g->total_bytes - out->used_bytes;

@@ -12,15 +12,17 @@ job() { # NAME SECONDS: 30 GiB for SECONDS on the job's GPU; records when it sta
     "$VRAM" run --quiet --mem 30GiB --name "$1" -- sh -c \
         "echo $1 >>'$T/order'; exec '$VRAM' sim alloc --mem 30GiB --device \$CUDA_VISIBLE_DEVICES --seconds $2" >/dev/null 2>&1 &
 }
-job A 2.5; A=$!; wait_state 1 running
+job A 3; A=$!; wait_state 1 running
 job D 60; D=$!; wait_state 2 running
-job B 0.3; B=$!; wait_state 3 queued
+job B 1.5; B=$!; wait_state 3 queued
 job C 0.3; C=$!; wait_state 4 queued
 check_ledger
 
 kill -9 "$DAEMON_PID"; wait "$DAEMON_PID" 2>/dev/null || true; DAEMON_PID=
-kill -9 "$D"; wait "$D" 2>/dev/null || true   # D's process dies while vramd is down
-sleep 0.3
+# D dies while vramd is down: its COMMAND first (so that vram run reaps it:
+# the sim backend counts an unreaped zombie's memory as in use), then vram run.
+kill -9 "$(pgrep -P "$D")"; sleep 0.3
+kill -9 "$D"; wait "$D" 2>/dev/null || true
 start_daemon --backfill false
 j=$(api GET /v1/jobs/1)
 [ "$(field "$j" 'd["state"]')" = running ] || fail "A lost its place: $j"

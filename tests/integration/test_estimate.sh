@@ -67,6 +67,17 @@ eq "$(json 'd["parameters_count"]')" 7241732096 "mistral from config.json"
 expect 0 "$VRAM" estimate --profile "$DATA/profile/small.json" --batch-size 2 --json
 eq "$(json 'd["bytes"]["activations"]')" $((2 * 268435456 + 1048576)) "profile activations"
 
+# --flag=value form
+expect 0 "$VRAM" estimate --model=gpt2 --batch-size=3 --seq-len=64 --json
+eq "$(json 'd["batch_size"] * 1000 + d["seq_len"]')" 3064 "--flag=value"
+
+# mixed precision: autocast keeps fp32 norms/softmax, so between bf16 and fp32
+for p in fp32 amp-bf16 bf16; do
+  "$VRAM" estimate --model bert-base --batch-size 4 --seq-len 128 --precision $p --json >"$tmp/$p.json"
+done
+act() { python3 -c "import json; print(json.load(open('$tmp/$1.json'))['bytes']['activations'])"; }
+[ "$(act bf16)" -lt "$(act amp-bf16)" ] && [ "$(act amp-bf16)" -lt "$(act fp32)" ] && ok || bad "amp activations not between bf16 and fp32"
+
 # --list, text and JSON
 expect 0 "$VRAM" estimate --list
 has "llama-3-70b" "$tmp/out"

@@ -100,7 +100,10 @@ for _ in $(seq 200); do [ -s "$tmp/holder3.out" ] && break; sleep 0.05; done
 "$VRAM_BIN" sim status >"$tmp/status"
 grep -q "state file: $VRAM_SIM_STATE" "$tmp/status" || fail "sim status names the state file"
 grep -Eq "pid $holder +vram +5.00 GiB" "$tmp/status" || { cat "$tmp/status"; fail "sim status lists the holder"; }
-"$VRAM_BIN" sim free-all | grep -q "dropped 1 allocation" || fail "sim free-all"
+"$VRAM_BIN" sim status --json >"$tmp/st.json"
+check "$tmp/st.json" "d['state_file']=='$VRAM_SIM_STATE' and d['devices'][0]['used_bytes']==5*$GIB and [p['pid'] for p in d['devices'][0]['processes']]==[$holder]"
+"$VRAM_BIN" sim free-all --json >"$tmp/fa.json"
+check "$tmp/fa.json" "d=={'dropped': 1}"
 "$VRAM_BIN" info --json >"$tmp/s.json"
 check "$tmp/s.json" "d['devices'][0]['used_bytes']==0"
 kill -TERM "$holder"
@@ -119,6 +122,7 @@ ok "sim alloc defaults to the first of CUDA_VISIBLE_DEVICES"
 VRAM_SIM="mygpu:24GiB,A100-40GB@fail" VRAM_SIM_STATE=$tmp/g.state "$VRAM_BIN" info --json >"$tmp/g.json"
 check "$tmp/g.json" "d['devices'][0]['name']=='mygpu' and d['devices'][0]['total_bytes']==24*$GIB and d['devices'][0]['compute_capability'] is None and d['devices'][0]['multiprocessors'] is None and d['devices'][0]['power_w'] is None"
 check "$tmp/g.json" "d['devices'][1]['health']=='ERROR' and 'simulated driver failure' in d['devices'][1]['error'] and d['devices'][1]['total_bytes'] is None"
+check "$tmp/g.json" "d['devices'][1]['name']=='A100-40GB' and d['devices'][1]['processes'] is None"
 VRAM_SIM="mygpu:24GiB,A100-40GB@fail" VRAM_SIM_STATE=$tmp/g.state "$VRAM_BIN" info >"$tmp/table" 2>/dev/null
 grep -Eq "^ +1 .*ERROR" "$tmp/table" || { cat "$tmp/table"; fail "ERROR row"; }
 grep -q "device 1: simulated driver failure" "$tmp/table" || fail "error line"
