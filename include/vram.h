@@ -486,6 +486,7 @@ typedef struct {
     int gpus;               /* data-parallel GPUs; 0 = not given */
     int64_t max_new_tokens; /* inference: generated tokens for the KV cache */
     uint64_t overhead_bytes;
+    bool fused_attention; /* SDPA/FlashAttention instead of eager attention (default false) */
 } vram_estimate_config_t;
 
 /* Default CUDA context + library workspaces (docs/estimation.md). */
@@ -527,7 +528,7 @@ typedef struct {
 
 typedef enum { VRAM_FIT_YES, VRAM_FIT_TIGHT, VRAM_FIT_NO } vram_fit_t;
 
-#define VRAM_PLAN_MAX_SUGGESTIONS 6
+#define VRAM_PLAN_MAX_SUGGESTIONS 8
 
 /* One change that lowers the estimate (mixed precision, checkpointing, ...). */
 typedef struct {
@@ -632,6 +633,10 @@ typedef struct {
     bool backfill; /* start later jobs that fit while the head waits */
     double lease_s; /* running jobs not renewed within this are released; 0 = off */
     double (*clock)(void); /* Unix seconds; NULL = real time (tests inject one) */
+    /* Admission decisions may reuse an observation of the devices this long
+     * (seconds; 0 = query the devices for every decision). Reservations are
+     * always current; only outside usage may be this old. */
+    double probe_interval_s;
     /* Called (under the scheduler lock: must not call vram_sched_*) after
      * each state change, e.g. to log it; NULL = none. */
     void (*on_event)(void *arg, const vram_job_t *job, const char *kind, const char *message);

@@ -57,6 +57,15 @@ static int apply(cli_model_args_t *a, const char *flag, const char *v)
             return cli_usage_error(a->cmd, "unknown --mode \"%s\" (use train or infer)", v);
         return 0;
     }
+    if (!strcmp(flag, "--attention")) {
+        if (!strcmp(v, "eager"))
+            e->fused_attention = false;
+        else if (!strcmp(v, "fused") || !strcmp(v, "sdpa") || !strcmp(v, "flash"))
+            e->fused_attention = true;
+        else
+            return cli_usage_error(a->cmd, "unknown --attention \"%s\" (use eager or fused)", v);
+        return 0;
+    }
     if (!strcmp(flag, "--precision")) {
         if (vram_precision_parse(v, &e->precision))
             return cli_usage_error(a->cmd, "--precision: %s", vram_last_error());
@@ -109,10 +118,10 @@ static int apply(cli_model_args_t *a, const char *flag, const char *v)
 static bool is_ours(const char *flag)
 {
     static const char *const flags[] = {
-        "--model",      "--hf-config",      "--profile",           "--mode",
-        "--precision",  "--optimizer",      "--checkpointing",     "--overhead",
-        "--batch-size", "--seq-len",        "--image-size",        "--zero",
-        "--gpus",       "--max-new-tokens", "--accumulation-steps"};
+        "--model",    "--attention",  "--hf-config",      "--profile",
+        "--mode",     "--precision",  "--optimizer",      "--checkpointing",
+        "--overhead", "--batch-size", "--seq-len",        "--image-size",
+        "--zero",     "--gpus",       "--max-new-tokens", "--accumulation-steps"};
     for (size_t i = 0; i < sizeof flags / sizeof flags[0]; i++)
         if (!strcmp(flag, flags[i])) return true;
     return false;
@@ -196,6 +205,8 @@ void cli_model_args_help(FILE *out)
             "                        int8, int4 (infer); default fp32\n"
             "  --optimizer O         sgd, momentum, adam, adamw, adafactor, adam8bit (adamw)\n"
             "  --checkpointing C     none, full, selective (none)\n"
+            "  --attention A         eager (default: keeps the attention scores) or fused\n"
+            "                        (SDPA/FlashAttention: no scores kept)\n"
             "  --zero Z --gpus N     ZeRO stage 0-3 partitioning over N data-parallel GPUs\n"
             "  --max-new-tokens T    inference: generated tokens held in the KV cache\n"
             "  --overhead SIZE       CUDA context + workspaces (default 512MiB)\n"

@@ -1,7 +1,8 @@
 /* The model and estimate flags shared by `vram estimate`, `vram plan` and
  * `vram run`: --model/--hf-config/--profile, --mode, --batch-size,
  * --seq-len, --image-size, --precision, --optimizer, --checkpointing,
- * --zero, --gpus, --max-new-tokens, --overhead, --accumulation-steps.
+ * --zero, --gpus, --max-new-tokens, --overhead, --accumulation-steps,
+ * --attention.
  *
  * Usage:
  *     cli_model_args_t ma;

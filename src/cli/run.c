@@ -2,6 +2,7 @@
  * COMMAND on the granted GPUs and release when it ends (however it ends: the
  * daemon also watches this process). */
 #include "cli/daemon_client.h"
+#include "cli/model_args.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -26,23 +27,48 @@ static void on_signal(int sig)
 
 static void usage(FILE *out)
 {
-    fprintf(out,
-            "usage: vram run --mem SIZE [options] -- COMMAND [ARGS...]\n\n"
-            "Registers with vramd, waits in its queue until the memory is reserved, then runs\n"
-            "COMMAND with CUDA_VISIBLE_DEVICES, VRAM_JOB_ID, VRAM_BATCH_SIZE and VRAM_GRAD_ACCUM\n"
-            "set, and returns COMMAND's exit status.\n\n"
-            "  --mem SIZE             memory per GPU for the full batch (e.g. 20GiB)\n"
-            "  --gpus N               GPUs needed at once (default 1)\n"
-            "  --devices LIST         exactly these GPUs, e.g. 0,1\n"
-            "  --priority P           higher runs first (default 0)\n"
-            "  --timeout S            give up when still queued after S (e.g. 90, 10m)\n"
-            "  --batch-size B         the batch COMMAND wants\n"
-            "  --min-batch-size b     smallest acceptable batch (enables degradation)\n"
-            "  --per-sample-mem SIZE  memory per sample of the batch (for degradation)\n"
-            "  --retry-oom N          on out-of-memory rerun with half the batch, N times\n"
-            "  --oom-exit-code C      also treat exit status C as out of memory\n"
-            "  --name NAME            job name (default: COMMAND)\n"
-            "  --quiet                only COMMAND's output and errors\n");
+    fprintf(
+        out,
+        "usage: vram run --mem SIZE [options] -- COMMAND [ARGS...]\n\n"
+        "Registers with vramd, waits in its queue until the memory is reserved, then runs\n"
+        "COMMAND with CUDA_VISIBLE_DEVICES, VRAM_JOB_ID, VRAM_BATCH_SIZE and VRAM_GRAD_ACCUM\n"
+        "set, and returns COMMAND's exit status.\n\n"
+        "  --mem SIZE             memory per GPU for the full batch (e.g. 20GiB)\n"
+        "  --gpus N               GPUs needed at once (default 1)\n"
+        "  --devices LIST         exactly these GPUs, e.g. 0,1\n"
+        "  --priority P           higher runs first (default 0)\n"
+        "  --timeout S            give up when still queued after S (e.g. 90, 10m)\n"
+        "  --batch-size B         the batch COMMAND wants\n"
+        "  --min-batch-size b     smallest acceptable batch (enables degradation)\n"
+        "  --per-sample-mem SIZE  memory per sample of the batch (for degradation)\n"
+        "  --retry-oom N          on out-of-memory rerun with half the batch, N times\n"
+        "  --oom-exit-code C      also treat exit status C as out of memory\n"
+        "  --name NAME            job name (default: COMMAND)\n"
+        "  --quiet                only COMMAND's output and errors\n\n"
+        "Instead of --mem, the memory may come from the estimator (`vram estimate` flags):\n"
+        "  vram run --model llama-7b --precision bf16 --batch-size 8 --min-batch-size 2 -- ...\n"
+        "(memory per GPU and per sample are estimated at the batch size).\n\n");
+    cli_model_args_help(out);
+}
+
+/* Memory per GPU for batch B from the estimator, and the memory one sample adds
+ * (every component is affine in the batch size). */
+static int estimate_memory(const cli_model_args_t *ma, uint64_t *mem, uint64_t *per_sample)
+{
+    vram_model_t model;
+    int rc = cli_model_args_build(ma, &model);
+    if (rc) return rc;
+    vram_estimate_config_t cfg = ma->est;
+    vram_estimate_t at_b, at_other;
+    int64_t b = cfg.batch_size;
+    if (vram_estimate(&model, &cfg, &at_b) != 0)
+        return cli_usage_error("run", "%s", vram_last_error());
+    cfg.batch_size = b > 1 ? b - 1 : 2;
+    if (vram_estimate(&model, &cfg, &at_other) != 0)
+        return cli_usage_error("run", "%s", vram_last_error());
+    *mem = at_b.total;
+    *per_sample = b > 1 ? at_b.total - at_other.total : at_other.total - at_b.total;
+    return 0;
 }
 
 typedef struct {
@@ -366,7 +392,30 @@ int vram_cli_run(int argc, char **argv)
         {"help", no_argument, NULL, 'h'},
         {NULL, 0, NULL, 0},
     };
+    /* The estimator's flags (also --batch-size and --gpus) come out of the
+     * options before "--"; COMMAND's own arguments are never touched. */
+    int split = 1;
+    while (split < argc && strcmp(argv[split], "--"))
+        split++;
+    char **opts = calloc((size_t)argc + 1, sizeof *opts);
+    if (!opts) return cli_runtime_error("run", "out of memory");
+    memcpy(opts, argv, (size_t)split * sizeof *opts);
+    int nopts = split;
+    cli_model_args_t ma;
+    cli_model_args_init(&ma, "run");
+    int mrc = cli_model_args_parse(&nopts, opts, &ma);
+    if (mrc) {
+        free(opts);
+        return mrc;
+    }
+    for (int i = split; i < argc; i++)
+        opts[nopts + i - split] = argv[i];
+    argc = nopts + argc - split;
+    opts[argc] = NULL;
+    argv = opts;
     run_opts_t o = {.request = json_object()};
+    if (ma.batch_given) o.batch = (uint32_t)ma.est.batch_size;
+    if (ma.est.gpus > 1) json_object_set_new(o.request, "gpus", json_integer(ma.est.gpus));
     uint32_t gpus = 0, retries = 0, oomc = 0;
     const char *name = NULL;
     int rc = 0, c;
@@ -435,6 +484,7 @@ int vram_cli_run(int argc, char **argv)
         case 'h':
             usage(stdout);
             json_decref(o.request);
+            free(opts);
             return CLI_OK;
         case ':':
             rc = cli_usage_error("run", "option \"%s\" needs a value", argv[optind - 1]);
@@ -445,25 +495,50 @@ int vram_cli_run(int argc, char **argv)
         }
         if (rc) {
             json_decref(o.request);
+            free(opts);
             return rc;
         }
     }
     if (optind < argc && !strcmp(argv[optind], "--")) optind++;
     if (optind >= argc) {
         json_decref(o.request);
+        free(opts);
         return cli_usage_error("run",
                                "COMMAND is missing: vram run --mem 10GiB -- python train.py");
     }
+    if (ma.has_model) {
+        uint64_t per_sample = 0;
+        if (o.mem) {
+            json_decref(o.request);
+            free(opts);
+            return cli_usage_error("run", "give --mem or a model (--model ...), not both");
+        }
+        if ((rc = estimate_memory(&ma, &o.mem, &per_sample))) {
+            json_decref(o.request);
+            free(opts);
+            return rc;
+        }
+        if (!o.per_sample) o.per_sample = per_sample;
+        if (!o.batch) o.batch = (uint32_t)ma.est.batch_size;
+        char size[32];
+        vram_format_size(o.mem, size, sizeof size);
+        if (!o.quiet)
+            fprintf(stderr, "vram run: estimated %s per GPU at batch %u\n", size, o.batch);
+    }
     if (!o.mem) {
         json_decref(o.request);
-        return cli_usage_error("run", "how much memory? give --mem SIZE (per GPU)");
+        free(opts);
+        return cli_usage_error("run", "how much memory? give --mem SIZE (per GPU) or a model "
+                                      "(--model NAME, see vram estimate)");
     }
     if (o.min_batch && !o.batch) {
         json_decref(o.request);
+        free(opts);
         return cli_usage_error("run", "--min-batch-size needs --batch-size");
     }
     if (o.min_batch > o.batch) {
         json_decref(o.request);
+        free(opts);
         return cli_usage_error("run", "--min-batch-size %u is larger than --batch-size %u",
                                o.min_batch, o.batch);
     }
@@ -522,5 +597,6 @@ int vram_cli_run(int argc, char **argv)
             batch, (o.batch + batch - 1) / batch, attempt + 1, o.retry_oom);
     }
     json_decref(o.request);
+    free(opts);
     return code;
 }

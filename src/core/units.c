@@ -39,7 +39,7 @@ int vram_parse_size(const char *text, uint64_t *out)
         if (strcasecmp(end, size_suffixes[i].suffix) != 0) continue;
         double bytes = value * size_suffixes[i].factor;
         if (bytes >= 0x1p64) return vram_fail(VRAM_EINVAL, "size \"%s\" is too large", text);
-        *out = (uint64_t)llround(bytes);
+        *out = (uint64_t)round(bytes); /* llround overflows at 2^63 */
         return 0;
     }
     return vram_fail(VRAM_EINVAL,
@@ -81,6 +81,7 @@ int vram_parse_seconds(const char *text, double *out)
     else
         return vram_fail(VRAM_EINVAL, "duration \"%s\": unknown unit \"%s\" (use ms, s, m, h)",
                          text, end);
+    if (!isfinite(v * factor)) return vram_fail(VRAM_EINVAL, "duration \"%s\" is too large", text);
     *out = v * factor;
     return 0;
 }

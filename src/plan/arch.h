@@ -34,6 +34,7 @@ typedef struct {
     int64_t batch, seq, image;
     double mm, f32;
     bool amp;
+    bool fused_attention; /* SDPA/FlashAttention: no a·s² scores */
 } vram_arch_shape_t;
 
 /* The *_acts functions return activation bytes: for training, what autograd

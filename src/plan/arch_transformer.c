@@ -194,20 +194,24 @@ static double fed(const vram_arch_shape_t *p, int n)
 /* The attention core over q_len x kv_len scores: the softmax output (f32
  * role; without dropout the second matmul keeps it too, as its own copy
  * under autocast); with dropout also the mask and the dropped
- * probabilities, which the second matmul keeps. */
+ * probabilities, which the second matmul keeps. Fused attention (SDPA,
+ * FlashAttention) keeps no scores, only the fp32 log-sum-exp per query. */
 static double attention_core(const vram_arch_shape_t *p, double b, double heads, double q_len,
                              double kv_len, bool dropout)
 {
+    if (p->fused_attention) return 4.0 * b * heads * q_len;
     double scores = b * heads * q_len * kv_len;
     if (dropout) return scores * (p->f32 + MASK + fed(p, 1));
     return scores * (p->f32 + (p->amp ? 2 : 0));
 }
 
-/* Inference working set of attention: q, k, v, context, scores and probs. */
-static double attention_working(double e, double b, double s, double h, double kvd, double heads,
-                                double kv_len)
+/* Inference working set of attention: q, k, v, context, scores and probs
+ * (fused attention materializes no scores). */
+static double attention_working(const vram_arch_shape_t *p, double b, double s, double h,
+                                double kvd, double heads, double kv_len)
 {
-    return e * b * (s * (2 * h) + 2 * kv_len * kvd + 2 * heads * s * kv_len);
+    double scores = p->fused_attention ? 0 : 2 * heads * s * kv_len;
+    return p->mm * b * (s * (2 * h) + 2 * kv_len * kvd + scores);
 }
 
 static double max2(double a, double b)
@@ -233,22 +237,23 @@ static double stack(const layer_acts_t *l, double layers, vram_checkpointing_t c
  * BERT the layer input feeds the separate q, k and v projections: three
  * autocast copies); q, k, v and the context (mm); the MLP activation's
  * I-wide tensors; two dropout masks; the attention core; LayerNorm mean and
- * rstd (fp32). `qkv_consumers` is 3 for BERT, 1 for GPT-2's fused c_attn.
+ * rstd (fp32). `qkv_consumers` is 3 for BERT, 1 for GPT-2's fused c_attn;
+ * `streams` is 1 for GPT-NeoX's parallel residual, where both LayerNorms
+ * read the same layer input (NeoX is not measured: see docs).
  * With 2-byte activations, I = 4h and the fused GELU this is Korthikanti et
  * al.'s 34·sbh + 5·as²b. */
 static layer_acts_t classic_layer(const vram_arch_shape_t *p, double b, double s, double h,
                                   double I, double a, bool dropout, int qkv_consumers,
-                                  double mlp_bytes)
+                                  double mlp_bytes, int streams)
 {
     layer_acts_t l;
     double tok = b * s;
     l.core = attention_core(p, b, a, s, s, dropout);
-    double per_tok = h * (2 * p->f32 + fed(p, qkv_consumers) + fed(p, 1) + 4 * p->mm) +
+    double per_tok = h * (streams * p->f32 + fed(p, qkv_consumers) + fed(p, 1) + 4 * p->mm) +
                      I * mlp_bytes + (dropout ? MASK * 2 * h : 0) + 2 * 2 * STAT;
     l.layer = tok * per_tok + l.core;
     l.input = p->f32 * tok * h;
-    l.working =
-        p->mm * tok * h + max2(attention_working(p->mm, b, s, h, h, a, s), p->mm * tok * 2 * I);
+    l.working = p->mm * tok * h + max2(attention_working(p, b, s, h, h, a, s), p->mm * tok * 2 * I);
     return l;
 }
 
@@ -279,8 +284,7 @@ static layer_acts_t llama_layer(const vram_arch_shape_t *p, double b, double s, 
     double attn = h * (2 * fed(p, 1) + 2 * p->mm);
     l.layer = tok * (norms + attn + 4 * I * p->mm) + l.core;
     l.input = p->f32 * tok * h;
-    l.working =
-        p->mm * tok * h + max2(attention_working(p->mm, b, s, h, h, a, s), p->mm * tok * 3 * I);
+    l.working = p->mm * tok * h + max2(attention_working(p, b, s, h, h, a, s), p->mm * tok * 3 * I);
     return l;
 }
 
@@ -296,8 +300,7 @@ static layer_acts_t vit_layer(const vram_arch_shape_t *p, double b, double s, do
     l.layer = tok * (h * (2 * p->f32 + 2 * fed(p, 1) + 4 * p->mm) + 2 * I * p->mm + 2 * 2 * STAT) +
               l.core;
     l.input = p->f32 * tok * h;
-    l.working =
-        p->mm * tok * h + max2(attention_working(p->mm, b, s, h, h, a, s), p->mm * tok * 2 * I);
+    l.working = p->mm * tok * h + max2(attention_working(p, b, s, h, h, a, s), p->mm * tok * 2 * I);
     return l;
 }
 
@@ -347,7 +350,7 @@ int vram_arch_transformer_acts(const vram_model_t *m, const vram_arch_shape_t *s
     layer_acts_t l;
     switch (m->family) {
     case VRAM_FAMILY_BERT:
-        l = classic_layer(sh, b, s, h, I, a, true, 3, 2 * sh->mm);
+        l = classic_layer(sh, b, s, h, I, a, true, 3, 2 * sh->mm, 2);
         if (!sh->training) {
             *bytes = l.working;
             return 0;
@@ -363,7 +366,8 @@ int vram_arch_transformer_acts(const vram_model_t *m, const vram_arch_shape_t *s
     case VRAM_FAMILY_GPT2:
     case VRAM_FAMILY_GPTNEOX: {
         bool gpt2 = m->family == VRAM_FAMILY_GPT2;
-        l = classic_layer(sh, b, s, h, I, a, gpt2, 1, gpt2 ? gelu_new_bytes(sh) : 2 * sh->mm);
+        l = classic_layer(sh, b, s, h, I, a, gpt2, 1, gpt2 ? gelu_new_bytes(sh) : 2 * sh->mm,
+                          gpt2 ? 2 : 1);
         if (!sh->training) {
             *bytes = l.working + sh->mm * tok * V;
             return 0;
@@ -416,7 +420,7 @@ int vram_arch_transformer_acts(const vram_model_t *m, const vram_arch_shape_t *s
                       t5_ff_acts(sh, tokd, h, I, m->gated_mlp);
         dec_l.input = sh->f32 * tokd * h;
         if (!sh->training) {
-            l = classic_layer(sh, b, s, h, I, a, false, 1, 2 * sh->mm);
+            l = classic_layer(sh, b, s, h, I, a, false, 1, 2 * sh->mm, 2);
             *bytes = l.working + sh->mm * tokd * V;
             return 0;
         }

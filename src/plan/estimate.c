@@ -45,9 +45,13 @@ static double weight_bytes(vram_precision_t p)
 static int64_t resolve_seq(const vram_model_t *m, const vram_estimate_config_t *c)
 {
     if (c->seq_len > 0) return c->seq_len;
-    if (m->default_seq_len > 0) return m->default_seq_len;
-    if (m->max_positions > 0) return m->max_positions;
-    return 512;
+    int64_t seq = m->default_seq_len > 0 ? m->default_seq_len
+                                         : (m->max_positions > 0 ? m->max_positions : 512);
+    /* by default leave room for the tokens to generate */
+    if (c->mode == VRAM_MODE_INFER && m->max_positions > 0 &&
+        seq + c->max_new_tokens > m->max_positions && m->max_positions > c->max_new_tokens)
+        seq = m->max_positions - c->max_new_tokens;
+    return seq;
 }
 
 static int validate(const vram_model_t *m, const vram_estimate_config_t *c, int64_t seq,
@@ -155,6 +159,7 @@ int vram_estimate(const vram_model_t *m, const vram_estimate_config_t *c, vram_e
         .mm = is_half(c->precision) ? 2 : 4,
         .f32 = (c->precision == VRAM_PREC_FP32 || is_amp(c->precision)) ? 4 : 2,
         .amp = is_amp(c->precision) && train,
+        .fused_attention = c->fused_attention,
     };
     double acts = 0;
     rc = vram_arch_acts(m, &shape, &acts);

@@ -98,6 +98,14 @@ static void suggestions(const vram_model_t *m, const vram_estimate_config_t *c, 
                     "quantized weights", base.total, &alt, budget);
         return;
     }
+    if (!c->fused_attention) {
+        v = *c;
+        v.fused_attention = true;
+        v.batch_size = batch;
+        if (!vram_estimate(m, &v, &alt))
+            suggest(p, "attention=fused", "fused attention (SDPA/FlashAttention) keeps no scores",
+                    base.total, &alt, budget);
+    }
     if (c->checkpointing != VRAM_CKPT_FULL) {
         v = *c;
         v.checkpointing = VRAM_CKPT_FULL;
@@ -121,6 +129,7 @@ static void suggestions(const vram_model_t *m, const vram_estimate_config_t *c, 
     v.batch_size = batch;
     if (c->precision == VRAM_PREC_FP32) v.precision = VRAM_PREC_AMP_BF16;
     v.checkpointing = VRAM_CKPT_FULL;
+    v.fused_attention = true;
     if (c->optimizer == VRAM_OPTIMIZER_ADAM || c->optimizer == VRAM_OPTIMIZER_ADAMW)
         v.optimizer = VRAM_OPTIMIZER_ADAM8BIT;
     v.zero_stage = 3;

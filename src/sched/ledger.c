@@ -30,15 +30,15 @@ static int placed_slot(const sched_job_t *j, int dev)
     return -1;
 }
 
-int vram_ledger_probe(vram_sched_t *s, sched_dev_t *devs)
+/* Queries the devices and attributes their processes to running jobs. */
+static int observe(vram_sched_t *s)
 {
     vram_process_info_t *procs = malloc(sizeof *procs * MAX_PROCS);
     if (!procs) return vram_fail(VRAM_ENOMEM, "out of memory");
     for (size_t i = 0; i < s->nactive; i++)
         memset(s->active[i]->used_bytes, 0, sizeof s->active[i]->used_bytes);
-
     for (int d = 0; d < s->ndev; d++) {
-        sched_dev_t *dv = &devs[d];
+        sched_dev_t *dv = &s->obs[d];
         memset(dv, 0, sizeof *dv);
         vram_device_info_t info;
         memset(&info, 0, sizeof info);
@@ -52,12 +52,9 @@ int vram_ledger_probe(vram_sched_t *s, sched_dev_t *devs)
         dv->used = info.used_bytes == VRAM_UNKNOWN_U64 ? 0 : info.used_bytes;
         if (vram_parse_size_or_fraction(s->cfg.safety_margin, dv->total, &dv->margin) != 0)
             dv->margin = 0;
-
-        /* What running jobs' own processes use here, capped by their reservation. */
-        uint64_t covered = 0, dead = 0;
+        uint64_t dead = 0;
         size_t n = 0;
-        if (s->dev.processes &&
-            s->dev.processes(s->dev.arg, d, procs, MAX_PROCS, &n) == 0) {
+        if (s->dev.processes && s->dev.processes(s->dev.arg, d, procs, MAX_PROCS, &n) == 0) {
             if (n > MAX_PROCS) n = MAX_PROCS;
             for (size_t p = 0; p < n; p++) {
                 if (procs[p].used_bytes == VRAM_UNKNOWN_U64) continue;
@@ -73,6 +70,27 @@ int vram_ledger_probe(vram_sched_t *s, sched_dev_t *devs)
                 j->used_bytes[slot] += procs[p].used_bytes;
             }
         }
+        dv->used = dv->used > dead ? dv->used - dead : 0;
+    }
+    free(procs);
+    s->obs_ns = vram_now_ns();
+    s->obs_valid = true;
+    return 0;
+}
+
+int vram_ledger_probe(vram_sched_t *s, sched_dev_t *devs, bool fresh)
+{
+    uint64_t ttl = (uint64_t)(s->cfg.probe_interval_s * 1e9);
+    if (fresh || !s->obs_valid || ttl == 0 || vram_now_ns() - s->obs_ns >= ttl) {
+        int rc = observe(s);
+        if (rc) return rc;
+    }
+    for (int d = 0; d < s->ndev; d++) {
+        sched_dev_t *dv = &devs[d];
+        *dv = s->obs[d];
+        if (!dv->total) continue;
+        /* What running jobs' own processes use here, capped by their reservation. */
+        uint64_t covered = 0;
         for (size_t i = 0; i < s->nactive; i++) {
             sched_job_t *j = s->active[i];
             if (j->job.state != VRAM_JOB_RUNNING) continue;
@@ -83,11 +101,9 @@ int vram_ledger_probe(vram_sched_t *s, sched_dev_t *devs)
             uint64_t u = j->used_bytes[slot];
             covered += u < j->job.reserved_bytes ? u : j->job.reserved_bytes;
         }
-        dv->used = dv->used > dead ? dv->used - dead : 0;
         dv->unmanaged = dv->used > covered ? dv->used - covered : 0;
         uint64_t off = dv->margin + dv->unmanaged;
         dv->usable = dv->total > off ? dv->total - off : 0;
     }
-    free(procs);
     return 0;
 }

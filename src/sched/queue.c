@@ -47,7 +47,7 @@ int vram_queue_admit(vram_sched_t *s, double now)
     for (size_t i = 0; i < s->nactive; i++)
         if (s->active[i]->job.state == VRAM_JOB_QUEUED) q[nq++] = s->active[i];
     qsort(q, nq, sizeof *q, queue_order);
-    if ((rc = vram_ledger_probe(s, devs)) != 0) goto out;
+    if ((rc = vram_ledger_probe(s, devs, false)) != 0) goto out;
 
     for (size_t i = 0; i < nq; i++) {
         sched_job_t *j = q[i];

@@ -97,6 +97,7 @@ int vram_sched_config_from_options(vram_sched_config_t *cfg)
                          "VRAM_PLACEMENT: unknown placement \"%s\" (best-fit or least-loaded)", pl);
     const char *db = vram_option_str(VRAM_OPT_DB);
     cfg->db_path = *db ? db : NULL;
+    cfg->probe_interval_s = 0.05; /* below the daemon's 100 ms tick */
     return 0;
 }
 
@@ -164,6 +165,9 @@ int vram_sched_transition(vram_sched_t *s, sched_job_t *j, vram_job_state_t to, 
                           const char *message)
 {
     double now = vram_sched_now(s);
+    /* A job that ends stops covering its processes' usage: observe again
+     * rather than count its last-seen usage as outside use. */
+    if (j->job.state == VRAM_JOB_RUNNING && to != VRAM_JOB_RUNNING) s->obs_valid = false;
     j->job.state = to;
     if (to == VRAM_JOB_RUNNING) {
         if (j->job.req.pid > 0 && j->pidfd < 0) j->pidfd = vram_pid_open_fd(j->job.req.pid);
@@ -273,6 +277,11 @@ int vram_sched_open(const vram_sched_config_t *cfg, vram_sched_t **out)
         rc = vram_fail(VRAM_ENODEV, "device count %d is not usable", s->ndev);
         goto fail;
     }
+    s->obs = calloc((size_t)s->ndev + 1, sizeof *s->obs);
+    if (!s->obs) {
+        rc = vram_fail(VRAM_ENOMEM, "out of memory");
+        goto fail;
+    }
     if (pipe2(s->wake, O_CLOEXEC | O_NONBLOCK) != 0) {
         rc = vram_fail(VRAM_EIO, "pipe: %s", strerror(errno));
         goto fail;
@@ -299,6 +308,7 @@ void vram_sched_close(vram_sched_t *s)
         close(s->dead_fds[i]);
     free(s->dead_fds);
     free(s->active);
+    free(s->obs);
     vram_store_close(s->store);
     if (s->wake[0] >= 0) close(s->wake[0]);
     if (s->wake[1] >= 0) close(s->wake[1]);
@@ -350,7 +360,7 @@ static int validate(vram_sched_t *s, vram_job_request_t *r)
         need = vram_job_mem_at_batch(r, r->min_batch_size ? r->min_batch_size : 1);
     sched_dev_t *devs = calloc((size_t)s->ndev + 1, sizeof *devs);
     if (!devs) return vram_fail(VRAM_ENOMEM, "out of memory");
-    int rc = vram_ledger_probe(s, devs);
+    int rc = vram_ledger_probe(s, devs, false);
     int fits = 0;
     uint64_t best = 0;
     for (int d = 0; rc == 0 && d < s->ndev; d++) {
@@ -513,7 +523,7 @@ static int check_usage(vram_sched_t *s, double now)
 {
     sched_dev_t *devs = calloc((size_t)s->ndev + 1, sizeof *devs);
     if (!devs) return vram_fail(VRAM_ENOMEM, "out of memory");
-    int rc = vram_ledger_probe(s, devs);
+    int rc = vram_ledger_probe(s, devs, true);
     free(devs);
     for (size_t i = 0; rc == 0 && i < s->nactive; i++) {
         sched_job_t *j = s->active[i];
@@ -617,6 +627,8 @@ int vram_sched_run_once(vram_sched_t *s, int timeout_ms)
     char buf[64];
     while (read(s->wake[0], buf, sizeof buf) > 0) {
     }
+    /* The store is only closed by vram_sched_close, never while this runs. */
+    (void)vram_store_checkpoint(s->store);
     return vram_sched_tick(s);
 }
 
@@ -670,7 +682,7 @@ int vram_sched_check(vram_sched_t *s)
 {
     pthread_mutex_lock(&s->lock);
     sched_dev_t *devs = calloc((size_t)s->ndev + 1, sizeof *devs);
-    int rc = devs ? vram_ledger_probe(s, devs) : vram_fail(VRAM_ENOMEM, "out of memory");
+    int rc = devs ? vram_ledger_probe(s, devs, true) : vram_fail(VRAM_ENOMEM, "out of memory");
     for (int d = 0; rc == 0 && d < s->ndev; d++) {
         if (devs[d].reserved > devs[d].usable)
             rc =

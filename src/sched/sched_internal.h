@@ -46,10 +46,14 @@ struct vram_sched {
     size_t ndead, dead_cap;
     double last_usage_check;
     bool stop_waiters;
+    sched_dev_t *obs; /* last observation of the devices (reservations not filled) */
+    uint64_t obs_ns;  /* when it was made (monotonic) */
+    bool obs_valid;
 };
 
-/* ledger.c: probes every device and fills devs[0..s->ndev) (also per-job usage). */
-int vram_ledger_probe(vram_sched_t *s, sched_dev_t *devs);
+/* ledger.c: fills devs[0..s->ndev) from an observation of the devices (and
+ * per-job usage) no older than cfg.probe_interval_s, or a new one if fresh. */
+int vram_ledger_probe(vram_sched_t *s, sched_dev_t *devs, bool fresh);
 /* placement.c: chooses devices (and batch) for a job, or returns false. */
 bool vram_place(const vram_sched_t *s, const sched_dev_t *devs, const vram_job_request_t *req,
                 int *devices, uint64_t *per_gpu, uint32_t *batch, uint32_t *accum);
@@ -74,6 +78,9 @@ int vram_store_open(const char *path, vram_store_t **out);
 void vram_store_close(vram_store_t *st);
 int vram_store_begin(vram_store_t *st);
 int vram_store_commit(vram_store_t *st);
+/* PASSIVE WAL checkpoint through a second connection: may run concurrently
+ * with the scheduler's writes (only one thread may call it). */
+int vram_store_checkpoint(vram_store_t *st);
 void vram_store_rollback(vram_store_t *st);
 int vram_store_insert_job(vram_store_t *st, vram_job_t *job, uint64_t pid_start);
 int vram_store_update_job(vram_store_t *st, const vram_job_t *job);

@@ -138,7 +138,7 @@ char *vram_sched_status_json(vram_sched_t *s)
 {
     pthread_mutex_lock(&s->lock);
     sched_dev_t *devs = calloc((size_t)s->ndev + 1, sizeof *devs);
-    if (!devs || vram_ledger_probe(s, devs) != 0) {
+    if (!devs || vram_ledger_probe(s, devs, true) != 0) {
         pthread_mutex_unlock(&s->lock);
         free(devs);
         return NULL;

@@ -49,6 +49,7 @@ static const char schema[] =
 
 struct vram_store {
     sqlite3 *db;
+    sqlite3 *ckpt; /* second connection for checkpoints outside the scheduler lock */
     sqlite3_stmt *st[ST_N];
     char path[512];
 };
@@ -74,6 +75,9 @@ int vram_store_open(const char *path, vram_store_t **out)
     }
     sqlite3_busy_timeout(st->db, 5000);
     char *err = NULL;
+    /* Checkpoints (which fsync) run from vram_store_checkpoint, off the lock;
+     * the automatic one stays as a backstop for callers that never call it. */
+    sqlite3_wal_autocheckpoint(st->db, 20000);
     if (sqlite3_exec(st->db, schema, NULL, NULL, &err) != SQLITE_OK) {
         rc = vram_fail(VRAM_EIO, "database %s: %s", path, err ? err : "schema failed");
         sqlite3_free(err);
@@ -90,9 +94,28 @@ int vram_store_open(const char *path, vram_store_t **out)
     return 0;
 }
 
+int vram_store_checkpoint(vram_store_t *st)
+{
+    if (!strcmp(st->path, ":memory:")) return 0;
+    if (!st->ckpt) {
+        if (sqlite3_open_v2(st->path, &st->ckpt, SQLITE_OPEN_READWRITE | SQLITE_OPEN_NOMUTEX,
+                            NULL) != SQLITE_OK) {
+            sqlite3_close(st->ckpt);
+            st->ckpt = NULL;
+            return vram_fail(VRAM_EIO, "%s: cannot open for checkpoints", st->path);
+        }
+        sqlite3_busy_timeout(st->ckpt, 100);
+    }
+    int rc = sqlite3_wal_checkpoint_v2(st->ckpt, NULL, SQLITE_CHECKPOINT_PASSIVE, NULL, NULL);
+    return rc == SQLITE_OK || rc == SQLITE_BUSY
+               ? 0
+               : vram_fail(VRAM_EIO, "%s: checkpoint: %s", st->path, sqlite3_errmsg(st->ckpt));
+}
+
 void vram_store_close(vram_store_t *st)
 {
     if (!st) return;
+    sqlite3_close(st->ckpt);
     for (int i = 0; i < ST_N; i++)
         sqlite3_finalize(st->st[i]);
     sqlite3_close(st->db);

@@ -78,6 +78,12 @@ done
 act() { python3 -c "import json; print(json.load(open('$tmp/$1.json'))['bytes']['activations'])"; }
 [ "$(act bf16)" -lt "$(act amp-bf16)" ] && [ "$(act amp-bf16)" -lt "$(act fp32)" ] && ok || bad "amp activations not between bf16 and fp32"
 
+# fused attention keeps no attention scores
+"$VRAM" estimate --model gpt2 --seq-len 1024 --json >"$tmp/eager.json"
+expect 0 "$VRAM" estimate --model gpt2 --seq-len 1024 --attention fused --json
+[ "$(json 'd["bytes"]["activations"]')" -lt "$(python3 -c "import json; print(json.load(open('$tmp/eager.json'))['bytes']['activations'])")" ] && ok || bad "--attention fused did not lower activations"
+expect 2 "$VRAM" estimate --model gpt2 --attention magic
+
 # --list, text and JSON
 expect 0 "$VRAM" estimate --list
 has "llama-3-70b" "$tmp/out"
@@ -139,7 +145,8 @@ has "gradient-accumulation steps" "$tmp/out"
 # nothing fits: suggestions
 expect 0 "$VRAM" plan --model llama-2-13b --gpu-name RTX4090-24GB --seq-len 2048 --json
 eq "$(json 'd["recommendations"]["maximum"]')" 0 "13B fp32 on 24 GB"
-eq "$(json 'sorted(s["change"] for s in d["suggestions"])[:2]')" "['all-of-the-above', 'checkpointing=full']" "suggestions"
+eq "$(json '{"all-of-the-above", "checkpointing=full", "attention=fused", "optimizer=adam8bit"} <= {s["change"] for s in d["suggestions"]}')" True "suggestions"
+eq "$(json 'all(s["saving_bytes"] > 0 for s in d["suggestions"])')" True "suggestions save memory"
 
 # plan errors
 expect 2 "$VRAM" plan --model gpt2

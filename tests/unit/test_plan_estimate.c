@@ -167,6 +167,15 @@ static void kv_cache_formula(void **state)
     assert_int_equal(e8.parameters, 6738415616ull);
     c.precision = VRAM_PREC_INT4;
     assert_true(est(&m, &c).parameters < e8.parameters * 6 / 10);
+    /* no --seq-len: the default leaves room for the new tokens */
+    m = model("gpt2");
+    c.precision = VRAM_PREC_FP32;
+    c.batch_size = 1;
+    c.seq_len = 0;
+    c.max_new_tokens = 100;
+    vram_estimate_t d = est(&m, &c);
+    assert_int_equal(d.seq_len, 924);
+    assert_int_equal(d.kv_cache, 2ull * 12 * 12 * 64 * 1024 * 4);
     /* encoders have no cache */
     m = model("bert-base");
     c.seq_len = 256;
@@ -209,7 +218,7 @@ static void activations_are_affine_in_batch_and_grow_with_length(void **state)
 }
 
 /* Activation bytes that bench/estimate measured with PyTorch 1.13 on CPU
- * (saved_tensors_hooks, unique storages; fp32 training step): the estimate
+ * (saved_tensors_hooks, unique storages; one training step): the estimate
  * must stay within 0.1 % of them. */
 static void activations_match_measurements(void **state)
 {
@@ -217,18 +226,23 @@ static void activations_match_measurements(void **state)
     static const struct {
         const char *name;
         int64_t batch, size;
+        vram_precision_t precision;
         uint64_t measured;
     } cases[] = {
-        {"bert-base", 1, 128, 100007008},
-        {"gpt2", 1, 128, 182358916},
-        {"resnet50", 2, 224, 172039508},
-        {"efficientnet-b0", 2, 224, 177058268},
+        {"bert-base", 1, 128, VRAM_PREC_FP32, 100007008},
+        {"gpt2", 1, 128, VRAM_PREC_FP32, 182358916},
+        {"resnet50", 2, 224, VRAM_PREC_FP32, 172039508},
+        {"efficientnet-b0", 2, 224, VRAM_PREC_FP32, 177058268},
+        /* CUDA autocast op lists emulated on CPU (bench/estimate/cuda_autocast.py) */
+        {"bert-base", 2, 128, VRAM_PREC_AMP_BF16, 133166176},
+        {"vit-b-16", 2, 224, VRAM_PREC_AMP_BF16, 199684164},
     };
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
         vram_model_t m = model(cases[i].name);
         vram_estimate_config_t c;
         vram_estimate_config_init(&c);
         c.batch_size = cases[i].batch;
+        c.precision = cases[i].precision;
         if (m.family == VRAM_FAMILY_BERT || m.family == VRAM_FAMILY_GPT2)
             c.seq_len = cases[i].size;
         else
@@ -262,6 +276,35 @@ static void half_precision_halves_activations(void **state)
         assert_true(amp > half);
         if (m.family == VRAM_FAMILY_BERT) assert_true(amp < full);
     }
+}
+
+static void fused_attention_drops_the_quadratic_term(void **state)
+{
+    (void)state;
+    const char *names[] = {"bert-base", "gpt2", "llama-2-7b", "t5-small"};
+    for (size_t i = 0; i < sizeof names / sizeof names[0]; i++) {
+        vram_model_t m = model(names[i]);
+        vram_estimate_config_t c;
+        vram_estimate_config_init(&c);
+        c.fused_attention = true;
+        c.seq_len = 256;
+        uint64_t a1 = est(&m, &c).activations;
+        c.seq_len = 512;
+        uint64_t a2 = est(&m, &c).activations;
+        /* linear in the sequence length (only the batch-independent
+         * position indices of T5 grow faster) */
+        assert_true(a2 <= 2 * a1 + 2 * 8 * 512 * 512);
+        assert_true(a2 >= 2 * a1 - 2 * 8 * 256 * 256);
+        c.fused_attention = false;
+        assert_true(est(&m, &c).activations > a2);
+    }
+    /* CNNs have no attention */
+    vram_model_t r = model("resnet50");
+    vram_estimate_config_t c;
+    vram_estimate_config_init(&c);
+    uint64_t eager = est(&r, &c).activations;
+    c.fused_attention = true;
+    assert_int_equal(est(&r, &c).activations, eager);
 }
 
 static void checkpointing_reduces_activations(void **state)
@@ -407,6 +450,7 @@ int main(void)
         cmocka_unit_test(activations_are_affine_in_batch_and_grow_with_length),
         cmocka_unit_test(activations_match_measurements),
         cmocka_unit_test(half_precision_halves_activations),
+        cmocka_unit_test(fused_attention_drops_the_quadratic_term),
         cmocka_unit_test(checkpointing_reduces_activations),
         cmocka_unit_test(impossible_settings_are_refused),
         cmocka_unit_test(randomized_invariants),

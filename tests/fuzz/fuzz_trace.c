@@ -1,0 +1,65 @@
+/* Fuzz target: the allocation-trace parser (src/pool/trace.c). On success
+ * the events are replayed against a plain reference model: slots are dense,
+ * an alloc takes a free slot, a free releases a live one, and the summary
+ * figures (allocs, slots, peak, max size) match what the events say. */
+#include "fuzz.h"
+
+#include "pool/trace.h"
+
+int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
+{
+    vram_trace_t t;
+    memset(&t, 0xA5, sizeof t);
+    vram_clear_error();
+    int rc = vram_trace_parse((const char *)data, size, "fuzz.trace", &t);
+    if (rc != 0) {
+        FUZZ_CHECK(rc == VRAM_EPARSE, "vram_trace_parse returned %d", rc);
+        FUZZ_CHECK(!strncmp(vram_last_error(), "fuzz.trace:", 11),
+                   "message \"%s\" does not name the origin and line", vram_last_error());
+        const unsigned char *b = (const unsigned char *)&t;
+        for (size_t i = 0; i < sizeof t; i++)
+            FUZZ_CHECK(b[i] == 0xA5, "a failing parse wrote to *out");
+        return 0;
+    }
+    fuzz_accepted++;
+    FUZZ_CHECK(t.allocs <= t.count && t.slots <= t.allocs,
+               "count %zu, allocs %zu, slots %zu are inconsistent", t.count, t.allocs, t.slots);
+    uint64_t *live_size = calloc(t.slots ? t.slots : 1, sizeof *live_size);
+    bool *live = calloc(t.slots ? t.slots : 1, sizeof *live);
+    if (!live || !live_size) abort();
+    size_t allocs = 0, used_slots = 0;
+    uint64_t live_bytes = 0, peak = 0, max_size = 0;
+    bool saturated = false;
+    for (size_t i = 0; i < t.count; i++) {
+        const vram_trace_event_t *e = &t.events[i];
+        FUZZ_CHECK(e->slot < t.slots, "event %zu uses slot %u of %zu", i, e->slot, t.slots);
+        if (e->is_alloc) {
+            FUZZ_CHECK(!live[e->slot], "event %zu allocates live slot %u", i, e->slot);
+            live[e->slot] = true;
+            live_size[e->slot] = e->size;
+            allocs++;
+            if (e->slot + 1u > used_slots) used_slots = e->slot + 1u;
+            if (e->size > UINT64_MAX - live_bytes) saturated = true;
+            live_bytes += e->size;
+            if (!saturated && live_bytes > peak) peak = live_bytes;
+            if (e->size > max_size) max_size = e->size;
+        } else {
+            FUZZ_CHECK(live[e->slot], "event %zu frees free slot %u", i, e->slot);
+            FUZZ_CHECK(e->size == 0, "free event %zu has size %llu", i,
+                       (unsigned long long)e->size);
+            live_bytes -= live_size[e->slot];
+            live[e->slot] = false;
+        }
+    }
+    FUZZ_CHECK(allocs == t.allocs, "%zu alloc events, summary says %zu", allocs, t.allocs);
+    FUZZ_CHECK(used_slots == t.slots, "%zu slots used, summary says %zu", used_slots, t.slots);
+    FUZZ_CHECK(max_size == t.max_size, "max size %llu, summary says %llu",
+               (unsigned long long)max_size, (unsigned long long)t.max_size);
+    if (!saturated)
+        FUZZ_CHECK(peak == t.peak_live_bytes, "peak %llu, summary says %llu",
+                   (unsigned long long)peak, (unsigned long long)t.peak_live_bytes);
+    free(live);
+    free(live_size);
+    vram_trace_release(&t);
+    return 0;
+}
