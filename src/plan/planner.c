@@ -191,10 +191,18 @@ int vram_plan(const vram_model_t *m, const vram_estimate_config_t *est,
             p.micro_batch_size = dev->batch_size;
             p.accumulation_steps = 1;
         } else if (raw >= 1) {
-            /* fewest steps whose micro-batch fits; the last may be smaller */
-            int64_t steps = (dev->batch_size + raw - 1) / raw;
+            /* Fewest steps whose micro-batch fits. Up to twice that many steps,
+             * prefer a count that divides B, so every step has the same batch
+             * and the effective batch is exactly B (256 = 8 x 32, not 7 x 37). */
+            int64_t b = dev->batch_size, fewest = (b + raw - 1) / raw, steps = fewest;
+            for (int64_t k = fewest; k <= 2 * fewest && k <= b; k++) {
+                if (b % k == 0) {
+                    steps = k;
+                    break;
+                }
+            }
             p.accumulation_steps = steps;
-            p.micro_batch_size = (dev->batch_size + steps - 1) / steps;
+            p.micro_batch_size = (b + steps - 1) / steps;
         }
     }
     bool judged_fits = dev->batch_size > 0 ? p.fit == VRAM_FIT_YES : raw >= 1;

@@ -18,7 +18,7 @@ struct vram_block_slab {
 static vram_pool_block_t *block_new(vram_pool_t *pool)
 {
     if (!pool->spare_blocks) {
-        vram_block_slab_t *slab = aligned_alloc(128, sizeof *slab); /* blocks are 128-aligned */
+        vram_block_slab_t *slab = aligned_alloc(64, sizeof *slab); /* blocks are 64-aligned */
         if (!slab) return NULL;
         slab->next = pool->slabs;
         pool->slabs = slab;

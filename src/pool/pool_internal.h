@@ -52,7 +52,7 @@ struct vram_pool_block {
     vram_pool_segment_t *segment;
     vram_pool_block_t *prev, *next; /* address order within the segment */
     uint64_t seg_seq;               /* the segment's creation order, copied too */
-} __attribute__((aligned(128)));
+} __attribute__((aligned(64)));
 
 /* A block with no neighbours spans its whole segment; when it is free, the
  * segment is idle (holds no allocation). */
