@@ -28,7 +28,7 @@ int cli_runtime_error(const char *cmd, const char *fmt, ...)
 
 void cli_print_json(json_t *value)
 {
-    json_dumpf(value, stdout, JSON_INDENT(2) | JSON_PRESERVE_ORDER);
+    json_dumpf(value, stdout, JSON_INDENT(2) | JSON_PRESERVE_ORDER | JSON_REAL_PRECISION(10));
     fputc('\n', stdout);
     json_decref(value);
 }

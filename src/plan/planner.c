@@ -174,10 +174,13 @@ int vram_plan(const vram_model_t *m, const vram_estimate_config_t *est,
                         &p.max_batch_raw)))
         return rc;
     int64_t raw = p.max_batch_raw;
-    int64_t rec = (int64_t)floor(0.6 * (double)raw), safe = (int64_t)floor(0.4 * (double)raw);
+    /* Recommended and safe are 60 % and 40 % of the maximum people see, so
+     * with power-of-two rounding they come out as half and a quarter of it. */
+    p.maximum = dev->power_of_two ? floor_pow2(raw) : raw;
+    int64_t rec = (int64_t)floor(0.6 * (double)p.maximum),
+            safe = (int64_t)floor(0.4 * (double)p.maximum);
     if (raw >= 1 && rec < 1) rec = 1;
     if (raw >= 1 && safe < 1) safe = 1;
-    p.maximum = dev->power_of_two ? floor_pow2(raw) : raw;
     p.recommended = dev->power_of_two ? floor_pow2(rec) : rec;
     p.safe = dev->power_of_two ? floor_pow2(safe) : safe;
 

@@ -71,8 +71,10 @@ static void recommendations_match_brute_force(void **state)
         /* model + batch * per-sample reproduces the estimate */
         int64_t affine = (int64_t)(p.model_bytes + 3 * p.per_sample_bytes);
         assert_true(llabs(affine - (int64_t)total_at(&m, c, 3)) <= 2);
-        int64_t rec = raw ? (int64_t)(0.6 * (double)raw) : 0,
-                safe = raw ? (int64_t)(0.4 * (double)raw) : 0;
+        /* 60 % and 40 % of the maximum as reported (after rounding) */
+        int64_t shown = pc.power_of_two ? pow2_floor(raw) : raw;
+        int64_t rec = raw ? (int64_t)(0.6 * (double)shown) : 0,
+                safe = raw ? (int64_t)(0.4 * (double)shown) : 0;
         if (raw && rec < 1) rec = 1;
         if (raw && safe < 1) safe = 1;
         if (pc.power_of_two) {
