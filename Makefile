@@ -10,7 +10,7 @@ DEPS := cmake make gcc pkg-config libcmocka-dev libjansson-dev libmicrohttpd-dev
         libcurl4-openssl-dev libsqlite3-dev libncurses-dev libyaml-dev sqlite3 \
         procps python3 curl
 
-.PHONY: all build deps test test-unit asan tsan run bench format clean
+.PHONY: all build deps test test-unit asan tsan fuzz run bench format clean
 
 all: build
 
@@ -46,6 +46,14 @@ tsan:
 test: build
 	cd $(BUILD) && ctest --output-on-failure -j $(JOBS)
 	$(MAKE) asan
+
+# Coverage-guided libFuzzer run of every parser (needs clang; optional, not in
+# DEPS). FUZZ_SECONDS per target; docs/fuzzing.md. `make test` runs the smoke.
+FUZZ_BUILD   ?= build-libfuzzer
+FUZZ_SECONDS ?= 60
+FUZZ_STRICT  ?= ON
+fuzz:
+	JOBS=$(JOBS) FUZZ_STRICT=$(FUZZ_STRICT) bash tests/fuzz/libfuzzer.sh $(FUZZ_BUILD) $(FUZZ_SECONDS)
 
 run: deps build
 	bash scripts/run-demo.sh $(BUILD)

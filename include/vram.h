@@ -88,7 +88,7 @@ VRAM_API void vram_clear_error(void);
     X(JOB_TIMEOUT, SECONDS, "0", "queued job gives up after this many seconds (0 = never)")        \
     X(PLACEMENT, STRING, "best-fit", "placement: best-fit or least-loaded")                        \
     X(BACKFILL, BOOL, "true", "start smaller queued jobs that fit while bigger ones wait")         \
-    X(LEASE, SECONDS, "0", "job lease; unrenewed jobs are released (0 = watch pid only)")         \
+    X(LEASE, SECONDS, "0", "job lease; unrenewed jobs are released (0 = watch pid only)")          \
     X(SOCKET_MODE, STRING, "0660", "permissions of the vramd Unix socket (octal)")
 
 typedef enum {
@@ -585,12 +585,12 @@ typedef enum {
 typedef struct {
     char name[64];
     char command[512];
-    uid_t uid;                  /* owner (peer credentials) */
-    pid_t pid;                  /* process whose exit releases the job; 0 = none */
-    uint64_t mem_bytes;         /* per GPU, > 0 */
-    int gpus;                   /* >= 1 */
-    int priority;               /* higher first */
-    double timeout_s;           /* queue timeout; < 0: VRAM_JOB_TIMEOUT; 0: never */
+    uid_t uid;                       /* owner (peer credentials) */
+    pid_t pid;                       /* process whose exit releases the job; 0 = none */
+    uint64_t mem_bytes;              /* per GPU, > 0 */
+    int gpus;                        /* >= 1 */
+    int priority;                    /* higher first */
+    double timeout_s;                /* queue timeout; < 0: VRAM_JOB_TIMEOUT; 0: never */
     int pinned[VRAM_SCHED_MAX_GPUS]; /* exact devices when npinned > 0 */
     int npinned;
     uint32_t batch_size, min_batch_size; /* 0 = no degradation */
@@ -617,8 +617,7 @@ typedef enum { VRAM_PLACE_BEST_FIT, VRAM_PLACE_LEAST_LOADED } vram_placement_t;
 typedef struct {
     int (*count)(void *arg);
     int (*info)(void *arg, int index, vram_device_info_t *out);
-    int (*processes)(void *arg, int index, vram_process_info_t *procs, size_t cap,
-                     size_t *count);
+    int (*processes)(void *arg, int index, vram_process_info_t *procs, size_t cap, size_t *count);
     void *arg;
 } vram_sched_devices_t;
 
@@ -630,8 +629,8 @@ typedef struct {
     int max_concurrent_jobs;             /* per device; 0 = no limit */
     double job_timeout_s;                /* default queue timeout; 0 = never */
     vram_placement_t placement;
-    bool backfill; /* start later jobs that fit while the head waits */
-    double lease_s; /* running jobs not renewed within this are released; 0 = off */
+    bool backfill;         /* start later jobs that fit while the head waits */
+    double lease_s;        /* running jobs not renewed within this are released; 0 = off */
     double (*clock)(void); /* Unix seconds; NULL = real time (tests inject one) */
     /* Admission decisions may reuse an observation of the devices this long
      * (seconds; 0 = query the devices for every decision). Reservations are
@@ -653,9 +652,12 @@ VRAM_API int vram_sched_config_from_options(vram_sched_config_t *cfg);
  * what fits. EIO names the database on SQLite errors. All vram_sched_* calls
  * are thread-safe (one internal lock). */
 VRAM_API int vram_sched_open(const vram_sched_config_t *cfg, vram_sched_t **out);
+/* Accepts NULL. No other vram_sched_* call may be running or start. */
 VRAM_API void vram_sched_close(vram_sched_t *s);
-/* Queues a job and runs admission. EINVAL/ERANGE-like EINVAL names the bad
- * field (e.g. more GPUs or memory than any device has); *out gets the job. */
+/* Queues a job and runs admission; *out gets the job (QUEUED or already
+ * RUNNING). EINVAL names the bad field (mem_bytes, gpus, devices,
+ * min_batch_size, timeout_s, pid), also for a request no device could ever
+ * hold; EIO on store errors. Nothing is stored on failure. */
 VRAM_API int vram_sched_submit(vram_sched_t *s, const vram_job_request_t *req, vram_job_t *out);
 /* Cancels a queued or running job. EPERM unless caller_uid owns it or is 0;
  * ENOENT for an unknown id; ESTATE when it already ended. */
@@ -666,8 +668,10 @@ VRAM_API int vram_sched_finish(vram_sched_t *s, int64_t id, uid_t caller_uid, in
                                const char *error);
 /* Renews a running job's lease. ENOENT, EPERM, ESTATE as above. */
 VRAM_API int vram_sched_renew(vram_sched_t *s, int64_t id, uid_t caller_uid);
-/* Reaps dead processes, expired leases and queue timeouts, then admits what
- * fits. Returns the number of jobs that changed state, or an error. */
+/* Reaps dead processes, expired leases and queue timeouts, checks usage
+ * against reservations (once a second), then admits what fits. Returns the
+ * number of jobs that changed state, or an error. Call tick/run_once from one
+ * thread only (it closes the pidfds run_once polls). */
 VRAM_API int vram_sched_tick(vram_sched_t *s);
 /* Waits up to timeout_ms for a watched process to exit or a wake-up, then
  * ticks. The daemon's scheduler thread loops on it. */
@@ -680,7 +684,8 @@ VRAM_API void vram_sched_stop_waiters(vram_sched_t *s);
 VRAM_API int vram_sched_job(vram_sched_t *s, int64_t id, vram_job_t *out);
 /* Waits until job `id` is no longer QUEUED or timeout_ms passes; copies it. */
 VRAM_API int vram_sched_wait(vram_sched_t *s, int64_t id, int timeout_ms, vram_job_t *out);
-/* JSON documents (malloc'd, caller frees; NULL on ENOMEM): one job; the jobs
+/* JSON documents (malloc'd, caller frees; NULL on ENOMEM, for an unknown
+ * job id, or when the devices cannot be read for the status): one job; the jobs
  * (active first, then up to `limit` ended ones, newest first); the memory
  * summary of GET /v1/status; the device list. */
 VRAM_API char *vram_sched_job_json(vram_sched_t *s, int64_t id);

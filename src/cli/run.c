@@ -549,7 +549,10 @@ int vram_cli_run(int argc, char **argv)
         at +=
             (size_t)snprintf(cmdline + at, sizeof cmdline - at, i > optind ? " %s" : "%s", argv[i]);
     char short_name[64];
-    snprintf(short_name, sizeof short_name, "%s", name ? name : cmdline);
+    const char *name_src = name ? name : cmdline; /* cut to the API's 63 characters */
+    size_t name_len = strnlen(name_src, sizeof short_name - 1);
+    memcpy(short_name, name_src, name_len);
+    short_name[name_len] = 0;
     json_object_set_new(o.request, "name", json_string(short_name));
     json_object_set_new(o.request, "command", json_string(cmdline));
     json_object_set_new(o.request, "mem_bytes", json_integer((json_int_t)o.mem));

@@ -218,7 +218,7 @@ static bool parse_job_request(json_t *o, vramd_response_t *r, vram_job_request_t
     get_int(&c, o, "gpus", 1, VRAM_SCHED_MAX_GPUS, &gpus);
     get_int(&c, o, "priority", -1000000, 1000000, &prio);
     get_number(&c, o, "timeout_s", 0, 365.0 * 86400, &q->timeout_s);
-    get_int(&c, o, "pid", 0, 1LL << 31, &pid);
+    get_int(&c, o, "pid", 0, (1LL << 31) - 1, &pid); /* pid_t range */
     get_int(&c, o, "batch_size", 0, 1LL << 30, &batch);
     get_int(&c, o, "min_batch_size", 0, 1LL << 30, &minb);
     get_size(&c, o, "per_sample_bytes", &q->per_sample_bytes);

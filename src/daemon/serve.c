@@ -139,7 +139,7 @@ static int listen_tcp(const char *spec, int *out, char *actual, size_t len)
     return 0;
 }
 
-static volatile int stopping;
+static _Atomic int stopping;
 
 static void *scheduler_thread(void *arg)
 {

@@ -4,13 +4,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 
-unsigned vram_free_bin(size_t size, int bits)
-{
-    int e = 63 - __builtin_clzll((unsigned long long)size);
-    if (e < bits) return (unsigned)size; /* tiny sizes: never happens above 512 B */
-    return ((unsigned)e << bits) | (unsigned)((size >> (e - bits)) & (((size_t)1 << bits) - 1));
-}
-
 vram_free_heap_t *vram_free_index_heap(vram_free_index_t *x, uintptr_t stream)
 {
     if (x->last && x->last->stream == stream) return x->last;
@@ -35,7 +28,7 @@ int vram_free_index_reserve(vram_free_index_t *x, uintptr_t stream)
 void vram_free_index_insert(vram_free_index_t *x, vram_pool_block_t *b, unsigned bin)
 {
     vram_free_heap_t *h = vram_free_index_heap(x, b->stream);
-    vram_free_tree_insert(&h->bins[bin], b);
+    vram_free_tree_insert(&x->ctx, &h->bins[bin], b);
     h->bitmap[bin >> 6] |= 1ull << (bin & 63);
     h->summary |= 1ull << (bin >> 6);
     x->count++;
@@ -44,7 +37,7 @@ void vram_free_index_insert(vram_free_index_t *x, vram_pool_block_t *b, unsigned
 void vram_free_index_remove(vram_free_index_t *x, vram_pool_block_t *b, unsigned bin)
 {
     vram_free_heap_t *h = vram_free_index_heap(x, b->stream);
-    vram_free_tree_remove(&h->bins[bin], b);
+    vram_free_tree_remove(&x->ctx, &h->bins[bin], b);
     if (!h->bins[bin].root) {
         h->bitmap[bin >> 6] &= ~(1ull << (bin & 63));
         if (!h->bitmap[bin >> 6]) h->summary &= ~(1ull << (bin >> 6));
@@ -72,11 +65,11 @@ vram_pool_block_t *vram_free_index_find(vram_free_index_t *x, uintptr_t stream, 
     vram_free_heap_t *h = vram_free_index_heap(x, stream);
     if (!h) return NULL;
     if (h->bitmap[bin >> 6] & (1ull << (bin & 63))) {
-        vram_pool_block_t *b = vram_free_tree_lower_bound(&h->bins[bin], stream, rank);
+        vram_pool_block_t *b = vram_free_tree_lower_bound(&x->ctx, &h->bins[bin], rank);
         if (b) return b;
     }
     int next = next_bin(h, bin);
-    return next < 0 ? NULL : vram_free_tree_first(&h->bins[next]);
+    return next < 0 ? NULL : vram_free_tree_first(&x->ctx, &h->bins[next]);
 }
 
 int vram_free_heap_top(const vram_free_heap_t *h)
@@ -104,17 +97,24 @@ int vram_free_index_check(const vram_free_index_t *x, char *err, size_t len)
         for (unsigned bin = 0; bin < VRAM_FREE_BINS; bin++) {
             const vram_free_tree_t *t = &h->bins[bin];
             bool marked = h->bitmap[bin >> 6] & (1ull << (bin & 63));
-            if (marked != (t->root != NULL)) {
+            if (marked != (t->root != 0)) {
                 snprintf(err, len, "bin %u of stream 0x%zx: bitmap says %s", bin, (size_t)h->stream,
                          marked ? "full" : "empty");
                 return -1;
             }
             if (!t->root) continue;
-            if (vram_free_tree_check(t, err, len) < 0) return -1;
-            for (vram_pool_block_t *b = vram_free_tree_first(t); b; b = vram_free_tree_next(b)) {
+            if (vram_free_tree_check(&x->ctx, t, err, len) < 0) return -1;
+            for (vram_pool_block_t *b = vram_free_tree_first(&x->ctx, t); b;
+                 b = vram_free_tree_next(&x->ctx, b)) {
                 if (b->stream != h->stream) {
                     snprintf(err, len, "block 0x%zx in the bins of another stream",
                              (size_t)b->addr);
+                    return -1;
+                }
+                if (vram_size_bin((size_t)vram_tree_rank(&x->ctx, b->size), x->bin_bits) != bin &&
+                    !(x->ctx.rank_class_bits && vram_tree_rank(&x->ctx, b->size) == bin)) {
+                    snprintf(err, len, "block 0x%zx (%zu bytes) in the wrong bin %u",
+                             (size_t)b->addr, b->size, bin);
                     return -1;
                 }
             }

@@ -1,19 +1,24 @@
-/* Red-black tree of free blocks, intrusive (the links live in the block).
- * Ordered by (stream, rank, tie, address): best fit for a stream is the first
- * block at or after (stream, rank of the request), one O(log n) descent. */
+/* Red-black tree of free blocks, intrusive (the links live in the block, as
+ * 32-bit block ids). Ordered by (rank, tie, address): best fit is the first
+ * block at or after the rank of the request, one O(log n) descent. A block's
+ * rank is computed from its size (see vram_tree_rank), so it needs no field. */
 #include "pool/pool_internal.h"
 
 #include <stdio.h>
 
-#define L(b) ((b)->u.node.left)
-#define R(b) ((b)->u.node.right)
-#define P(b) ((b)->u.node.parent)
+#define AT(id)      vram_block_at(c->blocks, (id))
+#define L(b)        AT((b)->u.node.left)
+#define R(b)        AT((b)->u.node.right)
+#define P(b)        AT((b)->u.node.parent)
+#define SET_L(b, x) ((b)->u.node.left = vram_block_id(x))
+#define SET_R(b, x) ((b)->u.node.right = vram_block_id(x))
+#define SET_P(b, x) ((b)->u.node.parent = vram_block_id(x))
 
-static int key_cmp(const vram_pool_block_t *a, const vram_pool_block_t *b)
+static int key_cmp(const vram_tree_ctx_t *c, const vram_pool_block_t *a, const vram_pool_block_t *b)
 {
-    if (a->stream != b->stream) return a->stream < b->stream ? -1 : 1;
-    if (a->u.node.rank != b->u.node.rank) return a->u.node.rank < b->u.node.rank ? -1 : 1;
-    if (a->u.node.tie != b->u.node.tie) return a->u.node.tie < b->u.node.tie ? -1 : 1;
+    uint64_t ra = vram_tree_rank(c, a->size), rb = vram_tree_rank(c, b->size);
+    if (ra != rb) return ra < rb ? -1 : 1;
+    if (a->seg_seq != b->seg_seq) return a->seg_seq < b->seg_seq ? -1 : 1;
     if (a->addr != b->addr) return a->addr < b->addr ? -1 : 1;
     return 0;
 }
@@ -23,56 +28,63 @@ static bool is_red(const vram_pool_block_t *b)
     return b && b->red;
 }
 
-static void rotate_left(vram_free_tree_t *t, vram_pool_block_t *x)
+static void set_root(vram_free_tree_t *t, vram_pool_block_t *b)
+{
+    t->root = vram_block_id(b);
+}
+
+static void rotate_left(const vram_tree_ctx_t *c, vram_free_tree_t *t, vram_pool_block_t *x)
 {
     vram_pool_block_t *y = R(x);
-    R(x) = L(y);
-    if (L(y)) P(L(y)) = x;
-    P(y) = P(x);
-    if (!P(x))
-        t->root = y;
-    else if (x == L(P(x)))
-        L(P(x)) = y;
+    vram_pool_block_t *yl = L(y), *xp = P(x);
+    x->u.node.right = y->u.node.left;
+    if (yl) SET_P(yl, x);
+    y->u.node.parent = x->u.node.parent;
+    if (!xp)
+        set_root(t, y);
+    else if (xp->u.node.left == vram_block_id(x))
+        SET_L(xp, y);
     else
-        R(P(x)) = y;
-    L(y) = x;
-    P(x) = y;
+        SET_R(xp, y);
+    SET_L(y, x);
+    SET_P(x, y);
 }
 
-static void rotate_right(vram_free_tree_t *t, vram_pool_block_t *x)
+static void rotate_right(const vram_tree_ctx_t *c, vram_free_tree_t *t, vram_pool_block_t *x)
 {
     vram_pool_block_t *y = L(x);
-    L(x) = R(y);
-    if (R(y)) P(R(y)) = x;
-    P(y) = P(x);
-    if (!P(x))
-        t->root = y;
-    else if (x == R(P(x)))
-        R(P(x)) = y;
+    vram_pool_block_t *yr = R(y), *xp = P(x);
+    x->u.node.left = y->u.node.right;
+    if (yr) SET_P(yr, x);
+    y->u.node.parent = x->u.node.parent;
+    if (!xp)
+        set_root(t, y);
+    else if (xp->u.node.right == vram_block_id(x))
+        SET_R(xp, y);
     else
-        L(P(x)) = y;
-    R(y) = x;
-    P(x) = y;
+        SET_L(xp, y);
+    SET_R(y, x);
+    SET_P(x, y);
 }
 
-void vram_free_tree_insert(vram_free_tree_t *t, vram_pool_block_t *b)
+void vram_free_tree_insert(const vram_tree_ctx_t *c, vram_free_tree_t *t, vram_pool_block_t *b)
 {
-    vram_pool_block_t *parent = NULL, *cur = t->root;
+    vram_pool_block_t *parent = NULL, *cur = AT(t->root);
     int cmp = 0;
     while (cur) {
         parent = cur;
-        cmp = key_cmp(b, cur);
+        cmp = key_cmp(c, b, cur);
         cur = cmp < 0 ? L(cur) : R(cur);
     }
-    L(b) = R(b) = NULL;
-    P(b) = parent;
+    b->u.node.left = b->u.node.right = 0;
+    SET_P(b, parent);
     b->red = true;
     if (!parent)
-        t->root = b;
+        set_root(t, b);
     else if (cmp < 0)
-        L(parent) = b;
+        SET_L(parent, b);
     else
-        R(parent) = b;
+        SET_R(parent, b);
     t->count++;
 
     /* Restore: no red node has a red parent. */
@@ -88,13 +100,13 @@ void vram_free_tree_insert(vram_free_tree_t *t, vram_pool_block_t *b)
                 continue;
             }
             if (x == R(p)) {
-                rotate_left(t, p);
+                rotate_left(c, t, p);
                 x = p;
                 p = P(x);
             }
             p->red = false;
             g->red = true;
-            rotate_right(t, g);
+            rotate_right(c, t, g);
         } else {
             vram_pool_block_t *u = L(g);
             if (is_red(u)) {
@@ -104,46 +116,56 @@ void vram_free_tree_insert(vram_free_tree_t *t, vram_pool_block_t *b)
                 continue;
             }
             if (x == L(p)) {
-                rotate_right(t, p);
+                rotate_right(c, t, p);
                 x = p;
                 p = P(x);
             }
             p->red = false;
             g->red = true;
-            rotate_left(t, g);
+            rotate_left(c, t, g);
         }
     }
-    t->root->red = false;
+    AT(t->root)->red = false;
 }
 
-static void transplant(vram_free_tree_t *t, vram_pool_block_t *u, vram_pool_block_t *v)
+static void transplant(const vram_tree_ctx_t *c, vram_free_tree_t *t, vram_pool_block_t *u,
+                       vram_pool_block_t *v)
 {
-    if (!P(u))
-        t->root = v;
-    else if (u == L(P(u)))
-        L(P(u)) = v;
+    vram_pool_block_t *up = P(u);
+    if (!up)
+        set_root(t, v);
+    else if (u == L(up))
+        SET_L(up, v);
     else
-        R(P(u)) = v;
-    if (v) P(v) = P(u);
+        SET_R(up, v);
+    if (v) v->u.node.parent = u->u.node.parent;
 }
 
-static vram_pool_block_t *minimum(vram_pool_block_t *b)
+static vram_pool_block_t *minimum(const vram_tree_ctx_t *c, vram_pool_block_t *b)
 {
-    while (L(b))
+    while (b->u.node.left)
         b = L(b);
     return b;
 }
 
-/* Rebalances after removing a black node; x (maybe NULL) took its place under xp. */
-static void remove_fixup(vram_free_tree_t *t, vram_pool_block_t *x, vram_pool_block_t *xp)
+static vram_pool_block_t *maximum(const vram_tree_ctx_t *c, vram_pool_block_t *b)
 {
-    while (x != t->root && !is_red(x)) {
+    while (b->u.node.right)
+        b = R(b);
+    return b;
+}
+
+/* Rebalances after removing a black node; x (maybe NULL) took its place under xp. */
+static void remove_fixup(const vram_tree_ctx_t *c, vram_free_tree_t *t, vram_pool_block_t *x,
+                         vram_pool_block_t *xp)
+{
+    while (x != AT(t->root) && !is_red(x)) {
         if (x == L(xp)) {
             vram_pool_block_t *w = R(xp);
             if (is_red(w)) {
                 w->red = false;
                 xp->red = true;
-                rotate_left(t, xp);
+                rotate_left(c, t, xp);
                 w = R(xp);
             }
             if (!is_red(L(w)) && !is_red(R(w))) {
@@ -154,14 +176,14 @@ static void remove_fixup(vram_free_tree_t *t, vram_pool_block_t *x, vram_pool_bl
                 if (!is_red(R(w))) {
                     L(w)->red = false;
                     w->red = true;
-                    rotate_right(t, w);
+                    rotate_right(c, t, w);
                     w = R(xp);
                 }
                 w->red = xp->red;
                 xp->red = false;
                 R(w)->red = false;
-                rotate_left(t, xp);
-                x = t->root;
+                rotate_left(c, t, xp);
+                x = AT(t->root);
                 break;
             }
         } else {
@@ -169,7 +191,7 @@ static void remove_fixup(vram_free_tree_t *t, vram_pool_block_t *x, vram_pool_bl
             if (is_red(w)) {
                 w->red = false;
                 xp->red = true;
-                rotate_right(t, xp);
+                rotate_right(c, t, xp);
                 w = L(xp);
             }
             if (!is_red(L(w)) && !is_red(R(w))) {
@@ -180,14 +202,14 @@ static void remove_fixup(vram_free_tree_t *t, vram_pool_block_t *x, vram_pool_bl
                 if (!is_red(L(w))) {
                     R(w)->red = false;
                     w->red = true;
-                    rotate_left(t, w);
+                    rotate_left(c, t, w);
                     w = L(xp);
                 }
                 w->red = xp->red;
                 xp->red = false;
                 L(w)->red = false;
-                rotate_right(t, xp);
-                x = t->root;
+                rotate_right(c, t, xp);
+                x = AT(t->root);
                 break;
             }
         }
@@ -195,63 +217,67 @@ static void remove_fixup(vram_free_tree_t *t, vram_pool_block_t *x, vram_pool_bl
     if (x) x->red = false;
 }
 
-void vram_free_tree_remove(vram_free_tree_t *t, vram_pool_block_t *z)
+void vram_free_tree_remove(const vram_tree_ctx_t *c, vram_free_tree_t *t, vram_pool_block_t *z)
 {
     vram_pool_block_t *x, *xp;
     bool removed_red = z->red;
-    if (!L(z)) {
+    if (!z->u.node.left) {
         x = R(z);
         xp = P(z);
-        transplant(t, z, x);
-    } else if (!R(z)) {
+        transplant(c, t, z, x);
+    } else if (!z->u.node.right) {
         x = L(z);
         xp = P(z);
-        transplant(t, z, x);
+        transplant(c, t, z, x);
     } else {
-        vram_pool_block_t *y = minimum(R(z));
+        vram_pool_block_t *y = minimum(c, R(z));
         removed_red = y->red;
         x = R(y);
         if (P(y) == z) {
             xp = y;
         } else {
             xp = P(y);
-            transplant(t, y, R(y));
-            R(y) = R(z);
-            P(R(y)) = y;
+            transplant(c, t, y, x);
+            y->u.node.right = z->u.node.right;
+            SET_P(R(y), y);
         }
-        transplant(t, z, y);
-        L(y) = L(z);
-        P(L(y)) = y;
+        transplant(c, t, z, y);
+        y->u.node.left = z->u.node.left;
+        SET_P(L(y), y);
         y->red = z->red;
     }
     t->count--;
-    if (!removed_red) remove_fixup(t, x, xp);
+    if (!removed_red) remove_fixup(c, t, x, xp);
 }
 
-vram_pool_block_t *vram_free_tree_lower_bound(const vram_free_tree_t *t, uintptr_t stream,
+vram_pool_block_t *vram_free_tree_lower_bound(const vram_tree_ctx_t *c, const vram_free_tree_t *t,
                                               uint64_t rank)
 {
-    vram_pool_block_t *cur = t->root, *best = NULL;
+    vram_pool_block_t *cur = AT(t->root), *best = NULL;
     while (cur) {
-        bool below = cur->stream < stream || (cur->stream == stream && cur->u.node.rank < rank);
-        if (below) {
+        if (vram_tree_rank(c, cur->size) < rank) {
             cur = R(cur);
         } else {
             best = cur;
             cur = L(cur);
         }
     }
-    return best && best->stream == stream ? best : NULL;
+    return best;
 }
 
-vram_pool_block_t *vram_free_tree_first(const vram_free_tree_t *t)
+vram_pool_block_t *vram_free_tree_first(const vram_tree_ctx_t *c, const vram_free_tree_t *t)
 {
-    return t->root ? minimum(t->root) : NULL;
+    return t->root ? minimum(c, AT(t->root)) : NULL;
 }
 
-vram_pool_block_t *vram_free_tree_next(const vram_pool_block_t *b)
+vram_pool_block_t *vram_free_tree_last(const vram_tree_ctx_t *c, const vram_free_tree_t *t)
 {
-    if (R(b)) return minimum(R(b));
+    return t->root ? maximum(c, AT(t->root)) : NULL;
+}
+
+vram_pool_block_t *vram_free_tree_next(const vram_tree_ctx_t *c, const vram_pool_block_t *b)
+{
+    if (b->u.node.right) return minimum(c, R(b));
     const vram_pool_block_t *cur = b;
     vram_pool_block_t *p = P(cur);
     while (p && cur == R(p)) {
@@ -261,30 +287,20 @@ vram_pool_block_t *vram_free_tree_next(const vram_pool_block_t *b)
     return p;
 }
 
-vram_pool_block_t *vram_free_tree_last_of(const vram_free_tree_t *t, uintptr_t stream)
-{
-    vram_pool_block_t *cur = t->root, *best = NULL;
-    while (cur) {
-        if (cur->stream <= stream) {
-            if (cur->stream == stream) best = cur;
-            cur = R(cur);
-        } else {
-            cur = L(cur);
-        }
-    }
-    return best;
-}
-
-static int check_node(const vram_pool_block_t *b, const vram_pool_block_t *lo,
-                      const vram_pool_block_t *hi, size_t *count, char *err, size_t len)
+static int check_node(const vram_tree_ctx_t *c, const vram_pool_block_t *b,
+                      const vram_pool_block_t *lo, const vram_pool_block_t *hi, size_t *count,
+                      char *err, size_t len)
 {
     if (!b) return 1;
-    (*count)++;
+    if (++*count > c->blocks->count * (size_t)VRAM_BLOCKS_PER_SLAB) {
+        snprintf(err, len, "free tree has a cycle");
+        return -1;
+    }
     if (b->allocated) {
         snprintf(err, len, "allocated block 0x%zx in the free tree", (size_t)b->addr);
         return -1;
     }
-    if ((lo && key_cmp(lo, b) >= 0) || (hi && key_cmp(b, hi) >= 0)) {
+    if ((lo && key_cmp(c, lo, b) >= 0) || (hi && key_cmp(c, b, hi) >= 0)) {
         snprintf(err, len, "free tree out of order at block 0x%zx", (size_t)b->addr);
         return -1;
     }
@@ -296,9 +312,9 @@ static int check_node(const vram_pool_block_t *b, const vram_pool_block_t *lo,
         snprintf(err, len, "red block 0x%zx has a red child", (size_t)b->addr);
         return -1;
     }
-    int lh = check_node(L(b), lo, b, count, err, len);
+    int lh = check_node(c, L(b), lo, b, count, err, len);
     if (lh < 0) return -1;
-    int rh = check_node(R(b), b, hi, count, err, len);
+    int rh = check_node(c, R(b), b, hi, count, err, len);
     if (rh < 0) return -1;
     if (lh != rh) {
         snprintf(err, len, "unequal black heights below block 0x%zx", (size_t)b->addr);
@@ -307,16 +323,17 @@ static int check_node(const vram_pool_block_t *b, const vram_pool_block_t *lo,
     return lh + (b->red ? 0 : 1);
 }
 
-int vram_free_tree_check(const vram_free_tree_t *t, char *err, size_t len)
+int vram_free_tree_check(const vram_tree_ctx_t *c, const vram_free_tree_t *t, char *err, size_t len)
 {
-    if (t->root && (t->root->red || P(t->root))) {
+    vram_pool_block_t *root = AT(t->root);
+    if (root && (root->red || root->u.node.parent)) {
         snprintf(err, len, "free tree root is red or has a parent");
         return -1;
     }
     size_t count = 0;
-    int h = check_node(t->root, NULL, NULL, &count, err, len);
+    int h = check_node(c, root, NULL, NULL, &count, err, len);
     if (h >= 0 && count != t->count) {
-        snprintf(err, len, "free tree holds %zu blocks but counts %zu", count, t->count);
+        snprintf(err, len, "free tree holds %zu blocks but counts %zu", count, (size_t)t->count);
         return -1;
     }
     return h;

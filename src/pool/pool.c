@@ -6,29 +6,34 @@
 #include <stdlib.h>
 #include <string.h>
 
-/* ---- block structs: slabs and a free list ---------------------------- */
-
-#define BLOCKS_PER_SLAB 256
-
-struct vram_block_slab {
-    vram_block_slab_t *next;
-    vram_pool_block_t blocks[BLOCKS_PER_SLAB];
-};
+/* ---- block structs: slabs, ids and a free list ----------------------- */
 
 static vram_pool_block_t *block_new(vram_pool_t *pool)
 {
-    if (!pool->spare_blocks) {
-        vram_block_slab_t *slab = aligned_alloc(64, sizeof *slab); /* blocks are 64-aligned */
-        if (!slab) return NULL;
-        slab->next = pool->slabs;
-        pool->slabs = slab;
-        for (int i = 0; i < BLOCKS_PER_SLAB; i++) {
-            slab->blocks[i].next = pool->spare_blocks;
-            pool->spare_blocks = &slab->blocks[i];
+    vram_block_table_t *t = &pool->blocks;
+    vram_pool_block_t *b;
+    if (pool->spare_blocks) {
+        b = vram_block_at(t, pool->spare_blocks);
+        pool->spare_blocks = b->next;
+    } else {
+        if (!t->count || pool->slab_fresh == VRAM_BLOCKS_PER_SLAB) {
+            if (t->count == UINT32_MAX / VRAM_BLOCKS_PER_SLAB) return NULL; /* ids are 32-bit */
+            if (t->count == t->cap) {
+                uint32_t cap = t->cap ? t->cap * 2 : 4;
+                vram_pool_block_t **slabs = realloc(t->slabs, cap * sizeof *slabs);
+                if (!slabs) return NULL;
+                t->slabs = slabs;
+                t->cap = cap;
+            }
+            vram_pool_block_t *slab = aligned_alloc(VRAM_BLOCK_SLAB_BYTES, VRAM_BLOCK_SLAB_BYTES);
+            if (!slab) return NULL;
+            memset(slab, 0, sizeof *slab);
+            slab->size = t->count; /* the header: lets vram_block_id find the slab's number */
+            t->slabs[t->count++] = slab;
+            pool->slab_fresh = 1;
         }
+        b = t->slabs[t->count - 1] + pool->slab_fresh++;
     }
-    vram_pool_block_t *b = pool->spare_blocks;
-    pool->spare_blocks = b->next;
     memset(b, 0, sizeof *b);
     return b;
 }
@@ -36,19 +41,22 @@ static vram_pool_block_t *block_new(vram_pool_t *pool)
 static void block_delete(vram_pool_t *pool, vram_pool_block_t *b)
 {
     b->next = pool->spare_blocks;
-    pool->spare_blocks = b;
+    pool->spare_blocks = vram_block_id(b);
 }
 
 /* ---- free tree membership, with the inactive_split statistics -------- */
 
+static unsigned bin_of(const vram_pool_t *pool, const vram_pool_block_t *b)
+{
+    return vram_pool_rank_bin(pool->strategy, vram_pool_block_rank(pool->strategy, b->size));
+}
+
 static void tree_put(vram_pool_t *pool, vram_pool_block_t *b)
 {
-    b->u.node.rank = vram_pool_block_rank(pool->strategy, b->size);
-    /* Among equal ranks the oldest segment wins: deterministic whatever
-     * addresses the device hands out, and it packs toward old segments. */
-    b->u.node.tie = b->seg_seq;
-    vram_free_index_insert(&pool->free_blocks[b->kind], b,
-                           vram_pool_rank_bin(pool->strategy, b->u.node.rank));
+    /* Among equal ranks the oldest segment wins (the tree's tie is seg_seq):
+     * deterministic whatever addresses the device hands out, and it packs
+     * toward old segments. */
+    vram_free_index_insert(&pool->free_blocks[b->kind], b, bin_of(pool, b));
     if (!vram_pool_block_spans_segment(b)) {
         vram_pool_stat_update(pool->stats.inactive_split, b->kind, 1);
         vram_pool_stat_update(pool->stats.inactive_split_bytes, b->kind, (int64_t)b->size);
@@ -57,8 +65,7 @@ static void tree_put(vram_pool_t *pool, vram_pool_block_t *b)
 
 static void tree_take(vram_pool_t *pool, vram_pool_block_t *b)
 {
-    vram_free_index_remove(&pool->free_blocks[b->kind], b,
-                           vram_pool_rank_bin(pool->strategy, b->u.node.rank));
+    vram_free_index_remove(&pool->free_blocks[b->kind], b, bin_of(pool, b));
     if (!vram_pool_block_spans_segment(b)) {
         vram_pool_stat_update(pool->stats.inactive_split, b->kind, -1);
         vram_pool_stat_update(pool->stats.inactive_split_bytes, b->kind, -(int64_t)b->size);
@@ -145,7 +152,7 @@ static int segment_create(vram_pool_t *pool, int kind, uintptr_t stream, size_t 
     b->stream = stream;
     b->segment = seg;
     b->kind = (uint8_t)kind;
-    b->seg_seq = seg->seq;
+    b->seg_seq = (uint32_t)seg->seq;
     segment_link(pool, seg);
     pool->stats.num_device_alloc++;
     vram_pool_stat_update(pool->stats.segment, kind, 1);
@@ -254,6 +261,10 @@ static vram_pool_block_t *find_free(vram_pool_t *pool, int kind, uintptr_t strea
     vram_pool_block_t *b = vram_free_index_find(&pool->free_blocks[kind], stream, rank,
                                                 vram_pool_rank_bin(pool->strategy, rank));
     if (b && !vram_pool_block_eligible(pool->strategy, b->size, rounded)) return NULL;
+    /* An ineligible idle segment is released by alloc_slow before it grows. */
+    if (b && vram_pool_block_spans_segment(b) &&
+        !vram_pool_idle_segment_eligible(pool->strategy, b->size, rounded))
+        return NULL;
     return b;
 }
 
@@ -268,10 +279,13 @@ static int take_block(vram_pool_t *pool, vram_pool_block_t *b, size_t rounded, s
         rest = block_new(pool);
         if (!rest) return vram_fail(VRAM_ENOMEM, "pool: out of host memory for block metadata");
     }
-    if (vram_ptr_map_put(&pool->live, b->addr, b)) {
+    if (vram_live_map_reserve(&pool->live)) {
         if (rest) block_delete(pool, rest);
         return vram_fail(VRAM_ENOMEM, "pool: out of host memory for the block map");
     }
+    /* The map slot is a likely cache miss independent of the tree work:
+     * start loading it now, insert at the end. */
+    vram_live_map_prefetch(&pool->live, b->addr);
     tree_take(pool, b);
     if (vram_pool_block_spans_segment(b)) idle_leave(pool, b->segment);
     if (rest) {
@@ -281,16 +295,18 @@ static int take_block(vram_pool_t *pool, vram_pool_block_t *b, size_t rounded, s
         rest->segment = b->segment;
         rest->kind = b->kind;
         rest->seg_seq = b->seg_seq;
-        rest->prev = b;
+        vram_pool_block_t *after = vram_pool_next_block(pool, b);
+        rest->prev = vram_block_id(b);
         rest->next = b->next;
-        if (b->next) b->next->prev = rest;
-        b->next = rest;
+        if (after) after->prev = vram_block_id(rest);
+        b->next = vram_block_id(rest);
         b->size = rounded;
         tree_put(pool, rest);
     }
     b->allocated = true;
     b->u.live.requested = requested;
     b->u.live.trace_id = 0;
+    vram_live_map_put(&pool->live, b);
     vram_pool_stat_update(pool->stats.allocation, kind, 1);
     vram_pool_stat_update(pool->stats.active, kind, 1);
     vram_pool_stat_update(pool->stats.allocated_bytes, kind, (int64_t)b->size);
@@ -439,9 +455,10 @@ int vram_pool_alloc(vram_pool_t *pool, size_t size, void *stream_handle, void **
 /* Merges free block `b` with free neighbour `n` (n directly after b). */
 static void absorb_next(vram_pool_t *pool, vram_pool_block_t *b, vram_pool_block_t *n)
 {
+    vram_pool_block_t *after = vram_pool_next_block(pool, n);
     b->size += n->size;
     b->next = n->next;
-    if (n->next) n->next->prev = b;
+    if (after) after->prev = vram_block_id(b);
     block_delete(pool, n);
 }
 
@@ -450,7 +467,7 @@ int vram_pool_free(vram_pool_t *pool, void *ptr)
     if (!pool) return vram_fail(VRAM_EINVAL, "vram_pool_free: pool must not be NULL");
     if (!ptr) return 0;
     pthread_mutex_lock(&pool->lock);
-    vram_pool_block_t *b = vram_ptr_map_take(&pool->live, (uintptr_t)ptr);
+    vram_pool_block_t *b = vram_live_map_take(&pool->live, &pool->blocks, (uintptr_t)ptr);
     if (!b) {
         pool->stats.num_invalid_frees++;
         pthread_mutex_unlock(&pool->lock);
@@ -468,7 +485,7 @@ int vram_pool_free(vram_pool_t *pool, void *ptr)
     vram_pool_stat_update(pool->stats.requested_bytes, kind, -(int64_t)b->u.live.requested);
     b->allocated = false;
 
-    vram_pool_block_t *prev = b->prev, *next = b->next;
+    vram_pool_block_t *prev = vram_pool_prev_block(pool, b), *next = vram_pool_next_block(pool, b);
     if (next && !next->allocated) {
         tree_take(pool, next);
         absorb_next(pool, b, next);
@@ -582,14 +599,18 @@ int vram_pool_create_on(const vram_pool_source_t *src, const vram_pool_config_t 
     }
     vram_pool_t *pool = calloc(1, sizeof *pool);
     if (!pool) return vram_fail(VRAM_ENOMEM, "vram_pool_create: out of host memory");
-    if (vram_ptr_map_init(&pool->live, 1024)) {
+    if (vram_live_map_init(&pool->live, 1024)) {
         free(pool);
         return VRAM_ENOMEM;
     }
     pthread_mutex_init(&pool->lock, NULL);
     pool->src = *src;
     pool->strategy = c.strategy;
-    pool->free_blocks[0].bin_bits = pool->free_blocks[1].bin_bits = vram_pool_bin_bits(c.strategy);
+    for (int k = 0; k < 2; k++) {
+        pool->free_blocks[k].bin_bits = vram_pool_bin_bits(c.strategy);
+        pool->free_blocks[k].ctx.blocks = &pool->blocks;
+        pool->free_blocks[k].ctx.rank_class_bits = vram_pool_rank_class_bits(c.strategy);
+    }
     pool->device_total = total == VRAM_UNKNOWN_U64 ? UINT64_MAX : total;
     pool->limit = c.limit_bytes;
     if (!pool->limit && c.limit_fraction > 0 && total != VRAM_UNKNOWN_U64)
@@ -616,12 +637,10 @@ void vram_pool_destroy(vram_pool_t *pool)
         pool->src.free(pool->src.user, (void *)seg->base);
         free(seg);
     }
-    vram_block_slab_t *slab = pool->slabs, *snext;
-    for (; slab; slab = snext) {
-        snext = slab->next;
-        free(slab);
-    }
-    vram_ptr_map_release(&pool->live);
+    for (uint32_t i = 0; i < pool->blocks.count; i++)
+        free(pool->blocks.slabs[i]);
+    free(pool->blocks.slabs);
+    vram_live_map_release(&pool->live);
     vram_free_index_release(&pool->free_blocks[0]);
     vram_free_index_release(&pool->free_blocks[1]);
     if (pool->trace) fclose(pool->trace);

@@ -2,10 +2,11 @@
  *
  * A pool owns segments (device allocations). Each segment is cut into blocks
  * that tile it exactly, kept in an address-ordered doubly linked list so a
- * freed block finds its neighbours in O(1). Free blocks sit in a red-black
- * tree per pool kind (small/large) ordered by (stream, rank, tie, address), so
- * best fit is one O(log n) lower-bound search; allocated blocks sit in a hash
- * map from address to block for free(). Everything is guarded by pool->lock. */
+ * freed block finds its neighbours in O(1). Free blocks sit in size bins per
+ * pool kind (small/large) and stream, each bin a red-black tree ordered by
+ * (rank, tie, address), so best fit is a bitmap lookup plus one O(log k)
+ * lower-bound search; allocated blocks sit in a hash map from address to
+ * block for free(). Everything is guarded by pool->lock. */
 #ifndef VRAM_POOL_INTERNAL_H
 #define VRAM_POOL_INTERNAL_H
 
@@ -27,32 +28,63 @@ typedef struct vram_pool_block vram_pool_block_t;
 
 enum { VRAM_POOL_KIND_SMALL = 0, VRAM_POOL_KIND_LARGE = 1 };
 
+/* Blocks link to each other by 32-bit ids (index into the pool's block
+ * table; 0 = none) rather than pointers, so a block fits one 64-byte cache
+ * line: with 100,000 live blocks the metadata is far beyond L2 and a random
+ * free touches the block and both neighbours, so every line saved is a
+ * cache miss saved (docs/pool.md, "Data structures"). */
+typedef uint32_t vram_block_id_t;
+
 /* A block tiles part of a segment. Allocated blocks use `live`, free blocks
- * the tree links (a block is in exactly one of the hash map and a tree).
- * Layout: the first 64 bytes hold everything a tree descent compares and
- * follows, so visiting a node costs one cache line. */
+ * the tree links (a block is in exactly one of the hash map and a tree). */
 struct vram_pool_block {
-    uintptr_t stream;
     uintptr_t addr;
+    size_t size; /* multiple of VRAM_POOL_ALIGN */
+    uintptr_t stream;
+    vram_pool_segment_t *segment;
+    vram_block_id_t prev, next; /* address order within the segment */
     union {
         struct {
-            vram_pool_block_t *left, *right, *parent;
-            uint64_t rank, tie; /* sort key after stream, set by the strategy */
+            vram_block_id_t left, right, parent;
         } node;
         struct {
             size_t requested;  /* bytes asked for */
             uint64_t trace_id; /* id in the trace file, 0 when not tracing */
         } live;
     } u;
+    uint32_t seg_seq; /* the segment's creation order (low 32 bits), the tree's tie */
     bool allocated;
     bool red;
     uint8_t kind; /* the segment's, copied so the hot paths need not touch it */
-    /* second cache line: neighbours and ownership */
-    size_t size; /* multiple of VRAM_POOL_ALIGN */
-    vram_pool_segment_t *segment;
-    vram_pool_block_t *prev, *next; /* address order within the segment */
-    uint64_t seg_seq;               /* the segment's creation order, copied too */
 } __attribute__((aligned(64)));
+
+_Static_assert(sizeof(vram_pool_block_t) == 64, "a block must fit one cache line");
+
+/* Block structs come from 2 MiB-aligned slabs of 32,768; slot 0 of a slab is
+ * its header (its `size` holds the slab's number), so a block's id follows
+ * from its address and no block needs to store its own id. Slabs are big so
+ * that their few headers stay cached (small power-of-two slabs would put all
+ * headers in the same few cache sets); untouched slots cost no memory. */
+#define VRAM_BLOCKS_PER_SLAB  32768u
+#define VRAM_BLOCK_SLAB_BYTES (VRAM_BLOCKS_PER_SLAB * sizeof(vram_pool_block_t))
+
+typedef struct {
+    vram_pool_block_t **slabs; /* slab n holds ids n*32768+1 .. n*32768+32767 */
+    uint32_t count, cap;
+} vram_block_table_t;
+
+static inline vram_pool_block_t *vram_block_at(const vram_block_table_t *t, vram_block_id_t id)
+{
+    return id ? t->slabs[id / VRAM_BLOCKS_PER_SLAB] + id % VRAM_BLOCKS_PER_SLAB : NULL;
+}
+
+static inline vram_block_id_t vram_block_id(const vram_pool_block_t *b)
+{
+    if (!b) return 0;
+    const vram_pool_block_t *slab =
+        (const vram_pool_block_t *)((uintptr_t)b & ~(uintptr_t)(VRAM_BLOCK_SLAB_BYTES - 1));
+    return (vram_block_id_t)(slab->size * VRAM_BLOCKS_PER_SLAB + (size_t)(b - slab));
+}
 
 /* A block with no neighbours spans its whole segment; when it is free, the
  * segment is idle (holds no allocation). */
@@ -72,24 +104,48 @@ struct vram_pool_segment {
     vram_pool_segment_t *idle_prev, *idle_next; /* list of wholly free ones */
 };
 
-/* Red-black tree of free blocks; the order is (stream, rank, tie, addr). */
+/* Bin of a block size: 2^bits bins per doubling (the top bits after the
+ * leading one). Also the size-class index CONSOLIDATED uses as its rank. */
+static inline unsigned vram_size_bin(size_t size, int bits)
+{
+    int e = 63 - __builtin_clzll((unsigned long long)size);
+    if (e < bits) return (unsigned)size; /* tiny sizes: never happens above 512 B */
+    return ((unsigned)e << bits) | (unsigned)((size >> (e - bits)) & (((size_t)1 << bits) - 1));
+}
+
+/* What the trees need besides a block: where ids point, and how a block's
+ * rank follows from its size (rank_class_bits 0: the size itself; else the
+ * size class with 2^bits classes per doubling). */
 typedef struct {
-    vram_pool_block_t *root;
-    size_t count;
+    const vram_block_table_t *blocks;
+    int rank_class_bits;
+} vram_tree_ctx_t;
+
+static inline uint64_t vram_tree_rank(const vram_tree_ctx_t *c, size_t size)
+{
+    return c->rank_class_bits ? vram_size_bin(size, c->rank_class_bits) : size;
+}
+
+/* Red-black tree of the free blocks of one bin of one stream; the order is
+ * (rank, seg_seq, addr): best fit, then the oldest segment, then the lowest
+ * address. */
+typedef struct {
+    vram_block_id_t root;
+    uint32_t count;
 } vram_free_tree_t;
 
-void vram_free_tree_insert(vram_free_tree_t *t, vram_pool_block_t *b);
-void vram_free_tree_remove(vram_free_tree_t *t, vram_pool_block_t *b);
-/* First block with key >= (stream, rank, 0, 0) on the same stream, or NULL. */
-vram_pool_block_t *vram_free_tree_lower_bound(const vram_free_tree_t *t, uintptr_t stream,
+void vram_free_tree_insert(const vram_tree_ctx_t *c, vram_free_tree_t *t, vram_pool_block_t *b);
+void vram_free_tree_remove(const vram_tree_ctx_t *c, vram_free_tree_t *t, vram_pool_block_t *b);
+/* First block with rank >= `rank`, or NULL. */
+vram_pool_block_t *vram_free_tree_lower_bound(const vram_tree_ctx_t *c, const vram_free_tree_t *t,
                                               uint64_t rank);
-vram_pool_block_t *vram_free_tree_first(const vram_free_tree_t *t);
-vram_pool_block_t *vram_free_tree_next(const vram_pool_block_t *b);
-/* Last block of `stream` (largest key), or NULL. */
-vram_pool_block_t *vram_free_tree_last_of(const vram_free_tree_t *t, uintptr_t stream);
+vram_pool_block_t *vram_free_tree_first(const vram_tree_ctx_t *c, const vram_free_tree_t *t);
+vram_pool_block_t *vram_free_tree_last(const vram_tree_ctx_t *c, const vram_free_tree_t *t);
+vram_pool_block_t *vram_free_tree_next(const vram_tree_ctx_t *c, const vram_pool_block_t *b);
 /* Checks order, parent links and red-black rules; returns the black height or
  * -1 (with a message in err) when broken. For tests. */
-int vram_free_tree_check(const vram_free_tree_t *t, char *err, size_t len);
+int vram_free_tree_check(const vram_tree_ctx_t *c, const vram_free_tree_t *t, char *err,
+                         size_t len);
 
 /* The free blocks of one pool kind: per stream, segregated bins (2^bits per
  * doubling of size, 4096 at most) each holding a small red-black tree, and a
@@ -111,14 +167,13 @@ typedef struct vram_free_heap {
 typedef struct vram_ptr_map vram_ptr_map_t;
 
 typedef struct {
+    vram_tree_ctx_t ctx;     /* the pool's block table and rank rule */
     vram_free_heap_t *heaps; /* every stream's bins */
     vram_free_heap_t *last;  /* the most recently used, checked first */
     size_t count;            /* free blocks in all heaps */
     int bin_bits;            /* bins per doubling = 2^bin_bits */
 } vram_free_index_t;
 
-/* Bin of a block size (or of a rank, see vram_pool_rank_bin). */
-unsigned vram_free_bin(size_t size, int bin_bits);
 vram_free_heap_t *vram_free_index_heap(vram_free_index_t *x, uintptr_t stream);
 /* Makes sure `stream` has bins; VRAM_ENOMEM when host memory runs out. */
 int vram_free_index_reserve(vram_free_index_t *x, uintptr_t stream);
@@ -154,6 +209,33 @@ void *vram_ptr_map_get(const vram_ptr_map_t *m, uintptr_t key);
 /* Removes and returns the value, or NULL when absent. */
 void *vram_ptr_map_take(vram_ptr_map_t *m, uintptr_t key);
 
+/* Allocated blocks by address (live_map.c): 8-byte slots (tag, block id). */
+typedef struct {
+    uint32_t tag;       /* address / 512, low 32 bits */
+    vram_block_id_t id; /* 0 = empty slot */
+} vram_live_slot_t;
+
+typedef struct {
+    vram_live_slot_t *slots;
+    size_t mask; /* capacity - 1 (capacity a power of two) */
+    int shift;   /* 64 - log2(capacity) */
+    size_t count;
+} vram_live_map_t;
+
+int vram_live_map_init(vram_live_map_t *m, size_t capacity);
+void vram_live_map_release(vram_live_map_t *m);
+/* Makes room for one more entry; VRAM_ENOMEM (map unchanged) when growing fails. */
+int vram_live_map_reserve(vram_live_map_t *m);
+/* Inserts b (its address must not be in the map); needs a prior reserve. */
+void vram_live_map_put(vram_live_map_t *m, const vram_pool_block_t *b);
+/* Starts loading the slot an insert of `addr` will use. */
+void vram_live_map_prefetch(const vram_live_map_t *m, uintptr_t addr);
+vram_pool_block_t *vram_live_map_get(const vram_live_map_t *m, const vram_block_table_t *blocks,
+                                     uintptr_t addr);
+/* Removes and returns the block at `addr`, or NULL when absent. */
+vram_pool_block_t *vram_live_map_take(vram_live_map_t *m, const vram_block_table_t *blocks,
+                                      uintptr_t addr);
+
 /* Where segments come from: the device of a context, or (tests, benchmarks)
  * any other provider of address ranges. Calls are made under the pool lock. */
 typedef struct {
@@ -173,9 +255,6 @@ typedef struct {
     void *user;
 } vram_pool_handler_t;
 
-/* Block structs come from slabs so splitting never calls malloc in the hot path. */
-typedef struct vram_block_slab vram_block_slab_t;
-
 struct vram_pool {
     pthread_mutex_t lock;
     vram_pool_source_t src;
@@ -185,17 +264,18 @@ struct vram_pool {
     uint64_t device_total;            /* requests above fail at once */
     uint64_t limit;                   /* 0 = none */
     vram_free_index_t free_blocks[2]; /* per kind */
-    vram_ptr_map_t live;
-    vram_pool_segment_t *segments; /* doubly linked, newest first */
+    vram_live_map_t live;             /* allocated blocks by address */
+    vram_pool_segment_t *segments;    /* doubly linked, newest first */
     uint64_t next_seq;
     vram_pool_segment_t *idle_segments; /* wholly free segments, most recently idle first */
     uint64_t idle_segment_bytes;        /* their bytes */
     size_t idle_count[2];               /* their number per kind */
     uint64_t free_ops;                  /* frees since the last fragmentation check */
     vram_pool_stats_t stats;            /* counters and current/peak values */
-    /* block allocator */
-    vram_pool_block_t *spare_blocks;
-    vram_block_slab_t *slabs;
+    /* block allocator: slabs, and a free list of unused block structs */
+    vram_block_table_t blocks;
+    vram_block_id_t spare_blocks; /* freed block structs, linked through `next` */
+    uint32_t slab_fresh;          /* next never-used slot of the newest slab */
     /* OOM handlers (copied before being called without the lock) */
     vram_pool_handler_t handlers[VRAM_POOL_MAX_OOM_HANDLERS];
     int handler_count;
@@ -203,6 +283,19 @@ struct vram_pool {
     FILE *trace;
     uint64_t next_trace_id;
 };
+
+/* Address-order neighbours of a block, NULL at the segment's ends. */
+static inline vram_pool_block_t *vram_pool_next_block(const vram_pool_t *pool,
+                                                      const vram_pool_block_t *b)
+{
+    return vram_block_at(&pool->blocks, b->next);
+}
+
+static inline vram_pool_block_t *vram_pool_prev_block(const vram_pool_t *pool,
+                                                      const vram_pool_block_t *b)
+{
+    return vram_block_at(&pool->blocks, b->prev);
+}
 
 /* Strategy policy (strategy.c). */
 /* Request size after rounding (512 B, or size classes), 0 on overflow. */
@@ -212,11 +305,16 @@ size_t vram_pool_segment_size(vram_pool_strategy_t s, int kind, size_t rounded);
 /* The tree rank of a free block and the least rank any block serving `size` may have. */
 uint64_t vram_pool_block_rank(vram_pool_strategy_t s, size_t block_size);
 uint64_t vram_pool_request_rank(vram_pool_strategy_t s, size_t rounded);
+/* 0 when a block's rank is its size, else the size-class bits (see vram_tree_ctx_t). */
+int vram_pool_rank_class_bits(vram_pool_strategy_t s);
 /* Bins per doubling (log2) of the free index, and the bin a rank falls in. */
 int vram_pool_bin_bits(vram_pool_strategy_t s);
 unsigned vram_pool_rank_bin(vram_pool_strategy_t s, uint64_t rank);
 /* Whether a free block of `block_size` may serve a request of `rounded` bytes. */
 bool vram_pool_block_eligible(vram_pool_strategy_t s, size_t block_size, size_t rounded);
+/* Whether a wholly free segment of `segment_size` may serve a request of
+ * `rounded` bytes (BALANCED keeps big idle segments for requests that fill them). */
+bool vram_pool_idle_segment_eligible(vram_pool_strategy_t s, size_t segment_size, size_t rounded);
 /* Whether splitting off `remainder` bytes is worth a separate free block. */
 bool vram_pool_should_split(int kind, size_t remainder);
 

@@ -45,11 +45,11 @@ static json_t *stats_json(const vram_pool_stats_t *s)
     return o;
 }
 
-static json_t *segment_json(const vram_pool_segment_t *seg)
+static json_t *segment_json(const vram_pool_t *pool, const vram_pool_segment_t *seg)
 {
     json_t *blocks = json_array();
     size_t allocated = 0, requested = 0;
-    for (const vram_pool_block_t *b = seg->first; b; b = b->next) {
+    for (const vram_pool_block_t *b = seg->first; b; b = vram_pool_next_block(pool, b)) {
         json_t *jb = json_object();
         json_object_set_new(jb, "address", json_integer((json_int_t)b->addr));
         json_object_set_new(jb, "size", json_integer((json_int_t)b->size));
@@ -93,7 +93,7 @@ char *vram_pool_snapshot_json(vram_pool_t *pool)
     while (last && last->next)
         last = last->next;
     for (vram_pool_segment_t *seg = last; seg; seg = seg->prev)
-        json_array_append_new(segments, segment_json(seg));
+        json_array_append_new(segments, segment_json(pool, seg));
     pthread_mutex_unlock(&pool->lock);
     json_object_set_new(root, "segments", segments);
     char *text = json_dumps(root, JSON_COMPACT | JSON_PRESERVE_ORDER);

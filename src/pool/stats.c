@@ -17,10 +17,11 @@ static uint64_t largest_in_index(const vram_free_index_t *x, bool exact_rank)
         if (top < 0) continue;
         const vram_free_tree_t *t = &h->bins[top];
         if (exact_rank) {
-            vram_pool_block_t *last = vram_free_tree_last_of(t, h->stream);
+            vram_pool_block_t *last = vram_free_tree_last(&x->ctx, t);
             if (last->size > best) best = last->size;
         } else {
-            for (vram_pool_block_t *b = vram_free_tree_first(t); b; b = vram_free_tree_next(b))
+            for (vram_pool_block_t *b = vram_free_tree_first(&x->ctx, t); b;
+                 b = vram_free_tree_next(&x->ctx, b))
                 if (b->size > best) best = b->size;
         }
     }
@@ -83,7 +84,7 @@ void vram_pool_walk(vram_pool_t *pool, vram_pool_walk_fn fn, void *user)
 {
     pthread_mutex_lock(&pool->lock);
     for (vram_pool_segment_t *seg = pool->segments; seg; seg = seg->next)
-        for (vram_pool_block_t *b = seg->first; b; b = b->next)
+        for (vram_pool_block_t *b = seg->first; b; b = vram_pool_next_block(pool, b))
             fn(seg, b, user);
     pthread_mutex_unlock(&pool->lock);
 }
@@ -108,11 +109,15 @@ static int check_segment(const vram_pool_t *pool, const vram_pool_segment_t *seg
     uintptr_t expect = seg->base;
     size_t allocated = 0;
     const vram_pool_block_t *prev = NULL;
-    for (const vram_pool_block_t *b = seg->first; b; prev = b, b = b->next) {
+    size_t visited = 0;
+    for (const vram_pool_block_t *b = seg->first; b; prev = b, b = vram_pool_next_block(pool, b)) {
+        if (++visited > (size_t)pool->blocks.count * VRAM_BLOCKS_PER_SLAB)
+            FAIL("block list of segment 0x%" PRIxPTR " has a cycle", seg->base);
         if (b->addr != expect) FAIL("gap or overlap at 0x%" PRIxPTR " in its segment", b->addr);
-        if (b->prev != prev) FAIL("bad prev link at block 0x%" PRIxPTR, b->addr);
+        if (vram_pool_prev_block(pool, b) != prev)
+            FAIL("bad prev link at block 0x%" PRIxPTR, b->addr);
         if (b->segment != seg || b->stream != seg->stream || b->kind != seg->kind ||
-            b->seg_seq != seg->seq)
+            b->seg_seq != (uint32_t)seg->seq)
             FAIL("block 0x%" PRIxPTR " names the wrong segment or stream", b->addr);
         if (!b->size || b->size % VRAM_POOL_ALIGN)
             FAIL("block 0x%" PRIxPTR " has size %zu", b->addr, b->size);
@@ -124,13 +129,13 @@ static int check_segment(const vram_pool_t *pool, const vram_pool_segment_t *seg
             t->requested += (int64_t)b->u.live.requested;
             if (b->u.live.requested > b->size)
                 FAIL("block 0x%" PRIxPTR " smaller than its request", b->addr);
-            if (vram_ptr_map_get(&pool->live, b->addr) != b)
+            if (vram_live_map_get(&pool->live, &pool->blocks, b->addr) != b)
                 FAIL("allocated block 0x%" PRIxPTR " missing from the map", b->addr);
         } else {
             (*free_count)++;
             if (prev && !prev->allocated)
                 FAIL("free neighbours not coalesced at 0x%" PRIxPTR, b->addr);
-            if (vram_ptr_map_get(&pool->live, b->addr))
+            if (vram_live_map_get(&pool->live, &pool->blocks, b->addr))
                 FAIL("free block 0x%" PRIxPTR " still in the map", b->addr);
             if (b->size < seg->size) {
                 t->split_blocks++;

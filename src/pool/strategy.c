@@ -86,8 +86,25 @@ size_t vram_pool_segment_size(vram_pool_strategy_t s, int kind, size_t rounded)
         size_t seg = round_up(rounded, VRAM_POOL_GRANULE);
         return seg < ((size_t)64 << 20) ? (size_t)64 << 20 : seg;
     }
-    if (rounded < VRAM_POOL_LARGE_MIN) return VRAM_POOL_MID_SEG;
-    return round_up(rounded, VRAM_POOL_GRANULE);
+    if (rounded >= VRAM_POOL_LARGE_MIN) return round_up(rounded, VRAM_POOL_GRANULE);
+    if (s == VRAM_POOL_BALANCED) {
+        /* As many whole copies of the request as fit in a mid segment: DL
+         * programs repeat tensor sizes, so the segment's tail is what stays
+         * unusable; this keeps it below one request (and below 2 MiB after
+         * rounding) instead of whatever 20 MiB leaves (e.g. 2 MiB for 9 MiB). */
+        return round_up(VRAM_POOL_MID_SEG / rounded * rounded, VRAM_POOL_GRANULE);
+    }
+    return VRAM_POOL_MID_SEG;
+}
+
+bool vram_pool_idle_segment_eligible(vram_pool_strategy_t s, size_t segment_size, size_t rounded)
+{
+    /* BALANCED reuses a wholly free segment bigger than a mid segment only
+     * for a request that fills it to within one granule: carving a small
+     * block out of it would strand the rest as a hole in a segment that can
+     * then never be released. The caller releases it and grows instead. */
+    if (s != VRAM_POOL_BALANCED || segment_size <= VRAM_POOL_MID_SEG) return true;
+    return segment_size - rounded <= VRAM_POOL_GRANULE;
 }
 
 /* Consolidated orders free blocks by size class, then by segment age (the
@@ -115,6 +132,11 @@ uint64_t vram_pool_request_rank(vram_pool_strategy_t s, size_t rounded)
     return rounded;
 }
 
+int vram_pool_rank_class_bits(vram_pool_strategy_t s)
+{
+    return s == VRAM_POOL_CONSOLIDATED ? CONSOLIDATED_CLASS_BITS : 0;
+}
+
 int vram_pool_bin_bits(vram_pool_strategy_t s)
 {
     return s == VRAM_POOL_CONSOLIDATED ? CONSOLIDATED_CLASS_BITS : 6;
@@ -124,7 +146,7 @@ unsigned vram_pool_rank_bin(vram_pool_strategy_t s, uint64_t rank)
 {
     /* Consolidated ranks are already class indexes, one bin per class. */
     if (s == VRAM_POOL_CONSOLIDATED) return (unsigned)rank;
-    return vram_free_bin((size_t)rank, vram_pool_bin_bits(s));
+    return vram_size_bin((size_t)rank, vram_pool_bin_bits(s));
 }
 
 bool vram_pool_block_eligible(vram_pool_strategy_t s, size_t block_size, size_t rounded)

@@ -167,7 +167,9 @@ int vram_sched_transition(vram_sched_t *s, sched_job_t *j, vram_job_state_t to, 
     double now = vram_sched_now(s);
     /* A job that ends stops covering its processes' usage: observe again
      * rather than count its last-seen usage as outside use. */
-    if (j->job.state == VRAM_JOB_RUNNING && to != VRAM_JOB_RUNNING) s->obs_valid = false;
+    if (j->job.state == VRAM_JOB_RUNNING && to != VRAM_JOB_RUNNING)
+        for (int k = 0; k < j->job.ndevices; k++)
+            if (j->used_bytes[k]) s->obs_valid = false;
     j->job.state = to;
     if (to == VRAM_JOB_RUNNING) {
         if (j->job.req.pid > 0 && j->pidfd < 0) j->pidfd = vram_pid_open_fd(j->job.req.pid);

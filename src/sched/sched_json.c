@@ -76,6 +76,7 @@ static json_t *active_json(vram_sched_t *s, const sched_job_t *j)
         for (int k = 0; k < j->job.ndevices; k++)
             used += j->used_bytes[k];
         json_object_set_new(o, "used_bytes", json_integer((json_int_t)used));
+        json_object_set_new(o, "over_reservation", json_boolean(j->over_reported));
         json_object_set_new(o, "lease_s", json_real(s->cfg.lease_s));
     }
     return o;

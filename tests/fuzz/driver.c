@@ -24,6 +24,7 @@
 typedef struct {
     uint8_t *data;
     size_t size;
+    char name[160]; /* file name, for messages */
 } input_t;
 
 static struct {
@@ -125,7 +126,7 @@ static void collect_json_keys(const uint8_t *data, size_t size)
     json_decref(root);
 }
 
-static void add_input(const uint8_t *data, size_t size)
+static void add_input(const uint8_t *data, size_t size, const char *name)
 {
     if (corpus.count == corpus.cap) {
         corpus.cap = corpus.cap ? corpus.cap * 2 : 64;
@@ -135,7 +136,9 @@ static void add_input(const uint8_t *data, size_t size)
     uint8_t *copy = malloc(size ? size : 1);
     if (!copy) abort();
     if (size) memcpy(copy, data, size);
-    corpus.items[corpus.count++] = (input_t){copy, size};
+    input_t *in = &corpus.items[corpus.count++];
+    *in = (input_t){.data = copy, .size = size};
+    snprintf(in->name, sizeof in->name, "%s", name);
     collect_json_keys(data, size);
 }
 
@@ -149,7 +152,8 @@ static int load_file(const char *path)
     static uint8_t buf[FUZZ_MAX_INPUT];
     size_t n = fread(buf, 1, sizeof buf, f);
     fclose(f);
-    add_input(buf, n);
+    const char *base = strrchr(path, '/');
+    add_input(buf, n, base ? base + 1 : path);
     return 0;
 }
 
@@ -522,8 +526,8 @@ int main(int argc, char **argv)
 
     double start = now_s();
     for (size_t i = 0; i < corpus.count; i++) {
-        char label[64];
-        snprintf(label, sizeof label, "seed #%zu", i);
+        char label[200];
+        snprintf(label, sizeof label, "seed %s", corpus.items[i].name);
         run_one(corpus.items[i].data, corpus.items[i].size, label, timeout_s);
     }
     static uint8_t buf[FUZZ_MAX_INPUT];
@@ -543,8 +547,9 @@ int main(int argc, char **argv)
             for (size_t k = 1 + below(4); k > 0; k--)
                 size = mutate_once(buf, size);
         }
-        char label[64];
-        snprintf(label, sizeof label, "mutation #%ld (seed %llu)", done, seed);
+        char label[256];
+        snprintf(label, sizeof label, "mutation #%ld of %s (-s %llu)", done, base_input->name,
+                 seed);
         run_one(buf, size, label, timeout_s);
     }
     printf("fuzz %s: %zu seeds and %ld mutations (seed %llu) passed in %.2f s; %lu inputs "

@@ -37,6 +37,44 @@ static void check_all_options_readable(const char *why)
     }
 }
 
+/* The format, independently: lines split at '\n' (a NUL ends the line's
+ * text), spaces trimmed, '#' comments, KEY=VALUE, the last value wins.
+ * Fills want[] with what a successful load must have set. Returns false
+ * when a line is longer than the loader's buffer (known issue F7). */
+static bool expected_values(const uint8_t *data, size_t size, char *want[VRAM_OPT_COUNT_])
+{
+    size_t pos = 0;
+    bool ok = true;
+    while (pos < size) {
+        const uint8_t *nl = memchr(data + pos, '\n', size - pos);
+        size_t end = nl ? (size_t)(nl - data) : size;
+        if (end - pos + 1 > 1023) ok = false;
+        char *line = fuzz_cstr(data + pos, end - pos); /* stops at a NUL */
+        char *s = line, *e;
+        while (*s && strchr(" \t\r\v\f", *s))
+            s++;
+        char *eq = strchr(s, '=');
+        if (*s && *s != '#' && eq) {
+            *eq = '\0';
+            for (e = eq; e > s && strchr(" \t\r\v\f", e[-1]); e--)
+                e[-1] = '\0';
+            char *value = eq + 1;
+            while (*value && strchr(" \t\r\v\f", *value))
+                value++;
+            for (e = value + strlen(value); e > value && strchr(" \t\r\v\f", e[-1]); e--)
+                e[-1] = '\0';
+            int opt = vram_option_find(s);
+            if (opt >= 0) {
+                free(want[opt]);
+                want[opt] = strdup(value);
+            }
+        }
+        free(line);
+        pos = end + 1;
+    }
+    return ok;
+}
+
 /* Puts every option back to its default so inputs do not influence each other. */
 static void reset_options(void)
 {
@@ -57,9 +95,23 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     const char *path = fuzz_memfile(data, size);
     vram_clear_error();
     int rc = vram_options_load_file(path);
+    char *want[VRAM_OPT_COUNT_] = {0};
+    bool lines_fit = expected_values(data, size, want);
     if (rc == 0) {
         fuzz_accepted++;
         check_all_options_readable("after a successful load");
+        /* F7: a line longer than 1022 characters is cut, and its tail read as
+         * another line. */
+        for (int i = 0; i < VRAM_OPT_COUNT_ && !FUZZ_KNOWN_ISSUE("F7", !lines_fit); i++) {
+            const char *got = vram_option_str((vram_option_t)i);
+            FUZZ_CHECK(!want[i] || !strcmp(want[i], got), "%s is \"%s\", the file says \"%s\"",
+                       vram_option_name((vram_option_t)i), got, want[i]);
+            const char *before =
+                i == VRAM_OPT_LOG_LEVEL ? "sentinel" : vram_option_default((vram_option_t)i);
+            FUZZ_CHECK(want[i] || !strcmp(before, got),
+                       "%s is \"%s\" though the file does not set it",
+                       vram_option_name((vram_option_t)i), got);
+        }
     } else {
         FUZZ_CHECK(rc == VRAM_EPARSE, "vram_options_load_file returned %d", rc);
         FUZZ_CHECK(strstr(vram_last_error(), path), "error message does not name the file \"%s\"",
@@ -69,6 +121,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
                    vram_option_str(VRAM_OPT_LOG_LEVEL));
         check_all_options_readable("after a rejected load");
     }
+    for (int i = 0; i < VRAM_OPT_COUNT_; i++)
+        free(want[i]);
     reset_options();
     return 0;
 }

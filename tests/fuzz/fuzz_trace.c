@@ -12,10 +12,27 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     memset(&t, 0xA5, sizeof t);
     vram_clear_error();
     int rc = vram_trace_parse((const char *)data, size, "fuzz.trace", &t);
+    char msg[512];
+    snprintf(msg, sizeof msg, "%s", vram_last_error());
+    /* The file reader must agree with the in-memory parser. */
+    vram_trace_t from_file = {0};
+    int frc = vram_trace_load(fuzz_memfile(data, size), &from_file);
+    FUZZ_CHECK(frc == rc, "vram_trace_load returned %d, vram_trace_parse %d", frc, rc);
+    if (frc == 0) {
+        FUZZ_CHECK(from_file.count == t.count && from_file.slots == t.slots &&
+                       from_file.peak_live_bytes == t.peak_live_bytes,
+                   "vram_trace_load and vram_trace_parse disagree");
+        for (size_t i = 0; i < t.count; i++)
+            FUZZ_CHECK(from_file.events[i].size == t.events[i].size &&
+                           from_file.events[i].slot == t.events[i].slot &&
+                           from_file.events[i].is_alloc == t.events[i].is_alloc,
+                       "vram_trace_load and vram_trace_parse disagree at event %zu", i);
+        vram_trace_release(&from_file);
+    }
     if (rc != 0) {
         FUZZ_CHECK(rc == VRAM_EPARSE, "vram_trace_parse returned %d", rc);
-        FUZZ_CHECK(!strncmp(vram_last_error(), "fuzz.trace:", 11),
-                   "message \"%s\" does not name the origin and line", vram_last_error());
+        FUZZ_CHECK(!strncmp(msg, "fuzz.trace:", 11),
+                   "message \"%s\" does not name the origin and line", msg);
         const unsigned char *b = (const unsigned char *)&t;
         for (size_t i = 0; i < sizeof t; i++)
             FUZZ_CHECK(b[i] == 0xA5, "a failing parse wrote to *out");

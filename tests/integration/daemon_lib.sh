@@ -1,5 +1,16 @@
 # Helpers for the vramd integration tests (sourced, not a test itself).
 # Every test gets its own temp dir: socket, database, sim state; loopback only.
+
+# The test's shell becomes a child subreaper: processes orphaned by a kill -9
+# (a job's COMMAND after its `vram run` dies) are reparented to it and reaped
+# at once, instead of lingering as zombies that the sim backend would still
+# count as holding memory.
+if [ -z "${VRAM_TEST_SUBREAPER:-}" ]; then
+    export VRAM_TEST_SUBREAPER=1
+    exec python3 -c 'import ctypes, os, sys
+ctypes.CDLL(None).prctl(36, 1, 0, 0, 0)  # PR_SET_CHILD_SUBREAPER
+os.execv("/bin/bash", ["bash"] + sys.argv[1:])' "$0" "$@"
+fi
 set -euo pipefail
 
 VRAM=${VRAM_BIN:?VRAM_BIN must point to the vram binary}
@@ -57,7 +68,7 @@ status() { cat "$T/status"; }
 # jq-like field access with python: field JSON EXPR  (EXPR in python on `d`)
 field() { python3 -c "import json,sys; d=json.loads(sys.argv[1]); print($2)" "$1"; }
 
-job_state() { field "$(api GET /v1/jobs/$1)" 'd["state"]'; }
+job_state() { field "$(api GET /v1/jobs/$1)" 'd.get("state", "missing")'; }
 
 # wait_state ID STATE [tenths]: waits until job ID has STATE
 wait_state() {

@@ -133,9 +133,10 @@ static void oom_message(void **state)
     assert_int_equal(vram_pool_create(sim.ctx, 0, &cfg, &pool), 0);
     void *big, *x, *y, *p = (void *)&p;
     assert_int_equal(vram_pool_alloc(pool, 600 * MiB, NULL, &big), 0);
-    assert_int_equal(vram_pool_alloc(pool, 3 * MiB, NULL, &x), 0); /* a 20 MiB segment */
-    assert_int_equal(vram_pool_alloc(pool, 3 * MiB, NULL, &y), 0);
-    assert_int_equal(vram_pool_free(pool, x), 0); /* 3 MiB hole before y, 14 MiB after */
+    /* BALANCED: a 20 MiB segment (five whole 4 MiB requests fit in it) */
+    assert_int_equal(vram_pool_alloc(pool, 4 * MiB, NULL, &x), 0);
+    assert_int_equal(vram_pool_alloc(pool, 4 * MiB, NULL, &y), 0);
+    assert_int_equal(vram_pool_free(pool, x), 0); /* 4 MiB hole before y, 12 MiB after */
     int calls = 0;
     assert_int_equal(vram_pool_add_oom_handler(pool, refusing_handler, &calls), 0);
 
@@ -146,8 +147,8 @@ static void oom_message(void **state)
     expect_in(msg, "tried to allocate ", 500 * MiB);
     assert_non_null(strstr(msg, "524288000 bytes"));
     assert_non_null(strstr(msg, "reserved but unallocated"));
-    expect_in(msg, "of which ", 17 * MiB); /* 20 MiB segment, 3 MiB allocated */
-    expect_in(msg, "largest free block ", 14 * MiB);
+    expect_in(msg, "of which ", 16 * MiB); /* 20 MiB segment, 4 MiB allocated */
+    expect_in(msg, "largest free block ", 12 * MiB);
     expect_in(msg, "device free memory ", 1024 * MiB - 620 * MiB);
     expect_in(msg, "of ", (uint64_t)1 << 30);
     assert_non_null(strstr(msg, "device 0"));
@@ -155,7 +156,7 @@ static void oom_message(void **state)
     vram_pool_stats_t s;
     assert_int_equal(vram_pool_stats(pool, &s), 0);
     assert_int_equal(s.num_ooms, 1);
-    assert_int_equal(s.largest_free_block, 14 * MiB);
+    assert_int_equal(s.largest_free_block, 12 * MiB);
     assert_int_equal(s.allocation[VRAM_POOL_STAT_ALL].current, 2); /* nothing leaked */
     vram_pool_destroy(pool);
 }

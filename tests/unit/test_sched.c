@@ -7,6 +7,7 @@
 #include <stdint.h>
 #include <cmocka.h>
 
+#include <pthread.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -42,6 +43,22 @@ static int fake_info(void *arg, int i, vram_device_info_t *out)
     return 0;
 }
 static const vram_sched_devices_t fake_devices = {fake_count, fake_info, NULL, NULL};
+
+/* One process on device 0 using fake_proc_bytes (for the usage watch). */
+static pid_t fake_proc_pid;
+static uint64_t fake_proc_bytes;
+static int fake_procs(void *arg, int i, vram_process_info_t *p, size_t cap, size_t *n)
+{
+    (void)arg;
+    *n = 0;
+    if (i != 0 || !fake_proc_pid || cap < 1) return 0;
+    p[0].pid = fake_proc_pid;
+    p[0].used_bytes = fake_proc_bytes;
+    *n = 1;
+    return 0;
+}
+static const vram_sched_devices_t fake_devices_with_procs = {fake_count, fake_info, fake_procs,
+                                                             NULL};
 
 static double fake_now = 1000.0;
 static double fake_clock(void)
@@ -470,6 +487,156 @@ static void reload_after_crash(void **st)
     vram_sched_close(s);
 }
 
+static void leases_expire_unless_renewed(void **st)
+{
+    (void)st;
+    vram_sched_config_t c = config(1, 80);
+    c.lease_s = 10;
+    vram_sched_t *s;
+    assert_int_equal(vram_sched_open(&c, &s), 0);
+    vram_job_t a = submit(s, "a", 50, 1, 0), b = submit(s, "b", 50, 1, 0);
+    assert_int_equal(b.state, VRAM_JOB_QUEUED);
+    fake_now += 8;
+    assert_int_equal(vram_sched_renew(s, a.id, 1000), 0);
+    assert_int_equal(vram_sched_renew(s, b.id, 1000), VRAM_ESTATE); /* not running */
+    fake_now += 8; /* 16 s after start, 8 after the renewal */
+    vram_sched_tick(s);
+    assert_int_equal(state_of(s, a.id), VRAM_JOB_RUNNING);
+    fake_now += 3;
+    vram_sched_tick(s);
+    vram_job_t now;
+    assert_int_equal(vram_sched_job(s, a.id, &now), 0);
+    assert_int_equal(now.state, VRAM_JOB_FAILED);
+    assert_non_null(strstr(now.error, "lease of 10 s expired"));
+    assert_int_equal(state_of(s, b.id), VRAM_JOB_RUNNING);
+    vram_sched_close(s);
+}
+
+/* The usage watch: a job's process tree using more than its reservation is
+ * flagged, and what it uses within its reservation is not outside use. */
+static void usage_watch_flags_overuse(void **st)
+{
+    (void)st;
+    vram_sched_config_t c = config(1, 80);
+    c.devices = &fake_devices_with_procs;
+    vram_sched_t *s;
+    assert_int_equal(vram_sched_open(&c, &s), 0);
+    pid_t child = fork();
+    if (child == 0) {
+        pause();
+        _exit(0);
+    }
+    fake_proc_pid = child;
+    fake_proc_bytes = 20 * GiB;
+    fake.outside[0] = 20 * GiB; /* the device sees the child's 20 GiB */
+    vram_job_request_t r = req_of("watched", 30, 1, 0);
+    r.pid = getpid(); /* the child is in this job's process tree */
+    vram_job_t j;
+    assert_int_equal(vram_sched_submit(s, &r, &j), 0);
+    assert_int_equal(j.state, VRAM_JOB_RUNNING);
+    fake_now += 2;
+    vram_sched_tick(s);
+    char *js = vram_sched_job_json(s, j.id);
+    assert_non_null(strstr(js, "\"used_bytes\":21474836480"));
+    assert_non_null(strstr(js, "\"over_reservation\":false"));
+    free(js);
+    char *status = vram_sched_status_json(s);
+    assert_non_null(strstr(status, "\"unmanaged_bytes\":0")); /* covered by the reservation */
+    free(status);
+    fake_proc_bytes = fake.outside[0] = 35 * GiB;
+    fake_now += 2;
+    vram_sched_tick(s);
+    js = vram_sched_job_json(s, j.id);
+    assert_non_null(strstr(js, "\"over_reservation\":true"));
+    free(js);
+    status = vram_sched_status_json(s);
+    assert_non_null(strstr(status, "\"unmanaged_bytes\":5368709120")); /* the excess */
+    free(status);
+    assert_int_equal(vram_sched_check(s), 0);
+    kill(child, SIGKILL);
+    waitpid(child, NULL, 0);
+    fake_proc_pid = 0;
+    vram_sched_close(s);
+}
+
+/* The daemon's threads at once: submitters/finishers, readers, the ticker. */
+typedef struct {
+    vram_sched_t *s;
+    int failures;
+    _Atomic int *stop;
+} worker_t;
+
+static void *submitter(void *arg)
+{
+    worker_t *w = arg;
+    for (int i = 0; i < 150; i++) {
+        vram_job_request_t r = req_of("t", 1 + (uint64_t)(i % 7) * 9, 1 + (i % 5 == 0), i % 3);
+        vram_job_t j;
+        if (vram_sched_submit(w->s, &r, &j) != 0) {
+            w->failures++;
+            continue;
+        }
+        vram_job_t now = j;
+        for (int k = 0; k < 200 && now.state == VRAM_JOB_QUEUED; k++)
+            if (vram_sched_wait(w->s, j.id, 50, &now) != 0) w->failures++;
+        if (now.state == VRAM_JOB_RUNNING && vram_sched_finish(w->s, j.id, 1000, 0, NULL) != 0)
+            w->failures++;
+        if (now.state == VRAM_JOB_QUEUED && vram_sched_cancel(w->s, j.id, 1000) != 0) w->failures++;
+    }
+    return NULL;
+}
+
+static void *reader(void *arg)
+{
+    worker_t *w = arg;
+    while (!*w->stop) {
+        free(vram_sched_status_json(w->s));
+        free(vram_sched_jobs_json(w->s, 10));
+        if (vram_sched_check(w->s) != 0) w->failures++;
+    }
+    return NULL;
+}
+
+static void *ticker(void *arg)
+{
+    worker_t *w = arg;
+    while (!*w->stop)
+        if (vram_sched_run_once(w->s, 5) < 0) w->failures++;
+    return NULL;
+}
+
+static void concurrent_clients(void **st)
+{
+    (void)st;
+    char path[512];
+    snprintf(path, sizeof path, "%s/threads.db", db_dir);
+    vram_sched_config_t c = config(2, 80);
+    c.db_path = path;
+    c.clock = NULL;
+    c.backfill = true;
+    c.probe_interval_s = 0.05;
+    vram_sched_t *s;
+    assert_int_equal(vram_sched_open(&c, &s), 0);
+    _Atomic int stop = 0;
+    worker_t w[6];
+    pthread_t th[6];
+    for (int i = 0; i < 6; i++) {
+        w[i] = (worker_t){s, 0, &stop};
+        pthread_create(&th[i], NULL, i < 4 ? submitter : i == 4 ? reader : ticker, &w[i]);
+    }
+    for (int i = 0; i < 4; i++)
+        pthread_join(th[i], NULL);
+    stop = 1;
+    pthread_join(th[4], NULL);
+    pthread_join(th[5], NULL);
+    for (int i = 0; i < 6; i++)
+        assert_int_equal(w[i].failures, 0);
+    char *status = vram_sched_status_json(s);
+    assert_non_null(strstr(status, "\"active_jobs\":0,\"pending_jobs\":0"));
+    free(status);
+    vram_sched_close(s);
+}
+
 /* ---- randomized run against a reference model ---------------------------------- */
 
 typedef struct {
@@ -630,6 +797,9 @@ int main(void)
         cmocka_unit_test(only_owner_or_root_cancels),
         cmocka_unit_test(process_exit_releases),
         cmocka_unit_test(reload_after_crash),
+        cmocka_unit_test(leases_expire_unless_renewed),
+        cmocka_unit_test(usage_watch_flags_overuse),
+        cmocka_unit_test(concurrent_clients),
         cmocka_unit_test(randomized_against_reference),
     };
     return cmocka_run_group_tests(tests, setup, teardown);
