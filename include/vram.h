@@ -692,6 +692,9 @@ VRAM_API char *vram_sched_job_json(vram_sched_t *s, int64_t id);
 VRAM_API char *vram_sched_jobs_json(vram_sched_t *s, int limit);
 VRAM_API char *vram_sched_status_json(vram_sched_t *s);
 VRAM_API char *vram_sched_devices_json(vram_sched_t *s);
+/* The event log of one job, oldest first: {"id", "events": [{"at", "kind",
+ * "message"}]}; NULL for an unknown id (ENOENT) or a store error. */
+VRAM_API char *vram_sched_events_json(vram_sched_t *s, int64_t id);
 /* Checks the ledger invariants (reserved <= usable per device, no job both
  * queued and running, per-device job counts); 0 or ESTATE with a message. */
 VRAM_API int vram_sched_check(vram_sched_t *s);

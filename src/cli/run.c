@@ -281,6 +281,7 @@ static int run_child(const run_opts_t *o, json_t *job, uint32_t want_batch, bool
         say(o, "job %lld running on GPU %s (%s reserved per GPU), pid %d", id, devs, size,
             (int)child);
 
+    bool in_terminal_foreground = isatty(0) && tcgetpgrp(0) == getpgrp();
     oom_scan_t scan = {.tail = "", .seen = false};
     int status = 0, forwarded = 0;
     bool pipe_open = true;
@@ -309,7 +310,9 @@ static int run_child(const run_opts_t *o, json_t *job, uint32_t want_batch, bool
         if (w == child) break;
         if (got_signal && forwarded != got_signal) {
             forwarded = got_signal;
-            kill(child, got_signal);
+            /* Ctrl-C at a terminal already reached COMMAND (same foreground
+             * process group): a second SIGINT could cut its own clean-up short. */
+            if (got_signal != SIGINT || !in_terminal_foreground) kill(child, got_signal);
         }
         /* Once a second: renew the lease, and stop COMMAND if the job was cancelled. */
         uint64_t now = vram_now_ns();

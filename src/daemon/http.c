@@ -74,10 +74,13 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *c, const cha
         b = calloc(1, sizeof *b);
         if (!b) return MHD_NO;
         *con_cls = b;
-        return MHD_YES;
-    }
-    if (*upload_size) {
-        /* Over the limit: keep reading (and dropping) so the 413 reaches the client. */
+        /* A declared length over the limit is refused before reading the body. */
+        const char *cl = MHD_lookup_connection_value(c, MHD_HEADER_KIND, "Content-Length");
+        if (!cl || strtoull(cl, NULL, 10) <= VRAMD_MAX_BODY) return MHD_YES;
+        b->too_large = true;
+    } else if (*upload_size) {
+        /* Over the limit while streaming: keep reading (and dropping) so the
+         * 413 reaches the client. */
         if (!b->too_large && b->len + *upload_size <= VRAMD_MAX_BODY) {
             char *nb = realloc(b->buf, b->len + *upload_size + 1);
             if (!nb) return MHD_NO;

@@ -499,6 +499,19 @@ void vramd_route(vramd_state_t *d, const vramd_request_t *q, vramd_response_t *r
                 return;
             }
         }
+        if (!strcmp(slash, "/events")) {
+            if (!get) {
+                method_not_allowed(r, m, "GET");
+                return;
+            }
+            char *text = vram_sched_events_json(d->sched, id);
+            if (!text) {
+                error(r, 404, "not_found", "no job %lld", (long long)id);
+                return;
+            }
+            reply_text(r, 200, text);
+            return;
+        }
         if (!strcmp(slash, "/renew")) {
             if (!post) {
                 method_not_allowed(r, m, "POST");

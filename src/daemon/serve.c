@@ -325,9 +325,11 @@ int vramd_main(int argc, char **argv, const char *prog)
         vramd_log("error", "%s", vram_last_error());
         goto out;
     }
-    vramd_log("info", "listening on unix:%s%s%s (%s%s) with %d GPU(s) from the %s backend; db %s",
-              d.socket_path, *d.tcp_address ? " and http://" : "", d.tcp_address,
-              *vram_option_str(VRAM_OPT_TOKEN) ? "token set" : "TCP read-only", "",
+    const char *tcp_mode = !*d.tcp_address                    ? "no TCP"
+                           : *vram_option_str(VRAM_OPT_TOKEN) ? "TCP mutations need the token"
+                                                              : "TCP read-only";
+    vramd_log("info", "listening on unix:%s%s%s (%s) with %d GPU(s) from the %s backend; db %s",
+              d.socket_path, *d.tcp_address ? " and http://" : "", d.tcp_address, tcp_mode,
               vram_ctx_device_count(ctx), vram_ctx_backend(ctx), db);
     if (*vram_ctx_reason(ctx)) vramd_log("info", "%s", vram_ctx_reason(ctx));
     if (notify >= 0) {

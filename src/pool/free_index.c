@@ -111,8 +111,7 @@ int vram_free_index_check(const vram_free_index_t *x, char *err, size_t len)
                              (size_t)b->addr);
                     return -1;
                 }
-                if (vram_size_bin((size_t)vram_tree_rank(&x->ctx, b->size), x->bin_bits) != bin &&
-                    !(x->ctx.rank_class_bits && vram_tree_rank(&x->ctx, b->size) == bin)) {
+                if (vram_index_bin(b->size, x->bin_bits) != bin) {
                     snprintf(err, len, "block 0x%zx (%zu bytes) in the wrong bin %u",
                              (size_t)b->addr, b->size, bin);
                     return -1;

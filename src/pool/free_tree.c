@@ -10,9 +10,10 @@
 #define L(b)        AT((b)->u.node.left)
 #define R(b)        AT((b)->u.node.right)
 #define P(b)        AT((b)->u.node.parent)
-#define SET_L(b, x) ((b)->u.node.left = vram_block_id(x))
-#define SET_R(b, x) ((b)->u.node.right = vram_block_id(x))
-#define SET_P(b, x) ((b)->u.node.parent = vram_block_id(x))
+#define ID(x)       vram_block_id(c->blocks, (x))
+#define SET_L(b, x) ((b)->u.node.left = ID(x))
+#define SET_R(b, x) ((b)->u.node.right = ID(x))
+#define SET_P(b, x) ((b)->u.node.parent = ID(x))
 
 static int key_cmp(const vram_tree_ctx_t *c, const vram_pool_block_t *a, const vram_pool_block_t *b)
 {
@@ -28,9 +29,9 @@ static bool is_red(const vram_pool_block_t *b)
     return b && b->red;
 }
 
-static void set_root(vram_free_tree_t *t, vram_pool_block_t *b)
+static void set_root(const vram_tree_ctx_t *c, vram_free_tree_t *t, vram_pool_block_t *b)
 {
-    t->root = vram_block_id(b);
+    t->root = ID(b);
 }
 
 static void rotate_left(const vram_tree_ctx_t *c, vram_free_tree_t *t, vram_pool_block_t *x)
@@ -41,8 +42,8 @@ static void rotate_left(const vram_tree_ctx_t *c, vram_free_tree_t *t, vram_pool
     if (yl) SET_P(yl, x);
     y->u.node.parent = x->u.node.parent;
     if (!xp)
-        set_root(t, y);
-    else if (xp->u.node.left == vram_block_id(x))
+        set_root(c, t, y);
+    else if (xp->u.node.left == ID(x))
         SET_L(xp, y);
     else
         SET_R(xp, y);
@@ -58,8 +59,8 @@ static void rotate_right(const vram_tree_ctx_t *c, vram_free_tree_t *t, vram_poo
     if (yr) SET_P(yr, x);
     y->u.node.parent = x->u.node.parent;
     if (!xp)
-        set_root(t, y);
-    else if (xp->u.node.right == vram_block_id(x))
+        set_root(c, t, y);
+    else if (xp->u.node.right == ID(x))
         SET_R(xp, y);
     else
         SET_L(xp, y);
@@ -80,7 +81,7 @@ void vram_free_tree_insert(const vram_tree_ctx_t *c, vram_free_tree_t *t, vram_p
     SET_P(b, parent);
     b->red = true;
     if (!parent)
-        set_root(t, b);
+        set_root(c, t, b);
     else if (cmp < 0)
         SET_L(parent, b);
     else
@@ -133,7 +134,7 @@ static void transplant(const vram_tree_ctx_t *c, vram_free_tree_t *t, vram_pool_
 {
     vram_pool_block_t *up = P(u);
     if (!up)
-        set_root(t, v);
+        set_root(c, t, v);
     else if (u == L(up))
         SET_L(up, v);
     else
@@ -292,7 +293,7 @@ static int check_node(const vram_tree_ctx_t *c, const vram_pool_block_t *b,
                       char *err, size_t len)
 {
     if (!b) return 1;
-    if (++*count > c->blocks->count * (size_t)VRAM_BLOCKS_PER_SLAB) {
+    if (++*count > c->blocks->used) {
         snprintf(err, len, "free tree has a cycle");
         return -1;
     }

@@ -11,6 +11,10 @@
 #include "pool/pool_internal.h"
 
 #include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+
+#define HUGE_PAGE ((size_t)2 << 20)
 
 static uint32_t tag_of(uintptr_t addr)
 {
@@ -31,7 +35,18 @@ static int init_slots(vram_live_map_t *m, size_t capacity)
         cap <<= 1;
         bits++;
     }
-    m->slots = calloc(cap, sizeof *m->slots);
+    size_t bytes = cap * sizeof *m->slots;
+    if (bytes >= HUGE_PAGE) {
+        /* Big tables in huge pages where the kernel allows: fewer TLB misses
+         * for lookups that are random by design. */
+        m->slots = aligned_alloc(HUGE_PAGE, bytes);
+#ifdef MADV_HUGEPAGE
+        if (m->slots) madvise(m->slots, bytes, MADV_HUGEPAGE); /* a hint: failure is fine */
+#endif
+        if (m->slots) memset(m->slots, 0, bytes);
+    } else {
+        m->slots = calloc(cap, sizeof *m->slots);
+    }
     if (!m->slots) return vram_fail(VRAM_ENOMEM, "pool: out of host memory for the block map");
     m->mask = cap - 1;
     m->shift = 64 - bits;
@@ -78,9 +93,10 @@ void vram_live_map_prefetch(const vram_live_map_t *m, uintptr_t addr)
     __builtin_prefetch(&m->slots[home_of(m, tag_of(addr))], 1);
 }
 
-void vram_live_map_put(vram_live_map_t *m, const vram_pool_block_t *b)
+void vram_live_map_put(vram_live_map_t *m, const vram_block_table_t *blocks,
+                       const vram_pool_block_t *b)
 {
-    put_slot(m, (vram_live_slot_t){tag_of(b->addr), vram_block_id(b)});
+    put_slot(m, (vram_live_slot_t){tag_of(b->addr), vram_block_id(blocks, b)});
 }
 
 static size_t find(const vram_live_map_t *m, const vram_block_table_t *blocks, uintptr_t addr)

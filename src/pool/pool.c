@@ -5,8 +5,40 @@
 #include <inttypes.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 
 /* ---- block structs: slabs, ids and a free list ----------------------- */
+
+/* Blocks are mapped read-write 2 MiB (32,768 blocks) at a time, in 2 MiB
+ * aligned chunks the kernel may back with huge pages: at 100,000 live
+ * blocks their 7 MB would otherwise span ~1,800 4 KiB pages, and on a VM a
+ * TLB miss on top of a cache miss costs a two-level page walk. */
+#define HUGE_PAGE         ((size_t)2 << 20)
+#define BLOCKS_PER_GROWTH ((uint32_t)(HUGE_PAGE / sizeof(vram_pool_block_t)))
+#define RESERVATION       ((size_t)VRAM_BLOCK_IDS_MAX * sizeof(vram_pool_block_t) + HUGE_PAGE)
+
+static int blocks_reserve(vram_block_table_t *t)
+{
+    void *map =
+        mmap(NULL, RESERVATION, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+    if (map == MAP_FAILED)
+        return vram_fail(VRAM_ENOMEM, "pool: cannot reserve address space for block metadata");
+    t->reservation = map;
+    t->base = (vram_pool_block_t *)(((uintptr_t)map + HUGE_PAGE - 1) & ~(uintptr_t)(HUGE_PAGE - 1));
+#ifdef MADV_HUGEPAGE
+    madvise(t->base, RESERVATION - HUGE_PAGE, MADV_HUGEPAGE); /* a hint: failure is fine */
+#endif
+    t->used = 1; /* id 0 is "none" */
+    t->mapped = 0;
+    return 0;
+}
+
+static void blocks_release(vram_block_table_t *t)
+{
+    if (t->reservation) munmap(t->reservation, RESERVATION);
+    t->reservation = NULL;
+    t->base = NULL;
+}
 
 static vram_pool_block_t *block_new(vram_pool_t *pool)
 {
@@ -16,23 +48,14 @@ static vram_pool_block_t *block_new(vram_pool_t *pool)
         b = vram_block_at(t, pool->spare_blocks);
         pool->spare_blocks = b->next;
     } else {
-        if (!t->count || pool->slab_fresh == VRAM_BLOCKS_PER_SLAB) {
-            if (t->count == UINT32_MAX / VRAM_BLOCKS_PER_SLAB) return NULL; /* ids are 32-bit */
-            if (t->count == t->cap) {
-                uint32_t cap = t->cap ? t->cap * 2 : 4;
-                vram_pool_block_t **slabs = realloc(t->slabs, cap * sizeof *slabs);
-                if (!slabs) return NULL;
-                t->slabs = slabs;
-                t->cap = cap;
-            }
-            vram_pool_block_t *slab = aligned_alloc(VRAM_BLOCK_SLAB_BYTES, VRAM_BLOCK_SLAB_BYTES);
-            if (!slab) return NULL;
-            memset(slab, 0, sizeof *slab);
-            slab->size = t->count; /* the header: lets vram_block_id find the slab's number */
-            t->slabs[t->count++] = slab;
-            pool->slab_fresh = 1;
+        if (t->used >= t->mapped) {
+            if (t->mapped == VRAM_BLOCK_IDS_MAX) return NULL;
+            if (mprotect(t->base + t->mapped, BLOCKS_PER_GROWTH * sizeof *b,
+                         PROT_READ | PROT_WRITE))
+                return NULL;
+            t->mapped += BLOCKS_PER_GROWTH;
         }
-        b = t->slabs[t->count - 1] + pool->slab_fresh++;
+        b = t->base + t->used++;
     }
     memset(b, 0, sizeof *b);
     return b;
@@ -41,14 +64,17 @@ static vram_pool_block_t *block_new(vram_pool_t *pool)
 static void block_delete(vram_pool_t *pool, vram_pool_block_t *b)
 {
     b->next = pool->spare_blocks;
-    pool->spare_blocks = vram_block_id(b);
+    pool->spare_blocks = vram_block_id(&pool->blocks, b);
 }
 
 /* ---- free tree membership, with the inactive_split statistics -------- */
 
 static unsigned bin_of(const vram_pool_t *pool, const vram_pool_block_t *b)
 {
-    return vram_pool_rank_bin(pool->strategy, vram_pool_block_rank(pool->strategy, b->size));
+    /* vram_pool_rank_bin(vram_pool_block_rank(size)), inlined: a block's bin
+     * is its size's bin at the index's resolution for every strategy (with
+     * size classes the rank is the class index, which is that bin). */
+    return vram_index_bin(b->size, pool->free_blocks[b->kind].bin_bits);
 }
 
 static void tree_put(vram_pool_t *pool, vram_pool_block_t *b)
@@ -288,6 +314,10 @@ static int take_block(vram_pool_t *pool, vram_pool_block_t *b, size_t rounded, s
     vram_live_map_prefetch(&pool->live, b->addr);
     tree_take(pool, b);
     if (vram_pool_block_spans_segment(b)) idle_leave(pool, b->segment);
+    /* b's neighbours are allocated (free neighbours are always merged): tell
+     * them b is not free any more, unless the split-off rest takes its place. */
+    vram_pool_block_t *before = vram_pool_prev_block(pool, b);
+    if (before) before->next_free = false;
     if (rest) {
         rest->addr = b->addr + rounded;
         rest->size = remainder;
@@ -296,21 +326,24 @@ static int take_block(vram_pool_t *pool, vram_pool_block_t *b, size_t rounded, s
         rest->kind = b->kind;
         rest->seg_seq = b->seg_seq;
         vram_pool_block_t *after = vram_pool_next_block(pool, b);
-        rest->prev = vram_block_id(b);
+        rest->prev = vram_block_id(&pool->blocks, b);
         rest->next = b->next;
-        if (after) after->prev = vram_block_id(rest);
-        b->next = vram_block_id(rest);
+        if (after) after->prev = vram_block_id(&pool->blocks, rest);
+        b->next = vram_block_id(&pool->blocks, rest);
+        rest->next_free = b->next_free; /* after's prev_free stays: rest is free */
+        b->next_free = true;
         b->size = rounded;
         tree_put(pool, rest);
+    } else {
+        vram_pool_block_t *after = vram_pool_next_block(pool, b);
+        if (after) after->prev_free = false;
     }
     b->allocated = true;
     b->u.live.requested = requested;
     b->u.live.trace_id = 0;
-    vram_live_map_put(&pool->live, b);
+    vram_live_map_put(&pool->live, &pool->blocks, b);
     vram_pool_stat_update(pool->stats.allocation, kind, 1);
-    vram_pool_stat_update(pool->stats.active, kind, 1);
     vram_pool_stat_update(pool->stats.allocated_bytes, kind, (int64_t)b->size);
-    vram_pool_stat_update(pool->stats.active_bytes, kind, (int64_t)b->size);
     vram_pool_stat_update(pool->stats.requested_bytes, kind, (int64_t)requested);
     *out = b;
     return 0;
@@ -458,7 +491,8 @@ static void absorb_next(vram_pool_t *pool, vram_pool_block_t *b, vram_pool_block
     vram_pool_block_t *after = vram_pool_next_block(pool, n);
     b->size += n->size;
     b->next = n->next;
-    if (after) after->prev = vram_block_id(b);
+    b->next_free = n->next_free;
+    if (after) after->prev = vram_block_id(&pool->blocks, b);
     block_delete(pool, n);
 }
 
@@ -479,22 +513,26 @@ int vram_pool_free(vram_pool_t *pool, void *ptr)
     if (pool->trace) vram_pool_trace_free(pool, b);
     int kind = b->kind;
     vram_pool_stat_update(pool->stats.allocation, kind, -1);
-    vram_pool_stat_update(pool->stats.active, kind, -1);
     vram_pool_stat_update(pool->stats.allocated_bytes, kind, -(int64_t)b->size);
-    vram_pool_stat_update(pool->stats.active_bytes, kind, -(int64_t)b->size);
     vram_pool_stat_update(pool->stats.requested_bytes, kind, -(int64_t)b->u.live.requested);
     b->allocated = false;
 
-    vram_pool_block_t *prev = vram_pool_prev_block(pool, b), *next = vram_pool_next_block(pool, b);
-    if (next && !next->allocated) {
+    if (b->next_free) {
+        vram_pool_block_t *next = vram_pool_next_block(pool, b);
         tree_take(pool, next);
         absorb_next(pool, b, next);
     }
-    if (prev && !prev->allocated) {
+    if (b->prev_free) {
+        vram_pool_block_t *prev = vram_pool_prev_block(pool, b);
         tree_take(pool, prev);
         absorb_next(pool, prev, b);
         b = prev;
     }
+    /* The merged block's neighbours (allocated ones) learn that it is free. */
+    vram_pool_block_t *before = vram_pool_prev_block(pool, b),
+                      *after = vram_pool_next_block(pool, b);
+    if (before) before->next_free = true;
+    if (after) after->prev_free = true;
     if (vram_pool_block_spans_segment(b)) {
         vram_pool_segment_t *seg = b->segment;
         idle_enter(pool, seg);
@@ -603,6 +641,11 @@ int vram_pool_create_on(const vram_pool_source_t *src, const vram_pool_config_t 
         free(pool);
         return VRAM_ENOMEM;
     }
+    if (blocks_reserve(&pool->blocks)) {
+        vram_live_map_release(&pool->live);
+        free(pool);
+        return VRAM_ENOMEM;
+    }
     pthread_mutex_init(&pool->lock, NULL);
     pool->src = *src;
     pool->strategy = c.strategy;
@@ -637,9 +680,7 @@ void vram_pool_destroy(vram_pool_t *pool)
         pool->src.free(pool->src.user, (void *)seg->base);
         free(seg);
     }
-    for (uint32_t i = 0; i < pool->blocks.count; i++)
-        free(pool->blocks.slabs[i]);
-    free(pool->blocks.slabs);
+    blocks_release(&pool->blocks);
     vram_live_map_release(&pool->live);
     vram_free_index_release(&pool->free_blocks[0]);
     vram_free_index_release(&pool->free_blocks[1]);

@@ -54,36 +54,37 @@ struct vram_pool_block {
     } u;
     uint32_t seg_seq; /* the segment's creation order (low 32 bits), the tree's tie */
     bool allocated;
-    bool red;
-    uint8_t kind; /* the segment's, copied so the hot paths need not touch it */
+    /* Whether the address-order neighbours are free blocks. free() reads a
+     * neighbour only to merge with it; a state change writes these bytes of
+     * the neighbours, stores that need not wait for their cache lines. */
+    bool prev_free, next_free;
+    unsigned red : 1;
+    unsigned kind : 1; /* the segment's, copied so the hot paths need not touch it */
 } __attribute__((aligned(64)));
 
 _Static_assert(sizeof(vram_pool_block_t) == 64, "a block must fit one cache line");
 
-/* Block structs come from 2 MiB-aligned slabs of 32,768; slot 0 of a slab is
- * its header (its `size` holds the slab's number), so a block's id follows
- * from its address and no block needs to store its own id. Slabs are big so
- * that their few headers stay cached (small power-of-two slabs would put all
- * headers in the same few cache sets); untouched slots cost no memory. */
-#define VRAM_BLOCKS_PER_SLAB  32768u
-#define VRAM_BLOCK_SLAB_BYTES (VRAM_BLOCKS_PER_SLAB * sizeof(vram_pool_block_t))
+/* Block structs live in one array indexed by id, in an address range the
+ * pool reserves up front (not backed by memory until used), so ids and
+ * pointers convert with an add and a shift and block pointers never move.
+ * Slot 0 is never used: id 0 means "none". */
+#define VRAM_BLOCK_IDS_MAX (1u << 28) /* 16 GiB of address space, 256 M blocks */
 
 typedef struct {
-    vram_pool_block_t **slabs; /* slab n holds ids n*32768+1 .. n*32768+32767 */
-    uint32_t count, cap;
+    void *reservation;       /* the mapping, for munmap */
+    vram_pool_block_t *base; /* VRAM_BLOCK_IDS_MAX slots reserved, 2 MiB aligned */
+    uint32_t used;           /* slots handed out so far (ids 1 .. used - 1) */
+    uint32_t mapped;         /* slots backed by read-write memory */
 } vram_block_table_t;
 
 static inline vram_pool_block_t *vram_block_at(const vram_block_table_t *t, vram_block_id_t id)
 {
-    return id ? t->slabs[id / VRAM_BLOCKS_PER_SLAB] + id % VRAM_BLOCKS_PER_SLAB : NULL;
+    return id ? t->base + id : NULL;
 }
 
-static inline vram_block_id_t vram_block_id(const vram_pool_block_t *b)
+static inline vram_block_id_t vram_block_id(const vram_block_table_t *t, const vram_pool_block_t *b)
 {
-    if (!b) return 0;
-    const vram_pool_block_t *slab =
-        (const vram_pool_block_t *)((uintptr_t)b & ~(uintptr_t)(VRAM_BLOCK_SLAB_BYTES - 1));
-    return (vram_block_id_t)(slab->size * VRAM_BLOCKS_PER_SLAB + (size_t)(b - slab));
+    return b ? (vram_block_id_t)(b - t->base) : 0;
 }
 
 /* A block with no neighbours spans its whole segment; when it is free, the
@@ -111,6 +112,22 @@ static inline unsigned vram_size_bin(size_t size, int bits)
     int e = 63 - __builtin_clzll((unsigned long long)size);
     if (e < bits) return (unsigned)size; /* tiny sizes: never happens above 512 B */
     return ((unsigned)e << bits) | (unsigned)((size >> (e - bits)) & (((size_t)1 << bits) - 1));
+}
+
+#define VRAM_FREE_BINS 4096
+
+/* Bin of a block size in the free index: 2^bits bins per doubling. Up to 6
+ * bits this is vram_size_bin; with 7, doublings count from 512 B (no block is
+ * smaller) and sizes of 2 TiB and more share the last bin, so 4,096 bins
+ * still do. Either way a larger size never gets a lower bin. */
+static inline unsigned vram_index_bin(size_t size, int bits)
+{
+    if (bits <= 6) return vram_size_bin(size, bits);
+    int e = 63 - __builtin_clzll((unsigned long long)size);
+    if (e < 9) return 0;
+    unsigned bin =
+        ((unsigned)(e - 9) << bits) | (unsigned)((size >> (e - bits)) & (((size_t)1 << bits) - 1));
+    return bin < VRAM_FREE_BINS ? bin : VRAM_FREE_BINS - 1;
 }
 
 /* What the trees need besides a block: where ids point, and how a block's
@@ -154,7 +171,6 @@ int vram_free_tree_check(const vram_tree_ctx_t *c, const vram_free_tree_t *t, ch
  * with two find-first-set instructions: O(log k) in the blocks of one bin,
  * never a scan. A stream's bins are created with its first segment (so
  * inserting never fails) and kept until the pool is destroyed. */
-#define VRAM_FREE_BINS 4096
 
 typedef struct vram_free_heap {
     uintptr_t stream;
@@ -227,7 +243,8 @@ void vram_live_map_release(vram_live_map_t *m);
 /* Makes room for one more entry; VRAM_ENOMEM (map unchanged) when growing fails. */
 int vram_live_map_reserve(vram_live_map_t *m);
 /* Inserts b (its address must not be in the map); needs a prior reserve. */
-void vram_live_map_put(vram_live_map_t *m, const vram_pool_block_t *b);
+void vram_live_map_put(vram_live_map_t *m, const vram_block_table_t *blocks,
+                       const vram_pool_block_t *b);
 /* Starts loading the slot an insert of `addr` will use. */
 void vram_live_map_prefetch(const vram_live_map_t *m, uintptr_t addr);
 vram_pool_block_t *vram_live_map_get(const vram_live_map_t *m, const vram_block_table_t *blocks,
@@ -272,10 +289,9 @@ struct vram_pool {
     size_t idle_count[2];               /* their number per kind */
     uint64_t free_ops;                  /* frees since the last fragmentation check */
     vram_pool_stats_t stats;            /* counters and current/peak values */
-    /* block allocator: slabs, and a free list of unused block structs */
+    /* block allocator: the table, and a free list of unused block structs */
     vram_block_table_t blocks;
     vram_block_id_t spare_blocks; /* freed block structs, linked through `next` */
-    uint32_t slab_fresh;          /* next never-used slot of the newest slab */
     /* OOM handlers (copied before being called without the lock) */
     vram_pool_handler_t handlers[VRAM_POOL_MAX_OOM_HANDLERS];
     int handler_count;

@@ -39,6 +39,11 @@ uint64_t vram_pool_largest_free_locked(const vram_pool_t *pool)
 void vram_pool_stats_derive_locked(const vram_pool_t *pool, vram_pool_stats_t *out)
 {
     *out = pool->stats;
+    /* Without cross-stream frees no block is freed-but-in-use, so "active"
+     * is "allocation", update for update (peaks included): copied here
+     * rather than kept twice on every allocation and free. */
+    memcpy(out->active, out->allocation, sizeof out->active);
+    memcpy(out->active_bytes, out->allocated_bytes, sizeof out->active_bytes);
     out->largest_free_block = vram_pool_largest_free_locked(pool);
     int64_t reserved = out->reserved_bytes[VRAM_POOL_STAT_ALL].current;
     int64_t cached = reserved - out->allocated_bytes[VRAM_POOL_STAT_ALL].current;
@@ -111,11 +116,15 @@ static int check_segment(const vram_pool_t *pool, const vram_pool_segment_t *seg
     const vram_pool_block_t *prev = NULL;
     size_t visited = 0;
     for (const vram_pool_block_t *b = seg->first; b; prev = b, b = vram_pool_next_block(pool, b)) {
-        if (++visited > (size_t)pool->blocks.count * VRAM_BLOCKS_PER_SLAB)
+        if (++visited > pool->blocks.used)
             FAIL("block list of segment 0x%" PRIxPTR " has a cycle", seg->base);
         if (b->addr != expect) FAIL("gap or overlap at 0x%" PRIxPTR " in its segment", b->addr);
         if (vram_pool_prev_block(pool, b) != prev)
             FAIL("bad prev link at block 0x%" PRIxPTR, b->addr);
+        const vram_pool_block_t *next = vram_pool_next_block(pool, b);
+        if (b->prev_free != (prev && !prev->allocated) ||
+            b->next_free != (next && !next->allocated))
+            FAIL("block 0x%" PRIxPTR " has stale neighbour flags", b->addr);
         if (b->segment != seg || b->stream != seg->stream || b->kind != seg->kind ||
             b->seg_seq != (uint32_t)seg->seq)
             FAIL("block 0x%" PRIxPTR " names the wrong segment or stream", b->addr);
@@ -211,7 +220,9 @@ int vram_pool_check(vram_pool_t *pool, char *err, size_t len)
                  pool->idle_segment_bytes, idle);
         goto out;
     }
-    const vram_pool_stats_t *s = &pool->stats;
+    vram_pool_stats_t derived;
+    vram_pool_stats_derive_locked(pool, &derived);
+    const vram_pool_stats_t *s = &derived;
     for (int k = 0; k < 3; k++) {
         kind_totals_t w = k == 0 ? (kind_totals_t){t[0].blocks + t[1].blocks,
                                                    t[0].bytes + t[1].bytes,

@@ -165,6 +165,7 @@ int vram_sched_transition(vram_sched_t *s, sched_job_t *j, vram_job_state_t to, 
                           const char *message)
 {
     double now = vram_sched_now(s);
+    s->dirty = true;
     /* A job that ends stops covering its processes' usage: observe again
      * rather than count its last-seen usage as outside use. */
     if (j->job.state == VRAM_JOB_RUNNING && to != VRAM_JOB_RUNNING)
@@ -185,18 +186,50 @@ int vram_sched_transition(vram_sched_t *s, sched_job_t *j, vram_job_state_t to, 
     return rc;
 }
 
+static int reload_one(void *arg, const vram_job_t *job, uint64_t pid_start);
+
+/* After a failed transaction the store kept the old state: rebuild the
+ * in-memory jobs from it, so memory and store never disagree. */
+static void resync(vram_sched_t *s)
+{
+    for (size_t i = 0; i < s->nactive; i++) {
+        bury_fd(s, s->active[i]->pidfd);
+        free(s->active[i]);
+    }
+    s->nactive = 0;
+    s->obs_valid = false;
+    if (vram_store_load_active(s->store, reload_one, s) != 0) return;
+    double now = vram_sched_now(s);
+    for (size_t i = 0; i < s->nactive; i++) {
+        sched_job_t *j = s->active[i];
+        if (j->job.state != VRAM_JOB_RUNNING) continue;
+        if (j->job.req.pid > 0) j->pidfd = vram_pid_open_fd(j->job.req.pid);
+        j->lease_until = s->cfg.lease_s > 0 ? now + s->cfg.lease_s : 0;
+    }
+    pthread_cond_broadcast(&s->changed);
+}
+
 /* Runs fn inside one transaction under the lock, then drops ended jobs. */
 static int locked_op(vram_sched_t *s, int (*fn)(vram_sched_t *, void *), void *arg)
 {
     pthread_mutex_lock(&s->lock);
+    s->dirty = false;
     int rc = vram_store_begin(s->store);
     if (rc == 0) {
         rc = fn(s, arg);
         if (rc >= 0) {
             int c = vram_store_commit(s->store);
             if (c) rc = c;
-        } else {
+        }
+        if (rc < 0) {
             vram_store_rollback(s->store);
+            if (s->dirty) {
+                /* keep the operation's error message, not resync's */
+                char msg[512];
+                snprintf(msg, sizeof msg, "%s", vram_last_error());
+                resync(s);
+                vram_fail(rc, "%s", msg);
+            }
         }
     }
     vram_sched_drop_ended(s);
@@ -221,6 +254,25 @@ static int reload_one(void *arg, const vram_job_t *job, uint64_t pid_start)
     return rc;
 }
 
+/* A queued job whose client died will never run anything: drop it before it
+ * is admitted for nobody. */
+static int reap_dead_queued(vram_sched_t *s)
+{
+    int changed = 0;
+    for (size_t i = 0; i < s->nactive; i++) {
+        sched_job_t *j = s->active[i];
+        pid_t pid = j->job.req.pid;
+        if (j->job.state != VRAM_JOB_QUEUED || pid <= 0 || vram_pid_alive(pid, j->pid_start))
+            continue;
+        char msg[160];
+        snprintf(msg, sizeof msg, "process %d exited while the job was queued", (int)pid);
+        int rc = vram_sched_transition(s, j, VRAM_JOB_FAILED, "process_exited", msg);
+        if (rc) return rc;
+        changed++;
+    }
+    return changed;
+}
+
 static int recover(vram_sched_t *s, void *arg)
 {
     (void)arg;
@@ -243,7 +295,8 @@ static int recover(vram_sched_t *s, void *arg)
                                   "still running after vramd restart; reservation kept");
         if (rc) return rc;
     }
-    int rc = vram_queue_timeouts(s, now);
+    int rc = reap_dead_queued(s);
+    if (rc >= 0) rc = vram_queue_timeouts(s, now);
     if (rc < 0) return rc;
     return vram_queue_admit(s, now);
 }
@@ -408,6 +461,7 @@ static int do_submit(vram_sched_t *s, void *arg)
     j->job.exit_status = -1;
     j->pid_start = r.pid > 0 ? vram_pid_start_time(r.pid) : 0;
     j->deadline = r.timeout_s > 0 ? now + r.timeout_s : 0;
+    s->dirty = true;
     if ((rc = vram_store_insert_job(s->store, &j->job, j->pid_start)) != 0 ||
         (rc = vram_store_event(s->store, j->job.id, now, "submitted", "queued")) != 0 ||
         (rc = add_active(s, j)) != 0) {
@@ -569,6 +623,8 @@ static int do_tick(vram_sched_t *s, void *arg)
             changed++;
         }
     }
+    if ((rc = reap_dead_queued(s)) < 0) return rc;
+    changed += rc;
     if ((rc = vram_queue_timeouts(s, now)) < 0) return rc;
     changed += rc;
     if (now - s->last_usage_check >= 1.0) {

@@ -46,6 +46,7 @@ struct vram_sched {
     size_t ndead, dead_cap;
     double last_usage_check;
     bool stop_waiters;
+    bool dirty;       /* the current operation changed jobs in memory */
     sched_dev_t *obs; /* last observation of the devices (reservations not filled) */
     uint64_t obs_ns;  /* when it was made (monotonic) */
     bool obs_valid;
@@ -90,6 +91,8 @@ typedef int (*vram_store_job_fn)(void *arg, const vram_job_t *job, uint64_t pid_
 int vram_store_load_active(vram_store_t *st, vram_store_job_fn fn, void *arg);
 int vram_store_list_ended(vram_store_t *st, int limit, vram_store_job_fn fn, void *arg);
 int vram_store_get_job(vram_store_t *st, int64_t id, vram_job_t *out);
+typedef void (*vram_store_event_fn)(void *arg, double at, const char *kind, const char *message);
+int vram_store_list_events(vram_store_t *st, int64_t job_id, vram_store_event_fn fn, void *arg);
 int vram_store_count_events(vram_store_t *st, int64_t job_id, const char *kind, int *count);
 
 #endif

@@ -224,3 +224,24 @@ char *vram_sched_devices_json(vram_sched_t *s)
     }
     return dump(json_pack("{s:o}", "devices", dl));
 }
+
+static void append_event(void *arg, double at, const char *kind, const char *message)
+{
+    json_array_append_new(arg,
+                          json_pack("{s:f,s:s,s:s}", "at", at, "kind", kind, "message", message));
+}
+
+char *vram_sched_events_json(vram_sched_t *s, int64_t id)
+{
+    json_t *events = json_array();
+    vram_job_t job;
+    pthread_mutex_lock(&s->lock);
+    int rc = find(s, id) ? 0 : vram_store_get_job(s->store, id, &job);
+    if (rc == 0) rc = vram_store_list_events(s->store, id, append_event, events);
+    pthread_mutex_unlock(&s->lock);
+    if (rc) {
+        json_decref(events);
+        return NULL;
+    }
+    return dump(json_pack("{s:I,s:o}", "id", (json_int_t)id, "events", events));
+}

@@ -9,7 +9,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-enum { ST_INSERT, ST_UPDATE, ST_EVENT, ST_GET, ST_ACTIVE, ST_ENDED, ST_COUNT_EV, ST_N };
+enum { ST_INSERT, ST_UPDATE, ST_EVENT, ST_GET, ST_ACTIVE, ST_ENDED, ST_COUNT_EV, ST_EVENTS, ST_N };
 
 static const char *const sql_text[ST_N] = {
     [ST_INSERT] = "INSERT INTO jobs(name,command,uid,pid,pid_start,mem_bytes,gpus,priority,"
@@ -26,6 +26,7 @@ static const char *const sql_text[ST_N] = {
     [ST_ENDED] = "SELECT * FROM jobs WHERE state NOT IN ('queued','running') ORDER BY id DESC "
                  "LIMIT ?1",
     [ST_COUNT_EV] = "SELECT count(*) FROM events WHERE job_id=?1 AND kind=?2",
+    [ST_EVENTS] = "SELECT at, kind, message FROM events WHERE job_id=?1 ORDER BY id",
 };
 
 static const char schema[] =
@@ -315,6 +316,19 @@ int vram_store_count_events(vram_store_t *st, int64_t job_id, const char *kind, 
     sqlite3_bind_text(q, 2, kind, -1, SQLITE_STATIC);
     int rc = sqlite3_step(q) == SQLITE_ROW ? 0 : db_fail(st, "count events");
     if (rc == 0) *count = sqlite3_column_int(q, 0);
+    sqlite3_reset(q);
+    sqlite3_clear_bindings(q);
+    return rc;
+}
+
+int vram_store_list_events(vram_store_t *st, int64_t job_id, vram_store_event_fn fn, void *arg)
+{
+    sqlite3_stmt *q = st->st[ST_EVENTS];
+    sqlite3_bind_int64(q, 1, job_id);
+    int s, rc = 0;
+    while ((s = sqlite3_step(q)) == SQLITE_ROW)
+        fn(arg, sqlite3_column_double(q, 0), col_text(q, 1), col_text(q, 2));
+    if (s != SQLITE_DONE) rc = db_fail(st, "read events");
     sqlite3_reset(q);
     sqlite3_clear_bindings(q);
     return rc;

@@ -4,7 +4,47 @@
  * figures (allocs, slots, peak, max size) match what the events say. */
 #include "fuzz.h"
 
+#include "pool/replay.h"
 #include "pool/trace.h"
+
+/* One private simulated GPU for every replay of the process. */
+static vram_replay_device_t replay_device;
+
+static void close_replay_device(void)
+{
+    vram_replay_device_close(&replay_device);
+}
+
+/* A parsed trace also replays through the pool (as `vram replay` does):
+ * refused requests are OOMs, not errors, and every byte the pool took from
+ * the device is back when the replay ends. */
+static void check_replay(const vram_trace_t *t)
+{
+    static unsigned turn;
+    if (!replay_device.ctx) {
+        FUZZ_CHECK(vram_replay_device_open(4ull << 30, &replay_device) == 0,
+                   "cannot open a simulated device");
+        atexit(close_replay_device);
+    }
+    vram_replay_config_t cfg = {
+        .mode = VRAM_REPLAY_POOL,
+        .strategy = (vram_pool_strategy_t)(turn++ % VRAM_POOL_STRATEGY_COUNT_),
+        .repeat = 1,
+        .ctx = replay_device.ctx,
+        .device = 0,
+    };
+    vram_replay_result_t res;
+    int rc = vram_replay_run(t, &cfg, &res);
+    FUZZ_CHECK(rc == 0, "replay of a valid trace failed with %d", rc);
+    /* A refused allocation's free is skipped too: ops + ooms <= count. */
+    FUZZ_CHECK(res.ops + res.ooms <= t->count && res.ooms <= t->allocs,
+               "replay did %llu of %zu events (%llu OOMs)", (unsigned long long)res.ops, t->count,
+               (unsigned long long)res.ooms);
+    vram_device_info_t info;
+    FUZZ_CHECK(vram_device_info(replay_device.ctx, 0, &info) == 0, "no device info");
+    FUZZ_CHECK(info.used_bytes == 0, "%llu device bytes still held after the replay",
+               (unsigned long long)info.used_bytes);
+}
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
@@ -77,6 +117,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
                    (unsigned long long)peak, (unsigned long long)t.peak_live_bytes);
     free(live);
     free(live_size);
+    if (t.count <= 2000) check_replay(&t);
     vram_trace_release(&t);
     return 0;
 }

@@ -25,8 +25,14 @@ GiB=$((1024 * 1024 * 1024))
 cleanup() {
     local rc=$?
     # our own background jobs only (the daemon is one of them)
-    for p in $(jobs -p); do kill -9 "$p" 2>/dev/null || true; done
-    { wait; } 2>/dev/null || true
+    {
+        if [ -n "$DAEMON_PID" ]; then
+            kill -TERM "$DAEMON_PID" || true
+            for _ in $(seq 50); do kill -0 "$DAEMON_PID" 2>/dev/null || break; sleep 0.02; done
+        fi
+        for p in $(jobs -p); do kill -9 "$p" || true; done
+        wait || true
+    } 2>/dev/null
     if [ $rc -ne 0 ] && [ -f "$T/vramd.log" ]; then
         echo "---- vramd log ----"; tail -n 60 "$T/vramd.log"
     fi

@@ -64,6 +64,9 @@ b=$(curl -s -o - -w '\n%{http_code}' --unix-socket "$VRAM_SOCKET" -X POST \
     -H 'Content-Type: application/json' --data-binary @"$T/huge.json" http://x/v1/jobs)
 [ "$(tail -n1 <<<"$b")" = 413 ] || fail "huge body: $b"
 grep -q too_large <<<"$b" || fail "huge body code: $b"
+code=$(curl -s -o /dev/null -w '%{http_code}' --unix-socket "$VRAM_SOCKET" -X POST \
+    -H 'Transfer-Encoding: chunked' --data-binary @"$T/huge.json" http://x/v1/jobs)
+[ "$code" = 413 ] || fail "huge chunked body: $code"
 pass "bad input: malformed JSON (line/column), wrong types, bad values, routes, methods, 64 KiB limit"
 
 # still serving, state intact: exactly the one job, still running

@@ -19,7 +19,7 @@ pass "admission, CUDA_VISIBLE_DEVICES/VRAM_JOB_ID, COMMAND's exit status"
 
 # A blocker takes the whole GPU while jobs queue behind it.
 blocker() { "$VRAM" run --quiet --mem 40GiB --name blocker -- "$VRAM" sim alloc --mem 40GiB --seconds "$1" >/dev/null; }
-blocker 2.5 &
+blocker 3.5 &
 BG=($!)
 wait_state 3 running
 queued() { field "$(api GET /v1/status)" 'd["pending_jobs"]'; }
@@ -72,3 +72,19 @@ set +e; "$VRAM" run --quiet --mem 4GiB --batch-size 8 --retry-oom 2 --oom-exit-c
 [ $rc = 0 ] || fail "oom exit code retry: $rc"
 pass "--retry-oom halves the batch and doubles accumulation (stderr text or --oom-exit-code)"
 check_ledger
+
+# Signals: SIGINT while queued cancels the job; SIGTERM while running is
+# passed to COMMAND and vram run returns its status.
+"$VRAM" run --quiet --mem 30GiB --name sig-run -- sleep 30 &
+R1=$!
+for _ in $(seq 50); do [ "$(field "$(api GET /v1/status)" 'd["active_jobs"]')" = 1 ] && break; sleep 0.05; done
+"$VRAM" run --quiet --mem 30GiB --name sig-queued -- true &
+R2=$!
+for _ in $(seq 50); do [ "$(queued)" = 1 ] && break; sleep 0.05; done
+kill -INT $R2; set +e; wait $R2; rc2=$?; set -e
+kill -TERM $R1; set +e; wait $R1; rc1=$?; set -e
+[ $rc2 = 130 ] || fail "SIGINT while queued: exit $rc2"
+[ $rc1 = 143 ] || fail "SIGTERM while running: exit $rc1"
+states=$(field "$(api GET '/v1/jobs?limit=2')" '",".join(j["name"]+":"+j["state"] for j in d["jobs"])')
+[ "$states" = "sig-queued:cancelled,sig-run:failed" ] || fail "states after signals: $states"
+pass "signals: SIGINT while queued cancels the job; SIGTERM reaches COMMAND (exit 143)"

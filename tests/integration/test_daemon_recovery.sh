@@ -29,6 +29,8 @@ j=$(api GET /v1/jobs/1)
 j=$(api GET /v1/jobs/2)
 [ "$(field "$j" 'd["state"]')" = failed ] || fail "D: $j"
 grep -q "while vramd was down" <<<"$j" || fail "D's reason: $j"
+ev=$(api GET /v1/jobs/1/events)
+[ "$(field "$ev" '",".join(e["kind"] for e in d["events"])')" = "submitted,admitted,recovered" ] || fail "A's events: $ev"
 # D's 30 GiB went to B, the first queued job; C still waits behind A
 wait_state 3 running
 [ "$(job_state 4)" = queued ] || fail "C should still wait"

@@ -40,6 +40,7 @@ used=$(field "$(api GET /v1/status)" 'd["devices"][0]["used_bytes"]')
 t0=$(now)
 kill -9 "$A"
 watch_state 2 running
+{ wait "$A"; } 2>/dev/null || true
 t1=$(now)
 d=$(elapsed_ok "$t0" "$t1") || fail "release after kill -9 of vram run took $d s"
 j=$(api GET /v1/jobs/1)

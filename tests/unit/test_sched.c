@@ -9,6 +9,7 @@
 
 #include <pthread.h>
 #include <signal.h>
+#include <sqlite3.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -409,6 +410,38 @@ static void process_exit_releases(void **st)
     vram_sched_close(s);
 }
 
+/* A queued job whose client died is dropped instead of being admitted later. */
+static void dead_queued_clients_are_dropped(void **st)
+{
+    (void)st;
+    vram_sched_config_t c = config(1, 80);
+    vram_sched_t *s;
+    assert_int_equal(vram_sched_open(&c, &s), 0);
+    vram_job_t big = submit(s, "big", 70, 1, 0);
+    pid_t child = fork();
+    if (child == 0) {
+        pause();
+        _exit(0);
+    }
+    vram_job_request_t r = req_of("waiting", 20, 1, 0);
+    r.pid = child;
+    vram_job_t q;
+    assert_int_equal(vram_sched_submit(s, &r, &q), 0);
+    assert_int_equal(q.state, VRAM_JOB_QUEUED);
+    vram_sched_tick(s);
+    assert_int_equal(state_of(s, q.id), VRAM_JOB_QUEUED);
+    kill(child, SIGKILL);
+    waitpid(child, NULL, 0);
+    vram_sched_tick(s);
+    vram_job_t now;
+    assert_int_equal(vram_sched_job(s, q.id, &now), 0);
+    assert_int_equal(now.state, VRAM_JOB_FAILED);
+    assert_non_null(strstr(now.error, "exited while the job was queued"));
+    assert_int_equal(now.ndevices, 0);
+    assert_int_equal(vram_sched_finish(s, big.id, 1000, 0, NULL), 0);
+    vram_sched_close(s);
+}
+
 /* Reload: alive running jobs keep their place, dead ones fail with a reason,
  * queued ones keep their order; the first open runs in a child that dies
  * without closing anything (a crash). */
@@ -556,6 +589,53 @@ static void usage_watch_flags_overuse(void **st)
     kill(child, SIGKILL);
     waitpid(child, NULL, 0);
     fake_proc_pid = 0;
+    vram_sched_close(s);
+}
+
+static void exec_sql(const char *path, const char *sql)
+{
+    sqlite3 *db;
+    assert_int_equal(sqlite3_open(path, &db), SQLITE_OK);
+    assert_int_equal(sqlite3_exec(db, sql, NULL, NULL, NULL), SQLITE_OK);
+    sqlite3_close(db);
+}
+
+/* A transaction that fails midway (here: a trigger refusing an event row)
+ * leaves the store unchanged, and the scheduler's memory follows the store. */
+static void failed_transactions_change_nothing(void **st)
+{
+    (void)st;
+    char path[512];
+    snprintf(path, sizeof path, "%s/inject.db", db_dir);
+    vram_sched_config_t c = config(1, 80);
+    c.db_path = path;
+    vram_sched_t *s;
+    assert_int_equal(vram_sched_open(&c, &s), 0);
+    exec_sql(path, "CREATE TRIGGER refuse_admit BEFORE INSERT ON events WHEN NEW.kind='admitted'"
+                   " BEGIN SELECT RAISE(ABORT, 'injected failure'); END;");
+    vram_job_request_t r = req_of("a", 30, 1, 0);
+    vram_job_t j;
+    assert_int_equal(vram_sched_submit(s, &r, &j), VRAM_EIO);
+    assert_non_null(strstr(vram_last_error(), "injected failure"));
+    char *status = vram_sched_status_json(s);
+    assert_non_null(
+        strstr(status, "\"active_jobs\":0,\"pending_jobs\":0,\"total_reserved_bytes\":0"));
+    free(status);
+    exec_sql(path, "DROP TRIGGER refuse_admit;"
+                   "CREATE TRIGGER refuse_finish BEFORE INSERT ON events WHEN NEW.kind='finished'"
+                   " BEGIN SELECT RAISE(ABORT, 'injected failure'); END;");
+    assert_int_equal(vram_sched_submit(s, &r, &j), 0);
+    assert_int_equal(j.state, VRAM_JOB_RUNNING);
+    vram_job_t q = submit(s, "q", 60, 1, 0);
+    assert_int_equal(q.state, VRAM_JOB_QUEUED);
+    assert_int_equal(vram_sched_finish(s, j.id, 1000, 0, NULL), VRAM_EIO);
+    /* still running with its reservation; the queued job did not start */
+    assert_int_equal(state_of(s, j.id), VRAM_JOB_RUNNING);
+    assert_int_equal(state_of(s, q.id), VRAM_JOB_QUEUED);
+    assert_int_equal(vram_sched_check(s), 0);
+    exec_sql(path, "DROP TRIGGER refuse_finish;");
+    assert_int_equal(vram_sched_finish(s, j.id, 1000, 0, NULL), 0);
+    assert_int_equal(state_of(s, q.id), VRAM_JOB_RUNNING);
     vram_sched_close(s);
 }
 
@@ -796,9 +876,11 @@ int main(void)
         cmocka_unit_test(limits_and_validation),
         cmocka_unit_test(only_owner_or_root_cancels),
         cmocka_unit_test(process_exit_releases),
+        cmocka_unit_test(dead_queued_clients_are_dropped),
         cmocka_unit_test(reload_after_crash),
         cmocka_unit_test(leases_expire_unless_renewed),
         cmocka_unit_test(usage_watch_flags_overuse),
+        cmocka_unit_test(failed_transactions_change_nothing),
         cmocka_unit_test(concurrent_clients),
         cmocka_unit_test(randomized_against_reference),
     };
