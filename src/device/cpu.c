@@ -4,7 +4,7 @@
  * memory the kernel reports as available, rather than inviting the OOM killer. */
 #include "device/addr_map.h"
 #include "device/backend.h"
-#include "device/proc.h"
+#include "core/proc.h"
 
 #include <errno.h>
 #include <stdio.h>

@@ -11,7 +11,7 @@
 #include "device/backend.h"
 #include "device/cuda_api.h"
 #include "device/driver_util.h"
-#include "device/proc.h"
+#include "core/proc.h"
 
 #include <stdint.h>
 #include <stdio.h>

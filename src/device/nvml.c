@@ -4,7 +4,7 @@
  * to VRAM_E* here, where they enter, keeping nvmlErrorString's message. */
 #include "device/backend.h"
 #include "device/driver_util.h"
-#include "device/proc.h"
+#include "core/proc.h"
 #include "device/nvml_api.h"
 
 #include <stdio.h>

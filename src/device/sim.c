@@ -13,7 +13,7 @@
  * memory. */
 #include "device/addr_map.h"
 #include "device/backend.h"
-#include "device/proc.h"
+#include "core/proc.h"
 #include "device/sim.h"
 #include "device/sim_spec.h"
 
@@ -120,7 +120,7 @@ static int ensure_own_fd(sim_t *s)
     close(s->fd);
     s->fd = fd;
     s->pid = pid;
-    if (!vram_proc_start_time(pid, &s->start_time)) s->start_time = 0;
+    s->start_time = vram_proc_start_time(pid);
     vram_addr_map_clear(&s->mine);
     return 0;
 }
@@ -304,7 +304,7 @@ static int sim_open(void **state)
     }
     if (!rc) {
         s->pid = getpid();
-        if (!vram_proc_start_time(s->pid, &s->start_time)) s->start_time = 0;
+        s->start_time = vram_proc_start_time(s->pid);
         for (int i = 0; i < s->spec.count; i++)
             s->flaky_left[i] = s->spec.gpus[i].fail_count;
         rc = map_state_file(s);

@@ -18,7 +18,7 @@ static sched_job_t *owner_of(vram_sched_t *s, pid_t pid)
             sched_job_t *j = s->active[i];
             if (j->job.state == VRAM_JOB_RUNNING && j->job.req.pid == pid) return j;
         }
-        pid = vram_pid_parent(pid);
+        pid = vram_proc_parent(pid);
     }
     return NULL;
 }
@@ -60,7 +60,7 @@ static int observe(vram_sched_t *s)
                 if (procs[p].used_bytes == VRAM_UNKNOWN_U64) continue;
                 /* An exited process not yet reaped (a zombie) holds no device
                  * memory any more, whatever a backend's bookkeeping says. */
-                if (!vram_pid_alive(procs[p].pid, 0)) {
+                if (!vram_proc_alive(procs[p].pid, 0)) {
                     dead += procs[p].used_bytes;
                     continue;
                 }

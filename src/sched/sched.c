@@ -262,7 +262,7 @@ static int reap_dead_queued(vram_sched_t *s)
     for (size_t i = 0; i < s->nactive; i++) {
         sched_job_t *j = s->active[i];
         pid_t pid = j->job.req.pid;
-        if (j->job.state != VRAM_JOB_QUEUED || pid <= 0 || vram_pid_alive(pid, j->pid_start))
+        if (j->job.state != VRAM_JOB_QUEUED || pid <= 0 || vram_proc_alive(pid, j->pid_start))
             continue;
         char msg[160];
         snprintf(msg, sizeof msg, "process %d exited while the job was queued", (int)pid);
@@ -281,7 +281,7 @@ static int recover(vram_sched_t *s, void *arg)
         sched_job_t *j = s->active[i];
         if (j->job.state != VRAM_JOB_RUNNING) continue;
         pid_t pid = j->job.req.pid;
-        if (pid > 0 && !vram_pid_alive(pid, j->pid_start)) {
+        if (pid > 0 && !vram_proc_alive(pid, j->pid_start)) {
             char msg[200];
             snprintf(msg, sizeof msg, "process %d ended while vramd was down; reservation released",
                      (int)pid);
@@ -406,7 +406,7 @@ static int validate(vram_sched_t *s, vram_job_request_t *r)
                          r->min_batch_size, r->batch_size);
     if (!isfinite(r->timeout_s)) return vram_fail(VRAM_EINVAL, "timeout_s: must be finite");
     if (r->pid < 0) return vram_fail(VRAM_EINVAL, "pid: must not be negative");
-    if (r->pid > 0 && !vram_pid_alive(r->pid, 0))
+    if (r->pid > 0 && !vram_proc_alive(r->pid, 0))
         return vram_fail(VRAM_EINVAL, "pid: process %d is not running", (int)r->pid);
 
     /* A request no device could ever hold would wait forever: refuse it. */
@@ -459,7 +459,7 @@ static int do_submit(vram_sched_t *s, void *arg)
     j->job.state = VRAM_JOB_QUEUED;
     j->job.submitted_at = now;
     j->job.exit_status = -1;
-    j->pid_start = r.pid > 0 ? vram_pid_start_time(r.pid) : 0;
+    j->pid_start = r.pid > 0 ? vram_proc_start_time(r.pid) : 0;
     j->deadline = r.timeout_s > 0 ? now + r.timeout_s : 0;
     s->dirty = true;
     if ((rc = vram_store_insert_job(s->store, &j->job, j->pid_start)) != 0 ||
@@ -609,7 +609,7 @@ static int do_tick(vram_sched_t *s, void *arg)
         pid_t pid = j->job.req.pid;
         char msg[200];
         if (pid > 0 &&
-            (j->pidfd >= 0 ? vram_pid_fd_exited(j->pidfd) : !vram_pid_alive(pid, j->pid_start))) {
+            (j->pidfd >= 0 ? vram_pid_fd_exited(j->pidfd) : !vram_proc_alive(pid, j->pid_start))) {
             snprintf(msg, sizeof msg, "process %d exited without reporting; reservation released",
                      (int)pid);
             if ((rc = vram_sched_transition(s, j, VRAM_JOB_FAILED, "process_exited", msg)))

@@ -3,6 +3,7 @@
 #define VRAM_SCHED_INTERNAL_H
 
 #include "vram.h"
+#include "core/proc.h"
 
 #include <pthread.h>
 
@@ -67,11 +68,8 @@ int vram_sched_transition(vram_sched_t *s, sched_job_t *j, vram_job_state_t to, 
                           const char *message);
 void vram_sched_drop_ended(vram_sched_t *s);
 
-/* pid.c: process identity and liveness. */
-uint64_t vram_pid_start_time(pid_t pid); /* 0 if no such process */
-bool vram_pid_alive(pid_t pid, uint64_t start_time);
-pid_t vram_pid_parent(pid_t pid); /* 0 if unknown */
-int vram_pid_open_fd(pid_t pid);  /* -1 if unavailable */
+/* pid.c: exit notification through pidfds (liveness: core/proc.h). */
+int vram_pid_open_fd(pid_t pid); /* -1 if unavailable */
 bool vram_pid_fd_exited(int pidfd);
 
 /* store.c: SQLite persistence. Not thread-safe: callers hold the sched lock. */

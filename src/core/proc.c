@@ -1,0 +1,75 @@
+/* /proc/<pid>/stat and comm readers. */
+#include "core/proc.h"
+
+#include <errno.h>
+#include <signal.h>
+#include <stdio.h>
+#include <string.h>
+
+/* The command name (field 2) may hold spaces and ')', so fields are parsed
+ * after the last ')': 3 (state), 4 (ppid), ..., 22 (starttime). */
+static bool read_stat(pid_t pid, char *state, pid_t *ppid, uint64_t *start)
+{
+    char path[64], buf[1024];
+    if (pid <= 0) return false;
+    snprintf(path, sizeof path, "/proc/%d/stat", (int)pid);
+    FILE *f = fopen(path, "re");
+    if (!f) return false;
+    size_t n = fread(buf, 1, sizeof buf - 1, f);
+    fclose(f);
+    buf[n] = '\0';
+    char *p = strrchr(buf, ')');
+    if (!p) return false;
+    char s = 0;
+    int pp = 0;
+    unsigned long long st = 0;
+    if (sscanf(p + 1,
+               " %c %d %*d %*d %*d %*d %*u %*u %*u %*u %*u %*u %*u %*d %*d %*d %*d %*d %*d %llu",
+               &s, &pp, &st) != 3)
+        return false;
+    if (state) *state = s;
+    if (ppid) *ppid = pp;
+    if (start) *start = st ? st : 1; /* 0 means "unknown" to callers */
+    return true;
+}
+
+uint64_t vram_proc_start_time(pid_t pid)
+{
+    uint64_t st = 0;
+    return read_stat(pid, NULL, NULL, &st) ? st : 0;
+}
+
+bool vram_proc_alive(pid_t pid, uint64_t start_time)
+{
+    if (pid <= 0) return false;
+    char state = 0;
+    uint64_t st = 0;
+    if (!read_stat(pid, &state, NULL, &st)) {
+        /* No /proc entry: gone, unless /proc itself is missing (trust kill). */
+        FILE *f = fopen("/proc/self/stat", "re");
+        if (f) {
+            fclose(f);
+            return false;
+        }
+        return !(kill(pid, 0) != 0 && errno == ESRCH);
+    }
+    if (state == 'Z' || state == 'X') return false;
+    return start_time == 0 || st == start_time;
+}
+
+pid_t vram_proc_parent(pid_t pid)
+{
+    pid_t pp = 0;
+    return read_stat(pid, NULL, &pp, NULL) ? pp : 0;
+}
+
+void vram_proc_name(pid_t pid, char *buf, size_t len)
+{
+    char path[64];
+    snprintf(path, sizeof path, "/proc/%d/comm", (int)pid);
+    buf[0] = '\0';
+    FILE *f = fopen(path, "re");
+    if (!f) return;
+    if (fgets(buf, (int)len, f)) buf[strcspn(buf, "\n")] = '\0';
+    fclose(f);
+}

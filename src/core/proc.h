@@ -1,0 +1,23 @@
+/* Facts about processes from /proc, shared by the device layer (sim owners,
+ * process names) and the scheduler (job liveness, process trees). */
+#ifndef VRAM_CORE_PROC_H
+#define VRAM_CORE_PROC_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <sys/types.h>
+
+/* Start time of pid in clock ticks since boot (/proc/<pid>/stat field 22),
+ * never 0 for a live process: with the pid it names a process uniquely, even
+ * after the pid is reused. 0 when the process does not exist. */
+uint64_t vram_proc_start_time(pid_t pid);
+/* true while a process with this pid and start time runs (0 matches any start
+ * time). A zombie counts as gone: it has exited and holds no memory. */
+bool vram_proc_alive(pid_t pid, uint64_t start_time);
+/* Parent pid; 0 when unknown. */
+pid_t vram_proc_parent(pid_t pid);
+/* Command name from /proc/<pid>/comm; "" when unknown. */
+void vram_proc_name(pid_t pid, char *buf, size_t len);
+
+#endif
