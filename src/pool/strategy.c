@@ -100,11 +100,11 @@ size_t vram_pool_segment_size(vram_pool_strategy_t s, int kind, size_t rounded)
 bool vram_pool_idle_segment_eligible(vram_pool_strategy_t s, size_t segment_size, size_t rounded)
 {
     /* BALANCED reuses a wholly free segment bigger than a mid segment only
-     * for a request that leaves at most 1/8 of it + 2 MiB: carving a small
+     * for a request that leaves at most half of it + 2 MiB: carving a small
      * block out of it would strand the rest as a hole in a segment that can
      * then never be released. The caller releases it and grows instead. */
     if (s != VRAM_POOL_BALANCED || segment_size <= VRAM_POOL_MID_SEG) return true;
-    return segment_size - rounded <= segment_size / 8 + VRAM_POOL_GRANULE;
+    return segment_size - rounded <= segment_size / 2 + VRAM_POOL_GRANULE;
 }
 
 /* Consolidated orders free blocks by size class, then by segment age (the
