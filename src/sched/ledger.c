@@ -30,21 +30,52 @@ static int placed_slot(const sched_job_t *j, int dev)
     return -1;
 }
 
-/* Queries the devices and attributes their processes to running jobs. */
+/* Lists a device's processes; 0 entries when the backend cannot tell. */
+static size_t list_processes(vram_sched_t *s, int d, vram_process_info_t *procs)
+{
+    size_t n = 0;
+    if (!s->dev.processes || s->dev.processes(s->dev.arg, d, procs, MAX_PROCS, &n) != 0) return 0;
+    return n > MAX_PROCS ? MAX_PROCS : n;
+}
+
+static bool listed(const vram_process_info_t *procs, size_t n, pid_t pid)
+{
+    for (size_t i = 0; i < n; i++)
+        if (procs[i].pid == pid) return true;
+    return false;
+}
+
+/* Credits a live process's usage to the running job whose tree holds it. */
+static void attribute(vram_sched_t *s, int d, const vram_process_info_t *p)
+{
+    sched_job_t *j = owner_of(s, p->pid);
+    int slot = j ? placed_slot(j, d) : -1;
+    if (slot >= 0) j->used_bytes[slot] += p->used_bytes; /* else not ours */
+}
+
+/* Queries the devices and attributes their processes to running jobs.
+ * Processes are listed before and after the device's used memory is read, so
+ * a job process that allocates or frees in between is still credited to its
+ * job instead of showing up as outside use (which would block admission).
+ * The cost of that choice: for one observation, a job that just freed may be
+ * credited with memory no longer in `used`, never beyond its reservation. */
 static int observe(vram_sched_t *s)
 {
-    vram_process_info_t *procs = malloc(sizeof *procs * MAX_PROCS);
-    if (!procs) return vram_fail(VRAM_ENOMEM, "out of memory");
+    vram_process_info_t *before = malloc(sizeof *before * MAX_PROCS * 2);
+    if (!before) return vram_fail(VRAM_ENOMEM, "out of memory");
+    vram_process_info_t *after = before + MAX_PROCS;
     for (size_t i = 0; i < s->nactive; i++)
         memset(s->active[i]->used_bytes, 0, sizeof s->active[i]->used_bytes);
     for (int d = 0; d < s->ndev; d++) {
         sched_dev_t *dv = &s->obs[d];
         memset(dv, 0, sizeof *dv);
+        size_t nbefore = list_processes(s, d, before);
         vram_device_info_t info;
         memset(&info, 0, sizeof info);
         info.total_bytes = info.used_bytes = VRAM_UNKNOWN_U64;
         if (s->dev.info(s->dev.arg, d, &info) != 0 || info.total_bytes == VRAM_UNKNOWN_U64)
             continue;
+        size_t nafter = list_processes(s, d, after);
         dv->ok = info.health != VRAM_HEALTH_ERROR && info.health != VRAM_HEALTH_DISABLED;
         dv->total = info.total_bytes;
         memcpy(dv->name, info.name, sizeof dv->name);
@@ -53,26 +84,22 @@ static int observe(vram_sched_t *s)
         if (vram_parse_size_or_fraction(s->cfg.safety_margin, dv->total, &dv->margin) != 0)
             dv->margin = 0;
         uint64_t dead = 0;
-        size_t n = 0;
-        if (s->dev.processes && s->dev.processes(s->dev.arg, d, procs, MAX_PROCS, &n) == 0) {
-            if (n > MAX_PROCS) n = MAX_PROCS;
-            for (size_t p = 0; p < n; p++) {
-                if (procs[p].used_bytes == VRAM_UNKNOWN_U64) continue;
-                /* An exited process not yet reaped (a zombie) holds no device
-                 * memory any more, whatever a backend's bookkeeping says. */
-                if (!vram_proc_alive(procs[p].pid, 0)) {
-                    dead += procs[p].used_bytes;
-                    continue;
-                }
-                sched_job_t *j = owner_of(s, procs[p].pid);
-                int slot = j ? placed_slot(j, d) : -1;
-                if (slot < 0) continue; /* not ours, or ours on a device not granted */
-                j->used_bytes[slot] += procs[p].used_bytes;
+        for (size_t p = 0; p < nafter; p++) {
+            if (after[p].used_bytes == VRAM_UNKNOWN_U64) continue;
+            /* An exited process not yet reaped (a zombie) holds no device
+             * memory any more, whatever a backend's bookkeeping says. */
+            if (!vram_proc_alive(after[p].pid, 0)) {
+                dead += after[p].used_bytes;
+                continue;
             }
+            attribute(s, d, &after[p]);
         }
+        for (size_t p = 0; p < nbefore; p++) /* freed or exited meanwhile */
+            if (before[p].used_bytes != VRAM_UNKNOWN_U64 && !listed(after, nafter, before[p].pid))
+                attribute(s, d, &before[p]);
         dv->used = dv->used > dead ? dv->used - dead : 0;
     }
-    free(procs);
+    free(before);
     s->obs_ns = vram_now_ns();
     s->obs_valid = true;
     return 0;
