@@ -1,6 +1,7 @@
 /* Model descriptions from files: Hugging Face config.json and measured
  * profiles. Parsed with jansson, whose errors carry line and column. */
 #include "vram.h"
+#include "core/file.h"
 
 #include <errno.h>
 #include <stdlib.h>
@@ -19,45 +20,6 @@ static int load(const char *text, const char *origin, json_t **root)
         json_decref(*root);
         return vram_fail(VRAM_EPARSE, "%s: expected a JSON object at the top level", origin);
     }
-    return 0;
-}
-
-/* Reads a whole file (configs are small: at most 16 MiB). */
-static int slurp(const char *path, char **out)
-{
-    FILE *f = fopen(path, "rb");
-    if (!f) return vram_fail(VRAM_EIO, "cannot open \"%s\": %s", path, strerror(errno));
-    size_t cap = 4096, len = 0;
-    char *buf = malloc(cap);
-    while (buf) {
-        size_t n = fread(buf + len, 1, cap - len - 1, f);
-        len += n;
-        if (n == 0) break;
-        if (len + 1 == cap) {
-            if (cap >= (16u << 20)) {
-                free(buf);
-                fclose(f);
-                return vram_fail(VRAM_EPARSE, "\"%s\" is larger than 16 MiB", path);
-            }
-            char *bigger = realloc(buf, cap * 2);
-            if (!bigger) {
-                free(buf);
-                buf = NULL;
-                break;
-            }
-            buf = bigger;
-            cap *= 2;
-        }
-    }
-    bool failed = ferror(f);
-    fclose(f);
-    if (!buf) return vram_fail(VRAM_ENOMEM, "out of memory reading \"%s\"", path);
-    if (failed) {
-        free(buf);
-        return vram_fail(VRAM_EIO, "cannot read \"%s\"", path);
-    }
-    buf[len] = '\0';
-    *out = buf;
     return 0;
 }
 
@@ -214,7 +176,8 @@ int vram_model_from_hf_config(const char *path, vram_model_t *out)
 {
     if (!path || !out) return vram_fail(VRAM_EINVAL, "vram_model_from_hf_config: NULL argument");
     char *text;
-    int rc = slurp(path, &text);
+    size_t len;
+    int rc = vram_read_file(path, 16u << 20, &text, &len);
     if (rc) return rc;
     rc = vram_model_from_hf_json(text, path, out);
     free(text);
@@ -272,7 +235,8 @@ int vram_model_from_profile(const char *path, vram_model_t *out)
 {
     if (!path || !out) return vram_fail(VRAM_EINVAL, "vram_model_from_profile: NULL argument");
     char *text;
-    int rc = slurp(path, &text);
+    size_t len;
+    int rc = vram_read_file(path, 16u << 20, &text, &len);
     if (rc) return rc;
     rc = vram_model_from_profile_json(text, path, out);
     free(text);

@@ -1,5 +1,6 @@
 /* The trace parser: strict, because a trace is user input; every rejection
  * names the line. Ids are mapped to dense slots while parsing. */
+#include "core/file.h"
 #include "pool/trace.h"
 #include "pool/pool_internal.h"
 
@@ -196,29 +197,11 @@ int vram_trace_parse(const char *text, size_t len, const char *origin, vram_trac
 
 int vram_trace_load(const char *path, vram_trace_t *out)
 {
-    FILE *f = fopen(path, "rb");
-    if (!f) return vram_fail(VRAM_EIO, "cannot read trace \"%s\": %s", path, strerror(errno));
-    size_t cap = 1 << 16, len = 0;
-    char *buf = malloc(cap);
-    int rc = 0;
-    while (buf) {
-        len += fread(buf + len, 1, cap - len, f);
-        if (len < cap) break;
-        char *bigger = realloc(buf, cap * 2);
-        if (!bigger) {
-            free(buf);
-            buf = NULL;
-            break;
-        }
-        buf = bigger;
-        cap *= 2;
-    }
-    if (!buf)
-        rc = vram_fail(VRAM_ENOMEM, "out of host memory reading trace \"%s\"", path);
-    else if (ferror(f))
-        rc = vram_fail(VRAM_EIO, "cannot read trace \"%s\": %s", path, strerror(errno));
-    fclose(f);
-    if (!rc) rc = vram_trace_parse(buf, len, path, out);
+    char *buf;
+    size_t len;
+    int rc = vram_read_file(path, SIZE_MAX / 2, &buf, &len);
+    if (rc) return rc;
+    rc = vram_trace_parse(buf, len, path, out);
     free(buf);
     return rc;
 }
