@@ -51,7 +51,7 @@ test: build
 # DEPS). FUZZ_SECONDS per target; docs/fuzzing.md. `make test` runs the smoke.
 FUZZ_BUILD   ?= build-libfuzzer
 FUZZ_SECONDS ?= 60
-FUZZ_STRICT  ?= ON
+FUZZ_STRICT  ?= OFF
 fuzz:
 	JOBS=$(JOBS) FUZZ_STRICT=$(FUZZ_STRICT) bash tests/fuzz/libfuzzer.sh $(FUZZ_BUILD) $(FUZZ_SECONDS)
 

@@ -6,11 +6,11 @@
 
 #include <stdio.h>
 
-#define AT(id)      vram_block_at(c->blocks, (id))
+#define AT(id)      ((id) ? c->base + (id) : NULL)
 #define L(b)        AT((b)->u.node.left)
 #define R(b)        AT((b)->u.node.right)
 #define P(b)        AT((b)->u.node.parent)
-#define ID(x)       vram_block_id(c->blocks, (x))
+#define ID(x)       ((x) ? (vram_block_id_t)((x)-c->base) : 0)
 #define SET_L(b, x) ((b)->u.node.left = ID(x))
 #define SET_R(b, x) ((b)->u.node.right = ID(x))
 #define SET_P(b, x) ((b)->u.node.parent = ID(x))

@@ -7,12 +7,17 @@
 #include <string.h>
 #include <sys/mman.h>
 
+#ifndef MADV_COLLAPSE
+#define MADV_COLLAPSE 25 /* Linux 6.1, <asm-generic/mman-common.h>; older libc headers lack it */
+#endif
+
 /* ---- block structs: slabs, ids and a free list ----------------------- */
 
 /* Blocks are mapped read-write 2 MiB (32,768 blocks) at a time, in 2 MiB
- * aligned chunks the kernel may back with huge pages: at 100,000 live
- * blocks their 7 MB would otherwise span ~1,800 4 KiB pages, and on a VM a
- * TLB miss on top of a cache miss costs a two-level page walk. */
+ * aligned chunks; all but the first are offered to the kernel for huge
+ * pages: at 100,000 live blocks their 7 MB would otherwise span ~1,800
+ * 4 KiB pages, and on a VM a TLB miss on top of a cache miss costs a
+ * two-level page walk. */
 #define HUGE_PAGE         ((size_t)2 << 20)
 #define BLOCKS_PER_GROWTH ((uint32_t)(HUGE_PAGE / sizeof(vram_pool_block_t)))
 #define RESERVATION       ((size_t)VRAM_BLOCK_IDS_MAX * sizeof(vram_pool_block_t) + HUGE_PAGE)
@@ -25,9 +30,6 @@ static int blocks_reserve(vram_block_table_t *t)
         return vram_fail(VRAM_ENOMEM, "pool: cannot reserve address space for block metadata");
     t->reservation = map;
     t->base = (vram_pool_block_t *)(((uintptr_t)map + HUGE_PAGE - 1) & ~(uintptr_t)(HUGE_PAGE - 1));
-#ifdef MADV_HUGEPAGE
-    madvise(t->base, RESERVATION - HUGE_PAGE, MADV_HUGEPAGE); /* a hint: failure is fine */
-#endif
     t->used = 1; /* id 0 is "none" */
     t->mapped = 0;
     return 0;
@@ -50,9 +52,18 @@ static vram_pool_block_t *block_new(vram_pool_t *pool)
     } else {
         if (t->used >= t->mapped) {
             if (t->mapped == VRAM_BLOCK_IDS_MAX) return NULL;
-            if (mprotect(t->base + t->mapped, BLOCKS_PER_GROWTH * sizeof *b,
-                         PROT_READ | PROT_WRITE))
-                return NULL;
+            vram_pool_block_t *chunk = t->base + t->mapped;
+            if (mprotect(chunk, HUGE_PAGE, PROT_READ | PROT_WRITE)) return NULL;
+#ifdef MADV_HUGEPAGE
+            /* Not the first chunk: a small pool should not pay 2 MiB. When
+             * the pool outgrows it, the first chunk is collapsed into a huge
+             * page too (Linux 6.1+; elsewhere the hint fails harmlessly). */
+            if (t->mapped) madvise(chunk, HUGE_PAGE, MADV_HUGEPAGE);
+            if (t->mapped == BLOCKS_PER_GROWTH) {
+                madvise(t->base, HUGE_PAGE, MADV_HUGEPAGE);
+                madvise(t->base, HUGE_PAGE, MADV_COLLAPSE);
+            }
+#endif
             t->mapped += BLOCKS_PER_GROWTH;
         }
         b = t->base + t->used++;
@@ -652,6 +663,7 @@ int vram_pool_create_on(const vram_pool_source_t *src, const vram_pool_config_t 
     for (int k = 0; k < 2; k++) {
         pool->free_blocks[k].bin_bits = vram_pool_bin_bits(c.strategy);
         pool->free_blocks[k].ctx.blocks = &pool->blocks;
+        pool->free_blocks[k].ctx.base = pool->blocks.base;
         pool->free_blocks[k].ctx.rank_class_bits = vram_pool_rank_class_bits(c.strategy);
     }
     pool->device_total = total == VRAM_UNKNOWN_U64 ? UINT64_MAX : total;

@@ -135,6 +135,7 @@ static inline unsigned vram_index_bin(size_t size, int bits)
  * size class with 2^bits classes per doubling). */
 typedef struct {
     const vram_block_table_t *blocks;
+    vram_pool_block_t *base; /* blocks->base (fixed at creation), one load closer */
     int rank_class_bits;
 } vram_tree_ctx_t;
 

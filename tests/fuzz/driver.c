@@ -83,6 +83,15 @@ static void on_sanitizer_death(void)
     save_current_input("sanitizer report above");
 }
 
+/* gcc's UBSan runtime has its own copy of the death callbacks: make it abort
+ * instead, so the SIGABRT handler saves the input. Read by the runtime when
+ * present; unused otherwise. Stack traces make the CI log self-contained. */
+const char *__ubsan_default_options(void);
+const char *__ubsan_default_options(void)
+{
+    return "print_stacktrace=1:abort_on_error=1";
+}
+
 /* Provided by the ASan/UBSan runtime when linked in; NULL otherwise. */
 void __sanitizer_set_death_callback(void (*callback)(void)) __attribute__((weak));
 

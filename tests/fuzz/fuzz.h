@@ -29,7 +29,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 /* Inputs that trigger a bug already reported (docs/fuzzing.md, "Findings",
  * by id) are skipped by the smoke so `make test` stays green until the fix
  * lands; remove the filter with the fix. Strict builds (-DVRAM_FUZZ_STRICT=ON,
- * and every libFuzzer build) run them too. */
+ * or `make fuzz FUZZ_STRICT=ON`) run them too. */
 #ifdef VRAM_FUZZ_STRICT
 #define FUZZ_KNOWN_ISSUE(id, cond) ((void)(id), (void)(cond), false)
 #else

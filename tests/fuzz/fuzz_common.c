@@ -1,4 +1,7 @@
 /* Helpers shared by the fuzz targets (see fuzz.h). */
+#ifndef _GNU_SOURCE
+#define _GNU_SOURCE /* memfd_create; the build defines it too */
+#endif
 #include "fuzz.h"
 
 #include <sys/mman.h>
