@@ -176,10 +176,16 @@ int vram_options_load_file(const char *path)
     FILE *f = fopen(path, "r");
     if (!f) return vram_fail(VRAM_EIO, "%s: %s", path, strerror(errno));
     char *pending[VRAM_OPT_COUNT_] = {0};
-    char line[1024];
+    char *line = NULL;
+    size_t cap = 0;
+    ssize_t n;
     int lineno = 0, rc = 0;
-    while (rc == 0 && fgets(line, sizeof line, f)) {
+    while (rc == 0 && (n = getline(&line, &cap, f)) >= 0) {
         lineno++;
+        if ((size_t)n != strlen(line)) {
+            rc = vram_fail(VRAM_EPARSE, "%s:%d: a NUL byte in the line", path, lineno);
+            break;
+        }
         char *s = trim(line);
         if (!*s || *s == '#') continue;
         char *eq = strchr(s, '=');
@@ -193,12 +199,16 @@ int vram_options_load_file(const char *path)
         if (opt < 0) {
             rc = vram_fail(VRAM_EPARSE, "%s:%d: unknown option \"%s\"", path, lineno, key);
         } else if (checked(opt, value) != 0) {
-            rc = vram_fail(VRAM_EPARSE, "%s:%d: %s", path, lineno, vram_last_error());
+            char why[512]; /* vram_fail must not format its own buffer into itself */
+            snprintf(why, sizeof why, "%s", vram_last_error());
+            rc = vram_fail(VRAM_EPARSE, "%s:%d: %s", path, lineno, why);
         } else {
             free(pending[opt]);
-            pending[opt] = strdup(value);
+            if (!(pending[opt] = strdup(value))) rc = vram_fail(VRAM_ENOMEM, "out of memory");
         }
     }
+    if (rc == 0 && ferror(f)) rc = vram_fail(VRAM_EIO, "%s: %s", path, strerror(errno));
+    free(line);
     fclose(f);
     for (int i = 0; i < VRAM_OPT_COUNT_; i++) {
         if (rc == 0 && pending[i]) {

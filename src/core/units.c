@@ -19,6 +19,27 @@ static const struct {
     {"gib", 0x1p30}, {"t", 0x1p40}, {"tb", 1e12},    {"tib", 0x1p40},
 };
 
+/* A plain decimal number as people write it: digits with at most one '.'
+ * ("512", "1.5", ".5"). strtod alone would also take hex, exponents, "inf"
+ * and "nan", none of which belongs in a size or a duration. */
+static bool plain_decimal(const char *p, double *value, const char **end)
+{
+    size_t digits = strspn(p, "0123456789"), len = digits;
+    if (p[len] == '.') {
+        size_t frac = strspn(p + len + 1, "0123456789");
+        digits += frac;
+        len += 1 + frac;
+    }
+    if (!digits || len > 64) return false;
+    char buf[72];
+    memcpy(buf, p, len);
+    buf[len] = '\0';
+    errno = 0;
+    *value = strtod(buf, NULL);
+    *end = p + len;
+    return errno == 0 && isfinite(*value);
+}
+
 int vram_parse_size(const char *text, uint64_t *out)
 {
     if (!text || !*text) return vram_fail(VRAM_EINVAL, "empty size");
@@ -28,10 +49,9 @@ int vram_parse_size(const char *text, uint64_t *out)
     if (*p == '-') return vram_fail(VRAM_EINVAL, "size \"%s\" is negative", text);
     if (!isdigit((unsigned char)*p) && *p != '.')
         return vram_fail(VRAM_EINVAL, "size \"%s\" does not start with a number", text);
-    errno = 0;
-    char *end;
-    double value = strtod(p, &end);
-    if (errno || end == p || !isfinite(value))
+    const char *end;
+    double value;
+    if (!plain_decimal(p, &value, &end))
         return vram_fail(VRAM_EINVAL, "size \"%s\" is not a number", text);
     while (isspace((unsigned char)*end))
         end++;
@@ -50,10 +70,9 @@ int vram_parse_size(const char *text, uint64_t *out)
 int vram_parse_size_or_fraction(const char *text, uint64_t total, uint64_t *out)
 {
     if (text && strchr(text, '.') && !strpbrk(text, "bBkKmMgGtT")) {
-        char *end;
-        errno = 0;
-        double f = strtod(text, &end);
-        if (errno || *end || f < 0 || f > 1)
+        const char *end;
+        double f;
+        if (!plain_decimal(text, &f, &end) || *end || f > 1)
             return vram_fail(VRAM_EINVAL, "\"%s\" is neither a size nor a fraction in [0,1]", text);
         *out = (uint64_t)((double)total * f);
         return 0;
@@ -64,10 +83,9 @@ int vram_parse_size_or_fraction(const char *text, uint64_t total, uint64_t *out)
 int vram_parse_seconds(const char *text, double *out)
 {
     if (!text || !*text) return vram_fail(VRAM_EINVAL, "empty duration");
-    char *end;
-    errno = 0;
-    double v = strtod(text, &end);
-    if (errno || end == text || !isfinite(v) || v < 0)
+    const char *end;
+    double v;
+    if (!plain_decimal(text, &v, &end))
         return vram_fail(VRAM_EINVAL, "duration \"%s\" is not a non-negative number", text);
     double factor;
     if (!*end || !strcmp(end, "s"))

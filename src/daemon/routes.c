@@ -28,6 +28,34 @@ static void reply(vramd_response_t *r, int status, json_t *v)
 
 static void error(vramd_response_t *r, int status, const char *code, const char *fmt, ...)
     __attribute__((format(printf, 4, 5)));
+/* Replaces each byte that is not part of a valid UTF-8 sequence with '?':
+ * messages quote client input (paths, bodies), and JSON strings must be
+ * UTF-8, or the error reply itself would fail. */
+static void make_utf8(char *s)
+{
+    unsigned char *p = (unsigned char *)s;
+    while (*p) {
+        size_t n = *p < 0x80           ? 1
+                   : (*p >> 5) == 0x6  ? 2
+                   : (*p >> 4) == 0xe  ? 3
+                   : (*p >> 3) == 0x1e ? 4
+                                       : 0;
+        size_t k = 1;
+        while (k < n && (p[k] & 0xc0) == 0x80)
+            k++;
+        /* Overlong forms, surrogates and code points above U+10FFFF too. */
+        bool ok = n && k == n && !(n == 2 && *p < 0xc2) && !(n == 3 && *p == 0xe0 && p[1] < 0xa0) &&
+                  !(n == 3 && *p == 0xed && p[1] >= 0xa0) &&
+                  !(n == 4 && *p == 0xf0 && p[1] < 0x90) &&
+                  !(n == 4 && (*p > 0xf4 || (*p == 0xf4 && p[1] >= 0x90)));
+        if (!ok) {
+            *p++ = '?';
+            continue;
+        }
+        p += n;
+    }
+}
+
 static void error(vramd_response_t *r, int status, const char *code, const char *fmt, ...)
 {
     char msg[512];
@@ -35,6 +63,7 @@ static void error(vramd_response_t *r, int status, const char *code, const char 
     va_start(ap, fmt);
     vsnprintf(msg, sizeof msg, fmt, ap);
     va_end(ap);
+    make_utf8(msg);
     reply(r, status, json_pack("{s:{s:s,s:s}}", "error", "code", code, "message", msg));
 }
 

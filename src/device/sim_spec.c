@@ -20,9 +20,11 @@ static void copy_trimmed(const char *begin, const char *end, char *buf, size_t l
     buf[n] = '\0';
 }
 
+/* Starting with a letter keeps "2x4xgpu:1GiB" from reading as two GPUs named
+ * "4xgpu". */
 static bool valid_custom_name(const char *name)
 {
-    if (!*name) return false;
+    if (!isalpha((unsigned char)*name)) return false;
     for (const char *p = name; *p; p++)
         if (!isalnum((unsigned char)*p) && !strchr("-_.+", *p)) return false;
     return true;
@@ -74,10 +76,11 @@ static int parse_model(const char *model, const char *item, vram_sim_gpu_t *gpu)
     copy_trimmed(model, colon, name, sizeof name);
     copy_trimmed(colon + 1, colon + strlen(colon), size_text, sizeof size_text);
     if ((size_t)(colon - model) >= sizeof name || !valid_custom_name(name))
-        return vram_fail(VRAM_EINVAL,
-                         "VRAM_SIM: bad GPU name \"%s\" in \"%s\" (letters, digits, - _ . + only, "
-                         "at most 63)",
-                         name, item);
+        return vram_fail(
+            VRAM_EINVAL,
+            "VRAM_SIM: bad GPU name \"%s\" in \"%s\" (a letter, then letters, digits, - _ . "
+            "+; at most 63)",
+            name, item);
     uint64_t bytes;
     if (vram_parse_size(size_text, &bytes) || bytes == 0)
         return vram_fail(VRAM_EINVAL, "VRAM_SIM: bad memory size \"%s\" in \"%s\" (e.g. 24GiB)",

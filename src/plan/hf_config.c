@@ -2,6 +2,7 @@
  * profiles. Parsed with jansson, whose errors carry line and column. */
 #include "vram.h"
 #include "core/file.h"
+#include "limits.h"
 
 #include <errno.h>
 #include <stdlib.h>
@@ -23,9 +24,11 @@ static int load(const char *text, const char *origin, json_t **root)
     return 0;
 }
 
-/* The first of `keys` present in `root` as an integer. */
+/* The first of `keys` present in `root` as an integer in [0, max]. The
+ * bounds (limits.h, docs/estimation.md "Limits") keep every product the
+ * estimator forms from the fields far from overflow. */
 static int get_int(json_t *root, const char *origin, const char *const *keys, bool required,
-                   int64_t def, int64_t *out)
+                   int64_t def, int64_t max, int64_t *out)
 {
     for (const char *const *k = keys; *k; k++) {
         json_t *v = json_object_get(root, *k);
@@ -34,6 +37,9 @@ static int get_int(json_t *root, const char *origin, const char *const *keys, bo
             return vram_fail(VRAM_EPARSE, "%s: \"%s\" must be an integer", origin, *k);
         if (json_integer_value(v) < 0)
             return vram_fail(VRAM_EPARSE, "%s: \"%s\" cannot be negative", origin, *k);
+        if (json_integer_value(v) > max)
+            return vram_fail(VRAM_EPARSE, "%s: \"%s\" is %lld, above the limit of %lld", origin,
+                             *k, (long long)json_integer_value(v), (long long)max);
         *out = json_integer_value(v);
         return 0;
     }
@@ -78,26 +84,26 @@ static int read_hf(json_t *root, const char *origin, vram_model_t *m)
     static const char *const positions[] = {"max_position_embeddings", "n_positions", "n_ctx",
                                             NULL};
     int rc;
-#define REQ(keys, field)                                                                           \
-    if ((rc = get_int(root, origin, keys, true, 0, &m->field))) return rc
-#define OPT(keys, field, def)                                                                      \
-    if ((rc = get_int(root, origin, keys, false, def, &m->field))) return rc
+#define REQ(keys, field, max)                                                                      \
+    if ((rc = get_int(root, origin, keys, true, 0, max, &m->field))) return rc
+#define OPT(keys, field, def, max)                                                                 \
+    if ((rc = get_int(root, origin, keys, false, def, max, &m->field))) return rc
 
     bool vit = !strcmp(t, "vit");
-    if (!vit) REQ(KEYS("vocab_size"), vocab_size);
-    REQ(hidden, hidden_size);
-    REQ(layers, num_layers);
-    REQ(heads, num_heads);
+    if (!vit) REQ(KEYS("vocab_size"), vocab_size, VRAM_MAX_VOCAB);
+    REQ(hidden, hidden_size, VRAM_MAX_WIDTH);
+    REQ(layers, num_layers, VRAM_MAX_LAYERS);
+    REQ(heads, num_heads, VRAM_MAX_HEADS);
 
     if (!strcmp(t, "bert") || !strcmp(t, "roberta") || !strcmp(t, "xlm-roberta")) {
         m->family = VRAM_FAMILY_BERT;
-        REQ(inter, intermediate_size);
-        REQ(positions, max_positions);
-        OPT(KEYS("type_vocab_size"), type_vocab_size, 2);
+        REQ(inter, intermediate_size, VRAM_MAX_MLP_WIDTH);
+        REQ(positions, max_positions, VRAM_MAX_POSITIONS);
+        OPT(KEYS("type_vocab_size"), type_vocab_size, 2, VRAM_MAX_VOCAB);
         if (strcmp(t, "bert")) {
             /* RoBERTa numbers positions from padding_idx + 1 */
             int64_t pad;
-            OPT(KEYS("pad_token_id"), position_offset, 1);
+            OPT(KEYS("pad_token_id"), position_offset, 1, VRAM_MAX_VOCAB);
             pad = m->position_offset;
             m->position_offset = pad + 1;
             if (m->max_positions <= m->position_offset)
@@ -108,37 +114,37 @@ static int read_hf(json_t *root, const char *origin, vram_model_t *m)
         m->has_pooler = true;
     } else if (!strcmp(t, "gpt2")) {
         m->family = VRAM_FAMILY_GPT2;
-        OPT(inter, intermediate_size, 4 * m->hidden_size);
-        REQ(positions, max_positions);
+        OPT(inter, intermediate_size, 4 * m->hidden_size, VRAM_MAX_MLP_WIDTH);
+        REQ(positions, max_positions, VRAM_MAX_POSITIONS);
         m->tied_embeddings = get_bool(root, "tie_word_embeddings", true);
     } else if (!strcmp(t, "gpt_neox")) {
         m->family = VRAM_FAMILY_GPTNEOX;
-        REQ(inter, intermediate_size);
-        REQ(positions, max_positions);
+        REQ(inter, intermediate_size, VRAM_MAX_MLP_WIDTH);
+        REQ(positions, max_positions, VRAM_MAX_POSITIONS);
         m->tied_embeddings = get_bool(root, "tie_word_embeddings", false);
     } else if (!strcmp(t, "llama") || !strcmp(t, "mistral")) {
         m->family = VRAM_FAMILY_LLAMA;
-        REQ(inter, intermediate_size);
-        REQ(positions, max_positions);
-        OPT(KEYS("num_key_value_heads"), num_kv_heads, m->num_heads);
-        OPT(KEYS("head_dim"), head_dim, 0);
+        REQ(inter, intermediate_size, VRAM_MAX_MLP_WIDTH);
+        REQ(positions, max_positions, VRAM_MAX_POSITIONS);
+        OPT(KEYS("num_key_value_heads"), num_kv_heads, m->num_heads, VRAM_MAX_HEADS);
+        OPT(KEYS("head_dim"), head_dim, 0, VRAM_MAX_WIDTH);
         m->gated_mlp = true;
         m->tied_embeddings = get_bool(root, "tie_word_embeddings", false);
     } else if (!strcmp(t, "t5")) {
         m->family = VRAM_FAMILY_T5;
-        REQ(inter, intermediate_size);
-        REQ(KEYS("d_kv"), head_dim);
-        OPT(KEYS("num_decoder_layers"), num_decoder_layers, m->num_layers);
-        OPT(KEYS("relative_attention_num_buckets"), relative_buckets, 32);
+        REQ(inter, intermediate_size, VRAM_MAX_MLP_WIDTH);
+        REQ(KEYS("d_kv"), head_dim, VRAM_MAX_WIDTH);
+        OPT(KEYS("num_decoder_layers"), num_decoder_layers, m->num_layers, VRAM_MAX_LAYERS);
+        OPT(KEYS("relative_attention_num_buckets"), relative_buckets, 32, VRAM_MAX_POSITIONS);
         json_t *ff = json_object_get(root, "feed_forward_proj");
         m->gated_mlp = json_is_string(ff) && !strncmp(json_string_value(ff), "gated-", 6);
         m->tied_embeddings = get_bool(root, "tie_word_embeddings", true);
     } else if (vit) {
         m->family = VRAM_FAMILY_VIT;
-        REQ(inter, intermediate_size);
-        REQ(KEYS("image_size"), image_size);
-        REQ(KEYS("patch_size"), patch_size);
-        OPT(KEYS("num_channels"), num_channels, 3);
+        REQ(inter, intermediate_size, VRAM_MAX_MLP_WIDTH);
+        REQ(KEYS("image_size"), image_size, VRAM_MAX_IMAGE);
+        REQ(KEYS("patch_size"), patch_size, VRAM_MAX_IMAGE);
+        OPT(KEYS("num_channels"), num_channels, 3, VRAM_MAX_IMAGE);
         m->has_pooler = true; /* ViTModel: pooler, no classification head */
     } else {
         return vram_fail(VRAM_EPARSE,
@@ -156,6 +162,10 @@ static int read_hf(json_t *root, const char *origin, vram_model_t *m)
     uint64_t params;
     if ((rc = vram_model_param_count(m, &params, NULL)))
         return vram_fail(VRAM_EPARSE, "%s: %s", origin, vram_last_error());
+    if (params > (uint64_t)VRAM_MAX_PARAMETERS)
+        return vram_fail(VRAM_EPARSE, "%s: the model has %s%llu parameters, above the limit of %lld",
+                         origin, params == UINT64_MAX ? "more than " : "",
+                         (unsigned long long)params, (long long)VRAM_MAX_PARAMETERS);
     return 0;
 }
 
@@ -195,13 +205,13 @@ static int read_profile(json_t *root, const char *origin, vram_model_t *m)
              json_is_string(name) ? json_string_value(name) : "profile");
     int64_t v;
     int rc;
-    if ((rc = get_int(root, origin, KEYS("parameters"), true, 0, &v))) return rc;
+    if ((rc = get_int(root, origin, KEYS("parameters"), true, 0, VRAM_MAX_PARAMETERS, &v))) return rc;
     m->profile_parameters = (uint64_t)v;
-    if ((rc = get_int(root, origin, KEYS("activation_bytes_per_sample"), true, 0, &v))) return rc;
+    if ((rc = get_int(root, origin, KEYS("activation_bytes_per_sample"), true, 0, VRAM_MAX_BYTES, &v))) return rc;
     m->profile_act_per_sample = (uint64_t)v;
-    if ((rc = get_int(root, origin, KEYS("activation_bytes_fixed"), false, 0, &v))) return rc;
+    if ((rc = get_int(root, origin, KEYS("activation_bytes_fixed"), false, 0, VRAM_MAX_BYTES, &v))) return rc;
     m->profile_act_fixed = (uint64_t)v;
-    if ((rc = get_int(root, origin, KEYS("buffers_bytes"), false, 0, &v))) return rc;
+    if ((rc = get_int(root, origin, KEYS("buffers_bytes"), false, 0, VRAM_MAX_BYTES, &v))) return rc;
     m->profile_buffers_bytes = (uint64_t)v;
     json_t *dt = json_object_get(root, "dtype");
     const char *d = json_is_string(dt) ? json_string_value(dt) : "fp32";

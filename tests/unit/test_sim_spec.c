@@ -94,6 +94,8 @@ static void rejected_with_named_token(void **state)
         {"my gpu:4GiB", "my gpu"},
         {":4GiB", "\"\""},
         {"3x", "3x"},
+        {"64x4xmygpu:1GiB", "4xmygpu"},
+        {"mygpu:0x1p3GiB", "0x1p3GiB"},
         {"H100-80GB@explode", "explode"},
         {"H100-80GB@flaky=-1", "flaky=-1"},
         {"", "empty"},

@@ -36,7 +36,8 @@ static void sizes_accepted(void **state)
 static void sizes_rejected_with_named_token(void **state)
 {
     (void)state;
-    static const char *bad[] = {"", "abc", "-5GiB", "10XB", "GiB", "1e30TiB", "5 G B"};
+    static const char *bad[] = {"",         "abc", "-5GiB", "10XB", "GiB",   "1e30TiB", "5 G B",
+                                "0x1p3GiB", "1e3", "inf",   "nan",  "1.2.3", ".",       "1..5GiB"};
     for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
         uint64_t v = 7;
         assert_int_equal(vram_parse_size(bad[i], &v), VRAM_EINVAL);
@@ -68,6 +69,9 @@ static void durations(void **state)
     assert_true(s > 0.249 && s < 0.251);
     assert_int_equal(vram_parse_seconds("soon", &s), VRAM_EINVAL);
     assert_int_equal(vram_parse_seconds("3d", &s), VRAM_EINVAL);
+    assert_int_equal(vram_parse_seconds("1e308h", &s), VRAM_EINVAL);
+    assert_int_equal(vram_parse_seconds("0x10", &s), VRAM_EINVAL);
+    assert_int_equal(vram_parse_seconds("-1", &s), VRAM_EINVAL);
 }
 
 static void formatting(void **state)
