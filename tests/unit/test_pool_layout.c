@@ -140,6 +140,13 @@ static void huge_blocks_share_the_last_bin(void **state)
     assert_intact(pool);
     assert_int_equal(vram_pool_free(pool, q), 0);
     assert_int_equal(vram_pool_free(pool, r), 0);
+    /* A mid-size request searches the bins above its own: the huge blocks
+     * must be there (the last bin), so the smallest of them serves it. */
+    void *m;
+    assert_int_equal(vram_pool_alloc(pool, 3 * MiB, NULL, &m), 0);
+    assert_ptr_equal(m, p[3]);
+    assert_int_equal(space.allocs, before);
+    assert_int_equal(vram_pool_free(pool, m), 0);
     assert_intact(pool);
     vram_pool_destroy(pool);
 }
