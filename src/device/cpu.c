@@ -2,7 +2,7 @@
  * GPU answers. Allocations are anonymous mappings (page-aligned, like device
  * memory is generously aligned) and are refused when they would exceed the
  * memory the kernel reports as available, rather than inviting the OOM killer. */
-#include "device/addr_map.h"
+#include "core/map.h"
 #include "device/backend.h"
 #include "core/proc.h"
 
@@ -15,9 +15,9 @@
 
 typedef struct {
     char name[96];
-    vram_addr_map_t mine; /* address -> bytes */
-    uint64_t allocated;   /* sum of live allocations of this context */
-    uint64_t available;   /* MemAvailable, refreshed at most every 50 ms for alloc */
+    vram_map_t mine;    /* address -> bytes */
+    uint64_t allocated; /* sum of live allocations of this context */
+    uint64_t available; /* MemAvailable, refreshed at most every 50 ms for alloc */
     uint64_t available_at_ns;
 } cpu_t;
 
@@ -86,8 +86,8 @@ static void cpu_close(void *state)
 {
     cpu_t *c = state;
     if (!c) return;
-    vram_addr_map_each(&c->mine, unmap_each, NULL);
-    vram_addr_map_clear(&c->mine);
+    vram_map_each(&c->mine, unmap_each, NULL);
+    vram_map_clear(&c->mine);
     free(c);
 }
 
@@ -167,7 +167,7 @@ static int cpu_alloc(void *state, int index, size_t size, void **ptr)
     if (p == MAP_FAILED)
         return vram_fail(VRAM_ENOMEM, "cannot map %zu bytes of host memory: %s", size,
                          strerror(errno));
-    if (!vram_addr_map_put(&c->mine, (uint64_t)(uintptr_t)p, size)) {
+    if (!vram_map_put(&c->mine, (uint64_t)(uintptr_t)p, size)) {
         munmap(p, size);
         return vram_fail(VRAM_ENOMEM, "out of memory");
     }
@@ -183,7 +183,7 @@ static int cpu_free(void *state, int index, void *ptr)
     int rc = check_index(index);
     if (rc) return rc;
     uint64_t bytes;
-    if (!vram_addr_map_take(&c->mine, (uint64_t)(uintptr_t)ptr, &bytes, true))
+    if (!vram_map_take(&c->mine, (uint64_t)(uintptr_t)ptr, &bytes))
         return vram_fail(VRAM_EINVAL, "pointer %p was not allocated on the cpu device", ptr);
     munmap(ptr, bytes);
     c->allocated -= bytes;

@@ -7,7 +7,7 @@
  *
  * The driver API cannot list other processes; `processes` reports this
  * process with the bytes it allocated through this backend. */
-#include "device/addr_map.h"
+#include "core/map.h"
 #include "device/backend.h"
 #include "device/cuda_api.h"
 #include "device/driver_util.h"
@@ -21,9 +21,9 @@
 
 typedef struct {
     CUdevice dev;
-    CUcontext ctx;         /* retained primary context, NULL until first needed */
-    vram_addr_map_t sizes; /* live allocations: address -> bytes */
-    uint64_t allocated;    /* sum of the live allocations' bytes */
+    CUcontext ctx;      /* retained primary context, NULL until first needed */
+    vram_map_t sizes;   /* live allocations: address -> bytes */
+    uint64_t allocated; /* sum of the live allocations' bytes */
 } cuda_device_t;
 
 typedef struct {
@@ -223,8 +223,8 @@ static void cuda_close(void *state)
             /* Allocations left behind are freed: the primary context may outlive
              * us (the CUDA runtime shares it), and with it the memory. */
             CUcontext prev = NULL;
-            if (d->sizes.live && enter_ctx(st, i, &prev) == 0) {
-                vram_addr_map_each(&d->sizes, free_one, st);
+            if (d->sizes.count && enter_ctx(st, i, &prev) == 0) {
+                vram_map_each(&d->sizes, free_one, st);
                 leave_ctx(st, i, prev);
             }
             /* The thread's current context is left alone even when it is
@@ -232,7 +232,7 @@ static void cuda_close(void *state)
              * made it current, and it still holds its own reference. */
             st->fn.ctx_release(d->dev);
         }
-        vram_addr_map_clear(&d->sizes);
+        vram_map_clear(&d->sizes);
     }
     free(st->devices);
     vram_driver_dlclose(st->lib);
@@ -387,7 +387,7 @@ static int cuda_processes(void *state, int index, vram_process_info_t *procs, si
     int rc = check_index(st, index);
     if (rc) return rc;
     const cuda_device_t *d = &st->devices[index];
-    if (!d->sizes.live) return 0;
+    if (!d->sizes.count) return 0;
     if (cap > 0) {
         procs[0].pid = getpid();
         procs[0].used_bytes = d->allocated;
@@ -409,7 +409,7 @@ static int cuda_alloc(void *state, int index, size_t size, void **ptr)
     if (rc) return rc;
     CUdeviceptr addr = 0;
     CUresult r = st->fn.mem_alloc(&addr, size);
-    if (r == CUDA_SUCCESS && !vram_addr_map_put(&st->devices[index].sizes, addr, size)) {
+    if (r == CUDA_SUCCESS && !vram_map_put(&st->devices[index].sizes, addr, size)) {
         st->fn.mem_free(addr); /* cannot track it, so do not hand it out */
         leave_ctx(st, index, prev);
         return vram_fail(VRAM_ENOMEM, "cuda: out of host memory tracking an allocation");
@@ -434,7 +434,7 @@ static int cuda_free(void *state, int index, void *ptr)
     if (!ptr) return 0;
     cuda_device_t *d = &st->devices[index];
     uint64_t addr = (uint64_t)(uintptr_t)ptr, bytes = 0;
-    if (!vram_addr_map_take(&d->sizes, addr, &bytes, false))
+    if (!vram_map_get(&d->sizes, addr, &bytes))
         return vram_fail(VRAM_EINVAL, "cuda: %p was not allocated on device %d by this context",
                          ptr, index);
     CUcontext prev;
@@ -443,7 +443,7 @@ static int cuda_free(void *state, int index, void *ptr)
     CUresult r = st->fn.mem_free((CUdeviceptr)addr);
     leave_ctx(st, index, prev);
     if (r != CUDA_SUCCESS) return cuda_fail(st, r, "cuMemFree_v2", index);
-    vram_addr_map_take(&d->sizes, addr, NULL, true);
+    vram_map_take(&d->sizes, addr, NULL);
     d->allocated -= bytes;
     return 0;
 }

@@ -11,7 +11,7 @@
  * Addresses are real, unique reservations of address space (PROT_NONE,
  * MAP_NORESERVE): never dereferenced, never overlapping, and they cost no
  * memory. */
-#include "device/addr_map.h"
+#include "core/map.h"
 #include "device/backend.h"
 #include "core/proc.h"
 #include "device/sim.h"
@@ -62,7 +62,7 @@ typedef struct {
     sim_table_t *table;
     pid_t pid; /* owner of the allocations below; changes after fork() */
     uint64_t start_time;
-    vram_addr_map_t mine; /* address -> bytes << SLOT_BITS | slot */
+    vram_map_t mine; /* address -> bytes << SLOT_BITS | slot */
     int flaky_left[VRAM_SIM_MAX_DEVICES];
 } sim_t;
 
@@ -121,7 +121,7 @@ static int ensure_own_fd(sim_t *s)
     s->fd = fd;
     s->pid = pid;
     s->start_time = vram_proc_start_time(pid);
-    vram_addr_map_clear(&s->mine);
+    vram_map_clear(&s->mine);
     return 0;
 }
 
@@ -345,13 +345,13 @@ static void sim_close(void *state)
     if (s->table) {
         /* Like destroying a CUDA context: what it still holds is freed. After
          * fork() the child holds nothing (ensure_own_fd clears the map). */
-        if (s->mine.live && lock_table(s) == 0) {
-            vram_addr_map_each(&s->mine, release_each, s);
+        if (s->mine.count && lock_table(s) == 0) {
+            vram_map_each(&s->mine, release_each, s);
             unlock_table(s);
         }
         munmap(s->table, sizeof(sim_table_t));
     }
-    vram_addr_map_clear(&s->mine);
+    vram_map_clear(&s->mine);
     if (s->fd >= 0) close(s->fd);
     free(s);
 }
@@ -520,7 +520,7 @@ static int sim_alloc(void *state, int index, size_t size, void **ptr)
         munmap(range, size);
         return vram_fail(VRAM_ENOMEM, "sim state table is full (%u allocations)", SIM_SLOTS);
     }
-    if (!vram_addr_map_put(&s->mine, addr, (uint64_t)size << SLOT_BITS | slot)) {
+    if (!vram_map_put(&s->mine, addr, (uint64_t)size << SLOT_BITS | slot)) {
         release_mine(s, addr, (uint64_t)size << SLOT_BITS | slot);
         unlock_table(s);
         return vram_fail(VRAM_ENOMEM, "out of memory");
@@ -537,7 +537,7 @@ static int sim_free(void *state, int index, void *ptr)
     if (!rc) rc = lock_table(s);
     if (rc) return rc;
     uint64_t addr = (uint64_t)(uintptr_t)ptr, packed;
-    if (!vram_addr_map_take(&s->mine, addr, &packed, false)) {
+    if (!vram_map_get(&s->mine, addr, &packed)) {
         unlock_table(s);
         return vram_fail(VRAM_EINVAL,
                          "pointer %p was not allocated by this process on sim device %d", ptr,
@@ -550,7 +550,7 @@ static int sim_free(void *state, int index, void *ptr)
         return vram_fail(VRAM_EINVAL, "pointer %p belongs to sim device %d, not %d", ptr, owner,
                          index);
     }
-    vram_addr_map_take(&s->mine, addr, NULL, true);
+    vram_map_take(&s->mine, addr, NULL);
     release_mine(s, addr, packed);
     unlock_table(s);
     return 0;

@@ -181,8 +181,6 @@ typedef struct vram_free_heap {
     struct vram_free_heap *next;
 } vram_free_heap_t;
 
-typedef struct vram_ptr_map vram_ptr_map_t;
-
 typedef struct {
     vram_tree_ctx_t ctx;     /* the pool's block table and rank rule */
     vram_free_heap_t *heaps; /* every stream's bins */
@@ -204,27 +202,6 @@ int vram_free_heap_top(const vram_free_heap_t *h);
 void vram_free_index_release(vram_free_index_t *x);
 /* Checks every bin's tree and the bitmaps; -1 with a message when broken. */
 int vram_free_index_check(const vram_free_index_t *x, char *err, size_t len);
-
-/* Open-addressing hash map (linear probing, backward-shift deletion) from a
- * key (an allocated block's address; a trace id) to a non-NULL pointer. */
-typedef struct {
-    uintptr_t key;
-    void *value; /* NULL = empty slot */
-} vram_ptr_map_entry_t;
-
-struct vram_ptr_map {
-    vram_ptr_map_entry_t *slots; /* key and value side by side: one cache miss */
-    size_t mask;                 /* capacity - 1 (capacity a power of two) */
-    size_t count;
-};
-
-int vram_ptr_map_init(vram_ptr_map_t *m, size_t capacity);
-void vram_ptr_map_release(vram_ptr_map_t *m);
-/* VRAM_ENOMEM when growing fails (the map is unchanged then). */
-int vram_ptr_map_put(vram_ptr_map_t *m, uintptr_t key, void *value);
-void *vram_ptr_map_get(const vram_ptr_map_t *m, uintptr_t key);
-/* Removes and returns the value, or NULL when absent. */
-void *vram_ptr_map_take(vram_ptr_map_t *m, uintptr_t key);
 
 /* Allocated blocks by address (live_map.c): 8-byte slots (tag, block id). */
 typedef struct {

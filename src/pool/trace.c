@@ -1,6 +1,7 @@
 /* The trace parser: strict, because a trace is user input; every rejection
  * names the line. Ids are mapped to dense slots while parsing. */
 #include "core/file.h"
+#include "core/map.h"
 #include "pool/trace.h"
 #include "pool/pool_internal.h"
 
@@ -12,8 +13,8 @@
 typedef struct {
     const char *origin;
     size_t line;
-    vram_ptr_map_t ids; /* live id -> slot + 1 (the map stores non-NULL values) */
-    uint32_t *spare;    /* slots freed, reused first */
+    vram_map_t ids;  /* live id -> slot */
+    uint32_t *spare; /* slots freed, reused first */
     size_t spare_count, spare_cap;
     size_t slots;
     uint64_t *slot_size; /* requested bytes of each live slot */
@@ -128,15 +129,15 @@ static int parse_line(parser_t *p, vram_trace_t *t, size_t *cap, const char *lin
     if (is_alloc && !parse_u64(f[2], fl[2], &size))
         return parse_error(p, "bad number \"%s\" for the size (decimal bytes)", f[2], fl[2]);
     if (!grow_events(t, cap)) return vram_fail(VRAM_ENOMEM, "out of host memory reading a trace");
-    void *found = vram_ptr_map_get(&p->ids, (uintptr_t)id);
+    uint64_t found_slot;
+    bool found = vram_map_get(&p->ids, id, &found_slot);
     vram_trace_event_t *e = &t->events[t->count];
     if (is_alloc) {
         if (found) return parse_error(p, "id %s is already live", f[1], fl[1]);
         uint32_t slot = 0;
         int rc = take_slot(p, &slot);
         if (rc) return rc;
-        /* The map holds slot + 1: NULL marks an empty entry. */
-        if (vram_ptr_map_put(&p->ids, (uintptr_t)id, (void *)(uintptr_t)(slot + 1u)))
+        if (!vram_map_put(&p->ids, id, slot))
             return vram_fail(VRAM_ENOMEM, "out of host memory reading a trace");
         p->slot_size[slot] = size;
         p->live_bytes = p->live_bytes > UINT64_MAX - size ? UINT64_MAX : p->live_bytes + size;
@@ -147,8 +148,8 @@ static int parse_line(parser_t *p, vram_trace_t *t, size_t *cap, const char *lin
     } else {
         if (!found)
             return parse_error(p, "unknown id %s (not allocated, or already freed)", f[1], fl[1]);
-        uint32_t slot = (uint32_t)((uintptr_t)found - 1u);
-        vram_ptr_map_take(&p->ids, (uintptr_t)id);
+        uint32_t slot = (uint32_t)found_slot;
+        vram_map_take(&p->ids, id, NULL);
         /* Saturated totals stay saturated: only a display figure. */
         if (p->live_bytes != UINT64_MAX) p->live_bytes -= p->slot_size[slot];
         int rc = give_slot(p, slot);
@@ -163,7 +164,6 @@ int vram_trace_parse(const char *text, size_t len, const char *origin, vram_trac
 {
     if (!text || !out) return vram_fail(VRAM_EINVAL, "vram_trace_parse: NULL argument");
     parser_t p = {.origin = origin ? origin : "trace"};
-    if (vram_ptr_map_init(&p.ids, 1024)) return VRAM_ENOMEM;
     vram_trace_t t = {0};
     size_t cap = 0;
     int rc = 0;
@@ -183,7 +183,7 @@ int vram_trace_parse(const char *text, size_t len, const char *origin, vram_trac
         }
         pos = end + 1;
     }
-    vram_ptr_map_release(&p.ids);
+    vram_map_clear(&p.ids);
     free(p.spare);
     free(p.slot_size);
     if (rc) {

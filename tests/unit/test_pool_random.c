@@ -16,6 +16,7 @@
 #include <string.h>
 #include <cmocka.h>
 
+#include "core/map.h"
 #include "pool/pool_internal.h"
 #include "unit/pool_sim.h"
 
@@ -32,7 +33,7 @@ typedef struct {
 typedef struct {
     live_t live[MAX_LIVE];
     size_t count;
-    vram_ptr_map_t index; /* ptr -> live slot + 1 */
+    vram_map_t index; /* ptr -> live slot */
     int64_t requested, requested_peak, requested_in, requested_out;
     int64_t allocs_peak, allocs_in, allocs_out;
 } model_t;
@@ -73,8 +74,7 @@ static void model_add(model_t *m, void *ptr, size_t size, uintptr_t stream)
 {
     assert_true(m->count < MAX_LIVE);
     m->live[m->count] = (live_t){ptr, size, stream};
-    assert_int_equal(vram_ptr_map_put(&m->index, (uintptr_t)ptr, (void *)(uintptr_t)(m->count + 1)),
-                     0);
+    assert_true(vram_map_put(&m->index, (uintptr_t)ptr, m->count));
     m->count++;
     m->requested += (int64_t)size;
     m->requested_in += (int64_t)size;
@@ -86,13 +86,11 @@ static void model_add(model_t *m, void *ptr, size_t size, uintptr_t stream)
 static live_t model_remove(model_t *m, size_t i)
 {
     live_t gone = m->live[i];
-    assert_non_null(vram_ptr_map_take(&m->index, (uintptr_t)gone.ptr));
+    assert_true(vram_map_take(&m->index, (uintptr_t)gone.ptr, NULL));
     m->count--;
     if (i != m->count) {
         m->live[i] = m->live[m->count];
-        vram_ptr_map_take(&m->index, (uintptr_t)m->live[i].ptr);
-        assert_int_equal(
-            vram_ptr_map_put(&m->index, (uintptr_t)m->live[i].ptr, (void *)(uintptr_t)(i + 1)), 0);
+        assert_true(vram_map_put(&m->index, (uintptr_t)m->live[i].ptr, i));
     }
     m->requested -= (int64_t)gone.size;
     m->requested_out += (int64_t)gone.size;
@@ -161,9 +159,10 @@ static void full_check(vram_pool_t *pool, vram_ctx_t *ctx, model_t *m)
     if (w.count) qsort(w.blocks, w.count, sizeof *w.blocks, by_addr);
     for (size_t i = 0; i < w.count; i++) {
         const seen_block_t *b = &w.blocks[i];
-        uintptr_t slot = (uintptr_t)vram_ptr_map_get(&m->index, b->addr);
-        if (!slot) fail_msg("pool holds block 0x%zx the model does not", (size_t)b->addr);
-        const live_t *l = &m->live[slot - 1];
+        uint64_t slot;
+        if (!vram_map_get(&m->index, b->addr, &slot))
+            fail_msg("pool holds block 0x%zx the model does not", (size_t)b->addr);
+        const live_t *l = &m->live[slot];
         assert_int_equal(b->requested, l->size); /* keeps its size */
         assert_true(b->size >= l->size);         /* room for what was asked */
         assert_int_equal(b->stream, l->stream);  /* on its stream */
@@ -199,7 +198,6 @@ static void run_strategy(vram_pool_strategy_t strategy, uint64_t seed)
     assert_int_equal(vram_pool_create(sim.ctx, 0, &cfg, &pool), 0);
     model_t *m = calloc(1, sizeof *m);
     assert_non_null(m);
-    assert_int_equal(vram_ptr_map_init(&m->index, 4096), 0);
     rng_state = seed;
     print_message("strategy %s, seed %llu\n", vram_pool_strategy_name(strategy),
                   (unsigned long long)seed);
@@ -217,7 +215,7 @@ static void run_strategy(vram_pool_strategy_t strategy, uint64_t seed)
             if (rc) fail_msg("alloc of %zu failed: %s", size, vram_last_error());
             assert_non_null(ptr);
             assert_int_equal((uintptr_t)ptr % VRAM_POOL_ALIGN, 0);
-            if (vram_ptr_map_get(&m->index, (uintptr_t)ptr))
+            if (vram_map_get(&m->index, (uintptr_t)ptr, NULL))
                 fail_msg("pointer %p handed out twice", ptr);
             model_add(m, ptr, size, stream);
         } else {
@@ -255,7 +253,7 @@ static void run_strategy(vram_pool_strategy_t strategy, uint64_t seed)
     assert_int_equal(s.num_invalid_frees, 0);
     assert_int_equal(pool_sim_used(sim.ctx), 0);
     vram_pool_destroy(pool);
-    vram_ptr_map_release(&m->index);
+    vram_map_clear(&m->index);
     free(m);
     pool_sim_close(&sim);
 }
