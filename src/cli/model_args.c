@@ -2,6 +2,7 @@
 #include "model_args.h"
 
 #include "cli.h"
+#include "plan/estimate_limits.h"
 
 #include <errno.h>
 #include <stdlib.h>
@@ -16,7 +17,7 @@ void cli_model_args_init(cli_model_args_t *a, const char *cmd)
 }
 
 static int parse_int(const cli_model_args_t *a, const char *flag, const char *v, int64_t min,
-                     int64_t *out)
+                     int64_t max, int64_t *out)
 {
     char *end;
     errno = 0;
@@ -25,6 +26,9 @@ static int parse_int(const cli_model_args_t *a, const char *flag, const char *v,
         return cli_usage_error(a->cmd, "%s \"%s\" is not an integer", flag, v);
     if (n < min)
         return cli_usage_error(a->cmd, "%s must be at least %lld (got %lld)", flag, (long long)min,
+                               n);
+    if (n > max)
+        return cli_usage_error(a->cmd, "%s must be at most %lld (got %lld)", flag, (long long)max,
                                n);
     *out = n;
     return 0;
@@ -84,17 +88,25 @@ static int apply(cli_model_args_t *a, const char *flag, const char *v)
     if (!strcmp(flag, "--overhead")) {
         if (vram_parse_size(v, &e->overhead_bytes))
             return cli_usage_error(a->cmd, "--overhead: %s", vram_last_error());
+        if (e->overhead_bytes > (uint64_t)VRAM_MAX_BYTES)
+            return cli_usage_error(a->cmd, "--overhead must be at most 1EiB (2^60 bytes)");
         return 0;
     }
+    /* The upper bounds are vram_estimate's (docs/estimation.md, "Limits"):
+     * checked here too so the message names the flag. */
     static const struct {
         const char *flag;
-        int64_t min;
-    } ints[] = {
-        {"--batch-size", 1}, {"--seq-len", 1},        {"--image-size", 1},        {"--zero", 0},
-        {"--gpus", 1},       {"--max-new-tokens", 0}, {"--accumulation-steps", 1}};
+        int64_t min, max;
+    } ints[] = {{"--batch-size", 1, VRAM_MAX_BATCH},
+                {"--seq-len", 1, VRAM_MAX_SEQ},
+                {"--image-size", 1, VRAM_MAX_IMAGE},
+                {"--zero", 0, INT64_MAX}, /* range checked below, naming the stages */
+                {"--gpus", 1, VRAM_MAX_GPUS},
+                {"--max-new-tokens", 0, VRAM_MAX_SEQ},
+                {"--accumulation-steps", 1, VRAM_MAX_ACCUMULATION}};
     for (size_t i = 0; i < sizeof ints / sizeof ints[0]; i++) {
         if (strcmp(flag, ints[i].flag)) continue;
-        if ((rc = parse_int(a, flag, v, ints[i].min, &n))) return rc;
+        if ((rc = parse_int(a, flag, v, ints[i].min, ints[i].max, &n))) return rc;
         if (i == 0) {
             e->batch_size = n;
             a->batch_given = true;
@@ -107,7 +119,7 @@ static int apply(cli_model_args_t *a, const char *flag, const char *v)
                                        (long long)n);
             e->zero_stage = (int)n;
         }
-        if (i == 4) e->gpus = (int)(n > 1 << 20 ? 1 << 20 : n);
+        if (i == 4) e->gpus = (int)n;
         if (i == 5) e->max_new_tokens = n;
         if (i == 6) a->accumulation_steps = n;
         return 0;

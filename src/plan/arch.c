@@ -1,13 +1,38 @@
 /* Dispatch from a model's family to its architecture code. */
 #include "arch.h"
 
+/* Saturating arithmetic: a count that does not fit stays at UINT64_MAX,
+ * which the readers and vram_estimate refuse (above VRAM_MAX_PARAMETERS),
+ * instead of wrapping to a small, plausible number. */
+static uint64_t sat_add(uint64_t a, uint64_t b)
+{
+    uint64_t r;
+    return __builtin_add_overflow(a, b, &r) ? UINT64_MAX : r;
+}
+
+static uint64_t sat_mul(uint64_t a, uint64_t b)
+{
+    uint64_t r;
+    return __builtin_mul_overflow(a, b, &r) ? UINT64_MAX : r;
+}
+
 void vram_arch_add_tensor(vram_arch_params_t *p, uint64_t lead, uint64_t rows, uint64_t cols)
 {
-    p->params += lead * rows * cols;
-    p->tensors += 1;
+    p->params = sat_add(p->params, sat_mul(sat_mul(lead, rows), cols));
+    p->tensors = sat_add(p->tensors, 1);
     /* Adafactor factors the last two dimensions of a matrix into a row and
      * a column vector; vectors keep a full second moment. */
-    p->factored += (cols == 1 && lead == 1) ? rows : lead * (rows + cols);
+    p->factored =
+        sat_add(p->factored, (cols == 1 && lead == 1) ? rows : sat_mul(lead, sat_add(rows, cols)));
+}
+
+void vram_arch_add_repeated(vram_arch_params_t *p, const vram_arch_params_t *block, uint64_t n)
+{
+    p->params = sat_add(p->params, sat_mul(block->params, n));
+    p->tensors = sat_add(p->tensors, sat_mul(block->tensors, n));
+    p->factored = sat_add(p->factored, sat_mul(block->factored, n));
+    p->buffer_bytes = sat_add(p->buffer_bytes, sat_mul(block->buffer_bytes, n));
+    p->buffer_i64 = sat_add(p->buffer_i64, sat_mul(block->buffer_i64, n));
 }
 
 static bool is_transformer(vram_family_t f)

@@ -18,6 +18,10 @@ typedef struct {
 /* Adds a parameter tensor of shape [lead..., rows, cols] (cols = 1 for a
  * vector) to the counts. */
 void vram_arch_add_tensor(vram_arch_params_t *p, uint64_t lead, uint64_t rows, uint64_t cols);
+/* Adds `n` copies of `block` (one layer's tensors), so that counting a
+ * model costs the same for 2 layers as for 1000. Both saturate at
+ * UINT64_MAX instead of wrapping. */
+void vram_arch_add_repeated(vram_arch_params_t *p, const vram_arch_params_t *block, uint64_t n);
 
 /* What the activation model needs to know. A saved tensor's bytes per
  * element depend on its role (docs/estimation.md, "Half precision"):

@@ -4,6 +4,7 @@
  * each operation keeps for backward at the feature-map sizes that
  * --image-size produces. */
 #include "arch.h"
+#include "estimate_limits.h"
 
 #include <string.h>
 
@@ -361,6 +362,12 @@ static int build(const vram_model_t *m, int64_t image, double e, double logit_by
     n->e = e;
     n->logit_bytes = logit_bytes;
     int64_t classes = m->num_classes > 0 ? m->num_classes : 1000;
+    if (m->num_classes > VRAM_MAX_VOCAB || m->num_channels > VRAM_MAX_IMAGE)
+        return vram_fail(VRAM_EINVAL,
+                         "model \"%s\": %lld classes (at most %lld) or %lld channels (at most "
+                         "%lld) out of range",
+                         m->name, (long long)m->num_classes, (long long)VRAM_MAX_VOCAB,
+                         (long long)m->num_channels, (long long)VRAM_MAX_IMAGE);
     if (image < 32)
         return vram_fail(VRAM_EINVAL, "image size %lld is too small for %s (at least 32)",
                          (long long)image, m->name);

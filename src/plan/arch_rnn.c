@@ -1,6 +1,7 @@
 /* Word-level LSTM/GRU language models (embedding, stacked recurrent layers,
  * linear decoder), as in PyTorch's examples/word_language_model. */
 #include "arch.h"
+#include "estimate_limits.h"
 
 static int gates(const vram_model_t *m)
 {
@@ -19,6 +20,13 @@ static int check(const vram_model_t *m)
                          "model \"%s\": vocabulary, hidden size and layers must be "
                          "positive",
                          m->name);
+    if (m->vocab_size > VRAM_MAX_VOCAB || m->hidden_size > VRAM_MAX_WIDTH ||
+        embed(m) > VRAM_MAX_WIDTH || m->num_layers > VRAM_MAX_LAYERS)
+        return vram_fail(VRAM_EINVAL,
+                         "model \"%s\": vocabulary (at most %lld), hidden and embedding size "
+                         "(at most %lld) or layers (at most %lld) out of range",
+                         m->name, (long long)VRAM_MAX_VOCAB, (long long)VRAM_MAX_WIDTH,
+                         (long long)VRAM_MAX_LAYERS);
     if (m->tied_embeddings && embed(m) != m->hidden_size)
         return vram_fail(VRAM_EINVAL,
                          "model \"%s\": tied embeddings need embedding size == hidden size",
@@ -32,12 +40,16 @@ int vram_arch_rnn_params(const vram_model_t *m, vram_arch_params_t *p)
     if (rc) return rc;
     uint64_t h = (uint64_t)m->hidden_size, g = (uint64_t)gates(m), in = (uint64_t)embed(m);
     vram_arch_add_tensor(p, 1, (uint64_t)m->vocab_size, in);
-    for (int64_t l = 0; l < m->num_layers; l++) {
-        vram_arch_add_tensor(p, 1, g * h, l == 0 ? in : h); /* W_ih */
-        vram_arch_add_tensor(p, 1, g * h, h);               /* W_hh */
-        vram_arch_add_tensor(p, 1, g * h, 1);
-        vram_arch_add_tensor(p, 1, g * h, 1);
-    }
+    /* the first layer reads the embedding, the others the layer below */
+    vram_arch_params_t layer = {0};
+    vram_arch_add_tensor(&layer, 1, g * h, h); /* W_hh */
+    vram_arch_add_tensor(&layer, 1, g * h, 1);
+    vram_arch_add_tensor(&layer, 1, g * h, 1);
+    vram_arch_add_tensor(p, 1, g * h, in); /* W_ih of the first layer */
+    vram_arch_add_repeated(p, &layer, (uint64_t)m->num_layers);
+    layer = (vram_arch_params_t){0};
+    vram_arch_add_tensor(&layer, 1, g * h, h); /* W_ih of the others */
+    vram_arch_add_repeated(p, &layer, (uint64_t)(m->num_layers - 1));
     if (!m->tied_embeddings) vram_arch_add_tensor(p, 1, (uint64_t)m->vocab_size, h);
     vram_arch_add_tensor(p, 1, (uint64_t)m->vocab_size, 1);
     return 0;

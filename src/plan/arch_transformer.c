@@ -3,6 +3,7 @@
  * tensor by tensor (docs/estimation.md derives every term; the counts were
  * checked against saved_tensors_hooks in bench/estimate/). */
 #include "arch.h"
+#include "estimate_limits.h"
 
 /* Bytes of fp32 statistics and int64 indices. */
 #define STAT 4.0
@@ -31,8 +32,44 @@ static int64_t head_dim(const vram_model_t *m)
     return m->head_dim > 0 ? m->head_dim : m->hidden_size / m->num_heads;
 }
 
+/* A field outside [0, max]: models built by hand through the API get the
+ * bounds the file readers apply (estimate_limits.h), so the shape
+ * arithmetic below (int64) cannot overflow. */
+static int out_of_range(const vram_model_t *m, const char *what, int64_t v, int64_t max)
+{
+    if (v >= 0 && v <= max) return 0;
+    return vram_fail(VRAM_EINVAL, "model \"%s\": %s %lld is out of range (0 to %lld)", m->name,
+                     what, (long long)v, (long long)max);
+}
+
+static int check_limits(const vram_model_t *m)
+{
+    int rc;
+    if ((rc = out_of_range(m, "hidden size", m->hidden_size, VRAM_MAX_WIDTH)) ||
+        (rc = out_of_range(m, "layers", m->num_layers, VRAM_MAX_LAYERS)) ||
+        (rc = out_of_range(m, "decoder layers", m->num_decoder_layers, VRAM_MAX_LAYERS)) ||
+        (rc = out_of_range(m, "attention heads", m->num_heads, VRAM_MAX_HEADS)) ||
+        (rc = out_of_range(m, "key/value heads", m->num_kv_heads, VRAM_MAX_HEADS)) ||
+        (rc = out_of_range(m, "head dimension", m->head_dim, VRAM_MAX_WIDTH)) ||
+        (rc = out_of_range(m, "intermediate size", m->intermediate_size, VRAM_MAX_MLP_WIDTH)) ||
+        (rc = out_of_range(m, "vocabulary size", m->vocab_size, VRAM_MAX_VOCAB)) ||
+        (rc = out_of_range(m, "token type vocabulary", m->type_vocab_size, VRAM_MAX_VOCAB)) ||
+        (rc = out_of_range(m, "position offset", m->position_offset, VRAM_MAX_VOCAB + 1)) ||
+        (rc = out_of_range(m, "positions", m->max_positions, VRAM_MAX_POSITIONS)) ||
+        (rc = out_of_range(m, "default sequence length", m->default_seq_len, VRAM_MAX_SEQ)) ||
+        (rc = out_of_range(m, "relative buckets", m->relative_buckets, VRAM_MAX_POSITIONS)) ||
+        (rc = out_of_range(m, "image size", m->image_size, VRAM_MAX_IMAGE)) ||
+        (rc = out_of_range(m, "patch size", m->patch_size, VRAM_MAX_IMAGE)) ||
+        (rc = out_of_range(m, "channels", m->num_channels, VRAM_MAX_IMAGE)) ||
+        (rc = out_of_range(m, "classes", m->num_classes, VRAM_MAX_VOCAB)))
+        return rc;
+    return 0;
+}
+
 static int check_shape(const vram_model_t *m)
 {
+    int rc = check_limits(m);
+    if (rc) return rc;
     if (m->hidden_size <= 0 || m->num_layers <= 0 || m->num_heads <= 0)
         return vram_fail(VRAM_EINVAL,
                          "model \"%s\": hidden size, layers and heads must be positive", m->name);
@@ -83,66 +120,71 @@ int vram_arch_transformer_params(const vram_model_t *m, vram_arch_params_t *p)
     if (rc) return rc;
     int64_t h = m->hidden_size, I = m->intermediate_size, V = m->vocab_size, L = m->num_layers;
     int64_t inner = m->num_heads * head_dim(m), kv = kv_heads(m) * head_dim(m);
+    vram_arch_params_t layer; /* one layer, added L times */
     switch (m->family) {
     case VRAM_FAMILY_BERT:
         linear(p, V, h, false);
         linear(p, m->max_positions + m->position_offset, h, false);
         linear(p, m->type_vocab_size, h, false);
         norm(p, h, true);
-        for (int64_t i = 0; i < L; i++) {
-            for (int j = 0; j < 4; j++)
-                linear(p, h, h, true);
-            norm(p, h, true);
-            linear(p, I, h, true);
-            linear(p, h, I, true);
-            norm(p, h, true);
-        }
+        layer = (vram_arch_params_t){0};
+        for (int j = 0; j < 4; j++)
+            linear(&layer, h, h, true);
+        norm(&layer, h, true);
+        linear(&layer, I, h, true);
+        linear(&layer, h, I, true);
+        norm(&layer, h, true);
+        vram_arch_add_repeated(p, &layer, (uint64_t)L);
         if (m->has_pooler) linear(p, h, h, true);
         return 0;
     case VRAM_FAMILY_GPT2:
     case VRAM_FAMILY_GPTNEOX:
         linear(p, V, h, false);
         if (m->family == VRAM_FAMILY_GPT2) linear(p, m->max_positions, h, false);
-        for (int64_t i = 0; i < L; i++) {
-            norm(p, h, true);
-            linear(p, 3 * h, h, true);
-            linear(p, h, h, true);
-            norm(p, h, true);
-            linear(p, I, h, true);
-            linear(p, h, I, true);
-        }
+        layer = (vram_arch_params_t){0};
+        norm(&layer, h, true);
+        linear(&layer, 3 * h, h, true);
+        linear(&layer, h, h, true);
+        norm(&layer, h, true);
+        linear(&layer, I, h, true);
+        linear(&layer, h, I, true);
+        vram_arch_add_repeated(p, &layer, (uint64_t)L);
         norm(p, h, true);
         if (!m->tied_embeddings) linear(p, V, h, false);
         return 0;
     case VRAM_FAMILY_LLAMA:
         linear(p, V, h, false);
-        for (int64_t i = 0; i < L; i++) {
-            norm(p, h, false);
-            linear(p, inner, h, false);
-            linear(p, kv, h, false);
-            linear(p, kv, h, false);
-            linear(p, h, inner, false);
-            norm(p, h, false);
-            linear(p, I, h, false);
-            linear(p, I, h, false);
-            linear(p, h, I, false);
-        }
+        layer = (vram_arch_params_t){0};
+        norm(&layer, h, false);
+        linear(&layer, inner, h, false);
+        linear(&layer, kv, h, false);
+        linear(&layer, kv, h, false);
+        linear(&layer, h, inner, false);
+        norm(&layer, h, false);
+        linear(&layer, I, h, false);
+        linear(&layer, I, h, false);
+        linear(&layer, h, I, false);
+        vram_arch_add_repeated(p, &layer, (uint64_t)L);
         norm(p, h, false);
         if (!m->tied_embeddings) linear(p, V, h, false);
         return 0;
     case VRAM_FAMILY_T5: {
         int64_t dec = m->num_decoder_layers > 0 ? m->num_decoder_layers : L;
         linear(p, V, h, false);
-        for (int64_t i = 0; i < L; i++) {
-            t5_attention(p, m, i == 0);
-            t5_ff(p, m);
-        }
+        /* only the first layer of each stack holds the relative bias */
+        layer = (vram_arch_params_t){0};
+        t5_attention(&layer, m, false);
+        t5_ff(&layer, m);
+        vram_arch_add_repeated(p, &layer, (uint64_t)L);
+        vram_arch_add_tensor(p, 1, (uint64_t)m->relative_buckets, (uint64_t)m->num_heads);
         norm(p, h, false);
-        for (int64_t i = 0; i < dec; i++) {
-            t5_attention(p, m, i == 0);
-            t5_attention(p, m, false);
-            t5_ff(p, m);
-        }
+        layer = (vram_arch_params_t){0};
+        t5_attention(&layer, m, false);
+        t5_attention(&layer, m, false);
+        t5_ff(&layer, m);
+        vram_arch_add_repeated(p, &layer, (uint64_t)dec);
+        if (dec > 0)
+            vram_arch_add_tensor(p, 1, (uint64_t)m->relative_buckets, (uint64_t)m->num_heads);
         norm(p, h, false);
         if (!m->tied_embeddings) linear(p, V, h, false);
         return 0;
@@ -154,14 +196,14 @@ int vram_arch_transformer_params(const vram_model_t *m, vram_arch_params_t *p)
         vram_arch_add_tensor(p, 1, (uint64_t)h, 1); /* conv bias */
         vram_arch_add_tensor(p, 1, 1, (uint64_t)h); /* class token */
         vram_arch_add_tensor(p, 1, (uint64_t)(n + 1), (uint64_t)h);
-        for (int64_t i = 0; i < L; i++) {
-            norm(p, h, true);
-            linear(p, 3 * h, h, true);
-            linear(p, h, h, true);
-            norm(p, h, true);
-            linear(p, I, h, true);
-            linear(p, h, I, true);
-        }
+        layer = (vram_arch_params_t){0};
+        norm(&layer, h, true);
+        linear(&layer, 3 * h, h, true);
+        linear(&layer, h, h, true);
+        norm(&layer, h, true);
+        linear(&layer, I, h, true);
+        linear(&layer, h, I, true);
+        vram_arch_add_repeated(p, &layer, (uint64_t)L);
         norm(p, h, true);
         if (m->has_pooler) linear(p, h, h, true);
         if (m->num_classes > 0) linear(p, m->num_classes, h, true);

@@ -1,6 +1,7 @@
 /* vram_estimate: combines the architecture's counts and activations with
  * precision, optimizer, ZeRO partitioning and overhead (docs/estimation.md). */
 #include "arch.h"
+#include "estimate_limits.h"
 
 #include <math.h>
 #include <string.h>
@@ -54,8 +55,10 @@ static int64_t resolve_seq(const vram_model_t *m, const vram_estimate_config_t *
     return seq;
 }
 
-static int validate(const vram_model_t *m, const vram_estimate_config_t *c, int64_t seq,
-                    int64_t image)
+/* The settings alone, before anything is computed from them. The upper
+ * bounds (docs/estimation.md, "Limits") keep seq + new tokens and the
+ * activation products finite and far from int64 overflow. */
+static int validate_config(const vram_estimate_config_t *c)
 {
     if (c->batch_size < 1)
         return vram_fail(VRAM_EINVAL, "batch size must be at least 1 (got %lld)",
@@ -63,6 +66,34 @@ static int validate(const vram_model_t *m, const vram_estimate_config_t *c, int6
     if (c->seq_len < 0 || c->image_size < 0 || c->max_new_tokens < 0)
         return vram_fail(VRAM_EINVAL, "sequence length, image size and new tokens cannot be "
                                       "negative");
+    static const char fmt[] = "%s %lld is above the limit of %lld";
+    if (c->batch_size > VRAM_MAX_BATCH)
+        return vram_fail(VRAM_EINVAL, fmt, "batch size", (long long)c->batch_size,
+                         (long long)VRAM_MAX_BATCH);
+    if (c->seq_len > VRAM_MAX_SEQ)
+        return vram_fail(VRAM_EINVAL, fmt, "sequence length", (long long)c->seq_len,
+                         (long long)VRAM_MAX_SEQ);
+    if (c->max_new_tokens > VRAM_MAX_SEQ)
+        return vram_fail(VRAM_EINVAL, fmt, "max new tokens", (long long)c->max_new_tokens,
+                         (long long)VRAM_MAX_SEQ);
+    if (c->image_size > VRAM_MAX_IMAGE)
+        return vram_fail(VRAM_EINVAL, fmt, "image size", (long long)c->image_size,
+                         (long long)VRAM_MAX_IMAGE);
+    if (c->gpus > VRAM_MAX_GPUS)
+        return vram_fail(VRAM_EINVAL, fmt, "number of GPUs", (long long)c->gpus,
+                         (long long)VRAM_MAX_GPUS);
+    if (c->overhead_bytes != VRAM_UNKNOWN_U64 && c->overhead_bytes > (uint64_t)VRAM_MAX_BYTES)
+        return vram_fail(VRAM_EINVAL, "overhead %llu bytes is above the limit of 2^60 bytes",
+                         (unsigned long long)c->overhead_bytes);
+    return 0;
+}
+
+static int validate(const vram_model_t *m, const vram_estimate_config_t *c, int64_t seq,
+                    int64_t image)
+{
+    if (seq > VRAM_MAX_SEQ)
+        return vram_fail(VRAM_EINVAL, "sequence length %lld is above the limit of %lld",
+                         (long long)seq, (long long)VRAM_MAX_SEQ);
     if (c->zero_stage < 0 || c->zero_stage > 3)
         return vram_fail(VRAM_EINVAL, "ZeRO stage %d does not exist (use 0, 1, 2 or 3)",
                          c->zero_stage);
@@ -122,16 +153,37 @@ static double optimizer_bytes(const vram_arch_params_t *p, vram_optimizer_t o, d
     return 0;
 }
 
+/* One component, rounded up to whole bytes. A value above VRAM_MAX_BYTES
+ * (or not finite) is refused: converting it to uint64_t could be undefined
+ * (>= 2^64) and a sum of such values could wrap below its parts. */
+static int to_bytes(const vram_model_t *m, double v, const char *what, uint64_t *out)
+{
+    double r = ceil(v);
+    if (!(r >= 0 && r <= (double)VRAM_MAX_BYTES))
+        return vram_fail(VRAM_EINVAL,
+                         "estimate for \"%s\": the %s (%.3g bytes) exceed the limit of 2^60 "
+                         "bytes (1 EiB); lower the batch size or sequence length",
+                         m->name, what, v);
+    *out = (uint64_t)r;
+    return 0;
+}
+
 int vram_estimate(const vram_model_t *m, const vram_estimate_config_t *c, vram_estimate_t *out)
 {
     if (!m || !c || !out) return vram_fail(VRAM_EINVAL, "vram_estimate: NULL argument");
+    int rc = validate_config(c);
+    if (rc) return rc;
     int64_t seq = resolve_seq(m, c);
     int64_t image = c->image_size > 0 ? c->image_size : (m->image_size > 0 ? m->image_size : 224);
-    int rc = validate(m, c, seq, image);
+    rc = validate(m, c, seq, image);
     if (rc) return rc;
     vram_arch_params_t p;
     rc = vram_arch_params(m, &p);
     if (rc) return rc;
+    if (p.params > (uint64_t)VRAM_MAX_PARAMETERS)
+        return vram_fail(VRAM_EINVAL, "model \"%s\": %s%llu parameters, above the limit of %lld",
+                         m->name, p.params == UINT64_MAX ? "more than " : "",
+                         (unsigned long long)p.params, (long long)VRAM_MAX_PARAMETERS);
 
     bool train = c->mode == VRAM_MODE_TRAIN;
     double gpus = c->gpus > 0 ? c->gpus : 1;
@@ -181,24 +233,32 @@ int vram_estimate(const vram_model_t *m, const vram_estimate_config_t *c, vram_e
         }
     }
 
-    double buffers = (double)p.buffer_bytes + 8.0 * (double)p.buffer_i64;
-    uint64_t overhead =
-        c->overhead_bytes == VRAM_UNKNOWN_U64 ? VRAM_DEFAULT_OVERHEAD_BYTES : c->overhead_bytes;
+    double overhead = (double)(c->overhead_bytes == VRAM_UNKNOWN_U64 ? VRAM_DEFAULT_OVERHEAD_BYTES
+                                                                     : c->overhead_bytes);
     /* the caching allocator rounds every block up to 512 bytes: half a
      * block lost per persistent tensor on average */
     double per_param_tensors =
         1 + (train ? 1 : 0) + (train && c->optimizer != VRAM_OPTIMIZER_SGD ? 2 : 0);
-    overhead += (uint64_t)(256.0 * per_param_tensors * (double)p.tensors);
+    overhead += 256.0 * per_param_tensors * (double)p.tensors;
 
     vram_estimate_t e = {0};
     e.parameters_count = p.params;
-    e.parameters = (uint64_t)ceil(params);
-    e.buffers = (uint64_t)ceil(buffers);
-    e.gradients = (uint64_t)ceil(grads);
-    e.optimizer_states = (uint64_t)ceil(states);
-    e.activations = (uint64_t)ceil(acts);
-    e.kv_cache = (uint64_t)ceil(kv);
-    e.overhead = overhead;
+    /* buffers are exact byte counts: kept in integers (a double would
+     * round a measured profile's figure above 2^53) */
+    const uint64_t max_bytes = (uint64_t)VRAM_MAX_BYTES;
+    if (p.buffer_i64 > max_bytes / 8 || p.buffer_bytes > max_bytes - 8 * p.buffer_i64)
+        return vram_fail(VRAM_EINVAL,
+                         "estimate for \"%s\": the buffers exceed the limit of 2^60 bytes (1 EiB)",
+                         m->name);
+    e.buffers = p.buffer_bytes + 8 * p.buffer_i64;
+    if ((rc = to_bytes(m, params, "parameters", &e.parameters)) ||
+        (rc = to_bytes(m, grads, "gradients", &e.gradients)) ||
+        (rc = to_bytes(m, states, "optimizer states", &e.optimizer_states)) ||
+        (rc = to_bytes(m, acts, "activations", &e.activations)) ||
+        (rc = to_bytes(m, kv, "KV cache", &e.kv_cache)) ||
+        (rc = to_bytes(m, overhead, "overhead", &e.overhead)))
+        return rc;
+    /* seven components of at most 2^60 bytes each: the sum cannot wrap */
     e.total = e.parameters + e.buffers + e.gradients + e.optimizer_states + e.activations +
               e.kv_cache + e.overhead;
     e.seq_len = vram_arch_is_image(m) ? 0 : seq;

@@ -2,7 +2,7 @@
  * profiles. Parsed with jansson, whose errors carry line and column. */
 #include "vram.h"
 #include "core/file.h"
-#include "limits.h"
+#include "estimate_limits.h"
 
 #include <errno.h>
 #include <stdlib.h>
@@ -38,8 +38,8 @@ static int get_int(json_t *root, const char *origin, const char *const *keys, bo
         if (json_integer_value(v) < 0)
             return vram_fail(VRAM_EPARSE, "%s: \"%s\" cannot be negative", origin, *k);
         if (json_integer_value(v) > max)
-            return vram_fail(VRAM_EPARSE, "%s: \"%s\" is %lld, above the limit of %lld", origin,
-                             *k, (long long)json_integer_value(v), (long long)max);
+            return vram_fail(VRAM_EPARSE, "%s: \"%s\" is %lld, above the limit of %lld", origin, *k,
+                             (long long)json_integer_value(v), (long long)max);
         *out = json_integer_value(v);
         return 0;
     }
@@ -163,9 +163,10 @@ static int read_hf(json_t *root, const char *origin, vram_model_t *m)
     if ((rc = vram_model_param_count(m, &params, NULL)))
         return vram_fail(VRAM_EPARSE, "%s: %s", origin, vram_last_error());
     if (params > (uint64_t)VRAM_MAX_PARAMETERS)
-        return vram_fail(VRAM_EPARSE, "%s: the model has %s%llu parameters, above the limit of %lld",
-                         origin, params == UINT64_MAX ? "more than " : "",
-                         (unsigned long long)params, (long long)VRAM_MAX_PARAMETERS);
+        return vram_fail(VRAM_EPARSE,
+                         "%s: the model has %s%llu parameters, above the limit of %lld", origin,
+                         params == UINT64_MAX ? "more than " : "", (unsigned long long)params,
+                         (long long)VRAM_MAX_PARAMETERS);
     return 0;
 }
 
@@ -205,13 +206,18 @@ static int read_profile(json_t *root, const char *origin, vram_model_t *m)
              json_is_string(name) ? json_string_value(name) : "profile");
     int64_t v;
     int rc;
-    if ((rc = get_int(root, origin, KEYS("parameters"), true, 0, VRAM_MAX_PARAMETERS, &v))) return rc;
+    if ((rc = get_int(root, origin, KEYS("parameters"), true, 0, VRAM_MAX_PARAMETERS, &v)))
+        return rc;
     m->profile_parameters = (uint64_t)v;
-    if ((rc = get_int(root, origin, KEYS("activation_bytes_per_sample"), true, 0, VRAM_MAX_BYTES, &v))) return rc;
+    if ((rc = get_int(root, origin, KEYS("activation_bytes_per_sample"), true, 0, VRAM_MAX_BYTES,
+                      &v)))
+        return rc;
     m->profile_act_per_sample = (uint64_t)v;
-    if ((rc = get_int(root, origin, KEYS("activation_bytes_fixed"), false, 0, VRAM_MAX_BYTES, &v))) return rc;
+    if ((rc = get_int(root, origin, KEYS("activation_bytes_fixed"), false, 0, VRAM_MAX_BYTES, &v)))
+        return rc;
     m->profile_act_fixed = (uint64_t)v;
-    if ((rc = get_int(root, origin, KEYS("buffers_bytes"), false, 0, VRAM_MAX_BYTES, &v))) return rc;
+    if ((rc = get_int(root, origin, KEYS("buffers_bytes"), false, 0, VRAM_MAX_BYTES, &v)))
+        return rc;
     m->profile_buffers_bytes = (uint64_t)v;
     json_t *dt = json_object_get(root, "dtype");
     const char *d = json_is_string(dt) ? json_string_value(dt) : "fp32";

@@ -1,12 +1,13 @@
 /* vram_plan: batch-size recommendations from the estimate, which is affine
  * in the batch size (model memory + batch * per-sample memory). */
 #include "vram.h"
+#include "estimate_limits.h"
 
 #include <math.h>
 #include <stdio.h>
 #include <string.h>
 
-#define MAX_BATCH (1ll << 24)
+#define MAX_BATCH VRAM_MAX_BATCH /* vram_estimate refuses larger batches */
 
 void vram_plan_config_init(vram_plan_config_t *cfg)
 {
@@ -36,6 +37,10 @@ static int64_t floor_pow2(int64_t v)
 static int max_batch(const vram_model_t *m, const vram_estimate_config_t *c, uint64_t budget,
                      uint64_t model_bytes, uint64_t per_sample, int64_t *out)
 {
+    /* an estimate above VRAM_MAX_BYTES is refused, so the search never
+     * needs to look beyond it (the sums below cannot wrap: each is at most
+     * 7 * 2^60) */
+    if (budget > (uint64_t)VRAM_MAX_BYTES) budget = (uint64_t)VRAM_MAX_BYTES;
     if (model_bytes + per_sample > budget) {
         *out = 0;
         return 0;
@@ -45,7 +50,8 @@ static int max_batch(const vram_model_t *m, const vram_estimate_config_t *c, uin
     /* rounding of the components: step to the exact boundary */
     vram_estimate_t e;
     int rc;
-    while (b > 0 && !(rc = estimate_at(m, c, b, &e)) && e.total > budget)
+    /* a refused estimate counts as not fitting */
+    while (b > 0 && ((rc = estimate_at(m, c, b, &e)) || e.total > budget))
         b--;
     while (b < MAX_BATCH && !(rc = estimate_at(m, c, b + 1, &e)) && e.total <= budget)
         b++;
@@ -169,7 +175,9 @@ int vram_plan(const vram_model_t *m, const vram_estimate_config_t *est,
     vram_plan_t p = {0};
     p.per_sample_bytes = two.total - one.total;
     p.model_bytes = one.total - p.per_sample_bytes;
-    p.budget_bytes = (uint64_t)floor(dev->target * (double)dev->free_bytes);
+    /* (double)UINT64_MAX rounds up to 2^64, which does not convert back */
+    double budget = floor(dev->target * (double)dev->free_bytes);
+    p.budget_bytes = budget >= 0x1p64 ? UINT64_MAX : (uint64_t)budget;
     if ((rc = max_batch(m, est, p.budget_bytes, p.model_bytes, p.per_sample_bytes,
                         &p.max_batch_raw)))
         return rc;

@@ -5,6 +5,8 @@
 #include <stdarg.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <math.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <cmocka.h>
@@ -439,6 +441,218 @@ static void names_round_trip(void **state)
     assert_non_null(strstr(vram_last_error(), "amp-bf16")); /* lists the accepted names */
 }
 
+/* A measured profile built by hand (the reader's bounds bypassed). */
+static vram_model_t profile(uint64_t params, uint64_t per_sample, uint64_t fixed, uint64_t buffers,
+                            int dtype_bytes)
+{
+    vram_model_t m;
+    memset(&m, 0, sizeof m);
+    strcpy(m.name, "prof");
+    m.family = VRAM_FAMILY_PROFILE;
+    m.profile_parameters = params;
+    m.profile_act_per_sample = per_sample;
+    m.profile_act_fixed = fixed;
+    m.profile_buffers_bytes = buffers;
+    m.profile_dtype_bytes = dtype_bytes;
+    return m;
+}
+
+static void expect_einval(const vram_model_t *m, const vram_estimate_config_t *c, const char *part1,
+                          const char *part2)
+{
+    vram_estimate_t e;
+    memset(&e, 0xab, sizeof e);
+    vram_estimate_t before = e;
+    int rc = vram_estimate(m, c, &e);
+    if (rc != VRAM_EINVAL) fail_msg("%s: expected EINVAL, got %d", m->name, rc);
+    const char *msg = vram_last_error();
+    if (!strstr(msg, part1) || !strstr(msg, part2))
+        fail_msg("message \"%s\" should contain \"%s\" and \"%s\"", msg, part1, part2);
+    assert_memory_equal(&e, &before, sizeof e); /* untouched on failure */
+}
+
+/* Batch, sequence, new tokens, image size, GPUs and overhead have upper
+ * bounds (docs/estimation.md, "Limits"): the limit is accepted, one more is
+ * refused naming the setting and the bound. */
+static void settings_have_upper_bounds(void **state)
+{
+    (void)state;
+    vram_model_t m = profile(1000, 1000, 0, 0, 4);
+    static const struct {
+        const char *name;
+        long long limit;
+    } cases[] = {{"batch size", 1ll << 24},
+                 {"sequence length", 1ll << 24},
+                 {"max new tokens", 1ll << 24},
+                 {"image size", 1ll << 16},
+                 {"number of GPUs", 1ll << 20}};
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        for (long long over = 0; over <= 1; over++) {
+            vram_estimate_config_t c;
+            vram_estimate_config_init(&c);
+            long long v = cases[i].limit + over;
+            if (i == 0) c.batch_size = v;
+            if (i == 1) c.seq_len = v;
+            if (i == 2) c.max_new_tokens = v, c.mode = VRAM_MODE_INFER;
+            if (i == 3) c.image_size = v;
+            if (i == 4) c.gpus = (int)v, c.zero_stage = 3;
+            if (!over) {
+                vram_estimate_t e = est(&m, &c);
+                total_is_the_sum(&e);
+                continue;
+            }
+            char bound[64];
+            snprintf(bound, sizeof bound, "%lld is above the limit of %lld", v, cases[i].limit);
+            expect_einval(&m, &c, cases[i].name, bound);
+        }
+    }
+    vram_estimate_config_t c;
+    vram_estimate_config_init(&c);
+    c.overhead_bytes = 1ull << 60;
+    assert_int_equal(est(&m, &c).overhead, 1ull << 60) /* profiles have no tensors */;
+    c.overhead_bytes = (1ull << 60) + 1;
+    expect_einval(&m, &c, "overhead", "2^60");
+    /* the default sequence length plus new tokens cannot overflow either */
+    vram_estimate_config_init(&c);
+    c.mode = VRAM_MODE_INFER;
+    c.max_new_tokens = INT64_MAX;
+    expect_einval(&m, &c, "max new tokens", "limit");
+}
+
+/* Fuzz finding F4 (docs/fuzzing.md): profile values near 2^63 made the
+ * estimator convert doubles >= 2^64 to uint64_t and the total wrap. */
+static void fuzz_f4_huge_profiles_are_refused(void **state)
+{
+    (void)state;
+    vram_estimate_config_t c;
+    vram_estimate_config_init(&c);
+    vram_model_t m = profile(INT64_MAX, 1, 0, 0, 4);
+    expect_einval(&m, &c, "parameters", "limit of 10000000000000");
+    m = profile(1000, INT64_MAX, 0, 0, 4);
+    expect_einval(&m, &c, "activations", "2^60");
+    m = profile(1000, 1, INT64_MAX, 0, 4);
+    expect_einval(&m, &c, "activations", "2^60");
+    m = profile(1000, 1, 0, INT64_MAX, 4);
+    expect_einval(&m, &c, "buffers", "2^60");
+    /* at the reader's bounds one sample fits, 2^24 do not */
+    m = profile(10000000000000ull, 1ull << 60, 0, 1ull << 60, 4);
+    vram_estimate_t e = est(&m, &c);
+    total_is_the_sum(&e);
+    assert_int_equal(e.activations, 1ull << 60);
+    assert_int_equal(e.parameters, 4 * 10000000000000ull);
+    assert_true(e.total > e.activations && e.total > e.buffers);
+    c.batch_size = 1 << 24;
+    expect_einval(&m, &c, "activations", "2^60");
+}
+
+/* Random profiles anywhere in the reader's ranges (log-uniform), random
+ * settings: the estimate either matches the profile formula exactly and its
+ * total is the sum of its parts, or it is refused exactly when the
+ * activations exceed 2^60 bytes (nothing else can, at these bounds). */
+static void extreme_profiles_never_wrap(void **state)
+{
+    (void)state;
+    srand(11);
+    for (int trial = 0; trial < 3000; trial++) {
+        uint64_t v[4];
+        const int bits[4] = {43, 60, 60, 60}; /* 10^13 < 2^44 */
+        for (int k = 0; k < 4; k++) {
+            int b = rand() % (bits[k] + 1);
+            v[k] = b ? ((1ull << (b - 1)) | ((uint64_t)rand() << 31 ^ (uint64_t)rand())) &
+                           ((1ull << b) - 1)
+                     : 0;
+        }
+        if (v[0] > 10000000000000ull) v[0] = 10000000000000ull;
+        int dtype = rand() % 2 ? 4 : 2;
+        vram_model_t m = profile(v[0], v[1], v[2], v[3], dtype);
+        vram_estimate_config_t c;
+        vram_estimate_config_init(&c);
+        c.mode = rand() % 2 ? VRAM_MODE_TRAIN : VRAM_MODE_INFER;
+        c.precision = (vram_precision_t)(rand() % (c.mode == VRAM_MODE_TRAIN ? 5 : 7));
+        c.optimizer = (vram_optimizer_t)(rand() % 6);
+        c.checkpointing = (vram_checkpointing_t)(rand() % 3);
+        c.batch_size =
+            1 + (int64_t)(((uint64_t)rand() << 8 ^ (uint64_t)rand()) % (1ull << (rand() % 25)));
+        /* the profile formula (arch.c), in the same order of operations */
+        double mm = c.precision == VRAM_PREC_FP32 ? 4 : 2;
+        double per = (double)v[1];
+        if (c.mode == VRAM_MODE_TRAIN && c.checkpointing != VRAM_CKPT_NONE) per *= 0.5;
+        double acts = mm / dtype * (per * (double)c.batch_size + (double)v[2]);
+        vram_estimate_t e;
+        int rc = vram_estimate(&m, &c, &e);
+        if (ceil(acts) > 0x1p60) {
+            if (rc != VRAM_EINVAL || !strstr(vram_last_error(), "activations"))
+                fail_msg("trial %d: %g bytes of activations accepted (rc %d)", trial, acts, rc);
+            continue;
+        }
+        if (rc) fail_msg("trial %d: %s", trial, vram_last_error());
+        total_is_the_sum(&e);
+        assert_int_equal(e.activations, (uint64_t)ceil(acts));
+        assert_int_equal(e.buffers, v[3]);
+        uint64_t parts[] = {e.parameters,  e.buffers,  e.gradients, e.optimizer_states,
+                            e.activations, e.kv_cache, e.overhead};
+        for (size_t k = 0; k < sizeof parts / sizeof parts[0]; k++) {
+            assert_true(parts[k] <= 1ull << 60);
+            assert_true(e.total >= parts[k]);
+        }
+    }
+}
+
+/* Models built by hand through the API get the readers' bounds: no hang on
+ * 2^63 layers, no signed overflow in the shapes. */
+static void hand_built_models_are_bounded(void **state)
+{
+    (void)state;
+    vram_estimate_config_t c;
+    vram_estimate_config_init(&c);
+    vram_model_t m = model("llama-2-7b");
+    m.num_layers = INT64_MAX;
+    expect_einval(&m, &c, "layers", "out of range (0 to 1000)");
+    uint64_t n;
+    assert_int_equal(vram_model_param_count(&m, &n, NULL), VRAM_EINVAL);
+    m = model("gpt2");
+    m.hidden_size = 1ll << 62;
+    expect_einval(&m, &c, "hidden size", "1048576");
+    m = model("vit-b-16");
+    m.image_size = INT64_MAX;
+    expect_einval(&m, &c, "image size", "65536");
+    /* in range, but the activations of 2^24 sequences of 2^24 tokens with
+     * eager attention do not fit 2^60 bytes: refused, not wrapped */
+    m = model("llama-2-7b");
+    m.max_positions = 1 << 24;
+    c.seq_len = 1 << 24;
+    c.batch_size = 1 << 24;
+    expect_einval(&m, &c, "activations", "2^60");
+}
+
+/* The planner on a device with 2^64 - 1 free bytes: the budget does not
+ * overflow, the search stays within the estimator's limits. */
+static void planner_on_an_enormous_device(void **state)
+{
+    (void)state;
+    vram_model_t models[] = {model("gpt2"), profile(1000, 1ull << 59, 0, 0, 4)};
+    for (size_t i = 0; i < 2; i++) {
+        vram_estimate_config_t c;
+        vram_estimate_config_init(&c);
+        vram_plan_config_t dev;
+        vram_plan_config_init(&dev);
+        dev.total_bytes = dev.free_bytes = UINT64_MAX;
+        dev.target = 1.0;
+        vram_plan_t p;
+        if (vram_plan(&models[i], &c, &dev, &p)) fail_msg("%s", vram_last_error());
+        assert_int_equal(p.budget_bytes, UINT64_MAX);
+        assert_true(p.max_batch_raw >= 1 && p.max_batch_raw <= 1 << 24);
+        c.batch_size = p.max_batch_raw;
+        vram_estimate_t e = est(&models[i], &c);
+        assert_true(e.total <= 1ull << 60 || i == 0);
+        /* one more sample would be refused or exceed the search's 2^60 cap */
+        c.batch_size++;
+        vram_estimate_t more;
+        if (c.batch_size <= 1 << 24 && !vram_estimate(&models[i], &c, &more))
+            assert_true(more.total > 1ull << 60);
+    }
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -455,6 +669,11 @@ int main(void)
         cmocka_unit_test(impossible_settings_are_refused),
         cmocka_unit_test(randomized_invariants),
         cmocka_unit_test(names_round_trip),
+        cmocka_unit_test(settings_have_upper_bounds),
+        cmocka_unit_test(fuzz_f4_huge_profiles_are_refused),
+        cmocka_unit_test(extreme_profiles_never_wrap),
+        cmocka_unit_test(hand_built_models_are_bounded),
+        cmocka_unit_test(planner_on_an_enormous_device),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -239,6 +239,224 @@ static void profiles(void **state)
     assert_int_equal(m.profile_dtype_bytes, 2);
 }
 
+/* A JSON config of `type` with the fields of `body` (no braces). */
+static int from_fields(const char *type, const char *body, vram_model_t *m)
+{
+    char text[1024];
+    snprintf(text, sizeof text, "{\"model_type\": \"%s\", %s}", type, body);
+    return vram_model_from_hf_json(text, "cfg.json", m);
+}
+
+static void expect_refused(int rc, const char *field, const char *bound)
+{
+    assert_int_equal(rc, VRAM_EPARSE);
+    const char *msg = vram_last_error();
+    if (strncmp(msg, "cfg.json", 8) || !strstr(msg, field) || !strstr(msg, bound))
+        fail_msg("message \"%s\" should name cfg.json, %s and the bound %s", msg, field, bound);
+}
+
+#define LLAMA_REST                                                                                 \
+    "\"hidden_size\": 64, \"intermediate_size\": 172, \"num_attention_heads\": 4, "                \
+    "\"max_position_embeddings\": 128, \"vocab_size\": 1000"
+
+/* The fuzz findings F3 (docs/fuzzing.md): each of these used to hang or
+ * overflow; now the field and its bound are named. */
+static void fuzz_f3_inputs_are_refused_naming_field_and_bound(void **state)
+{
+    (void)state;
+    vram_model_t m;
+    expect_refused(
+        from_fields("llama", "\"num_hidden_layers\": 9223372036854775807, " LLAMA_REST, &m),
+        "\"num_hidden_layers\"", "limit of 1000");
+    expect_refused(from_fields("gpt2",
+                               "\"vocab_size\": 50257, \"n_embd\": 4611686018427387904, "
+                               "\"n_layer\": 2, \"n_head\": 2, \"n_positions\": 64",
+                               &m),
+                   "\"n_embd\"", "limit of 1048576");
+    expect_refused(from_fields("roberta",
+                               "\"vocab_size\": 100, \"hidden_size\": 8, \"num_hidden_layers\": 1, "
+                               "\"num_attention_heads\": 2, \"intermediate_size\": 8, "
+                               "\"max_position_embeddings\": 64, "
+                               "\"pad_token_id\": 9223372036854775807",
+                               &m),
+                   "\"pad_token_id\"", "limit of 16777216");
+    expect_refused(from_fields("vit",
+                               "\"hidden_size\": 8, \"num_hidden_layers\": 1, "
+                               "\"num_attention_heads\": 2, \"intermediate_size\": 8, "
+                               "\"image_size\": 9223372036854775807, \"patch_size\": 1",
+                               &m),
+                   "\"image_size\"", "limit of 65536");
+}
+
+/* Every bounded field: the limit itself is accepted by the field check
+ * (the model may still be refused for another reason, never naming this
+ * field's bound) and one more is refused with the field and the bound. */
+static void each_field_has_a_documented_bound(void **state)
+{
+    (void)state;
+    static const struct {
+        const char *type, *field, *rest;
+        long long limit;
+    } cases[] = {
+        {"llama", "num_hidden_layers", LLAMA_REST, 1000},
+        {"llama", "num_attention_heads",
+         "\"hidden_size\": 4096, \"intermediate_size\": 8, \"num_hidden_layers\": 1, "
+         "\"num_key_value_heads\": 1, \"max_position_embeddings\": 8, \"vocab_size\": 8",
+         4096},
+        {"llama", "num_key_value_heads",
+         "\"hidden_size\": 4096, \"intermediate_size\": 8, \"num_hidden_layers\": 1, "
+         "\"num_attention_heads\": 4096, \"max_position_embeddings\": 8, \"vocab_size\": 8",
+         4096},
+        {"llama", "hidden_size",
+         "\"intermediate_size\": 8, \"num_hidden_layers\": 1, \"num_attention_heads\": 1, "
+         "\"max_position_embeddings\": 8, \"vocab_size\": 8",
+         1048576},
+        {"llama", "head_dim", LLAMA_REST ", \"num_hidden_layers\": 1", 1048576},
+        {"llama", "intermediate_size",
+         "\"hidden_size\": 8, \"num_hidden_layers\": 1, \"num_attention_heads\": 1, "
+         "\"max_position_embeddings\": 8, \"vocab_size\": 8",
+         4194304},
+        {"llama", "vocab_size",
+         "\"hidden_size\": 8, \"intermediate_size\": 8, \"num_hidden_layers\": 1, "
+         "\"num_attention_heads\": 1, \"max_position_embeddings\": 8",
+         16777216},
+        {"llama", "max_position_embeddings",
+         "\"hidden_size\": 8, \"intermediate_size\": 8, \"num_hidden_layers\": 1, "
+         "\"num_attention_heads\": 1, \"vocab_size\": 8",
+         16777216},
+        {"bert", "type_vocab_size",
+         "\"vocab_size\": 8, \"hidden_size\": 8, \"num_hidden_layers\": 1, "
+         "\"num_attention_heads\": 1, \"intermediate_size\": 8, \"max_position_embeddings\": 8",
+         16777216},
+        {"t5", "num_decoder_layers",
+         "\"vocab_size\": 8, \"d_model\": 8, \"num_layers\": 1, \"num_heads\": 1, \"d_ff\": 8, "
+         "\"d_kv\": 8",
+         1000},
+        {"t5", "relative_attention_num_buckets",
+         "\"vocab_size\": 8, \"d_model\": 8, \"num_layers\": 1, \"num_heads\": 1, \"d_ff\": 8, "
+         "\"d_kv\": 8",
+         16777216},
+        {"t5", "d_kv",
+         "\"vocab_size\": 8, \"d_model\": 8, \"num_layers\": 1, \"num_heads\": 1, \"d_ff\": 8",
+         1048576},
+        {"vit", "patch_size",
+         "\"hidden_size\": 8, \"num_hidden_layers\": 1, \"num_attention_heads\": 1, "
+         "\"intermediate_size\": 8, \"image_size\": 65536",
+         65536},
+        {"vit", "num_channels",
+         "\"hidden_size\": 8, \"num_hidden_layers\": 1, \"num_attention_heads\": 1, "
+         "\"intermediate_size\": 8, \"image_size\": 64, \"patch_size\": 16",
+         65536},
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        char body[768], bound[64];
+        vram_model_t m;
+        snprintf(bound, sizeof bound, "limit of %lld", cases[i].limit);
+        snprintf(body, sizeof body, "\"%s\": %lld, %s", cases[i].field, cases[i].limit,
+                 cases[i].rest);
+        if (from_fields(cases[i].type, body, &m) && strstr(vram_last_error(), cases[i].field) &&
+            strstr(vram_last_error(), bound))
+            fail_msg("%s %s = limit refused: %s", cases[i].type, cases[i].field, vram_last_error());
+        snprintf(body, sizeof body, "\"%s\": %lld, %s", cases[i].field, cases[i].limit + 1,
+                 cases[i].rest);
+        char quoted[80];
+        snprintf(quoted, sizeof quoted, "\"%s\"", cases[i].field);
+        expect_refused(from_fields(cases[i].type, body, &m), quoted, bound);
+    }
+}
+
+/* The layers are counted once and multiplied: 1000 layers (the limit)
+ * give exactly the affine count of 1 and 2 layers, and take no longer. */
+static void layer_count_is_affine_up_to_the_limit(void **state)
+{
+    (void)state;
+    static const char *const types[] = {"llama", "gpt2", "gpt_neox", "bert", "t5", "vit"};
+    static const char *const rests[] = {
+        LLAMA_REST ", \"num_key_value_heads\": 2",
+        "\"vocab_size\": 1000, \"n_embd\": 64, \"n_head\": 4, \"n_positions\": 128",
+        "\"vocab_size\": 1000, \"hidden_size\": 64, \"num_attention_heads\": 4, "
+        "\"intermediate_size\": 256, \"max_position_embeddings\": 128",
+        "\"vocab_size\": 1000, \"hidden_size\": 64, \"num_attention_heads\": 4, "
+        "\"intermediate_size\": 256, \"max_position_embeddings\": 128",
+        "\"vocab_size\": 1000, \"d_model\": 64, \"num_heads\": 4, \"d_ff\": 256, \"d_kv\": 16",
+        "\"hidden_size\": 64, \"num_attention_heads\": 4, \"intermediate_size\": 256, "
+        "\"image_size\": 32, \"patch_size\": 8",
+    };
+    static const char *const layer_key[] = {"num_hidden_layers", "n_layer",    "num_hidden_layers",
+                                            "num_hidden_layers", "num_layers", "num_hidden_layers"};
+    for (size_t t = 0; t < sizeof types / sizeof types[0]; t++) {
+        uint64_t count[3], tensors[3];
+        const long long layers[3] = {1, 2, 1000};
+        for (int k = 0; k < 3; k++) {
+            char body[512];
+            vram_model_t m;
+            snprintf(body, sizeof body, "\"%s\": %lld, %s", layer_key[t], layers[k], rests[t]);
+            if (from_fields(types[t], body, &m))
+                fail_msg("%s with %lld layers: %s", types[t], layers[k], vram_last_error());
+            assert_int_equal(vram_model_param_count(&m, &count[k], &tensors[k]), 0);
+        }
+        uint64_t per_layer = count[1] - count[0], per_layer_tensors = tensors[1] - tensors[0];
+        assert_true(per_layer > 0);
+        assert_int_equal(count[2], count[0] + 999 * per_layer);
+        assert_int_equal(tensors[2], tensors[0] + 999 * per_layer_tensors);
+    }
+}
+
+/* Fields within their bounds can still describe more than 10^13
+ * parameters: the count saturates instead of wrapping and is refused. */
+static void parameter_count_is_bounded(void **state)
+{
+    (void)state;
+    vram_model_t m;
+    expect_refused(from_fields("llama",
+                               "\"hidden_size\": 1048576, \"intermediate_size\": 4194304, "
+                               "\"num_attention_heads\": 4096, \"num_hidden_layers\": 1000, "
+                               "\"max_position_embeddings\": 8, \"vocab_size\": 16777216",
+                               &m),
+                   "parameters", "limit of 10000000000000");
+    /* conv weight h x channels x patch^2 = 2^20 * 2^16 * 2^32 overflows uint64 */
+    expect_refused(from_fields("vit",
+                               "\"hidden_size\": 1048576, \"num_hidden_layers\": 1, "
+                               "\"num_attention_heads\": 1, \"intermediate_size\": 8, "
+                               "\"image_size\": 65536, \"patch_size\": 65536, "
+                               "\"num_channels\": 65536",
+                               &m),
+                   "more than 18446744073709551615 parameters", "limit of 10000000000000");
+}
+
+/* Profiles: parameters at most 10^13, byte counts at most 2^60. */
+static void profile_values_are_bounded(void **state)
+{
+    (void)state;
+    static const struct {
+        const char *field;
+        long long limit;
+    } cases[] = {
+        {"parameters", 10000000000000ll},
+        {"activation_bytes_per_sample", 1ll << 60},
+        {"activation_bytes_fixed", 1ll << 60},
+        {"buffers_bytes", 1ll << 60},
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        for (int over = 0; over <= 1; over++) {
+            char text[512], quoted[64], bound[64];
+            /* the field first: jansson keeps the last of duplicate keys */
+            snprintf(text, sizeof text,
+                     "{\"parameters\": 5, \"activation_bytes_per_sample\": 7, \"%s\": %lld}",
+                     cases[i].field, cases[i].limit + over);
+            vram_model_t m;
+            int rc = vram_model_from_profile_json(text, "cfg.json", &m);
+            if (!over) {
+                if (rc) fail_msg("%s at the limit: %s", cases[i].field, vram_last_error());
+                continue;
+            }
+            snprintf(quoted, sizeof quoted, "\"%s\"", cases[i].field);
+            snprintf(bound, sizeof bound, "limit of %lld", cases[i].limit);
+            expect_refused(rc, quoted, bound);
+        }
+    }
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -250,6 +468,11 @@ int main(void)
         cmocka_unit_test(missing_and_bad_fields_are_named),
         cmocka_unit_test(roberta_positions_and_sequence_limit),
         cmocka_unit_test(profiles),
+        cmocka_unit_test(fuzz_f3_inputs_are_refused_naming_field_and_bound),
+        cmocka_unit_test(each_field_has_a_documented_bound),
+        cmocka_unit_test(layer_count_is_affine_up_to_the_limit),
+        cmocka_unit_test(parameter_count_is_bounded),
+        cmocka_unit_test(profile_values_are_bounded),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
