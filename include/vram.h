@@ -432,7 +432,8 @@ VRAM_API const char *const *vram_model_names(size_t *count);
 VRAM_API const char *vram_model_description(const char *name);
 /* Reads a Hugging Face config.json (bert, roberta, gpt2, gpt_neox, llama,
  * mistral, t5, vit). EIO: unreadable file; EPARSE: malformed JSON (line and
- * column in the message), missing field (named), unsupported model_type. */
+ * column in the message), missing field (named), a value above its limit
+ * (named with the limit; docs/estimation.md "Limits"), unsupported model_type. */
 VRAM_API int vram_model_from_hf_config(const char *path, vram_model_t *out);
 /* Reads a measured profile JSON ({"parameters", "buffers_bytes",
  * "activation_bytes_per_sample", "activation_bytes_fixed", "dtype"}). Errors
@@ -505,7 +506,8 @@ typedef struct {
 VRAM_API void vram_estimate_config_init(vram_estimate_config_t *cfg);
 /* Estimates one GPU's memory. Pure computation, thread-safe. EINVAL names the
  * impossible setting (batch 0, sequence longer than max_positions, ZeRO
- * without gpus, int8 training, ...); *out is untouched on failure. */
+ * without gpus, int8 training, a setting or a part above its documented
+ * limit, ...); *out is untouched on failure. Totals never wrap. */
 VRAM_API int vram_estimate(const vram_model_t *m, const vram_estimate_config_t *cfg,
                            vram_estimate_t *out);
 
