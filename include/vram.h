@@ -259,7 +259,8 @@ typedef enum {
     VRAM_POOL_GREEDY,              /* big segments, never released on its own */
     VRAM_POOL_BALANCED,            /* default: best fit; idle segments released above a threshold */
     VRAM_POOL_CONSOLIDATED,        /* packs into the oldest segments, releases emptied ones */
-    VRAM_POOL_FRAGMENTATION_AWARE, /* size classes, no big-for-small splits, trims on fragmentation */
+    VRAM_POOL_FRAGMENTATION_AWARE, /* size classes, no big-for-small splits, trims on fragmentation
+                                    */
     VRAM_POOL_STRATEGY_COUNT_
 } vram_pool_strategy_t;
 
@@ -346,8 +347,8 @@ typedef struct {
     uint64_t num_alloc_retries; /* device refusals answered by releasing cache and retrying */
     uint64_t num_ooms;          /* VRAM_ENOMEM returned */
     uint64_t num_device_alloc, num_device_free;
-    uint64_t num_invalid_frees; /* foreign pointers and double frees */
-    uint64_t num_trims;         /* segments released by trim, thresholds or the OOM chain */
+    uint64_t num_invalid_frees;  /* foreign pointers and double frees */
+    uint64_t num_trims;          /* segments released by trim, thresholds or the OOM chain */
     uint64_t largest_free_block; /* bytes; 0 when nothing is cached */
     uint64_t limit_bytes;        /* 0 = none */
     double fragmentation;        /* 1 - largest free block / (reserved - allocated); 0 if none */
@@ -403,16 +404,16 @@ typedef struct {
     int variant; /* depth for ResNet/VGG, B-number for EfficientNet */
     /* transformers (and the LSTM/GRU embedding) */
     int64_t vocab_size, hidden_size, num_layers, num_heads, num_kv_heads, head_dim;
-    int64_t intermediate_size;   /* MLP width */
-    int64_t max_positions;       /* longest sequence; 0 = unbounded (relative/rotary) */
-    int64_t position_offset;     /* RoBERTa: position rows reserved before the first token */
-    int64_t type_vocab_size;     /* BERT token types */
-    int64_t num_decoder_layers;  /* T5 */
-    int64_t relative_buckets;    /* T5 relative attention buckets */
-    int64_t embed_size;          /* LSTM/GRU: embedding width (0 = hidden_size) */
-    bool tied_embeddings;        /* LM head shares the input embedding */
-    bool gated_mlp;              /* T5 v1.1 gated-gelu (LLaMA is always gated) */
-    bool has_pooler;             /* BERT/RoBERTa pooler, HF ViT pooler */
+    int64_t intermediate_size;  /* MLP width */
+    int64_t max_positions;      /* longest sequence; 0 = unbounded (relative/rotary) */
+    int64_t position_offset;    /* RoBERTa: position rows reserved before the first token */
+    int64_t type_vocab_size;    /* BERT token types */
+    int64_t num_decoder_layers; /* T5 */
+    int64_t relative_buckets;   /* T5 relative attention buckets */
+    int64_t embed_size;         /* LSTM/GRU: embedding width (0 = hidden_size) */
+    bool tied_embeddings;       /* LM head shares the input embedding */
+    bool gated_mlp;             /* T5 v1.1 gated-gelu (LLaMA is always gated) */
+    bool has_pooler;            /* BERT/RoBERTa pooler, HF ViT pooler */
     /* images */
     int64_t image_size, patch_size, num_channels, num_classes;
     /* defaults used when the config leaves seq_len / image_size at 0 */
@@ -441,8 +442,7 @@ VRAM_API int vram_model_from_hf_config(const char *path, vram_model_t *out);
 VRAM_API int vram_model_from_profile(const char *path, vram_model_t *out);
 /* Same from a JSON text already in memory; `origin` names it in messages. */
 VRAM_API int vram_model_from_hf_json(const char *text, const char *origin, vram_model_t *out);
-VRAM_API int vram_model_from_profile_json(const char *text, const char *origin,
-                                          vram_model_t *out);
+VRAM_API int vram_model_from_profile_json(const char *text, const char *origin, vram_model_t *out);
 /* Trainable parameters and the number of parameter tensors. EINVAL for an
  * inconsistent description (e.g. hidden_size not divisible by num_heads). */
 VRAM_API int vram_model_param_count(const vram_model_t *m, uint64_t *params, uint64_t *tensors);
@@ -477,9 +477,9 @@ typedef enum { VRAM_CKPT_NONE, VRAM_CKPT_FULL, VRAM_CKPT_SELECTIVE } vram_checkp
  * overhead_bytes = VRAM_UNKNOWN_U64 (= the documented default). */
 typedef struct {
     vram_mode_t mode;
-    int64_t batch_size;     /* per GPU, >= 1 */
-    int64_t seq_len;        /* 0 = model default */
-    int64_t image_size;     /* 0 = model default */
+    int64_t batch_size; /* per GPU, >= 1 */
+    int64_t seq_len;    /* 0 = model default */
+    int64_t image_size; /* 0 = model default */
     vram_precision_t precision;
     vram_optimizer_t optimizer;
     vram_checkpointing_t checkpointing;
@@ -534,7 +534,7 @@ typedef enum { VRAM_FIT_YES, VRAM_FIT_TIGHT, VRAM_FIT_NO } vram_fit_t;
 
 /* One change that lowers the estimate (mixed precision, checkpointing, ...). */
 typedef struct {
-    char name[32];         /* e.g. "precision=amp-bf16" */
+    char name[32]; /* e.g. "precision=amp-bf16" */
     char description[128];
     uint64_t saving_bytes; /* at the judged batch (or batch 1) */
     bool fits;             /* with this change alone the judged batch fits */
