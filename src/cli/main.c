@@ -22,8 +22,10 @@ static const struct {
 } commands[] = {
     {"info", vram_cli_info, "GPUs and their memory (--json, -i N)"},
     {"sim", vram_cli_sim, "simulated GPUs: vram sim alloc --mem 10GiB"},
-    {"estimate", vram_cli_estimate, "memory a model needs: vram estimate --model gpt2 --batch-size 8"},
-    {"plan", vram_cli_plan, "batch sizes that fit: vram plan --model bert-base --gpu-name A100-80GB"},
+    {"estimate", vram_cli_estimate,
+     "memory a model needs: vram estimate --model gpt2 --batch-size 8"},
+    {"plan", vram_cli_plan,
+     "batch sizes that fit: vram plan --model bert-base --gpu-name A100-80GB"},
     {"run", vram_cli_run, "run a job through vramd: vram run --mem 20GiB -- python train.py"},
     {"jobs", vram_cli_jobs, "vramd's queued, running and recent jobs (--json)"},
     {"status", vram_cli_status, "vramd's memory summary per GPU (--json)"},
