@@ -37,7 +37,7 @@ asan:
 	cmake --build $(ASAN) -j $(JOBS)
 	cd $(ASAN) && ASAN_OPTIONS=detect_leaks=1 ctest -L unit --output-on-failure -j $(JOBS)
 
-# ThreadSanitizer build of the tests labelled "threads" (documented target).
+# ThreadSanitizer build of the tests labelled "threads"; part of `make test`.
 tsan:
 	cmake -S . -B $(TSAN) $(CMAKE_FLAGS) -DVRAM_TSAN=ON -DCMAKE_BUILD_TYPE=Debug
 	cmake --build $(TSAN) -j $(JOBS)
@@ -46,6 +46,7 @@ tsan:
 test: build
 	cd $(BUILD) && ctest --output-on-failure -j $(JOBS)
 	$(MAKE) asan
+	$(MAKE) tsan
 
 # Coverage-guided libFuzzer run of every parser (needs clang; optional, not in
 # DEPS). FUZZ_SECONDS per target; docs/fuzzing.md. `make test` runs the smoke.
