@@ -3,9 +3,9 @@
  * A pool owns segments (device allocations). Each segment is cut into blocks
  * that tile it exactly, kept in an address-ordered doubly linked list so a
  * freed block finds its neighbours in O(1). Free blocks sit in size bins per
- * pool kind (small/large) and stream, each bin a red-black tree ordered by
- * (rank, tie, address), so best fit is a bitmap lookup plus one O(log k)
- * lower-bound search; allocated blocks sit in a hash map from address to
+ * pool kind (small/large) and stream, each bin a short sorted array or a
+ * red-black tree ordered by (rank, tie, address), so best fit is a bitmap
+ * lookup plus one search in a bin; allocated blocks sit in a hash map from address to
  * block for free(). Everything is guarded by pool->lock. */
 #ifndef VRAM_POOL_INTERNAL_H
 #define VRAM_POOL_INTERNAL_H
@@ -166,18 +166,38 @@ int vram_free_tree_check(const vram_tree_ctx_t *c, const vram_free_tree_t *t, ch
                          size_t len);
 
 /* The free blocks of one pool kind: per stream, segregated bins (2^bits per
- * doubling of size, 4096 at most) each holding a small red-black tree, and a
- * two-level bitmap of the non-empty bins. Best fit is a lower-bound search in
- * the request's own bin, else the first block of the next non-empty bin found
- * with two find-first-set instructions: O(log k) in the blocks of one bin,
- * never a scan. A stream's bins are created with its first segment (so
+ * doubling of size, 4096 at most) each holding a few blocks in a sorted
+ * array or more in a red-black tree, and a two-level bitmap of the non-empty
+ * bins. Best fit is a lower-bound search in the request's own bin, else the
+ * first block of the next non-empty bin found with two find-first-set
+ * instructions: O(1) in an array of at most VRAM_BIN_SLOTS, O(log k) in a
+ * tree, never a scan of a free list. A stream's bins are created with its first segment (so
  * inserting never fails) and kept until the pool is destroyed. */
 
+/* One bin. Up to VRAM_BIN_SLOTS blocks are kept as a sorted array of (key,
+ * id) pairs inside the bin's own two cache lines, so a search, insert or
+ * remove reads no block struct (a tree descent reads one per level, each a
+ * likely cache miss at 100,000 live blocks); only blocks with equal keys
+ * (same rank and segment) are read to order them by address. A bin that
+ * outgrows its slots moves them into its red-black tree and uses that until
+ * it shrinks to VRAM_BIN_SLOTS / 2 blocks. Exactly one of the two holds the
+ * bin's blocks: `n` is 0 whenever the tree is in use. */
+#define VRAM_BIN_SLOTS 9
+
+typedef struct {
+    vram_free_tree_t tree; /* the bin's blocks when there are too many for the slots */
+    uint32_t n;            /* blocks in the slots, in (key, address) order */
+    vram_block_id_t ids[VRAM_BIN_SLOTS];
+    uint64_t keys[VRAM_BIN_SLOTS]; /* rank (32 bits, see free_index.c) << 32 | seg_seq */
+} __attribute__((aligned(64))) vram_free_bin_t;
+
+_Static_assert(sizeof(vram_free_bin_t) == 128, "a bin must fit two cache lines");
+
 typedef struct vram_free_heap {
+    vram_free_bin_t bins[VRAM_FREE_BINS];
     uintptr_t stream;
     uint64_t summary; /* bit w: bitmap[w] != 0 */
     uint64_t bitmap[VRAM_FREE_BINS / 64];
-    vram_free_tree_t bins[VRAM_FREE_BINS];
     struct vram_free_heap *next;
 } vram_free_heap_t;
 
@@ -199,6 +219,10 @@ vram_pool_block_t *vram_free_index_find(vram_free_index_t *x, uintptr_t stream, 
                                         unsigned bin);
 /* Highest non-empty bin of a heap, or -1. */
 int vram_free_heap_top(const vram_free_heap_t *h);
+/* Largest block size in a non-empty bin; `ordered_by_size`: the bin's last
+ * block is its largest (exact-size ranks), else every block is looked at. */
+uint64_t vram_free_bin_largest(const vram_free_index_t *x, const vram_free_bin_t *bin,
+                               bool ordered_by_size);
 void vram_free_index_release(vram_free_index_t *x);
 /* Checks every bin's tree and the bitmaps; -1 with a message when broken. */
 int vram_free_index_check(const vram_free_index_t *x, char *err, size_t len);

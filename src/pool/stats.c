@@ -15,15 +15,8 @@ static uint64_t largest_in_index(const vram_free_index_t *x, bool exact_rank)
     for (const vram_free_heap_t *h = x->heaps; h; h = h->next) {
         int top = vram_free_heap_top(h);
         if (top < 0) continue;
-        const vram_free_tree_t *t = &h->bins[top];
-        if (exact_rank) {
-            vram_pool_block_t *last = vram_free_tree_last(&x->ctx, t);
-            if (last->size > best) best = last->size;
-        } else {
-            for (vram_pool_block_t *b = vram_free_tree_first(&x->ctx, t); b;
-                 b = vram_free_tree_next(&x->ctx, b))
-                if (b->size > best) best = b->size;
-        }
+        uint64_t largest = vram_free_bin_largest(x, &h->bins[top], exact_rank);
+        if (largest > best) best = largest;
     }
     return best;
 }
