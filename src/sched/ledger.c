@@ -45,10 +45,9 @@ static bool listed(const vram_process_info_t *procs, size_t n, pid_t pid)
     return false;
 }
 
-/* Credits a live process's usage to the running job whose tree holds it. */
-static void attribute(vram_sched_t *s, int d, const vram_process_info_t *p)
+/* Credits a process's usage to job j (its owner, or NULL) on device d. */
+static void credit(sched_job_t *j, int d, const vram_process_info_t *p)
 {
-    sched_job_t *j = owner_of(s, p->pid);
     int slot = j ? placed_slot(j, d) : -1;
     if (slot >= 0) j->used_bytes[slot] += p->used_bytes; /* else not ours */
 }
@@ -57,12 +56,19 @@ static void attribute(vram_sched_t *s, int d, const vram_process_info_t *p)
  * Processes are listed before and after the device's used memory is read, so
  * a job process that allocates or frees in between is still credited to its
  * job instead of showing up as outside use (which would block admission).
- * The cost of that choice: for one observation, a job that just freed may be
- * credited with memory no longer in `used`, never beyond its reservation. */
+ * Owners of the first listing are resolved at once: a process that exits
+ * meanwhile can no longer be traced to its job through /proc. The cost of
+ * that choice: for one observation, a job that just freed may be credited
+ * with memory no longer in `used`, never beyond its reservation. */
 static int observe(vram_sched_t *s)
 {
     vram_process_info_t *before = malloc(sizeof *before * MAX_PROCS * 2);
-    if (!before) return vram_fail(VRAM_ENOMEM, "out of memory");
+    sched_job_t **before_owner = malloc(sizeof *before_owner * MAX_PROCS);
+    if (!before || !before_owner) {
+        free(before);
+        free(before_owner);
+        return vram_fail(VRAM_ENOMEM, "out of memory");
+    }
     vram_process_info_t *after = before + MAX_PROCS;
     for (size_t i = 0; i < s->nactive; i++)
         memset(s->active[i]->used_bytes, 0, sizeof s->active[i]->used_bytes);
@@ -70,6 +76,8 @@ static int observe(vram_sched_t *s)
         sched_dev_t *dv = &s->obs[d];
         memset(dv, 0, sizeof *dv);
         size_t nbefore = list_processes(s, d, before);
+        for (size_t p = 0; p < nbefore; p++)
+            before_owner[p] = owner_of(s, before[p].pid);
         vram_device_info_t info;
         memset(&info, 0, sizeof info);
         info.total_bytes = info.used_bytes = VRAM_UNKNOWN_U64;
@@ -92,14 +100,15 @@ static int observe(vram_sched_t *s)
                 dead += after[p].used_bytes;
                 continue;
             }
-            attribute(s, d, &after[p]);
+            credit(owner_of(s, after[p].pid), d, &after[p]);
         }
         for (size_t p = 0; p < nbefore; p++) /* freed or exited meanwhile */
             if (before[p].used_bytes != VRAM_UNKNOWN_U64 && !listed(after, nafter, before[p].pid))
-                attribute(s, d, &before[p]);
+                credit(before_owner[p], d, &before[p]);
         dv->used = dv->used > dead ? dv->used - dead : 0;
     }
     free(before);
+    free(before_owner);
     s->obs_ns = vram_now_ns();
     s->obs_valid = true;
     return 0;
