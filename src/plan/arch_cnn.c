@@ -255,6 +255,19 @@ static void vgg(net_t *n, fmap_t x, int depth, int64_t classes)
 
 /* ----------------------------------------------------------- MobileNetV2 */
 
+/* The head MobileNetV2 and EfficientNet-B0 share: 1x1 conv to 1280 channels,
+ * BN, activation, global pooling, dropout, classifier, loss. */
+static void mobile_head(net_t *n, fmap_t x, int64_t classes)
+{
+    x = conv(n, &x, 1280, 1, 1, 1, false);
+    x = bn(n, &x);
+    act_inplace_copy(n, &x);
+    x = avgpool(n, &x, 1);
+    x = dropout(n, &x);
+    x = fc(n, &x, classes);
+    head_loss(n, &x);
+}
+
 static void mobilenet_v2(net_t *n, fmap_t x, int64_t classes)
 {
     static const int settings[][4] = {{1, 16, 1, 1}, {6, 24, 2, 2},  {6, 32, 3, 2}, {6, 64, 4, 2},
@@ -283,13 +296,7 @@ static void mobilenet_v2(net_t *n, fmap_t x, int64_t classes)
             block_end(n);
         }
     }
-    x = conv(n, &x, 1280, 1, 1, 1, false);
-    x = bn(n, &x);
-    act_inplace_copy(n, &x);
-    x = avgpool(n, &x, 1);
-    x = dropout(n, &x);
-    x = fc(n, &x, classes);
-    head_loss(n, &x);
+    mobile_head(n, x, classes);
 }
 
 /* ---------------------------------------------------------- EfficientNet */
@@ -347,13 +354,7 @@ static void efficientnet_b0(net_t *n, fmap_t x, int64_t classes)
             block_end(n);
         }
     }
-    x = conv(n, &x, 1280, 1, 1, 1, false);
-    x = bn(n, &x);
-    act_inplace_copy(n, &x);
-    x = avgpool(n, &x, 1);
-    x = dropout(n, &x);
-    x = fc(n, &x, classes);
-    head_loss(n, &x);
+    mobile_head(n, x, classes);
 }
 
 static int build(const vram_model_t *m, int64_t image, double e, double logit_bytes, net_t *n)

@@ -22,6 +22,20 @@ static void norm(vram_arch_params_t *p, int64_t h, bool bias)
     if (bias) vram_arch_add_tensor(p, 1, (uint64_t)h, 1);
 }
 
+/* L pre-norm layers with biases (GPT-2, GPT-NeoX, ViT): LayerNorm, fused QKV,
+ * output projection, LayerNorm, two-layer MLP. Counted once, then repeated. */
+static void prenorm_layers(vram_arch_params_t *p, int64_t h, int64_t I, int64_t L)
+{
+    vram_arch_params_t layer = {0};
+    norm(&layer, h, true);
+    linear(&layer, 3 * h, h, true);
+    linear(&layer, h, h, true);
+    norm(&layer, h, true);
+    linear(&layer, I, h, true);
+    linear(&layer, h, I, true);
+    vram_arch_add_repeated(p, &layer, (uint64_t)L);
+}
+
 static int64_t kv_heads(const vram_model_t *m)
 {
     return m->num_kv_heads > 0 ? m->num_kv_heads : m->num_heads;
@@ -141,14 +155,7 @@ int vram_arch_transformer_params(const vram_model_t *m, vram_arch_params_t *p)
     case VRAM_FAMILY_GPTNEOX:
         linear(p, V, h, false);
         if (m->family == VRAM_FAMILY_GPT2) linear(p, m->max_positions, h, false);
-        layer = (vram_arch_params_t){0};
-        norm(&layer, h, true);
-        linear(&layer, 3 * h, h, true);
-        linear(&layer, h, h, true);
-        norm(&layer, h, true);
-        linear(&layer, I, h, true);
-        linear(&layer, h, I, true);
-        vram_arch_add_repeated(p, &layer, (uint64_t)L);
+        prenorm_layers(p, h, I, L);
         norm(p, h, true);
         if (!m->tied_embeddings) linear(p, V, h, false);
         return 0;
@@ -196,14 +203,7 @@ int vram_arch_transformer_params(const vram_model_t *m, vram_arch_params_t *p)
         vram_arch_add_tensor(p, 1, (uint64_t)h, 1); /* conv bias */
         vram_arch_add_tensor(p, 1, 1, (uint64_t)h); /* class token */
         vram_arch_add_tensor(p, 1, (uint64_t)(n + 1), (uint64_t)h);
-        layer = (vram_arch_params_t){0};
-        norm(&layer, h, true);
-        linear(&layer, 3 * h, h, true);
-        linear(&layer, h, h, true);
-        norm(&layer, h, true);
-        linear(&layer, I, h, true);
-        linear(&layer, h, I, true);
-        vram_arch_add_repeated(p, &layer, (uint64_t)L);
+        prenorm_layers(p, h, I, L);
         norm(p, h, true);
         if (m->has_pooler) linear(p, h, h, true);
         if (m->num_classes > 0) linear(p, m->num_classes, h, true);
