@@ -23,6 +23,11 @@ typedef struct vram_backend_ops {
     int (*free)(void *state, int index, void *ptr);
 } vram_backend_ops_t;
 
+/* Resets *out to "nothing known yet" for device `index` of `backend`: the
+ * VRAM_UNKNOWN_* values a backend's device_info leaves where it cannot tell,
+ * health AVAILABLE. */
+void vram_device_info_init(vram_device_info_t *out, int index, const char *backend);
+
 extern const vram_backend_ops_t vram_backend_nvml;
 extern const vram_backend_ops_t vram_backend_cuda;
 extern const vram_backend_ops_t vram_backend_sim;

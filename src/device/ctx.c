@@ -261,11 +261,11 @@ static int info_call(vram_ctx_t *ctx, int index, void *arg)
     return ctx->ops->device_info(ctx->state, index, arg);
 }
 
-static void fill_unknown(const vram_ctx_t *ctx, int index, vram_device_info_t *out)
+void vram_device_info_init(vram_device_info_t *out, int index, const char *backend)
 {
     memset(out, 0, sizeof *out);
     out->index = index;
-    snprintf(out->backend, sizeof out->backend, "%s", ctx->ops->name);
+    snprintf(out->backend, sizeof out->backend, "%s", backend);
     out->total_bytes = out->used_bytes = out->free_bytes = VRAM_UNKNOWN_U64;
     out->cc_major = out->cc_minor = VRAM_UNKNOWN_INT;
     out->multiprocessors = out->utilization_pct = out->temperature_c = VRAM_UNKNOWN_INT;
@@ -287,7 +287,7 @@ int vram_device_info(vram_ctx_t *ctx, int index, vram_device_info_t *out)
     if (rc) return rc;
     if (!out) return vram_fail(VRAM_EINVAL, "vram_device_info: NULL out");
     vram_device_info_t fresh;
-    fill_unknown(ctx, index, &fresh);
+    vram_device_info_init(&fresh, index, ctx->ops->name);
     rc = call_device(ctx, index, info_call, &fresh);
     device_state_t *dev = &ctx->devices[index];
     pthread_mutex_lock(&ctx->lock);
@@ -308,7 +308,7 @@ int vram_device_info(vram_ctx_t *ctx, int index, vram_device_info_t *out)
         char name[sizeof fresh.name], uuid[sizeof fresh.uuid];
         snprintf(name, sizeof name, "%s", *fresh.name ? fresh.name : dev->name);
         snprintf(uuid, sizeof uuid, "%s", *fresh.uuid ? fresh.uuid : dev->uuid);
-        fill_unknown(ctx, index, &fresh);
+        vram_device_info_init(&fresh, index, ctx->ops->name);
         snprintf(fresh.name, sizeof fresh.name, "%s", name);
         snprintf(fresh.uuid, sizeof fresh.uuid, "%s", uuid);
         snprintf(fresh.error, sizeof fresh.error, "%s", dev->error);

@@ -46,11 +46,7 @@ static int setup(void **state)
 static vram_device_info_t unknown_info(void)
 {
     vram_device_info_t info;
-    memset(&info, 0, sizeof info);
-    info.total_bytes = info.used_bytes = info.free_bytes = VRAM_UNKNOWN_U64;
-    info.cc_major = info.cc_minor = info.multiprocessors = VRAM_UNKNOWN_INT;
-    info.utilization_pct = info.temperature_c = VRAM_UNKNOWN_INT;
-    info.power_w = -1;
+    vram_device_info_init(&info, 0, ops->name);
     return info;
 }
 
