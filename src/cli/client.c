@@ -98,3 +98,14 @@ int cli_daemon_fail(const char *cmd, int rc, long status, json_t *reply)
     (void)status;
     return cli_runtime_error(cmd, "%s", cli_daemon_error_message(reply));
 }
+
+int cli_daemon_request(const char *cmd, const char *method, const char *path, json_t **reply)
+{
+    long status;
+    int rc = cli_daemon_call(method, path, NULL, &status, reply);
+    if (!rc && status == 200) return CLI_OK;
+    rc = cli_daemon_fail(cmd, rc, status, *reply);
+    json_decref(*reply);
+    *reply = NULL;
+    return rc;
+}

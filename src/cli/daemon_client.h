@@ -15,5 +15,8 @@ int cli_daemon_call(const char *method, const char *path, json_t *body, long *st
 const char *cli_daemon_error_message(json_t *reply);
 /* Prints the failure of a call for command `cmd`; returns CLI_RUNTIME. */
 int cli_daemon_fail(const char *cmd, int rc, long status, json_t *reply);
+/* cli_daemon_call that expects status 200: CLI_OK with *reply (caller
+ * decrefs), or the failure printed for `cmd` and CLI_RUNTIME (*reply NULL). */
+int cli_daemon_request(const char *cmd, const char *method, const char *path, json_t **reply);
 
 #endif

@@ -79,14 +79,9 @@ int vram_cli_jobs(int argc, char **argv)
     }
     char path[64];
     snprintf(path, sizeof path, "/v1/jobs?limit=%ld", limit);
-    long status;
     json_t *reply;
-    int rc = cli_daemon_call("GET", path, NULL, &status, &reply);
-    if (rc || status != 200) {
-        rc = cli_daemon_fail("jobs", rc, status, reply);
-        json_decref(reply);
-        return rc;
-    }
+    int rc = cli_daemon_request("jobs", "GET", path, &reply);
+    if (rc) return rc;
     if (as_json) {
         cli_print_json(reply);
         return CLI_OK;
@@ -119,14 +114,9 @@ int vram_cli_cancel(int argc, char **argv)
     if (errno || *end || n <= 0) return cli_usage_error("cancel", "bad job id \"%s\"", id);
     char path[64];
     snprintf(path, sizeof path, "/v1/jobs/%lld", n);
-    long status;
     json_t *reply;
-    int rc = cli_daemon_call("DELETE", path, NULL, &status, &reply);
-    if (rc || status != 200) {
-        rc = cli_daemon_fail("cancel", rc, status, reply);
-        json_decref(reply);
-        return rc;
-    }
+    int rc = cli_daemon_request("cancel", "DELETE", path, &reply);
+    if (rc) return rc;
     if (as_json)
         cli_print_json(reply);
     else {

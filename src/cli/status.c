@@ -22,14 +22,9 @@ int vram_cli_status(int argc, char **argv)
         } else
             return cli_usage_error("status", "unknown argument \"%s\"", argv[i]);
     }
-    long status;
     json_t *reply;
-    int rc = cli_daemon_call("GET", "/v1/status", NULL, &status, &reply);
-    if (rc || status != 200) {
-        rc = cli_daemon_fail("status", rc, status, reply);
-        json_decref(reply);
-        return rc;
-    }
+    int rc = cli_daemon_request("status", "GET", "/v1/status", &reply);
+    if (rc) return rc;
     if (as_json) {
         cli_print_json(reply);
         return CLI_OK;
