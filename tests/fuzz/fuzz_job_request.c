@@ -5,59 +5,12 @@
  * ledger invariants hold afterwards. */
 #include "fuzz.h"
 
-#include "daemon/daemon.h"
+#include "fuzz_daemon.h"
 
 #include <jansson.h>
 #include <unistd.h>
 
-static const uint64_t device_total[] = {80ull << 30, 24ull << 30};
-
-static int fake_count(void *arg)
-{
-    (void)arg;
-    return 2;
-}
-
-static int fake_info(void *arg, int i, vram_device_info_t *out)
-{
-    (void)arg;
-    memset(out, 0, sizeof *out);
-    out->index = i;
-    snprintf(out->name, sizeof out->name, "fuzz%d", i);
-    snprintf(out->backend, sizeof out->backend, "sim");
-    out->total_bytes = device_total[i];
-    out->used_bytes = 0;
-    out->free_bytes = device_total[i];
-    out->health = VRAM_HEALTH_AVAILABLE;
-    return 0;
-}
-
-static double fixed_clock(void)
-{
-    return 1e9;
-}
-
-static const vram_sched_devices_t fake_devices = {fake_count, fake_info, NULL, NULL};
 static vramd_state_t daemon_state;
-
-static void open_scheduler(void)
-{
-    vram_sched_config_t c;
-    memset(&c, 0, sizeof c);
-    c.db_path = ":memory:";
-    c.devices = &fake_devices;
-    snprintf(c.safety_margin, sizeof c.safety_margin, "0.05");
-    c.placement = VRAM_PLACE_BEST_FIT;
-    c.backfill = true;
-    c.clock = fixed_clock;
-    FUZZ_CHECK(vram_sched_open(&c, &daemon_state.sched) == 0, "cannot open the scheduler");
-    daemon_state.daemon_uid = getuid();
-    /* A running job that leaves part of device 0, so admission, queueing and
-     * batch degradation all get exercised. */
-    vram_job_request_t big = {.name = "resident", .mem_bytes = 50ull << 30, .gpus = 1};
-    vram_job_t job;
-    FUZZ_CHECK(vram_sched_submit(daemon_state.sched, &big, &job) == 0, "cannot start a job");
-}
 
 /* An accepted job holds what the body asked for. */
 static void check_job_matches_body(const uint8_t *data, size_t size, json_t *job)
@@ -116,7 +69,10 @@ static void check_response(const vramd_response_t *r, const uint8_t *data, size_
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
-    if (!daemon_state.sched) open_scheduler();
+    if (!daemon_state.sched) {
+        fuzz_daemon_open(&daemon_state);
+        fuzz_daemon_resident(&daemon_state, 0);
+    }
     vramd_request_t q = {
         .method = "POST",
         .path = "/v1/jobs",

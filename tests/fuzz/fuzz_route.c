@@ -10,61 +10,13 @@
  * documents, never a 5xx, and the ledger invariants hold afterwards. */
 #include "fuzz.h"
 
-#include "daemon/daemon.h"
+#include "fuzz_daemon.h"
 
 #include <jansson.h>
 #include <unistd.h>
 
-static int fake_count(void *arg)
-{
-    (void)arg;
-    return 2;
-}
-
-static int fake_info(void *arg, int i, vram_device_info_t *out)
-{
-    (void)arg;
-    memset(out, 0, sizeof *out);
-    out->index = i;
-    snprintf(out->name, sizeof out->name, "fuzz%d", i);
-    snprintf(out->backend, sizeof out->backend, "sim");
-    out->total_bytes = out->free_bytes = (i ? 24ull : 80ull) << 30;
-    out->health = VRAM_HEALTH_AVAILABLE;
-    return 0;
-}
-
-static double fixed_clock(void)
-{
-    return 1e9;
-}
-
-static const vram_sched_devices_t fake_devices = {fake_count, fake_info, NULL, NULL};
 static vramd_state_t daemon_state;
 static int64_t resident_id; /* a running job, so job routes find something */
-
-static void ensure_scheduler(void)
-{
-    if (!daemon_state.sched) {
-        vram_sched_config_t c;
-        memset(&c, 0, sizeof c);
-        c.db_path = ":memory:";
-        c.devices = &fake_devices;
-        snprintf(c.safety_margin, sizeof c.safety_margin, "0.05");
-        c.backfill = true;
-        c.clock = fixed_clock;
-        FUZZ_CHECK(vram_sched_open(&c, &daemon_state.sched) == 0, "cannot open the scheduler");
-        daemon_state.daemon_uid = getuid();
-        snprintf(daemon_state.socket_path, sizeof daemon_state.socket_path, "/fuzz/vramd.sock");
-    }
-    vram_job_t job;
-    if (resident_id && vram_sched_job(daemon_state.sched, resident_id, &job) == 0 &&
-        job.state == VRAM_JOB_RUNNING)
-        return;
-    vram_job_request_t big = {.name = "resident", .mem_bytes = 50ull << 30, .gpus = 1};
-    big.uid = getuid();
-    FUZZ_CHECK(vram_sched_submit(daemon_state.sched, &big, &job) == 0, "cannot start a job");
-    resident_id = job.id;
-}
 
 /* Query values, unparsed: "limit=5&wait=0" (no percent-decoding; the HTTP
  * layer would have done it). */
@@ -99,7 +51,8 @@ static bool is_documented_status(int status)
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
-    ensure_scheduler();
+    fuzz_daemon_open(&daemon_state);
+    resident_id = fuzz_daemon_resident(&daemon_state, resident_id);
     const uint8_t *nl = memchr(data, '\n', size);
     size_t head_len = nl ? (size_t)(nl - data) : size;
     char *head = fuzz_cstr(data, head_len);
