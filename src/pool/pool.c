@@ -312,7 +312,7 @@ static int take_block(vram_pool_t *pool, vram_pool_block_t *b, size_t rounded, s
     int kind = b->kind;
     size_t remainder = b->size - rounded;
     vram_pool_block_t *rest = NULL;
-    if (vram_pool_should_split(kind, remainder)) {
+    if (vram_pool_should_split(kind, rounded, remainder)) {
         rest = block_new(pool);
         if (!rest) return vram_fail(VRAM_ENOMEM, "pool: out of host memory for block metadata");
     }

@@ -333,8 +333,9 @@ bool vram_pool_block_eligible(vram_pool_strategy_t s, size_t block_size, size_t 
 /* Whether a wholly free segment of `segment_size` may serve a request of
  * `rounded` bytes (BALANCED keeps big idle segments for requests that fill them). */
 bool vram_pool_idle_segment_eligible(vram_pool_strategy_t s, size_t segment_size, size_t rounded);
-/* Whether splitting off `remainder` bytes is worth a separate free block. */
-bool vram_pool_should_split(int kind, size_t remainder);
+/* Whether splitting `remainder` bytes off a block that serves a request of
+ * `rounded` bytes is worth a separate free block. */
+bool vram_pool_should_split(int kind, size_t rounded, size_t remainder);
 
 /* Statistics bookkeeping; all under the pool lock. Inline: several run on
  * every allocation and free. */
