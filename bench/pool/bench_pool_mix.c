@@ -18,7 +18,16 @@
  * way, only the timed region differs). The "empty allocator" row runs the
  * first loop with an allocator that hands out counters, i.e. the harness alone.
  *
- * Usage: bench_pool_mix [pairs per size (default 200000)] */
+ * The growth from 1,000 to 100,000 live blocks is the step from a working
+ * set inside the 2 MiB L2 cache to one of ~10 MB in the L3, so it follows the
+ * L3's latency, which on a shared VM changes from minute to minute with the
+ * neighbours' load. So the whole table is measured in rounds (the rows of
+ * one round seconds apart), each round opened by the latency of a dependent
+ * load over 16 MiB; the summary gives the median and the range of each
+ * figure and of each round's own growth. glibc malloc (a reference, 8 s at
+ * 100,000 live) runs in the first round only.
+ *
+ * Usage: bench_pool_mix [pairs per size (default 200000)] [rounds (default 3)] */
 #include "pool/pool_internal.h"
 
 #include <math.h>
@@ -26,6 +35,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 
 static uintptr_t next_addr = (uintptr_t)1 << 44;
 
@@ -217,11 +227,75 @@ static size_t run_malloc(const workload_t *w, uint32_t *ns, figures_t *out)
     return refused;
 }
 
+/* Latency of a dependent load over `bytes` (a random cyclic permutation of
+ * cache lines): what a cache miss costs on the machine right now. */
+static double load_latency_ns(size_t bytes)
+{
+    size_t n = bytes / 64;
+    uint64_t *lines = aligned_alloc(2u << 20, bytes);
+    size_t *order = malloc(n * sizeof *order);
+    if (!lines || !order) {
+        free(lines);
+        free(order);
+        return 0;
+    }
+#ifdef MADV_HUGEPAGE
+    madvise(lines, bytes, MADV_HUGEPAGE); /* like the pool's metadata */
+#endif
+    for (size_t i = 0; i < n; i++)
+        order[i] = i;
+    for (size_t i = n - 1; i > 0; i--) {
+        size_t j = (size_t)(rnd() % (i + 1)), t = order[i];
+        order[i] = order[j];
+        order[j] = t;
+    }
+    for (size_t i = 0; i < n; i++)
+        lines[order[i] * 8] = order[(i + 1) % n] * 8;
+    size_t at = 0, steps = 2000000;
+    for (size_t i = 0; i < n; i++)
+        at = lines[at];
+    uint64_t t0 = vram_now_ns();
+    for (size_t i = 0; i < steps; i++)
+        at = lines[at];
+    double ns = (double)(vram_now_ns() - t0) / (double)steps;
+    __asm__ volatile("" : : "r"(at));
+    free(lines);
+    free(order);
+    return ns;
+}
+
+#define LIVES      3
+#define MAX_ROUNDS 15
+
+typedef struct {
+    double p50[MAX_ROUNDS], own[MAX_ROUNDS]; /* per round: p50, pool p50 */
+} series_t;
+
+static int cmp_double(const void *a, const void *b)
+{
+    double x = *(const double *)a, y = *(const double *)b;
+    return x < y ? -1 : x > y;
+}
+
+/* "median (min-max)" of n values. */
+static void print_spread(const double *v, int n, const char *unit)
+{
+    double s[MAX_ROUNDS];
+    memcpy(s, v, (size_t)n * sizeof *s);
+    qsort(s, (size_t)n, sizeof *s, cmp_double);
+    double med = n % 2 ? s[n / 2] : (s[n / 2 - 1] + s[n / 2]) / 2;
+    const char *fmt = *unit == 'x' ? " %5.2f%s (%.2f-%.2f)" : " %5.0f%s (%.0f-%.0f)";
+    printf(fmt, med, unit, s[0], s[n - 1]);
+}
+
 int main(int argc, char **argv)
 {
     size_t pairs = argc > 1 ? strtoul(argv[1], NULL, 10) : 200000;
+    int rounds = argc > 2 ? atoi(argv[2]) : 3;
     if (pairs < 100) pairs = 100;
-    static const size_t lives[] = {1000, 10000, 100000};
+    if (rounds < 1) rounds = 1;
+    if (rounds > MAX_ROUNDS) rounds = MAX_ROUNDS;
+    static const size_t lives[LIVES] = {1000, 10000, 100000};
     uint32_t *ns = malloc(pairs * sizeof *ns);
     uint32_t clock_ns[1001];
     for (int i = 0; i < 1001; i++) {
@@ -230,58 +304,83 @@ int main(int argc, char **argv)
     }
     figures_t clock = summarize(clock_ns, 1001);
     printf("# bench_pool_mix: alloc+free pair, sizes log-uniform 512 B - 64 MiB, %zu timed pairs\n"
-           "# per row after %zu warm-up pairs; clock cost %.0f ns (included)\n",
-           pairs, pairs / 4, clock.p50);
-    printf("%-22s %8s %8s %8s %8s %10s %9s %9s\n", "allocator", "live", "p50 ns", "p99 ns",
-           "mean ns", "segments", "frag", "pool p50");
-    double p50_first[VRAM_POOL_STRATEGY_COUNT_] = {0}, p50_last[VRAM_POOL_STRATEGY_COUNT_] = {0};
-    double own_first[VRAM_POOL_STRATEGY_COUNT_] = {0}, own_last[VRAM_POOL_STRATEGY_COUNT_] = {0};
-    for (size_t l = 0; l < sizeof lives / sizeof lives[0]; l++) {
-        workload_t w;
-        make_workload(&w, lives[l], pairs);
-        figures_t e;
-        run_empty(&w, ns, &e);
-        printf("%-22s %8zu %8.0f %8.0f %8.1f %10s %9s %9s\n", "empty allocator", lives[l], e.p50,
-               e.p99, e.mean, "-", "-", "-");
-        for (int s = 0; s < VRAM_POOL_STRATEGY_COUNT_; s++) {
-            figures_t f, own;
-            vram_pool_stats_t st, st_own;
-            if (run_pool(&w, (vram_pool_strategy_t)s, true, ns, &f, &st) ||
-                run_pool(&w, (vram_pool_strategy_t)s, false, ns, &own, &st_own)) {
-                fprintf(stderr, "pool failed: %s\n", vram_last_error());
-                return 1;
+           "# per row after %zu warm-up pairs, %d rounds; clock cost %.0f ns (included)\n",
+           pairs, pairs / 4, rounds, clock.p50);
+    workload_t w[LIVES];
+    for (int l = 0; l < LIVES; l++)
+        make_workload(&w[l], lives[l], pairs);
+    series_t series[VRAM_POOL_STRATEGY_COUNT_][LIVES];
+    double latency[MAX_ROUNDS];
+    for (int r = 0; r < rounds; r++) {
+        latency[r] = load_latency_ns((size_t)16 << 20);
+        printf("\n# round %d: dependent load over 16 MiB %.1f ns, over 1 MiB %.1f ns\n", r + 1,
+               latency[r], load_latency_ns((size_t)1 << 20));
+        printf("%-26s %8s %8s %8s %8s %10s %9s %9s\n", "allocator", "live", "p50 ns", "p99 ns",
+               "mean ns", "segments", "frag", "pool p50");
+        for (int l = 0; l < LIVES; l++) {
+            figures_t e;
+            run_empty(&w[l], ns, &e);
+            printf("%-26s %8zu %8.0f %8.0f %8.1f %10s %9s %9s\n", "empty allocator", lives[l],
+                   e.p50, e.p99, e.mean, "-", "-", "-");
+            for (int s = 0; s < VRAM_POOL_STRATEGY_COUNT_; s++) {
+                figures_t f, own;
+                vram_pool_stats_t st, st_own;
+                if (run_pool(&w[l], (vram_pool_strategy_t)s, true, ns, &f, &st) ||
+                    run_pool(&w[l], (vram_pool_strategy_t)s, false, ns, &own, &st_own)) {
+                    fprintf(stderr, "pool failed: %s\n", vram_last_error());
+                    return 1;
+                }
+                printf("pool %-21s %8zu %8.0f %8.0f %8.1f %10lld %9.3f %9.0f\n",
+                       vram_pool_strategy_name((vram_pool_strategy_t)s), lives[l], f.p50, f.p99,
+                       f.mean, (long long)st.segment[VRAM_POOL_STAT_ALL].current,
+                       (double)st.reserved_bytes[VRAM_POOL_STAT_ALL].current /
+                           (double)st.requested_bytes[VRAM_POOL_STAT_ALL].current,
+                       own.p50);
+                series[s][l].p50[r] = f.p50;
+                series[s][l].own[r] = own.p50;
             }
-            printf("pool %-17s %8zu %8.0f %8.0f %8.1f %10lld %9.3f %9.0f\n",
-                   vram_pool_strategy_name((vram_pool_strategy_t)s), lives[l], f.p50, f.p99, f.mean,
-                   (long long)st.segment[VRAM_POOL_STAT_ALL].current,
-                   (double)st.reserved_bytes[VRAM_POOL_STAT_ALL].current /
-                       (double)st.requested_bytes[VRAM_POOL_STAT_ALL].current,
-                   own.p50);
-            if (l == 0) p50_first[s] = f.p50, own_first[s] = own.p50;
-            p50_last[s] = f.p50;
-            own_last[s] = own.p50;
+            if (r) continue;
+            figures_t m;
+            size_t refused = run_malloc(&w[l], ns, &m);
+            if (refused)
+                printf("%-26s %8zu  n/a: malloc refused %zu requests\n", "glibc malloc (ref)",
+                       lives[l], refused);
+            else
+                printf("%-26s %8zu %8.0f %8.0f %8.1f %10s %9s\n", "glibc malloc (ref)", lives[l],
+                       m.p50, m.p99, m.mean, "-", "-");
         }
-        figures_t m;
-        size_t refused = run_malloc(&w, ns, &m);
-        if (refused)
-            printf("%-22s %8zu  n/a: malloc refused %zu requests\n", "glibc malloc (ref)", lives[l],
-                   refused);
-        else
-            printf("%-22s %8zu %8.0f %8.0f %8.1f %10s %9s\n", "glibc malloc (ref)", lives[l], m.p50,
-                   m.p99, m.mean, "-", "-");
-        free(w.fill_sizes);
-        free(w.victims);
-        free(w.sizes);
     }
-    printf("# growth of p50 from %zu to %zu live blocks:", lives[0], lives[2]);
-    for (int s = 0; s < VRAM_POOL_STRATEGY_COUNT_; s++)
-        printf(" %s %.2fx", vram_pool_strategy_name((vram_pool_strategy_t)s),
-               p50_last[s] / p50_first[s]);
-    printf("\n# growth of pool p50 (harness access outside the clock):");
-    for (int s = 0; s < VRAM_POOL_STRATEGY_COUNT_; s++)
-        printf(" %s %.2fx", vram_pool_strategy_name((vram_pool_strategy_t)s),
-               own_last[s] / own_first[s]);
-    printf("\n# frag = reserved / requested bytes at the end of the run\n");
+    printf("\n# summary over %d rounds: median (min-max); growth = a round's 100k figure / its 1k "
+           "figure\n# dependent load over 16 MiB:",
+           rounds);
+    print_spread(latency, rounds, " ns");
+    printf("\n%-21s %-9s %20s %20s %20s %22s\n", "strategy", "figure", "1k live", "10k live",
+           "100k live", "growth 1k -> 100k");
+    for (int s = 0; s < VRAM_POOL_STRATEGY_COUNT_; s++) {
+        for (int own = 0; own < 2; own++) {
+            printf("%-21s %-9s", vram_pool_strategy_name((vram_pool_strategy_t)s),
+                   own ? "pool p50" : "p50");
+            double growth[MAX_ROUNDS];
+            for (int l = 0; l < LIVES; l++) {
+                print_spread(own ? series[s][l].own : series[s][l].p50, rounds, " ns");
+                printf(" ");
+            }
+            for (int r = 0; r < rounds; r++)
+                growth[r] = own ? series[s][LIVES - 1].own[r] / series[s][0].own[r]
+                                : series[s][LIVES - 1].p50[r] / series[s][0].p50[r];
+            print_spread(growth, rounds, "x");
+            printf("\n");
+        }
+    }
+    printf(
+        "# p50: the harness's read of the victim from (and store into) its live array is timed;\n"
+        "# pool p50: that access is outside the clock. frag = reserved / requested bytes at the "
+        "end.\n");
+    for (int l = 0; l < LIVES; l++) {
+        free(w[l].fill_sizes);
+        free(w[l].victims);
+        free(w[l].sizes);
+    }
     free(ns);
     return 0;
 }
