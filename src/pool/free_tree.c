@@ -293,7 +293,7 @@ static int check_node(const vram_tree_ctx_t *c, const vram_pool_block_t *b,
                       char *err, size_t len)
 {
     if (!b) return 1;
-    if (++*count > c->blocks->used) {
+    if (++*count > c->blocks->used + c->blocks->homed) {
         snprintf(err, len, "free tree has a cycle");
         return -1;
     }

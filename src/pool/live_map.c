@@ -1,4 +1,5 @@
-/* Address of an allocated block -> its block id, for vram_pool_free.
+/* Address of an allocated block -> its block id, for vram_pool_free: the
+ * pool's overflow map, for blocks whose home bucket was full (blocks.c).
  *
  * Open addressing with linear probing and backward-shift deletion (no
  * tombstones), load <= 1/2. A slot is 8 bytes: the block's id and a tag,
@@ -6,8 +7,7 @@
  * of the tag alone, so deletion can move entries without reading their
  * blocks; a tag match is confirmed against the block's address (tags of
  * addresses 2 TiB apart collide, which costs a probe, never a wrong answer).
- * Half the size of a (key, pointer) table: at 100,000 live blocks it is 2 MiB
- * instead of 4, so more of it stays in cache. */
+ * Half the size of a (key, pointer) table. */
 #include "pool/pool_internal.h"
 
 #include <stdlib.h>
@@ -86,11 +86,6 @@ int vram_live_map_reserve(vram_live_map_t *m)
     vram_live_map_release(m);
     *m = bigger;
     return 0;
-}
-
-void vram_live_map_prefetch(const vram_live_map_t *m, uintptr_t addr)
-{
-    __builtin_prefetch(&m->slots[home_of(m, tag_of(addr))], 1);
 }
 
 void vram_live_map_put(vram_live_map_t *m, const vram_block_table_t *blocks,

@@ -5,77 +5,15 @@
 #include <inttypes.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/mman.h>
-
-#ifndef MADV_COLLAPSE
-#define MADV_COLLAPSE 25 /* Linux 6.1, <asm-generic/mman-common.h>; older libc headers lack it */
-#endif
-
-/* ---- block structs: slabs, ids and a free list ----------------------- */
-
-/* Blocks are mapped read-write 2 MiB (32,768 blocks) at a time, in 2 MiB
- * aligned chunks; all but the first are offered to the kernel for huge
- * pages: at 100,000 live blocks their 7 MB would otherwise span ~1,800
- * 4 KiB pages, and on a VM a TLB miss on top of a cache miss costs a
- * two-level page walk. */
-#define HUGE_PAGE         ((size_t)2 << 20)
-#define BLOCKS_PER_GROWTH ((uint32_t)(HUGE_PAGE / sizeof(vram_pool_block_t)))
-#define RESERVATION       ((size_t)VRAM_BLOCK_IDS_MAX * sizeof(vram_pool_block_t) + HUGE_PAGE)
-
-static int blocks_reserve(vram_block_table_t *t)
-{
-    void *map =
-        mmap(NULL, RESERVATION, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
-    if (map == MAP_FAILED)
-        return vram_fail(VRAM_ENOMEM, "pool: cannot reserve address space for block metadata");
-    t->reservation = map;
-    t->base = (vram_pool_block_t *)(((uintptr_t)map + HUGE_PAGE - 1) & ~(uintptr_t)(HUGE_PAGE - 1));
-    t->used = 1; /* id 0 is "none" */
-    t->mapped = 0;
-    return 0;
-}
-
-static void blocks_release(vram_block_table_t *t)
-{
-    if (t->reservation) munmap(t->reservation, RESERVATION);
-    t->reservation = NULL;
-    t->base = NULL;
-}
 
 static vram_pool_block_t *block_new(vram_pool_t *pool)
 {
-    vram_block_table_t *t = &pool->blocks;
-    vram_pool_block_t *b;
-    if (pool->spare_blocks) {
-        b = vram_block_at(t, pool->spare_blocks);
-        pool->spare_blocks = b->next;
-    } else {
-        if (t->used >= t->mapped) {
-            if (t->mapped == VRAM_BLOCK_IDS_MAX) return NULL;
-            vram_pool_block_t *chunk = t->base + t->mapped;
-            if (mprotect(chunk, HUGE_PAGE, PROT_READ | PROT_WRITE)) return NULL;
-#ifdef MADV_HUGEPAGE
-            /* Not the first chunk: a small pool should not pay 2 MiB. When
-             * the pool outgrows it, the first chunk is collapsed into a huge
-             * page too (Linux 6.1+; elsewhere the hint fails harmlessly). */
-            if (t->mapped) madvise(chunk, HUGE_PAGE, MADV_HUGEPAGE);
-            if (t->mapped == BLOCKS_PER_GROWTH) {
-                madvise(t->base, HUGE_PAGE, MADV_HUGEPAGE);
-                madvise(t->base, HUGE_PAGE, MADV_COLLAPSE);
-            }
-#endif
-            t->mapped += BLOCKS_PER_GROWTH;
-        }
-        b = t->base + t->used++;
-    }
-    memset(b, 0, sizeof *b);
-    return b;
+    return vram_blocks_new(&pool->blocks);
 }
 
 static void block_delete(vram_pool_t *pool, vram_pool_block_t *b)
 {
-    b->next = pool->spare_blocks;
-    pool->spare_blocks = vram_block_id(&pool->blocks, b);
+    vram_blocks_delete(&pool->blocks, b);
 }
 
 /* ---- free tree membership, with the inactive_split statistics -------- */
@@ -183,7 +121,7 @@ static int segment_create(vram_pool_t *pool, int kind, uintptr_t stream, size_t 
     seg->stream = stream;
     seg->kind = kind;
     seg->seq = pool->next_seq++;
-    seg->first = b;
+    seg->first = vram_block_id(&pool->blocks, b);
     b->addr = seg->base;
     b->size = size;
     b->stream = stream;
@@ -203,7 +141,7 @@ static int segment_create(vram_pool_t *pool, int kind, uintptr_t stream, size_t 
 /* Returns a wholly free segment to the device. */
 static void segment_release(vram_pool_t *pool, vram_pool_segment_t *seg)
 {
-    vram_pool_block_t *b = seg->first;
+    vram_pool_block_t *b = vram_pool_first_block(pool, seg);
     tree_take(pool, b);
     block_delete(pool, b);
     /* A refused free (a driver error) cannot be retried meaningfully; the
@@ -305,26 +243,67 @@ static vram_pool_block_t *find_free(vram_pool_t *pool, int kind, uintptr_t strea
     return b;
 }
 
-/* Hands out the front of free block b (already chosen), splitting off the rest. */
+/* Doubles the buckets when they hold one block each on average (so a
+ * bucket of two rarely overflows). Every homed block moves to its bucket in
+ * the new table; the two halves of an old bucket go to two new buckets, so
+ * nothing overflows. Free blocks leave their bins while they move (bins hold
+ * ids). A failure leaves the old buckets: new allocations then overflow. */
+static void buckets_grow(vram_pool_t *pool)
+{
+    vram_block_table_t *t = &pool->blocks;
+    int bits = t->bucket_bits + 1;
+    if (vram_blocks_map_buckets(t, bits)) return;
+    vram_pool_block_t *old = t->base + t->buckets;
+    size_t slots = (size_t)2 << t->bucket_bits;
+    vram_block_table_t next = *t; /* addresses hash into the new buckets */
+    next.bucket_bits = bits;
+    next.buckets = (uint32_t)(vram_blocks_bucket_region(t, bits) - t->base);
+    for (size_t i = 0; i < slots; i++) {
+        vram_pool_block_t *b = &old[i];
+        if (!b->addr) continue;
+        bool in_bin = !b->allocated;
+        if (in_bin) tree_take(pool, b);
+        vram_pool_block_t *moved = vram_blocks_move(t, b, vram_blocks_home(&next, b->addr));
+        vram_blocks_delete(t, b);
+        if (in_bin) tree_put(pool, moved);
+    }
+    vram_blocks_switch_buckets(t, bits);
+}
+
+/* Hands out the front of free block b (already chosen), splitting off the
+ * rest. The allocated block moves into its bucket when b is not there yet
+ * and the bucket has room (the rest then takes b's slab slot), else it stays
+ * in the slab and goes into the overflow map. */
 static int take_block(vram_pool_t *pool, vram_pool_block_t *b, size_t rounded, size_t requested,
                       vram_pool_block_t **out)
 {
+    vram_block_table_t *t = &pool->blocks;
     int kind = b->kind;
     size_t remainder = b->size - rounded;
+    bool split = vram_pool_should_split(kind, rounded, remainder);
+    bool homed = vram_blocks_homed(t, b);
+    vram_pool_block_t *home = homed ? b : vram_blocks_home(t, b->addr);
     vram_pool_block_t *rest = NULL;
-    if (vram_pool_should_split(kind, rounded, remainder)) {
+    if (split && (homed || !home)) {
         rest = block_new(pool);
         if (!rest) return vram_fail(VRAM_ENOMEM, "pool: out of host memory for block metadata");
     }
-    if (vram_live_map_reserve(&pool->live)) {
+    if (!home && vram_live_map_reserve(&pool->overflow)) {
         if (rest) block_delete(pool, rest);
         return vram_fail(VRAM_ENOMEM, "pool: out of host memory for the block map");
     }
-    /* The map slot is a likely cache miss independent of the tree work:
-     * start loading it now, insert at the end. */
-    vram_live_map_prefetch(&pool->live, b->addr);
     tree_take(pool, b);
     if (vram_pool_block_spans_segment(b)) idle_leave(pool, b->segment);
+    if (home && home != b) {
+        vram_pool_block_t *slab_slot = b;
+        b = vram_blocks_move(t, b, home);
+        if (split) {
+            rest = slab_slot;
+            memset(rest, 0, sizeof *rest);
+        } else {
+            block_delete(pool, slab_slot);
+        }
+    }
     /* b's neighbours are allocated (free neighbours are always merged): tell
      * them b is not free any more, unless the split-off rest takes its place. */
     vram_pool_block_t *before = vram_pool_prev_block(pool, b);
@@ -337,10 +316,10 @@ static int take_block(vram_pool_t *pool, vram_pool_block_t *b, size_t rounded, s
         rest->kind = b->kind;
         rest->seg_seq = b->seg_seq;
         vram_pool_block_t *after = vram_pool_next_block(pool, b);
-        rest->prev = vram_block_id(&pool->blocks, b);
+        rest->prev = vram_block_id(t, b);
         rest->next = b->next;
-        if (after) after->prev = vram_block_id(&pool->blocks, rest);
-        b->next = vram_block_id(&pool->blocks, rest);
+        if (after) after->prev = vram_block_id(t, rest);
+        b->next = vram_block_id(t, rest);
         rest->next_free = b->next_free; /* after's prev_free stays: rest is free */
         b->next_free = true;
         b->size = rounded;
@@ -352,7 +331,7 @@ static int take_block(vram_pool_t *pool, vram_pool_block_t *b, size_t rounded, s
     b->allocated = true;
     b->u.live.requested = requested;
     b->u.live.trace_id = 0;
-    vram_live_map_put(&pool->live, &pool->blocks, b);
+    if (!home) vram_live_map_put(&pool->overflow, t, b);
     vram_pool_stat_update(pool->stats.allocation, kind, 1);
     vram_pool_stat_update(pool->stats.allocated_bytes, kind, (int64_t)b->size);
     vram_pool_stat_update(pool->stats.requested_bytes, kind, (int64_t)requested);
@@ -376,7 +355,7 @@ static int grow(vram_pool_t *pool, int kind, uintptr_t stream, size_t rounded,
     if (rc == VRAM_ENOMEM && minimal < preferred)
         rc = segment_create(pool, kind, stream, minimal, &seg);
     if (rc) return rc;
-    *out = seg->first;
+    *out = vram_pool_first_block(pool, seg);
     return 0;
 }
 
@@ -482,6 +461,8 @@ int vram_pool_alloc(vram_pool_t *pool, size_t size, void *stream_handle, void **
         return rc;
     }
     int kind = rounded <= VRAM_POOL_SMALL_MAX ? VRAM_POOL_KIND_SMALL : VRAM_POOL_KIND_LARGE;
+    /* Before a block is chosen: growing moves blocks. */
+    if (pool->blocks.homed >= ((size_t)1 << pool->blocks.bucket_bits)) buckets_grow(pool);
     vram_pool_block_t *b = find_free(pool, kind, stream, rounded);
     int rc = 0;
     if (!b) rc = alloc_slow(pool, kind, stream, size, rounded, &b);
@@ -512,7 +493,9 @@ int vram_pool_free(vram_pool_t *pool, void *ptr)
     if (!pool) return vram_fail(VRAM_EINVAL, "vram_pool_free: pool must not be NULL");
     if (!ptr) return 0;
     pthread_mutex_lock(&pool->lock);
-    vram_pool_block_t *b = vram_live_map_take(&pool->live, &pool->blocks, (uintptr_t)ptr);
+    vram_pool_block_t *b = vram_blocks_find_homed(&pool->blocks, (uintptr_t)ptr);
+    if (!b && pool->overflow.count)
+        b = vram_live_map_take(&pool->overflow, &pool->blocks, (uintptr_t)ptr);
     if (!b) {
         pool->stats.num_invalid_frees++;
         pthread_mutex_unlock(&pool->lock);
@@ -648,12 +631,12 @@ int vram_pool_create_on(const vram_pool_source_t *src, const vram_pool_config_t 
     }
     vram_pool_t *pool = calloc(1, sizeof *pool);
     if (!pool) return vram_fail(VRAM_ENOMEM, "vram_pool_create: out of host memory");
-    if (vram_live_map_init(&pool->live, 1024)) {
+    if (vram_live_map_init(&pool->overflow, 16)) {
         free(pool);
         return VRAM_ENOMEM;
     }
-    if (blocks_reserve(&pool->blocks)) {
-        vram_live_map_release(&pool->live);
+    if (vram_blocks_reserve(&pool->blocks)) {
+        vram_live_map_release(&pool->overflow);
         free(pool);
         return VRAM_ENOMEM;
     }
@@ -692,8 +675,8 @@ void vram_pool_destroy(vram_pool_t *pool)
         pool->src.free(pool->src.user, (void *)seg->base);
         free(seg);
     }
-    blocks_release(&pool->blocks);
-    vram_live_map_release(&pool->live);
+    vram_blocks_release(&pool->blocks);
+    vram_live_map_release(&pool->overflow);
     vram_free_index_release(&pool->free_blocks[0]);
     vram_free_index_release(&pool->free_blocks[1]);
     if (pool->trace) fclose(pool->trace);

@@ -5,8 +5,9 @@
  * freed block finds its neighbours in O(1). Free blocks sit in size bins per
  * pool kind (small/large) and stream, each bin a short sorted array or a
  * red-black tree ordered by (rank, tie, address), so best fit is a bitmap
- * lookup plus one search in a bin; allocated blocks sit in a hash map from address to
- * block for free(). Everything is guarded by pool->lock. */
+ * lookup plus one search in a bin; allocated blocks sit in the bucket their
+ * address hashes to (or, when it is full, in an overflow map), so free()
+ * finds them with one read. Everything is guarded by pool->lock. */
 #ifndef VRAM_POOL_INTERNAL_H
 #define VRAM_POOL_INTERNAL_H
 
@@ -36,7 +37,8 @@ enum { VRAM_POOL_KIND_SMALL = 0, VRAM_POOL_KIND_LARGE = 1 };
 typedef uint32_t vram_block_id_t;
 
 /* A block tiles part of a segment. Allocated blocks use `live`, free blocks
- * the tree links (a block is in exactly one of the hash map and a tree). */
+ * the tree links (a free block is in a bin, an allocated one is found by
+ * its address). */
 struct vram_pool_block {
     uintptr_t addr;
     size_t size; /* multiple of VRAM_POOL_ALIGN */
@@ -64,17 +66,30 @@ struct vram_pool_block {
 
 _Static_assert(sizeof(vram_pool_block_t) == 64, "a block must fit one cache line");
 
-/* Block structs live in one array indexed by id, in an address range the
- * pool reserves up front (not backed by memory until used), so ids and
- * pointers convert with an add and a shift and block pointers never move.
- * Slot 0 is never used: id 0 means "none". */
-#define VRAM_BLOCK_IDS_MAX (1u << 28) /* 16 GiB of address space, 256 M blocks */
+/* Block structs live in one address range the pool reserves up front (not
+ * backed by memory until used), so ids and pointers convert with an add and
+ * a shift. The lower half is a slab (with a list of spare slots) where
+ * blocks are made; the upper half holds buckets of two slots, and a block in
+ * a bucket always sits in the bucket its address hashes to, its *home*. An
+ * allocation moves its block home when there is room, so free() finds the
+ * block by reading the one 128-byte bucket its pointer names: one cache miss
+ * where a map slot followed by the block was two dependent ones at 100,000
+ * live blocks. Allocated blocks whose bucket is full stay in the slab and are
+ * found through an overflow map; free blocks stay where they are. A moved
+ * block's neighbours and segment follow it (their ids change, nothing else
+ * holds a block across calls). Slot 0 is never used: id 0 means "none". */
+#define VRAM_BLOCK_IDS_MAX (1u << 28) /* 16 GiB of address space */
+#define VRAM_SLAB_IDS_MAX  (1u << 27) /* the slab's half */
 
 typedef struct {
     void *reservation;       /* the mapping, for munmap */
     vram_pool_block_t *base; /* VRAM_BLOCK_IDS_MAX slots reserved, 2 MiB aligned */
-    uint32_t used;           /* slots handed out so far (ids 1 .. used - 1) */
-    uint32_t mapped;         /* slots backed by read-write memory */
+    uint32_t used;           /* slab slots handed out so far (ids 1 .. used - 1) */
+    uint32_t mapped;         /* slab slots backed by read-write memory */
+    vram_block_id_t spare;   /* slab slots given back, linked through `next` */
+    int bucket_bits;         /* 2^bucket_bits buckets of two slots */
+    uint32_t buckets;        /* id of the first bucket slot */
+    size_t homed;            /* blocks in buckets */
 } vram_block_table_t;
 
 static inline vram_pool_block_t *vram_block_at(const vram_block_table_t *t, vram_block_id_t id)
@@ -86,6 +101,41 @@ static inline vram_block_id_t vram_block_id(const vram_block_table_t *t, const v
 {
     return b ? (vram_block_id_t)(b - t->base) : 0;
 }
+
+/* Block table (blocks.c). */
+int vram_blocks_reserve(vram_block_table_t *t);
+void vram_blocks_release(vram_block_table_t *t);
+/* A zeroed slab slot, or NULL when host memory runs out. */
+vram_pool_block_t *vram_blocks_new(vram_block_table_t *t);
+/* Gives a slot back: a slab slot to the spare list, a bucket slot emptied. */
+void vram_blocks_delete(vram_block_table_t *t, vram_pool_block_t *b);
+/* The two slots of the bucket `addr` hashes to. */
+static inline vram_pool_block_t *vram_blocks_bucket(const vram_block_table_t *t, uintptr_t addr)
+{
+    uint64_t h = ((uint64_t)(addr / 512u) * 0x9E3779B97F4A7C15ull) >> (64 - t->bucket_bits);
+    return t->base + t->buckets + 2 * h;
+}
+static inline bool vram_blocks_homed(const vram_block_table_t *t, const vram_pool_block_t *b)
+{
+    return b - t->base >= (ptrdiff_t)VRAM_SLAB_IDS_MAX;
+}
+/* An empty slot of addr's bucket, or NULL when both are taken. */
+vram_pool_block_t *vram_blocks_home(const vram_block_table_t *t, uintptr_t addr);
+/* The allocated block at `addr` in its bucket, or NULL. */
+vram_pool_block_t *vram_blocks_find_homed(const vram_block_table_t *t, uintptr_t addr);
+/* Copies b into the unused slot `to` and points b's neighbours and, when b
+ * is the first block of its segment, the segment at it. Returns `to`; b's
+ * old slot is the caller's to delete or reuse. */
+vram_pool_block_t *vram_blocks_move(vram_block_table_t *t, vram_pool_block_t *b,
+                                    vram_pool_block_t *to);
+/* Maps 2^bits buckets (the table still uses the old ones until
+ * vram_blocks_switch_buckets). */
+int vram_blocks_map_buckets(vram_block_table_t *t, int bits);
+/* Uses the buckets of 2^bits from now on and unmaps the old ones, which must
+ * be empty. */
+void vram_blocks_switch_buckets(vram_block_table_t *t, int bits);
+/* First slot of the buckets of 2^bits. */
+vram_pool_block_t *vram_blocks_bucket_region(const vram_block_table_t *t, int bits);
 
 /* A block with no neighbours spans its whole segment; when it is free, the
  * segment is idle (holds no allocation). */
@@ -100,7 +150,7 @@ struct vram_pool_segment {
     uintptr_t stream;
     int kind;
     uint64_t seq;                               /* creation order: lower = older */
-    vram_pool_block_t *first;                   /* lowest block */
+    vram_block_id_t first;                      /* lowest block */
     vram_pool_segment_t *prev, *next;           /* the pool's list of segments */
     vram_pool_segment_t *idle_prev, *idle_next; /* list of wholly free ones */
 };
@@ -227,7 +277,8 @@ void vram_free_index_release(vram_free_index_t *x);
 /* Checks every bin's tree and the bitmaps; -1 with a message when broken. */
 int vram_free_index_check(const vram_free_index_t *x, char *err, size_t len);
 
-/* Allocated blocks by address (live_map.c): 8-byte slots (tag, block id). */
+/* Allocated blocks outside their bucket, by address (live_map.c): 8-byte
+ * slots (tag, block id). */
 typedef struct {
     uint32_t tag;       /* address / 512, low 32 bits */
     vram_block_id_t id; /* 0 = empty slot */
@@ -247,8 +298,6 @@ int vram_live_map_reserve(vram_live_map_t *m);
 /* Inserts b (its address must not be in the map); needs a prior reserve. */
 void vram_live_map_put(vram_live_map_t *m, const vram_block_table_t *blocks,
                        const vram_pool_block_t *b);
-/* Starts loading the slot an insert of `addr` will use. */
-void vram_live_map_prefetch(const vram_live_map_t *m, uintptr_t addr);
 vram_pool_block_t *vram_live_map_get(const vram_live_map_t *m, const vram_block_table_t *blocks,
                                      uintptr_t addr);
 /* Removes and returns the block at `addr`, or NULL when absent. */
@@ -283,7 +332,7 @@ struct vram_pool {
     uint64_t device_total;            /* requests above fail at once */
     uint64_t limit;                   /* 0 = none */
     vram_free_index_t free_blocks[2]; /* per kind */
-    vram_live_map_t live;             /* allocated blocks by address */
+    vram_live_map_t overflow;         /* allocated blocks not in their bucket */
     vram_pool_segment_t *segments;    /* doubly linked, newest first */
     uint64_t next_seq;
     vram_pool_segment_t *idle_segments; /* wholly free segments, most recently idle first */
@@ -291,9 +340,7 @@ struct vram_pool {
     size_t idle_count[2];               /* their number per kind */
     uint64_t free_ops;                  /* frees since the last fragmentation check */
     vram_pool_stats_t stats;            /* counters and current/peak values */
-    /* block allocator: the table, and a free list of unused block structs */
-    vram_block_table_t blocks;
-    vram_block_id_t spare_blocks; /* freed block structs, linked through `next` */
+    vram_block_table_t blocks;          /* every block struct */
     /* OOM handlers (copied before being called without the lock) */
     vram_pool_handler_t handlers[VRAM_POOL_MAX_OOM_HANDLERS];
     int handler_count;
@@ -301,6 +348,12 @@ struct vram_pool {
     FILE *trace;
     uint64_t next_trace_id;
 };
+
+static inline vram_pool_block_t *vram_pool_first_block(const vram_pool_t *pool,
+                                                       const vram_pool_segment_t *seg)
+{
+    return vram_block_at(&pool->blocks, seg->first);
+}
 
 /* Address-order neighbours of a block, NULL at the segment's ends. */
 static inline vram_pool_block_t *vram_pool_next_block(const vram_pool_t *pool,

@@ -49,7 +49,8 @@ static json_t *segment_json(const vram_pool_t *pool, const vram_pool_segment_t *
 {
     json_t *blocks = json_array();
     size_t allocated = 0, requested = 0;
-    for (const vram_pool_block_t *b = seg->first; b; b = vram_pool_next_block(pool, b)) {
+    for (const vram_pool_block_t *b = vram_pool_first_block(pool, seg); b;
+         b = vram_pool_next_block(pool, b)) {
         json_t *jb = json_object();
         json_object_set_new(jb, "address", json_integer((json_int_t)b->addr));
         json_object_set_new(jb, "size", json_integer((json_int_t)b->size));

@@ -82,7 +82,8 @@ void vram_pool_walk(vram_pool_t *pool, vram_pool_walk_fn fn, void *user)
 {
     pthread_mutex_lock(&pool->lock);
     for (vram_pool_segment_t *seg = pool->segments; seg; seg = seg->next)
-        for (vram_pool_block_t *b = seg->first; b; b = vram_pool_next_block(pool, b))
+        for (vram_pool_block_t *b = vram_pool_first_block(pool, seg); b;
+             b = vram_pool_next_block(pool, b))
             fn(seg, b, user);
     pthread_mutex_unlock(&pool->lock);
 }
@@ -97,19 +98,43 @@ void vram_pool_walk(vram_pool_t *pool, vram_pool_walk_fn fn, void *user)
 
 typedef struct {
     int64_t blocks, bytes, requested, segments, reserved, split_blocks, split_bytes;
+    int64_t homed, overflowed; /* blocks in buckets, allocated blocks outside them */
 } kind_totals_t;
+
+/* Where a block is kept: in its own bucket, or (allocated) in the overflow
+ * map; and only allocated blocks are found by address. */
+static int check_place(const vram_pool_t *pool, const vram_pool_block_t *b, kind_totals_t *t,
+                       char *err, size_t len)
+{
+    const vram_block_table_t *bt = &pool->blocks;
+    bool homed = vram_blocks_homed(bt, b);
+    if (homed) {
+        const vram_pool_block_t *slots = vram_blocks_bucket(bt, b->addr);
+        if (b != &slots[0] && b != &slots[1])
+            FAIL("block 0x%" PRIxPTR " sits in another address's bucket", b->addr);
+        t->homed++;
+    }
+    const vram_pool_block_t *found = vram_blocks_find_homed(bt, b->addr);
+    if (!found) found = vram_live_map_get(&pool->overflow, bt, b->addr);
+    if (b->allocated && found != b)
+        FAIL("allocated block 0x%" PRIxPTR " cannot be found by its address", b->addr);
+    if (!b->allocated && found) FAIL("free block 0x%" PRIxPTR " found by its address", b->addr);
+    if (b->allocated && !homed) t->overflowed++;
+    return 0;
+}
 
 static int check_segment(const vram_pool_t *pool, const vram_pool_segment_t *seg, kind_totals_t *t,
                          size_t *free_count, uint64_t *idle, char *err, size_t len)
 {
-    if (!seg->first || seg->first->addr != seg->base)
+    const vram_pool_block_t *first = vram_pool_first_block(pool, seg);
+    if (!first || first->addr != seg->base)
         FAIL("segment 0x%" PRIxPTR " does not start with a block", seg->base);
     uintptr_t expect = seg->base;
     size_t allocated = 0;
     const vram_pool_block_t *prev = NULL;
     size_t visited = 0;
-    for (const vram_pool_block_t *b = seg->first; b; prev = b, b = vram_pool_next_block(pool, b)) {
-        if (++visited > pool->blocks.used)
+    for (const vram_pool_block_t *b = first; b; prev = b, b = vram_pool_next_block(pool, b)) {
+        if (++visited > pool->blocks.used + pool->blocks.homed)
             FAIL("block list of segment 0x%" PRIxPTR " has a cycle", seg->base);
         if (b->addr != expect) FAIL("gap or overlap at 0x%" PRIxPTR " in its segment", b->addr);
         if (vram_pool_prev_block(pool, b) != prev)
@@ -124,6 +149,7 @@ static int check_segment(const vram_pool_t *pool, const vram_pool_segment_t *seg
         if (!b->size || b->size % VRAM_POOL_ALIGN)
             FAIL("block 0x%" PRIxPTR " has size %zu", b->addr, b->size);
         expect += b->size;
+        if (check_place(pool, b, t, err, len)) return -1;
         if (b->allocated) {
             allocated++;
             t->blocks++;
@@ -131,14 +157,10 @@ static int check_segment(const vram_pool_t *pool, const vram_pool_segment_t *seg
             t->requested += (int64_t)b->u.live.requested;
             if (b->u.live.requested > b->size)
                 FAIL("block 0x%" PRIxPTR " smaller than its request", b->addr);
-            if (vram_live_map_get(&pool->live, &pool->blocks, b->addr) != b)
-                FAIL("allocated block 0x%" PRIxPTR " missing from the map", b->addr);
         } else {
             (*free_count)++;
             if (prev && !prev->allocated)
                 FAIL("free neighbours not coalesced at 0x%" PRIxPTR, b->addr);
-            if (vram_live_map_get(&pool->live, &pool->blocks, b->addr))
-                FAIL("free block 0x%" PRIxPTR " still in the map", b->addr);
             if (b->size < seg->size) {
                 t->split_blocks++;
                 t->split_bytes += (int64_t)b->size;
@@ -186,16 +208,20 @@ int vram_pool_check(vram_pool_t *pool, char *err, size_t len)
             goto out;
         }
     }
-    if (pool->live.count != (size_t)(t[0].blocks + t[1].blocks)) {
-        snprintf(err, len, "map holds %zu blocks, segments %" PRId64, pool->live.count,
-                 t[0].blocks + t[1].blocks);
+    if (pool->overflow.count != (size_t)(t[0].overflowed + t[1].overflowed) ||
+        pool->blocks.homed != (size_t)(t[0].homed + t[1].homed)) {
+        snprintf(err, len,
+                 "overflow map holds %zu blocks, buckets %zu; segments say %" PRId64
+                 " and %" PRId64,
+                 pool->overflow.count, pool->blocks.homed, t[0].overflowed + t[1].overflowed,
+                 t[0].homed + t[1].homed);
         goto out;
     }
     size_t listed = 0;
     uint64_t listed_bytes = 0;
     for (vram_pool_segment_t *seg = pool->idle_segments; seg; seg = seg->idle_next) {
-        bool is_idle =
-            seg->first && !seg->first->allocated && vram_pool_block_spans_segment(seg->first);
+        const vram_pool_block_t *first = vram_pool_first_block(pool, seg);
+        bool is_idle = first && !first->allocated && vram_pool_block_spans_segment(first);
         if (!is_idle || (seg->idle_next && seg->idle_next->idle_prev != seg)) {
             snprintf(err, len, "idle list holds a busy segment or broken links");
             goto out;
@@ -223,7 +249,9 @@ int vram_pool_check(vram_pool_t *pool, char *err, size_t len)
                                                    t[0].segments + t[1].segments,
                                                    t[0].reserved + t[1].reserved,
                                                    t[0].split_blocks + t[1].split_blocks,
-                                                   t[0].split_bytes + t[1].split_bytes}
+                                                   t[0].split_bytes + t[1].split_bytes,
+                                                   0,
+                                                   0}
                                  : t[k - 1];
         if (check_stat("allocation", &s->allocation[k], w.blocks, err, len) ||
             check_stat("active", &s->active[k], w.blocks, err, len) ||

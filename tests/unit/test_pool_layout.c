@@ -1,9 +1,11 @@
 /* Corners of the pool's compact metadata (docs/pool.md, "Block metadata is
- * one cache line") that a simulated GPU never reaches: live-map tags that
- * collide (addresses 2 TiB apart), blocks of 2 TiB and more (they share the
- * free index's last bin), and many blocks (ids past the first 2 MiB chunk of
- * the block array). Segments come from a synthetic address space whose
- * layout each test chooses; the pool never touches device memory. */
+ * one cache line") that a simulated GPU never reaches: full buckets whose
+ * blocks overflow into the map, with map tags that collide (addresses 2 TiB
+ * apart); blocks of 2 TiB and more (they share the free index's last bin);
+ * and many blocks (ids past the first 2 MiB chunk of the block array, buckets
+ * that grow while free blocks sit in them). Segments come from a synthetic
+ * address space whose layout each test chooses; the pool never touches
+ * device memory. */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -18,16 +20,22 @@
 #define TiB ((uint64_t)1 << 40)
 #define MiB ((size_t)1 << 20)
 
-/* Hands out segments at base, base + stride, base + 2 * stride, ... */
+/* Hands out segments at base, base + stride, base + 2 * stride, ... or, with
+ * a list, the listed addresses in order. */
 typedef struct {
     uintptr_t next;
     uintptr_t stride; /* 0: packed, 2 MiB aligned */
     size_t allocs, frees;
+    const uintptr_t *list;
 } space_t;
 
 static int space_alloc(void *user, size_t size, void **ptr)
 {
     space_t *s = user;
+    if (s->list) {
+        *ptr = (void *)s->list[s->allocs++];
+        return 0;
+    }
     *ptr = (void *)s->next;
     s->next += s->stride ? s->stride : (size + (2 * MiB - 1)) & ~(2 * MiB - 1);
     s->allocs++;
@@ -74,8 +82,8 @@ static uint64_t rnd(void)
 }
 
 /* Every segment starts 2 TiB after the previous one, so the first blocks of
- * all segments have the same 32-bit tag in the live map: lookups must tell
- * them apart by the block's address, and deleting must keep the others. */
+ * all segments would share a 32-bit tag in the overflow map and hash apart
+ * in the buckets: each free must find exactly its own block. */
 static void colliding_tags(void **state)
 {
     (void)state;
@@ -108,6 +116,59 @@ static void colliding_tags(void **state)
     assert_int_equal(vram_pool_stats(pool, &s), 0);
     assert_int_equal(s.allocation[VRAM_POOL_STAT_ALL].current, 0);
     assert_int_equal(s.num_invalid_frees, N + 1);
+    assert_intact(pool);
+    vram_pool_destroy(pool);
+}
+
+/* Ten segments whose addresses all hash to the pool's first bucket (two
+ * slots) and, being 2 TiB apart, share their tag in the overflow map: eight
+ * blocks overflow, lookups must tell them apart by address, and deleting
+ * from the map must keep the others. */
+static void full_bucket(void **state)
+{
+    (void)state;
+    enum { N = 10 };
+    uintptr_t addrs[N + 1];
+    space_t probe = {0};
+    vram_pool_t *pool = open_pool(&probe, VRAM_POOL_GREEDY);
+    vram_pool_block_t *bucket0 = vram_blocks_bucket(&pool->blocks, 0);
+    int found = 0;
+    for (uintptr_t k = 1; found <= N; k++) {
+        uintptr_t a = ((uintptr_t)1 << 42) + k * 2 * TiB;
+        if (vram_blocks_bucket(&pool->blocks, a) == bucket0) addrs[found++] = a;
+    }
+    vram_pool_destroy(pool);
+    space_t space = {.list = addrs};
+    pool = open_pool(&space, VRAM_POOL_GREEDY);
+    void *p[N];
+    for (int i = 0; i < N; i++) {
+        assert_int_equal(vram_pool_alloc(pool, 65 * MiB, NULL, &p[i]), 0);
+        assert_int_equal((uintptr_t)p[i], addrs[i]);
+    }
+    assert_int_equal(pool->blocks.bucket_bits, 5); /* no growth: the test's premise */
+    assert_int_equal(pool->overflow.count, N - 2);
+    assert_intact(pool);
+    /* Same bucket, same tag, never handed out. */
+    assert_int_equal(vram_pool_free(pool, (void *)addrs[N]), VRAM_EINVAL);
+    for (int i = N - 1; i > 0; i--) {
+        int j = (int)(rnd() % (uint64_t)(i + 1));
+        void *t = p[i];
+        p[i] = p[j];
+        p[j] = t;
+    }
+    for (int i = 0; i < N; i++) {
+        assert_int_equal(vram_pool_free(pool, p[i]), 0);
+        assert_int_equal(vram_pool_free(pool, p[i]), VRAM_EINVAL);
+        assert_intact(pool);
+    }
+    /* The freed blocks stay cached where they are; allocating them again
+     * finds them, whichever of bucket and slab they sit in. */
+    for (int i = 0; i < N; i++)
+        assert_int_equal(vram_pool_alloc(pool, 65 * MiB, NULL, &p[i]), 0);
+    assert_int_equal(space.allocs, N);
+    assert_intact(pool);
+    for (int i = 0; i < N; i++)
+        assert_int_equal(vram_pool_free(pool, p[i]), 0);
     assert_intact(pool);
     vram_pool_destroy(pool);
 }
@@ -153,7 +214,10 @@ static void huge_blocks_share_the_last_bin(void **state)
 
 /* More blocks than the first 2 MiB chunk of the block array holds (32,768),
  * split and merged at random, then all freed: ids in later chunks link and
- * recycle like the first ones, and everything merges back. */
+ * recycle like the first ones, and everything merges back. While they are
+ * made, blocks are freed and made again now and then, so the buckets double
+ * (eleven times) with free blocks in them and in the bins, which hold their
+ * ids: every block must move with its links, bins and segment. */
 static void many_blocks(void **state)
 {
     (void)state;
@@ -162,8 +226,21 @@ static void many_blocks(void **state)
     enum { N = 50000 };
     void **p = calloc(N, sizeof *p);
     assert_non_null(p);
-    for (int i = 0; i < N; i++)
+    int bits = pool->blocks.bucket_bits, growths = 0;
+    for (int i = 0; i < N; i++) {
         assert_int_equal(vram_pool_alloc(pool, 512 * (1 + rnd() % 64), NULL, &p[i]), 0);
+        if (i > 10 && rnd() % 3 == 0) {
+            int j = (int)(rnd() % (uint64_t)i);
+            assert_int_equal(vram_pool_free(pool, p[j]), 0);
+            assert_int_equal(vram_pool_alloc(pool, 512 * (1 + rnd() % 64), NULL, &p[j]), 0);
+        }
+        if (pool->blocks.bucket_bits != bits) {
+            bits = pool->blocks.bucket_bits;
+            growths++;
+            assert_intact(pool);
+        }
+    }
+    assert_true(growths >= 10);
     assert_intact(pool);
     for (int k = 0; k < 4 * N; k++) {
         int i = (int)(rnd() % N);
@@ -190,6 +267,7 @@ int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(colliding_tags),
+        cmocka_unit_test(full_bucket),
         cmocka_unit_test(huge_blocks_share_the_last_bin),
         cmocka_unit_test(many_blocks),
     };

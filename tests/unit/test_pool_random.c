@@ -118,7 +118,7 @@ typedef struct {
 static void collect(const vram_pool_segment_t *seg, const vram_pool_block_t *b, void *user)
 {
     walk_t *w = user;
-    if (seg->base != w->last_seg && b == seg->first) {
+    if (seg->base != w->last_seg && !b->prev) {
         w->reserved += (int64_t)seg->size;
         w->segments++;
         w->last_seg = seg->base;
