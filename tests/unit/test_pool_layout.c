@@ -81,6 +81,23 @@ static uint64_t rnd(void)
     return rng;
 }
 
+/* Frees p[0..n) in random order, each freed twice (the second must fail
+ * and leave the others alone), checking the pool every `check_every`. */
+static void free_in_random_order(vram_pool_t *pool, void **p, int n, int check_every)
+{
+    for (int i = n - 1; i > 0; i--) {
+        int j = (int)(rnd() % (uint64_t)(i + 1));
+        void *t = p[i];
+        p[i] = p[j];
+        p[j] = t;
+    }
+    for (int i = 0; i < n; i++) {
+        assert_int_equal(vram_pool_free(pool, p[i]), 0);
+        assert_int_equal(vram_pool_free(pool, p[i]), VRAM_EINVAL);
+        if (i % check_every == 0) assert_intact(pool);
+    }
+}
+
 /* Every segment starts 2 TiB after the previous one, so the first blocks of
  * all segments would share a 32-bit tag in the overflow map and hash apart
  * in the buckets: each free must find exactly its own block. */
@@ -101,17 +118,7 @@ static void colliding_tags(void **state)
     void *foreign = (void *)(((uintptr_t)1 << 42) + (uintptr_t)N * 2 * TiB);
     assert_int_equal(vram_pool_free(pool, foreign), VRAM_EINVAL);
     /* Free in random order; each must find exactly its own block. */
-    for (int i = N - 1; i > 0; i--) {
-        int j = (int)(rnd() % (uint64_t)(i + 1));
-        void *t = p[i];
-        p[i] = p[j];
-        p[j] = t;
-    }
-    for (int i = 0; i < N; i++) {
-        assert_int_equal(vram_pool_free(pool, p[i]), 0);
-        assert_int_equal(vram_pool_free(pool, p[i]), VRAM_EINVAL); /* gone, others stay */
-        if (i % 37 == 0) assert_intact(pool);
-    }
+    free_in_random_order(pool, p, N, 37);
     vram_pool_stats_t s;
     assert_int_equal(vram_pool_stats(pool, &s), 0);
     assert_int_equal(s.allocation[VRAM_POOL_STAT_ALL].current, 0);
@@ -150,17 +157,7 @@ static void full_bucket(void **state)
     assert_intact(pool);
     /* Same bucket, same tag, never handed out. */
     assert_int_equal(vram_pool_free(pool, (void *)addrs[N]), VRAM_EINVAL);
-    for (int i = N - 1; i > 0; i--) {
-        int j = (int)(rnd() % (uint64_t)(i + 1));
-        void *t = p[i];
-        p[i] = p[j];
-        p[j] = t;
-    }
-    for (int i = 0; i < N; i++) {
-        assert_int_equal(vram_pool_free(pool, p[i]), 0);
-        assert_int_equal(vram_pool_free(pool, p[i]), VRAM_EINVAL);
-        assert_intact(pool);
-    }
+    free_in_random_order(pool, p, N, 1);
     /* The freed blocks stay cached where they are; allocating them again
      * finds them, whichever of bucket and slab they sit in. */
     for (int i = 0; i < N; i++)
