@@ -11,51 +11,55 @@
 
 /* The slab is mapped read-write 2 MiB (32,768 blocks) at a time, in 2 MiB
  * aligned chunks; all but the first are offered to the kernel for huge
- * pages, as are buckets of 2 MiB or more: at 100,000 live blocks their
- * ~20 MB would otherwise span ~5,000 4 KiB pages, and on a VM a TLB miss on
- * top of a cache miss costs a two-level page walk. */
+ * pages: at 100,000 live blocks the slab and the buckets take ~20 MB that
+ * would otherwise span ~5,000 4 KiB pages, and on a VM a TLB miss on top of
+ * a cache miss costs a two-level page walk. */
 #define HUGE_PAGE         ((size_t)2 << 20)
 #define BLOCKS_PER_GROWTH ((uint32_t)(HUGE_PAGE / sizeof(vram_pool_block_t)))
 #define RESERVATION       ((size_t)VRAM_BLOCK_IDS_MAX * sizeof(vram_pool_block_t) + HUGE_PAGE)
 
-/* Buckets of 2^bits (2^(bits+1) slots) start at slot VRAM_SLAB_IDS_MAX +
- * 2^(bits+1), so the regions of successive sizes never overlap and a table
- * can move into the next size while the old one is still mapped. */
-#define BUCKET_BITS_MIN 5  /* 64 slots: one 4 KiB page */
-#define BUCKET_BITS_MAX 25 /* the last region ends at VRAM_BLOCK_IDS_MAX */
+/* Buckets are mapped 2 MiB (16,384 buckets) at a time, like the slab. */
+#define BUCKETS_PER_GROWTH ((uint32_t)(HUGE_PAGE / (2 * sizeof(vram_pool_block_t))))
+#define BUCKETS_MAX        (VRAM_SLAB_IDS_MAX / 2)
+#define LEVEL_MIN          5 /* 32 buckets to start with */
 
-static size_t region_bytes(int bits)
+/* Makes chunk `n` (2 MiB) of the range starting at `first` read-write. Not
+ * the first chunk: a small pool should not pay 2 MiB. When the second one
+ * is mapped the first is collapsed into a huge page too (Linux 6.1+;
+ * elsewhere the hint fails harmlessly). */
+static int map_chunk(vram_pool_block_t *first, size_t n)
 {
-    return ((size_t)2 << bits) * sizeof(vram_pool_block_t);
-}
-
-vram_pool_block_t *vram_blocks_bucket_region(const vram_block_table_t *t, int bits)
-{
-    return t->base + VRAM_SLAB_IDS_MAX + ((size_t)2 << bits);
-}
-
-int vram_blocks_map_buckets(vram_block_table_t *t, int bits)
-{
-    if (bits > BUCKET_BITS_MAX)
-        return vram_fail(VRAM_ENOMEM, "pool: block buckets at their maximum");
-    vram_pool_block_t *region = vram_blocks_bucket_region(t, bits);
-    if (mprotect(region, region_bytes(bits), PROT_READ | PROT_WRITE))
-        return vram_fail(VRAM_ENOMEM, "pool: out of host memory for block buckets");
+    char *chunk = (char *)first + n * HUGE_PAGE;
+    if (mprotect(chunk, HUGE_PAGE, PROT_READ | PROT_WRITE)) return VRAM_ENOMEM;
 #ifdef MADV_HUGEPAGE
-    if (region_bytes(bits) >= HUGE_PAGE) madvise(region, region_bytes(bits), MADV_HUGEPAGE);
+    if (n) madvise(chunk, HUGE_PAGE, MADV_HUGEPAGE);
+    if (n == 1) {
+        madvise(first, HUGE_PAGE, MADV_HUGEPAGE);
+        madvise(first, HUGE_PAGE, MADV_COLLAPSE);
+    }
 #endif
     return 0;
 }
 
-void vram_blocks_switch_buckets(vram_block_table_t *t, int bits)
+static int map_buckets(vram_block_table_t *t)
 {
-    vram_pool_block_t *old = t->base + t->buckets;
-    size_t old_bytes = region_bytes(t->bucket_bits);
-    t->bucket_bits = bits;
-    t->buckets = (uint32_t)(vram_blocks_bucket_region(t, bits) - t->base);
-    /* Gone from memory (read as zeros if ever mapped again) and from reach. */
-    madvise(old, old_bytes, MADV_DONTNEED);
-    mprotect(old, old_bytes, PROT_NONE);
+    if (t->buckets_mapped == BUCKETS_MAX ||
+        map_chunk(t->base + VRAM_SLAB_IDS_MAX, t->buckets_mapped / BUCKETS_PER_GROWTH))
+        return VRAM_ENOMEM;
+    t->buckets_mapped += BUCKETS_PER_GROWTH;
+    return 0;
+}
+
+vram_pool_block_t *vram_blocks_add_bucket(vram_block_table_t *t)
+{
+    size_t count = vram_blocks_bucket_count(t);
+    if (count >= t->buckets_mapped && map_buckets(t)) return NULL;
+    vram_pool_block_t *splitting = t->base + VRAM_SLAB_IDS_MAX + 2 * (size_t)t->split;
+    if (++t->split == (uint32_t)1 << t->level) {
+        t->level++;
+        t->split = 0;
+    }
+    return splitting;
 }
 
 int vram_blocks_reserve(vram_block_table_t *t)
@@ -68,13 +72,12 @@ int vram_blocks_reserve(vram_block_table_t *t)
     t->reservation = map;
     t->base = (vram_pool_block_t *)(((uintptr_t)map + HUGE_PAGE - 1) & ~(uintptr_t)(HUGE_PAGE - 1));
     t->used = 1; /* id 0 is "none" */
-    if (vram_blocks_map_buckets(t, BUCKET_BITS_MIN)) {
+    t->level = LEVEL_MIN;
+    if (map_buckets(t)) {
         munmap(map, RESERVATION);
         t->reservation = NULL;
-        return VRAM_ENOMEM;
+        return vram_fail(VRAM_ENOMEM, "pool: out of host memory for block buckets");
     }
-    t->bucket_bits = BUCKET_BITS_MIN;
-    t->buckets = (uint32_t)(vram_blocks_bucket_region(t, BUCKET_BITS_MIN) - t->base);
     return 0;
 }
 
@@ -93,19 +96,8 @@ vram_pool_block_t *vram_blocks_new(vram_block_table_t *t)
         t->spare = b->next;
     } else {
         if (t->used >= t->mapped) {
-            if (t->mapped == VRAM_SLAB_IDS_MAX) return NULL;
-            vram_pool_block_t *chunk = t->base + t->mapped;
-            if (mprotect(chunk, HUGE_PAGE, PROT_READ | PROT_WRITE)) return NULL;
-#ifdef MADV_HUGEPAGE
-            /* Not the first chunk: a small pool should not pay 2 MiB. When
-             * the pool outgrows it, the first chunk is collapsed into a huge
-             * page too (Linux 6.1+; elsewhere the hint fails harmlessly). */
-            if (t->mapped) madvise(chunk, HUGE_PAGE, MADV_HUGEPAGE);
-            if (t->mapped == BLOCKS_PER_GROWTH) {
-                madvise(t->base, HUGE_PAGE, MADV_HUGEPAGE);
-                madvise(t->base, HUGE_PAGE, MADV_COLLAPSE);
-            }
-#endif
+            if (t->mapped == VRAM_SLAB_IDS_MAX || map_chunk(t->base, t->mapped / BLOCKS_PER_GROWTH))
+                return NULL;
             t->mapped += BLOCKS_PER_GROWTH;
         }
         b = t->base + t->used++;

@@ -243,31 +243,25 @@ static vram_pool_block_t *find_free(vram_pool_t *pool, int kind, uintptr_t strea
     return b;
 }
 
-/* Doubles the buckets when they hold one block each on average (so a
- * bucket of two rarely overflows). Every homed block moves to its bucket in
- * the new table; the two halves of an old bucket go to two new buckets, so
- * nothing overflows. Free blocks leave their bins while they move (bins hold
- * ids). A failure leaves the old buckets: new allocations then overflow. */
-static void buckets_grow(vram_pool_t *pool)
+/* Adds a bucket while the buckets hold more than half a block each on
+ * average (so a bucket of two rarely overflows): the blocks of the bucket that splits
+ * whose address now hashes to the new bucket move there, at most two. Free
+ * blocks leave their bins while they move (bins hold ids). Without memory
+ * for another bucket nothing changes: new allocations overflow. */
+static void bucket_split(vram_pool_t *pool)
 {
     vram_block_table_t *t = &pool->blocks;
-    int bits = t->bucket_bits + 1;
-    if (vram_blocks_map_buckets(t, bits)) return;
-    vram_pool_block_t *old = t->base + t->buckets;
-    size_t slots = (size_t)2 << t->bucket_bits;
-    vram_block_table_t next = *t; /* addresses hash into the new buckets */
-    next.bucket_bits = bits;
-    next.buckets = (uint32_t)(vram_blocks_bucket_region(t, bits) - t->base);
-    for (size_t i = 0; i < slots; i++) {
-        vram_pool_block_t *b = &old[i];
-        if (!b->addr) continue;
+    vram_pool_block_t *slots = vram_blocks_add_bucket(t);
+    for (int i = 0; slots && i < 2; i++) {
+        vram_pool_block_t *b = &slots[i];
+        if (!b->addr || vram_blocks_bucket(t, b->addr) == slots) continue;
         bool in_bin = !b->allocated;
         if (in_bin) tree_take(pool, b);
-        vram_pool_block_t *moved = vram_blocks_move(t, b, vram_blocks_home(&next, b->addr));
+        /* The new bucket was never used: it has room for both. */
+        vram_pool_block_t *moved = vram_blocks_move(t, b, vram_blocks_home(t, b->addr));
         vram_blocks_delete(t, b);
         if (in_bin) tree_put(pool, moved);
     }
-    vram_blocks_switch_buckets(t, bits);
 }
 
 /* Hands out the front of free block b (already chosen), splitting off the
@@ -461,8 +455,10 @@ int vram_pool_alloc(vram_pool_t *pool, size_t size, void *stream_handle, void **
         return rc;
     }
     int kind = rounded <= VRAM_POOL_SMALL_MAX ? VRAM_POOL_KIND_SMALL : VRAM_POOL_KIND_LARGE;
-    /* Before a block is chosen: growing moves blocks. */
-    if (pool->blocks.homed >= ((size_t)1 << pool->blocks.bucket_bits)) buckets_grow(pool);
+    /* Before a block is chosen: a split moves blocks. Two per allocation
+     * keep up with homed blocks growing by one. */
+    for (int i = 0; i < 2 && 2 * pool->blocks.homed >= vram_blocks_bucket_count(&pool->blocks); i++)
+        bucket_split(pool);
     vram_pool_block_t *b = find_free(pool, kind, stream, rounded);
     int rc = 0;
     if (!b) rc = alloc_slow(pool, kind, stream, size, rounded, &b);

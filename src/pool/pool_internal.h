@@ -77,9 +77,15 @@ _Static_assert(sizeof(vram_pool_block_t) == 64, "a block must fit one cache line
  * live blocks. Allocated blocks whose bucket is full stay in the slab and are
  * found through an overflow map; free blocks stay where they are. A moved
  * block's neighbours and segment follow it (their ids change, nothing else
- * holds a block across calls). Slot 0 is never used: id 0 means "none". */
+ * holds a block across calls). Slot 0 is never used: id 0 means "none".
+ *
+ * The buckets grow one at a time (linear hashing): with 2^level + split
+ * buckets, an address whose hash falls below `split` in the low `level`
+ * bits uses one more bit. Adding bucket 2^level + split moves the blocks of
+ * bucket `split` whose extra bit is set, at most two, so the table never
+ * stops to rehash everything. */
 #define VRAM_BLOCK_IDS_MAX (1u << 28) /* 16 GiB of address space */
-#define VRAM_SLAB_IDS_MAX  (1u << 27) /* the slab's half */
+#define VRAM_SLAB_IDS_MAX  (1u << 27) /* the slab's half; buckets are the other */
 
 typedef struct {
     void *reservation;       /* the mapping, for munmap */
@@ -87,8 +93,9 @@ typedef struct {
     uint32_t used;           /* slab slots handed out so far (ids 1 .. used - 1) */
     uint32_t mapped;         /* slab slots backed by read-write memory */
     vram_block_id_t spare;   /* slab slots given back, linked through `next` */
-    int bucket_bits;         /* 2^bucket_bits buckets of two slots */
-    uint32_t buckets;        /* id of the first bucket slot */
+    int level;               /* 2^level + split buckets */
+    uint32_t split;          /* next bucket to split, < 2^level */
+    uint32_t buckets_mapped; /* buckets backed by read-write memory */
     size_t homed;            /* blocks in buckets */
 } vram_block_table_t;
 
@@ -109,34 +116,48 @@ void vram_blocks_release(vram_block_table_t *t);
 vram_pool_block_t *vram_blocks_new(vram_block_table_t *t);
 /* Gives a slot back: a slab slot to the spare list, a bucket slot emptied. */
 void vram_blocks_delete(vram_block_table_t *t, vram_pool_block_t *b);
+/* A 64-bit mix of the address (its 512-byte unit): linear hashing uses
+ * the low bits, which a plain multiply would leave poorly mixed. */
+static inline uint64_t vram_blocks_hash(uintptr_t addr)
+{
+    uint64_t h = (uint64_t)addr / 512u;
+    h ^= h >> 33;
+    h *= 0xff51afd7ed558ccdull;
+    h ^= h >> 33;
+    h *= 0xc4ceb9fe1a85ec53ull;
+    return h ^ (h >> 33);
+}
+static inline uint64_t vram_blocks_bucket_index(const vram_block_table_t *t, uintptr_t addr)
+{
+    uint64_t h = vram_blocks_hash(addr), i = h & (((uint64_t)1 << t->level) - 1);
+    return i < t->split ? h & (((uint64_t)2 << t->level) - 1) : i;
+}
 /* The two slots of the bucket `addr` hashes to. */
 static inline vram_pool_block_t *vram_blocks_bucket(const vram_block_table_t *t, uintptr_t addr)
 {
-    uint64_t h = ((uint64_t)(addr / 512u) * 0x9E3779B97F4A7C15ull) >> (64 - t->bucket_bits);
-    return t->base + t->buckets + 2 * h;
+    return t->base + VRAM_SLAB_IDS_MAX + 2 * vram_blocks_bucket_index(t, addr);
 }
 static inline bool vram_blocks_homed(const vram_block_table_t *t, const vram_pool_block_t *b)
 {
     return b - t->base >= (ptrdiff_t)VRAM_SLAB_IDS_MAX;
 }
+static inline size_t vram_blocks_bucket_count(const vram_block_table_t *t)
+{
+    return ((size_t)1 << t->level) + t->split;
+}
 /* An empty slot of addr's bucket, or NULL when both are taken. */
 vram_pool_block_t *vram_blocks_home(const vram_block_table_t *t, uintptr_t addr);
 /* The allocated block at `addr` in its bucket, or NULL. */
 vram_pool_block_t *vram_blocks_find_homed(const vram_block_table_t *t, uintptr_t addr);
+/* Adds a bucket: maps it, then returns the two slots of the bucket that
+ * splits, whose blocks the caller must pass to vram_blocks_rehome (they may
+ * belong to the new bucket now). NULL when out of memory or buckets. */
+vram_pool_block_t *vram_blocks_add_bucket(vram_block_table_t *t);
 /* Copies b into the unused slot `to` and points b's neighbours and, when b
  * is the first block of its segment, the segment at it. Returns `to`; b's
  * old slot is the caller's to delete or reuse. */
 vram_pool_block_t *vram_blocks_move(vram_block_table_t *t, vram_pool_block_t *b,
                                     vram_pool_block_t *to);
-/* Maps 2^bits buckets (the table still uses the old ones until
- * vram_blocks_switch_buckets). */
-int vram_blocks_map_buckets(vram_block_table_t *t, int bits);
-/* Uses the buckets of 2^bits from now on and unmaps the old ones, which must
- * be empty. */
-void vram_blocks_switch_buckets(vram_block_table_t *t, int bits);
-/* First slot of the buckets of 2^bits. */
-vram_pool_block_t *vram_blocks_bucket_region(const vram_block_table_t *t, int bits);
-
 /* A block with no neighbours spans its whole segment; when it is free, the
  * segment is idle (holds no allocation). */
 static inline bool vram_pool_block_spans_segment(const vram_pool_block_t *b)
