@@ -16,11 +16,9 @@
  * a cache miss costs a two-level page walk. */
 #define HUGE_PAGE         ((size_t)2 << 20)
 #define BLOCKS_PER_GROWTH ((uint32_t)(HUGE_PAGE / sizeof(vram_pool_block_t)))
-#define RESERVATION       ((size_t)VRAM_BLOCK_IDS_MAX * sizeof(vram_pool_block_t) + HUGE_PAGE)
 
 /* Buckets are mapped 2 MiB (16,384 buckets) at a time, like the slab. */
 #define BUCKETS_PER_GROWTH ((uint32_t)(HUGE_PAGE / (2 * sizeof(vram_pool_block_t))))
-#define BUCKETS_MAX        (VRAM_SLAB_IDS_MAX / 2)
 #define LEVEL_MIN          5 /* 32 buckets to start with */
 
 /* Makes chunk `n` (2 MiB) of the range starting at `first` read-write. Not
@@ -43,8 +41,8 @@ static int map_chunk(vram_pool_block_t *first, size_t n)
 
 static int map_buckets(vram_block_table_t *t)
 {
-    if (t->buckets_mapped == BUCKETS_MAX ||
-        map_chunk(t->base + VRAM_SLAB_IDS_MAX, t->buckets_mapped / BUCKETS_PER_GROWTH))
+    if (t->buckets_mapped == t->slab_max / 2 ||
+        map_chunk(t->base + t->slab_max, t->buckets_mapped / BUCKETS_PER_GROWTH))
         return VRAM_ENOMEM;
     t->buckets_mapped += BUCKETS_PER_GROWTH;
     return 0;
@@ -54,7 +52,7 @@ vram_pool_block_t *vram_blocks_add_bucket(vram_block_table_t *t)
 {
     size_t count = vram_blocks_bucket_count(t);
     if (count >= t->buckets_mapped && map_buckets(t)) return NULL;
-    vram_pool_block_t *splitting = t->base + VRAM_SLAB_IDS_MAX + 2 * (size_t)t->split;
+    vram_pool_block_t *splitting = t->base + t->slab_max + 2 * (size_t)t->split;
     if (++t->split == (uint32_t)1 << t->level) {
         t->level++;
         t->split = 0;
@@ -64,17 +62,27 @@ vram_pool_block_t *vram_blocks_add_bucket(vram_block_table_t *t)
 
 int vram_blocks_reserve(vram_block_table_t *t)
 {
-    void *map =
-        mmap(NULL, RESERVATION, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
-    if (map == MAP_FAILED)
-        return vram_fail(VRAM_ENOMEM, "pool: cannot reserve address space for block metadata");
+    /* As much address space as the process may have, up to 16 GiB: under a
+     * low `ulimit -v` a pool holds fewer blocks rather than none. */
+    size_t ids = VRAM_BLOCK_IDS_MAX, bytes;
+    void *map;
+    for (;;) {
+        bytes = ids * sizeof(vram_pool_block_t) + HUGE_PAGE;
+        map = mmap(NULL, bytes, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+        if (map != MAP_FAILED) break;
+        if (ids == VRAM_BLOCK_IDS_MIN)
+            return vram_fail(VRAM_ENOMEM, "pool: cannot reserve address space for block metadata");
+        ids /= 2;
+    }
     memset(t, 0, sizeof *t);
     t->reservation = map;
+    t->reserved = bytes;
     t->base = (vram_pool_block_t *)(((uintptr_t)map + HUGE_PAGE - 1) & ~(uintptr_t)(HUGE_PAGE - 1));
+    t->slab_max = (uint32_t)(ids / 2);
     t->used = 1; /* id 0 is "none" */
     t->level = LEVEL_MIN;
     if (map_buckets(t)) {
-        munmap(map, RESERVATION);
+        munmap(map, bytes);
         t->reservation = NULL;
         return vram_fail(VRAM_ENOMEM, "pool: out of host memory for block buckets");
     }
@@ -83,7 +91,7 @@ int vram_blocks_reserve(vram_block_table_t *t)
 
 void vram_blocks_release(vram_block_table_t *t)
 {
-    if (t->reservation) munmap(t->reservation, RESERVATION);
+    if (t->reservation) munmap(t->reservation, t->reserved);
     t->reservation = NULL;
     t->base = NULL;
 }
@@ -96,7 +104,7 @@ vram_pool_block_t *vram_blocks_new(vram_block_table_t *t)
         t->spare = b->next;
     } else {
         if (t->used >= t->mapped) {
-            if (t->mapped == VRAM_SLAB_IDS_MAX || map_chunk(t->base, t->mapped / BLOCKS_PER_GROWTH))
+            if (t->mapped == t->slab_max || map_chunk(t->base, t->mapped / BLOCKS_PER_GROWTH))
                 return NULL;
             t->mapped += BLOCKS_PER_GROWTH;
         }

@@ -84,12 +84,14 @@ _Static_assert(sizeof(vram_pool_block_t) == 64, "a block must fit one cache line
  * bits uses one more bit. Adding bucket 2^level + split moves the blocks of
  * bucket `split` whose extra bit is set, at most two, so the table never
  * stops to rehash everything. */
-#define VRAM_BLOCK_IDS_MAX (1u << 28) /* 16 GiB of address space */
-#define VRAM_SLAB_IDS_MAX  (1u << 27) /* the slab's half; buckets are the other */
+#define VRAM_BLOCK_IDS_MAX (1u << 28) /* 16 GiB of address space, less under `ulimit -v` */
+#define VRAM_BLOCK_IDS_MIN (1u << 20) /* 64 MiB: 512 K blocks in the slab */
 
 typedef struct {
     void *reservation;       /* the mapping, for munmap */
-    vram_pool_block_t *base; /* VRAM_BLOCK_IDS_MAX slots reserved, 2 MiB aligned */
+    size_t reserved;         /* its bytes */
+    vram_pool_block_t *base; /* the reserved slots, 2 MiB aligned */
+    uint32_t slab_max;       /* the slab's half (ids below); buckets are the other */
     uint32_t used;           /* slab slots handed out so far (ids 1 .. used - 1) */
     uint32_t mapped;         /* slab slots backed by read-write memory */
     vram_block_id_t spare;   /* slab slots given back, linked through `next` */
@@ -135,11 +137,11 @@ static inline uint64_t vram_blocks_bucket_index(const vram_block_table_t *t, uin
 /* The two slots of the bucket `addr` hashes to. */
 static inline vram_pool_block_t *vram_blocks_bucket(const vram_block_table_t *t, uintptr_t addr)
 {
-    return t->base + VRAM_SLAB_IDS_MAX + 2 * vram_blocks_bucket_index(t, addr);
+    return t->base + t->slab_max + 2 * vram_blocks_bucket_index(t, addr);
 }
 static inline bool vram_blocks_homed(const vram_block_table_t *t, const vram_pool_block_t *b)
 {
-    return b - t->base >= (ptrdiff_t)VRAM_SLAB_IDS_MAX;
+    return b - t->base >= (ptrdiff_t)t->slab_max;
 }
 static inline size_t vram_blocks_bucket_count(const vram_block_table_t *t)
 {
