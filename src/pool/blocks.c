@@ -67,7 +67,7 @@ int vram_blocks_reserve(vram_block_table_t *t)
     size_t ids = VRAM_BLOCK_IDS_MAX, bytes;
     void *map;
     for (;;) {
-        bytes = ids * sizeof(vram_pool_block_t) + HUGE_PAGE;
+        bytes = ids * (sizeof(vram_pool_block_t) + 1) + HUGE_PAGE; /* blocks, free map */
         map = mmap(NULL, bytes, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
         if (map != MAP_FAILED) break;
         if (ids == VRAM_BLOCK_IDS_MIN)
@@ -79,6 +79,12 @@ int vram_blocks_reserve(vram_block_table_t *t)
     t->reserved = bytes;
     t->base = (vram_pool_block_t *)(((uintptr_t)map + HUGE_PAGE - 1) & ~(uintptr_t)(HUGE_PAGE - 1));
     t->slab_max = (uint32_t)(ids / 2);
+    t->free_map = (uint8_t *)(t->base + ids);
+    if (mprotect(t->free_map, ids, PROT_READ | PROT_WRITE)) {
+        munmap(map, bytes);
+        t->reservation = NULL;
+        return vram_fail(VRAM_ENOMEM, "pool: out of host memory for the block free map");
+    }
     t->used = 1; /* id 0 is "none" */
     t->level = LEVEL_MIN;
     if (map_buckets(t)) {
@@ -116,6 +122,7 @@ vram_pool_block_t *vram_blocks_new(vram_block_table_t *t)
 
 void vram_blocks_delete(vram_block_table_t *t, vram_pool_block_t *b)
 {
+    t->free_map[b - t->base] = 0;
     if (vram_blocks_homed(t, b)) {
         b->addr = 0; /* an empty bucket slot */
         t->homed--;
@@ -148,6 +155,7 @@ vram_pool_block_t *vram_blocks_move(vram_block_table_t *t, vram_pool_block_t *b,
 {
     *to = *b;
     vram_block_id_t id = vram_block_id(t, to);
+    t->free_map[id] = t->free_map[b - t->base];
     if (to->prev)
         t->base[to->prev].next = id;
     else

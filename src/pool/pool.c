@@ -128,6 +128,7 @@ static int segment_create(vram_pool_t *pool, int kind, uintptr_t stream, size_t 
     b->segment = seg;
     b->kind = (uint8_t)kind;
     b->seg_seq = (uint32_t)seg->seq;
+    vram_block_set_allocated(&pool->blocks, b, false);
     segment_link(pool, seg);
     pool->stats.num_device_alloc++;
     vram_pool_stat_update(pool->stats.segment, kind, 1);
@@ -298,10 +299,6 @@ static int take_block(vram_pool_t *pool, vram_pool_block_t *b, size_t rounded, s
             block_delete(pool, slab_slot);
         }
     }
-    /* b's neighbours are allocated (free neighbours are always merged): tell
-     * them b is not free any more, unless the split-off rest takes its place. */
-    vram_pool_block_t *before = vram_pool_prev_block(pool, b);
-    if (before) before->next_free = false;
     if (rest) {
         rest->addr = b->addr + rounded;
         rest->size = remainder;
@@ -314,15 +311,11 @@ static int take_block(vram_pool_t *pool, vram_pool_block_t *b, size_t rounded, s
         rest->next = b->next;
         if (after) after->prev = vram_block_id(t, rest);
         b->next = vram_block_id(t, rest);
-        rest->next_free = b->next_free; /* after's prev_free stays: rest is free */
-        b->next_free = true;
         b->size = rounded;
+        vram_block_set_allocated(t, rest, false);
         tree_put(pool, rest);
-    } else {
-        vram_pool_block_t *after = vram_pool_next_block(pool, b);
-        if (after) after->prev_free = false;
     }
-    b->allocated = true;
+    vram_block_set_allocated(t, b, true);
     b->u.live.requested = requested;
     b->u.live.trace_id = 0;
     if (!home) vram_live_map_put(&pool->overflow, t, b);
@@ -479,7 +472,6 @@ static void absorb_next(vram_pool_t *pool, vram_pool_block_t *b, vram_pool_block
     vram_pool_block_t *after = vram_pool_next_block(pool, n);
     b->size += n->size;
     b->next = n->next;
-    b->next_free = n->next_free;
     if (after) after->prev = vram_block_id(&pool->blocks, b);
     block_delete(pool, n);
 }
@@ -505,24 +497,21 @@ int vram_pool_free(vram_pool_t *pool, void *ptr)
     vram_pool_stat_update(pool->stats.allocation, kind, -1);
     vram_pool_stat_update(pool->stats.allocated_bytes, kind, -(int64_t)b->size);
     vram_pool_stat_update(pool->stats.requested_bytes, kind, -(int64_t)b->u.live.requested);
-    b->allocated = false;
-
-    if (b->next_free) {
+    vram_block_table_t *t = &pool->blocks;
+    vram_block_set_allocated(t, b, false);
+    /* The free map answers without reading the neighbours: they are read
+     * only to merge with them. */
+    if (vram_block_free_at(t, b->next)) {
         vram_pool_block_t *next = vram_pool_next_block(pool, b);
         tree_take(pool, next);
         absorb_next(pool, b, next);
     }
-    if (b->prev_free) {
+    if (vram_block_free_at(t, b->prev)) {
         vram_pool_block_t *prev = vram_pool_prev_block(pool, b);
         tree_take(pool, prev);
         absorb_next(pool, prev, b);
         b = prev;
     }
-    /* The merged block's neighbours (allocated ones) learn that it is free. */
-    vram_pool_block_t *before = vram_pool_prev_block(pool, b),
-                      *after = vram_pool_next_block(pool, b);
-    if (before) before->next_free = true;
-    if (after) after->prev_free = true;
     if (vram_pool_block_spans_segment(b)) {
         vram_pool_segment_t *seg = b->segment;
         idle_enter(pool, seg);

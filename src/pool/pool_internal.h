@@ -55,11 +55,7 @@ struct vram_pool_block {
         } live;
     } u;
     uint32_t seg_seq; /* the segment's creation order (low 32 bits), the tree's tie */
-    bool allocated;
-    /* Whether the address-order neighbours are free blocks. free() reads a
-     * neighbour only to merge with it; a state change writes these bytes of
-     * the neighbours, stores that need not wait for their cache lines. */
-    bool prev_free, next_free;
+    bool allocated;   /* also in the table's free map, which neighbours read */
     unsigned red : 1;
     unsigned kind : 1; /* the segment's, copied so the hot paths need not touch it */
 } __attribute__((aligned(64)));
@@ -92,6 +88,11 @@ typedef struct {
     size_t reserved;         /* its bytes */
     vram_pool_block_t *base; /* the reserved slots, 2 MiB aligned */
     uint32_t slab_max;       /* the slab's half (ids below); buckets are the other */
+    /* One byte per id, 1 when the block is free (kept with `allocated`).
+     * At a byte per block it stays in the L2 cache where the 64-byte blocks
+     * do not, so free() learns whether its neighbours are free, the common
+     * answer being no, without touching them. */
+    uint8_t *free_map;
     uint32_t used;           /* slab slots handed out so far (ids 1 .. used - 1) */
     uint32_t mapped;         /* slab slots backed by read-write memory */
     vram_block_id_t spare;   /* slab slots given back, linked through `next` */
@@ -109,6 +110,18 @@ static inline vram_pool_block_t *vram_block_at(const vram_block_table_t *t, vram
 static inline vram_block_id_t vram_block_id(const vram_block_table_t *t, const vram_pool_block_t *b)
 {
     return b ? (vram_block_id_t)(b - t->base) : 0;
+}
+
+static inline bool vram_block_free_at(const vram_block_table_t *t, vram_block_id_t id)
+{
+    return t->free_map[id]; /* id 0 ("none") is never free */
+}
+
+static inline void vram_block_set_allocated(vram_block_table_t *t, vram_pool_block_t *b,
+                                            bool allocated)
+{
+    b->allocated = allocated;
+    t->free_map[b - t->base] = !allocated;
 }
 
 /* Block table (blocks.c). */

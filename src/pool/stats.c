@@ -139,10 +139,8 @@ static int check_segment(const vram_pool_t *pool, const vram_pool_segment_t *seg
         if (b->addr != expect) FAIL("gap or overlap at 0x%" PRIxPTR " in its segment", b->addr);
         if (vram_pool_prev_block(pool, b) != prev)
             FAIL("bad prev link at block 0x%" PRIxPTR, b->addr);
-        const vram_pool_block_t *next = vram_pool_next_block(pool, b);
-        if (b->prev_free != (prev && !prev->allocated) ||
-            b->next_free != (next && !next->allocated))
-            FAIL("block 0x%" PRIxPTR " has stale neighbour flags", b->addr);
+        if (vram_block_free_at(&pool->blocks, vram_block_id(&pool->blocks, b)) == b->allocated)
+            FAIL("the free map is wrong about block 0x%" PRIxPTR, b->addr);
         if (b->segment != seg || b->stream != seg->stream || b->kind != seg->kind ||
             b->seg_seq != (uint32_t)seg->seq)
             FAIL("block 0x%" PRIxPTR " names the wrong segment or stream", b->addr);
