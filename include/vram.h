@@ -680,8 +680,9 @@ VRAM_API int vram_sched_tick(vram_sched_t *s);
 VRAM_API int vram_sched_run_once(vram_sched_t *s, int timeout_ms);
 /* Wakes vram_sched_run_once (e.g. for shutdown). */
 VRAM_API void vram_sched_wake(vram_sched_t *s);
-/* Makes every current and later vram_sched_wait return at once (shutdown). */
-VRAM_API void vram_sched_stop_waiters(vram_sched_t *s);
+/* Shutdown: every current and later vram_sched_wait returns at once, and no
+ * queued job is admitted any more (they stay queued, and stored). */
+VRAM_API void vram_sched_shutdown(vram_sched_t *s);
 /* Copies a job (active or ended). ENOENT for unknown ids. */
 VRAM_API int vram_sched_job(vram_sched_t *s, int64_t id, vram_job_t *out);
 /* Waits until job `id` is no longer QUEUED or timeout_ms passes; copies it. */

@@ -344,7 +344,7 @@ int vramd_main(int argc, char **argv, const char *prog)
     exit_code = 0;
 out:
     stopping = 1;
-    if (sched) vram_sched_stop_waiters(sched);
+    if (sched) vram_sched_shutdown(sched); /* before the listeners stop: nothing more starts */
     vramd_http_stop(tcp_http);
     vramd_http_stop(unix_http);
     if (thread_started) {

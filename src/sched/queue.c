@@ -32,6 +32,9 @@ int vram_queue_timeouts(vram_sched_t *s, double now)
 
 int vram_queue_admit(vram_sched_t *s, double now)
 {
+    /* A daemon going down admits nothing more: queued jobs stay queued (and
+     * stored) for the next start, rather than starting while it exits. */
+    if (s->shutting_down) return 0;
     size_t nq = 0;
     for (size_t i = 0; i < s->nactive; i++)
         if (s->active[i]->job.state == VRAM_JOB_QUEUED) nq++;

@@ -653,10 +653,10 @@ void vram_sched_wake(vram_sched_t *s)
     }
 }
 
-void vram_sched_stop_waiters(vram_sched_t *s)
+void vram_sched_shutdown(vram_sched_t *s)
 {
     pthread_mutex_lock(&s->lock);
-    s->stop_waiters = true;
+    s->shutting_down = true;
     pthread_cond_broadcast(&s->changed);
     pthread_mutex_unlock(&s->lock);
 }
@@ -723,7 +723,7 @@ int vram_sched_wait(vram_sched_t *s, int64_t id, int timeout_ms, vram_job_t *out
             rc = vram_store_get_job(s->store, id, out);
             break;
         }
-        if (j->job.state != VRAM_JOB_QUEUED || s->stop_waiters) {
+        if (j->job.state != VRAM_JOB_QUEUED || s->shutting_down) {
             *out = j->job;
             break;
         }

@@ -46,10 +46,10 @@ struct vram_sched {
     int *dead_fds; /* pidfds to close in tick (poll may hold them) */
     size_t ndead, dead_cap;
     double last_usage_check;
-    bool stop_waiters;
-    bool dirty;       /* the current operation changed jobs in memory */
-    sched_dev_t *obs; /* last observation of the devices (reservations not filled) */
-    uint64_t obs_ns;  /* when it was made (monotonic) */
+    bool shutting_down; /* vram_sched_shutdown: waiters return, nothing is admitted */
+    bool dirty;         /* the current operation changed jobs in memory */
+    sched_dev_t *obs;   /* last observation of the devices (reservations not filled) */
+    uint64_t obs_ns;    /* when it was made (monotonic) */
     bool obs_valid;
 };
 

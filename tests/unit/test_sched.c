@@ -149,6 +149,26 @@ static void admits_what_fits_and_queues_the_rest(void **st)
     vram_sched_close(s);
 }
 
+/* After vram_sched_shutdown nothing starts, whatever frees up: the queued job
+ * stays queued (the daemon used to admit jobs while it exited). */
+static void shutdown_admits_nothing(void **st)
+{
+    (void)st;
+    vram_sched_config_t c = config(1, 80);
+    vram_sched_t *s;
+    assert_int_equal(vram_sched_open(&c, &s), 0);
+    vram_job_t a = submit(s, "a", 50, 1, 0), q = submit(s, "q", 50, 1, 0);
+    assert_int_equal(q.state, VRAM_JOB_QUEUED);
+    vram_sched_shutdown(s);
+    assert_int_equal(vram_sched_finish(s, a.id, 1000, 0, NULL), 0);
+    assert_true(vram_sched_tick(s) >= 0);
+    assert_int_equal(state_of(s, q.id), VRAM_JOB_QUEUED);
+    vram_job_t late = submit(s, "late", 10, 1, 0);
+    assert_int_equal(late.state, VRAM_JOB_QUEUED);
+    assert_int_equal(vram_sched_check(s), 0);
+    vram_sched_close(s);
+}
+
 static void priority_then_arrival(void **st)
 {
     (void)st;
@@ -867,6 +887,7 @@ int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(admits_what_fits_and_queues_the_rest),
+        cmocka_unit_test(shutdown_admits_nothing),
         cmocka_unit_test(priority_then_arrival),
         cmocka_unit_test(backfill_lets_small_jobs_pass),
         cmocka_unit_test(multi_gpu_all_or_nothing),
