@@ -66,27 +66,24 @@ static void segment_unlink(vram_pool_t *pool, vram_pool_segment_t *seg)
     if (seg->next) seg->next->prev = seg->prev;
 }
 
-/* A segment with no allocated block joins the idle list (so releasing cached
- * memory never walks busy segments) and leaves it on its first allocation. */
-static void idle_enter(vram_pool_t *pool, vram_pool_segment_t *seg)
+/* A segment with no allocated block joins the idle array (so releasing
+ * cached memory never walks busy segments) through the free block that spans
+ * it, and leaves it on its first allocation. */
+static void idle_enter(vram_pool_t *pool, vram_pool_block_t *b)
 {
-    seg->idle_prev = NULL;
-    seg->idle_next = pool->idle_segments;
-    if (pool->idle_segments) pool->idle_segments->idle_prev = seg;
-    pool->idle_segments = seg;
-    pool->idle_segment_bytes += seg->size;
-    pool->idle_count[seg->kind]++;
+    b->u.node.idle_pos = (uint32_t)pool->idle_n;
+    pool->idle[pool->idle_n++] = vram_block_id(&pool->blocks, b);
+    pool->idle_segment_bytes += b->size;
+    pool->idle_count[b->kind]++;
 }
 
-static void idle_leave(vram_pool_t *pool, vram_pool_segment_t *seg)
+static void idle_leave(vram_pool_t *pool, vram_pool_block_t *b)
 {
-    if (seg->idle_prev)
-        seg->idle_prev->idle_next = seg->idle_next;
-    else
-        pool->idle_segments = seg->idle_next;
-    if (seg->idle_next) seg->idle_next->idle_prev = seg->idle_prev;
-    pool->idle_segment_bytes -= seg->size;
-    pool->idle_count[seg->kind]--;
+    vram_block_id_t last = pool->idle[--pool->idle_n];
+    pool->idle[b->u.node.idle_pos] = last;
+    pool->blocks.base[last].u.node.idle_pos = b->u.node.idle_pos;
+    pool->idle_segment_bytes -= b->size;
+    pool->idle_count[b->kind]--;
 }
 
 /* Asks the source for `size` bytes and wraps them in a segment holding one
@@ -102,6 +99,13 @@ static int segment_create(vram_pool_t *pool, int kind, uintptr_t stream, size_t 
     if (size > pool->device_total) return vram_fail(VRAM_ENOMEM, "larger than the device");
     int rc = vram_free_index_reserve(&pool->free_blocks[kind], stream);
     if (rc) return rc;
+    if (pool->segment_count == pool->idle_cap) {
+        size_t cap = pool->idle_cap ? 2 * pool->idle_cap : 64;
+        vram_block_id_t *idle = realloc(pool->idle, cap * sizeof *idle);
+        if (!idle) return vram_fail(VRAM_ENOMEM, "pool: out of host memory for segment metadata");
+        pool->idle = idle;
+        pool->idle_cap = cap;
+    }
     vram_pool_segment_t *seg = calloc(1, sizeof *seg);
     vram_pool_block_t *b = block_new(pool);
     if (!seg || !b) {
@@ -130,10 +134,11 @@ static int segment_create(vram_pool_t *pool, int kind, uintptr_t stream, size_t 
     b->seg_seq = (uint32_t)seg->seq;
     vram_block_set_allocated(&pool->blocks, b, false);
     segment_link(pool, seg);
+    pool->segment_count++;
     pool->stats.num_device_alloc++;
     vram_pool_stat_update(pool->stats.segment, kind, 1);
     vram_pool_stat_update(pool->stats.reserved_bytes, kind, (int64_t)size);
-    idle_enter(pool, seg);
+    idle_enter(pool, b);
     tree_put(pool, b);
     *out = seg;
     return 0;
@@ -144,6 +149,7 @@ static void segment_release(vram_pool_t *pool, vram_pool_segment_t *seg)
 {
     vram_pool_block_t *b = vram_pool_first_block(pool, seg);
     tree_take(pool, b);
+    idle_leave(pool, b);
     block_delete(pool, b);
     /* A refused free (a driver error) cannot be retried meaningfully; the
      * segment is forgotten either way so the pool stays consistent. */
@@ -151,8 +157,8 @@ static void segment_release(vram_pool_t *pool, vram_pool_segment_t *seg)
     pool->stats.num_device_free++;
     vram_pool_stat_update(pool->stats.segment, seg->kind, -1);
     vram_pool_stat_update(pool->stats.reserved_bytes, seg->kind, -(int64_t)seg->size);
-    idle_leave(pool, seg);
     segment_unlink(pool, seg);
+    pool->segment_count--;
     free(seg);
 }
 
@@ -162,13 +168,14 @@ static uint64_t release_idle(vram_pool_t *pool, int kind, uintptr_t stream, bool
                              uint64_t want)
 {
     uint64_t released = 0;
-    vram_pool_segment_t *seg = pool->idle_segments, *next;
-    for (; seg && released < want; seg = next) {
-        next = seg->idle_next;
-        if (kind >= 0 && seg->kind != kind) continue;
-        if (!any_stream && seg->stream != stream) continue;
-        released += seg->size;
-        segment_release(pool, seg);
+    /* From the most recently idle; a release moves the last entry into the
+     * hole, one already passed. */
+    for (size_t i = pool->idle_n; i-- > 0 && released < want;) {
+        const vram_pool_block_t *b = pool->blocks.base + pool->idle[i];
+        if (kind >= 0 && b->kind != kind) continue;
+        if (!any_stream && b->stream != stream) continue;
+        released += b->size;
+        segment_release(pool, b->segment);
     }
     return released;
 }
@@ -192,7 +199,7 @@ static uint64_t balanced_idle_cap(const vram_pool_t *pool)
 }
 
 /* A segment just became wholly free: keep it cached or give it back. */
-static bool release_on_idle(vram_pool_t *pool, vram_pool_segment_t *seg)
+static bool release_on_idle(vram_pool_t *pool, int kind)
 {
     uint64_t reserved = (uint64_t)pool->stats.reserved_bytes[VRAM_POOL_STAT_ALL].current;
     if (pool->limit && reserved > pool->limit) return true;
@@ -205,7 +212,7 @@ static bool release_on_idle(vram_pool_t *pool, vram_pool_segment_t *seg)
     case VRAM_POOL_CONSOLIDATED:
         /* Keep one idle segment per kind as a buffer against alloc/free
          * ping-pong; packing into old segments empties the others. */
-        return pool->idle_count[seg->kind] > 1;
+        return pool->idle_count[kind] > 1;
     default:
         return false;
     }
@@ -261,6 +268,8 @@ static void bucket_split(vram_pool_t *pool)
         /* The new bucket was never used: it has room for both. */
         vram_pool_block_t *moved = vram_blocks_move(t, b, vram_blocks_home(t, b->addr));
         vram_blocks_delete(t, b);
+        if (in_bin && vram_pool_block_spans_segment(moved))
+            pool->idle[moved->u.node.idle_pos] = vram_block_id(t, moved);
         if (in_bin) tree_put(pool, moved);
     }
 }
@@ -288,7 +297,7 @@ static int take_block(vram_pool_t *pool, vram_pool_block_t *b, size_t rounded, s
         return vram_fail(VRAM_ENOMEM, "pool: out of host memory for the block map");
     }
     tree_take(pool, b);
-    if (vram_pool_block_spans_segment(b)) idle_leave(pool, b->segment);
+    if (vram_pool_block_spans_segment(b)) idle_leave(pool, b);
     if (home && home != b) {
         vram_pool_block_t *slab_slot = b;
         b = vram_blocks_move(t, b, home);
@@ -513,10 +522,9 @@ int vram_pool_free(vram_pool_t *pool, void *ptr)
         b = prev;
     }
     if (vram_pool_block_spans_segment(b)) {
-        vram_pool_segment_t *seg = b->segment;
-        idle_enter(pool, seg);
+        idle_enter(pool, b);
         tree_put(pool, b);
-        if (release_on_idle(pool, seg)) segment_release(pool, seg);
+        if (release_on_idle(pool, b->kind)) segment_release(pool, b->segment);
     } else {
         tree_put(pool, b);
     }
@@ -662,6 +670,7 @@ void vram_pool_destroy(vram_pool_t *pool)
     }
     vram_blocks_release(&pool->blocks);
     vram_live_map_release(&pool->overflow);
+    free(pool->idle);
     vram_free_index_release(&pool->free_blocks[0]);
     vram_free_index_release(&pool->free_blocks[1]);
     if (pool->trace) fclose(pool->trace);

@@ -48,6 +48,7 @@ struct vram_pool_block {
     union {
         struct {
             vram_block_id_t left, right, parent;
+            uint32_t idle_pos; /* spanning an idle segment: its place in pool->idle */
         } node;
         struct {
             size_t requested;  /* bytes asked for */
@@ -185,10 +186,9 @@ struct vram_pool_segment {
     size_t size;
     uintptr_t stream;
     int kind;
-    uint64_t seq;                               /* creation order: lower = older */
-    vram_block_id_t first;                      /* lowest block */
-    vram_pool_segment_t *prev, *next;           /* the pool's list of segments */
-    vram_pool_segment_t *idle_prev, *idle_next; /* list of wholly free ones */
+    uint64_t seq;                     /* creation order: lower = older */
+    vram_block_id_t first;            /* lowest block */
+    vram_pool_segment_t *prev, *next; /* the pool's list of segments */
 };
 
 /* Bin of a block size: 2^bits bins per doubling (the top bits after the
@@ -371,12 +371,18 @@ struct vram_pool {
     vram_live_map_t overflow;         /* allocated blocks not in their bucket */
     vram_pool_segment_t *segments;    /* doubly linked, newest first */
     uint64_t next_seq;
-    vram_pool_segment_t *idle_segments; /* wholly free segments, most recently idle first */
-    uint64_t idle_segment_bytes;        /* their bytes */
-    size_t idle_count[2];               /* their number per kind */
-    uint64_t free_ops;                  /* frees since the last fragmentation check */
-    vram_pool_stats_t stats;            /* counters and current/peak values */
-    vram_block_table_t blocks;          /* every block struct */
+    /* Wholly free segments, by the block that spans each (most recently idle
+     * last). An array, not a list through the segments: entering and leaving
+     * it touches the block, which is at hand, and the array's end. Room for
+     * every segment is made when one is created, so entering never fails. */
+    vram_block_id_t *idle;
+    size_t idle_n, idle_cap;
+    uint64_t idle_segment_bytes; /* their bytes */
+    size_t idle_count[2];        /* their number per kind */
+    size_t segment_count;
+    uint64_t free_ops;         /* frees since the last fragmentation check */
+    vram_pool_stats_t stats;   /* counters and current/peak values */
+    vram_block_table_t blocks; /* every block struct */
     /* OOM handlers (copied before being called without the lock) */
     vram_pool_handler_t handlers[VRAM_POOL_MAX_OOM_HANDLERS];
     int handler_count;

@@ -217,15 +217,16 @@ int vram_pool_check(vram_pool_t *pool, char *err, size_t len)
     }
     size_t listed = 0;
     uint64_t listed_bytes = 0;
-    for (vram_pool_segment_t *seg = pool->idle_segments; seg; seg = seg->idle_next) {
-        const vram_pool_block_t *first = vram_pool_first_block(pool, seg);
-        bool is_idle = first && !first->allocated && vram_pool_block_spans_segment(first);
-        if (!is_idle || (seg->idle_next && seg->idle_next->idle_prev != seg)) {
-            snprintf(err, len, "idle list holds a busy segment or broken links");
+    for (size_t i = 0; i < pool->idle_n; i++) {
+        const vram_pool_block_t *b = pool->blocks.base + pool->idle[i];
+        if (b->allocated || !vram_pool_block_spans_segment(b) || b->u.node.idle_pos != i ||
+            vram_pool_first_block(pool, b->segment) != b) {
+            snprintf(err, len, "idle array entry %zu is not the free block spanning its segment",
+                     i);
             goto out;
         }
         listed++;
-        listed_bytes += seg->size;
+        listed_bytes += b->size;
     }
     if (listed != pool->idle_count[0] + pool->idle_count[1] || listed_bytes != idle) {
         snprintf(err, len, "idle list holds %zu segments (%" PRIu64 " bytes), expected %zu", listed,
