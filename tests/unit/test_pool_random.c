@@ -1,5 +1,5 @@
 /* Randomized test of the pool against a reference model, per strategy:
- * 250,000 operations each (1,000,000 in all) on a simulated GPU. Every
+ * 1,000,000 operations each on a simulated GPU. Every
  * operation is checked against the model cheaply (alignment, no pointer
  * handed out twice, counts and requested bytes); every CHECK_EVERY operations
  * the whole pool is checked: live blocks never overlap, lie inside segments,
@@ -20,7 +20,7 @@
 #include "pool/pool_internal.h"
 #include "unit/pool_sim.h"
 
-#define OPS_PER_STRATEGY 250000
+#define OPS_PER_STRATEGY 1000000
 #define CHECK_EVERY      2500
 #define MAX_LIVE         1500
 
