@@ -229,8 +229,8 @@ int vram_pool_check(vram_pool_t *pool, char *err, size_t len)
         listed_bytes += b->size;
     }
     if (listed != pool->idle_count[0] + pool->idle_count[1] || listed_bytes != idle) {
-        snprintf(err, len, "idle list holds %zu segments (%" PRIu64 " bytes), expected %zu", listed,
-                 listed_bytes, pool->idle_count[0] + pool->idle_count[1]);
+        snprintf(err, len, "idle array holds %zu segments (%" PRIu64 " bytes), expected %zu",
+                 listed, listed_bytes, pool->idle_count[0] + pool->idle_count[1]);
         goto out;
     }
     if (idle != pool->idle_segment_bytes) {
