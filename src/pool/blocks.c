@@ -67,7 +67,7 @@ int vram_blocks_reserve(vram_block_table_t *t)
     size_t ids = VRAM_BLOCK_IDS_MAX, bytes;
     void *map;
     for (;;) {
-        bytes = ids * (sizeof(vram_pool_block_t) + 1) + HUGE_PAGE; /* blocks, free map */
+        bytes = ids * sizeof(vram_pool_block_t) + ids / 8 + HUGE_PAGE; /* blocks, free map */
         map = mmap(NULL, bytes, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
         if (map != MAP_FAILED) break;
         if (ids == VRAM_BLOCK_IDS_MIN)
@@ -79,8 +79,8 @@ int vram_blocks_reserve(vram_block_table_t *t)
     t->reserved = bytes;
     t->base = (vram_pool_block_t *)(((uintptr_t)map + HUGE_PAGE - 1) & ~(uintptr_t)(HUGE_PAGE - 1));
     t->slab_max = (uint32_t)(ids / 2);
-    t->free_map = (uint8_t *)(t->base + ids);
-    if (mprotect(t->free_map, ids, PROT_READ | PROT_WRITE)) {
+    t->free_map = (uint64_t *)(t->base + ids);
+    if (mprotect(t->free_map, ids / 8, PROT_READ | PROT_WRITE)) {
         munmap(map, bytes);
         t->reservation = NULL;
         return vram_fail(VRAM_ENOMEM, "pool: out of host memory for the block free map");
@@ -122,7 +122,7 @@ vram_pool_block_t *vram_blocks_new(vram_block_table_t *t)
 
 void vram_blocks_delete(vram_block_table_t *t, vram_pool_block_t *b)
 {
-    t->free_map[b - t->base] = 0;
+    vram_block_set_free(t, vram_block_id(t, b), false);
     if (vram_blocks_homed(t, b)) {
         b->addr = 0; /* an empty bucket slot */
         t->homed--;
@@ -155,7 +155,7 @@ vram_pool_block_t *vram_blocks_move(vram_block_table_t *t, vram_pool_block_t *b,
 {
     *to = *b;
     vram_block_id_t id = vram_block_id(t, to);
-    t->free_map[id] = t->free_map[b - t->base];
+    vram_block_set_free(t, id, vram_block_free_at(t, vram_block_id(t, b)));
     if (to->prev)
         t->base[to->prev].next = id;
     else

@@ -89,11 +89,11 @@ typedef struct {
     size_t reserved;         /* its bytes */
     vram_pool_block_t *base; /* the reserved slots, 2 MiB aligned */
     uint32_t slab_max;       /* the slab's half (ids below); buckets are the other */
-    /* One byte per id, 1 when the block is free (kept with `allocated`).
-     * At a byte per block it stays in the L2 cache where the 64-byte blocks
+    /* One bit per id, set when the block is free (kept with `allocated`).
+     * At a bit per block it stays in the L2 cache where the 64-byte blocks
      * do not, so free() learns whether its neighbours are free, the common
      * answer being no, without touching them. */
-    uint8_t *free_map;
+    uint64_t *free_map;
     uint32_t used;           /* slab slots handed out so far (ids 1 .. used - 1) */
     uint32_t mapped;         /* slab slots backed by read-write memory */
     vram_block_id_t spare;   /* slab slots given back, linked through `next` */
@@ -113,16 +113,22 @@ static inline vram_block_id_t vram_block_id(const vram_block_table_t *t, const v
     return b ? (vram_block_id_t)(b - t->base) : 0;
 }
 
+static inline void vram_block_set_free(vram_block_table_t *t, vram_block_id_t id, bool free)
+{
+    uint64_t bit = (uint64_t)1 << (id % 64);
+    t->free_map[id / 64] = free ? t->free_map[id / 64] | bit : t->free_map[id / 64] & ~bit;
+}
+
 static inline bool vram_block_free_at(const vram_block_table_t *t, vram_block_id_t id)
 {
-    return t->free_map[id]; /* id 0 ("none") is never free */
+    return (t->free_map[id / 64] >> (id % 64)) & 1; /* id 0 ("none") is never free */
 }
 
 static inline void vram_block_set_allocated(vram_block_table_t *t, vram_pool_block_t *b,
                                             bool allocated)
 {
     b->allocated = allocated;
-    t->free_map[b - t->base] = !allocated;
+    vram_block_set_free(t, (vram_block_id_t)(b - t->base), !allocated);
 }
 
 /* Block table (blocks.c). */
