@@ -252,10 +252,11 @@ static vram_pool_block_t *find_free(vram_pool_t *pool, int kind, uintptr_t strea
 }
 
 /* Adds a bucket while the buckets hold more than half a block each on
- * average (so a bucket of two rarely overflows): the blocks of the bucket that splits
- * whose address now hashes to the new bucket move there, at most two. Free
- * blocks leave their bins while they move (bins hold ids). Without memory
- * for another bucket nothing changes: new allocations overflow. */
+ * average (so a bucket of two rarely overflows): the blocks of the bucket
+ * that splits whose address now hashes to the new bucket move there, at
+ * most two. Free blocks leave their bins while they move (bins hold ids).
+ * Without memory for another bucket nothing changes: new allocations
+ * overflow. */
 static void bucket_split(vram_pool_t *pool)
 {
     vram_block_table_t *t = &pool->blocks;
