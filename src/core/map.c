@@ -33,10 +33,16 @@ static bool grow(vram_map_t *m)
     return true;
 }
 
+bool vram_map_reserve(vram_map_t *m, size_t more)
+{
+    while (!m->slots || (m->count + more) * 2 > m->mask + 1)
+        if (!grow(m)) return false;
+    return true;
+}
+
 bool vram_map_put(vram_map_t *m, uint64_t key, uint64_t value)
 {
-    if (!key) return false;
-    if ((!m->slots || (m->count + 1) * 2 > m->mask + 1) && !grow(m)) return false;
+    if (!key || !vram_map_reserve(m, 1)) return false;
     size_t i = find(m, key);
     if (!m->slots[i].key) m->count++;
     m->slots[i] = (vram_map_entry_t){key, value};

@@ -21,6 +21,9 @@ typedef struct {
     size_t count;
 } vram_map_t;
 
+/* Makes room for `more` new keys, so that many puts cannot fail for want of
+ * memory; false (map unchanged) when out of memory. */
+bool vram_map_reserve(vram_map_t *map, size_t more);
 /* Inserts or replaces; false (map unchanged) when out of memory or key is 0. */
 bool vram_map_put(vram_map_t *map, uint64_t key, uint64_t value);
 /* Finds key and copies its value (value may be NULL); false when absent. */

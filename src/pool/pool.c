@@ -293,7 +293,7 @@ static int take_block(vram_pool_t *pool, vram_pool_block_t *b, size_t rounded, s
         rest = block_new(pool);
         if (!rest) return vram_fail(VRAM_ENOMEM, "pool: out of host memory for block metadata");
     }
-    if (!home && vram_live_map_reserve(&pool->overflow)) {
+    if (!home && !vram_map_reserve(&pool->overflow, 1)) {
         if (rest) block_delete(pool, rest);
         return vram_fail(VRAM_ENOMEM, "pool: out of host memory for the block map");
     }
@@ -328,7 +328,7 @@ static int take_block(vram_pool_t *pool, vram_pool_block_t *b, size_t rounded, s
     vram_block_set_allocated(t, b, true);
     b->u.live.requested = requested;
     b->u.live.trace_id = 0;
-    if (!home) vram_live_map_put(&pool->overflow, t, b);
+    if (!home) vram_map_put(&pool->overflow, b->addr, vram_block_id(t, b)); /* room reserved */
     vram_pool_stat_update(pool->stats.allocation, kind, 1);
     vram_pool_stat_update(pool->stats.allocated_bytes, kind, (int64_t)b->size);
     vram_pool_stat_update(pool->stats.requested_bytes, kind, (int64_t)requested);
@@ -492,8 +492,9 @@ int vram_pool_free(vram_pool_t *pool, void *ptr)
     if (!ptr) return 0;
     pthread_mutex_lock(&pool->lock);
     vram_pool_block_t *b = vram_blocks_find_homed(&pool->blocks, (uintptr_t)ptr);
-    if (!b && pool->overflow.count)
-        b = vram_live_map_take(&pool->overflow, &pool->blocks, (uintptr_t)ptr);
+    uint64_t id;
+    if (!b && pool->overflow.count && vram_map_take(&pool->overflow, (uintptr_t)ptr, &id))
+        b = pool->blocks.base + id;
     if (!b) {
         pool->stats.num_invalid_frees++;
         pthread_mutex_unlock(&pool->lock);
@@ -625,12 +626,7 @@ int vram_pool_create_on(const vram_pool_source_t *src, const vram_pool_config_t 
     }
     vram_pool_t *pool = calloc(1, sizeof *pool);
     if (!pool) return vram_fail(VRAM_ENOMEM, "vram_pool_create: out of host memory");
-    if (vram_live_map_init(&pool->overflow, 16)) {
-        free(pool);
-        return VRAM_ENOMEM;
-    }
     if (vram_blocks_reserve(&pool->blocks)) {
-        vram_live_map_release(&pool->overflow);
         free(pool);
         return VRAM_ENOMEM;
     }
@@ -670,7 +666,7 @@ void vram_pool_destroy(vram_pool_t *pool)
         free(seg);
     }
     vram_blocks_release(&pool->blocks);
-    vram_live_map_release(&pool->overflow);
+    vram_map_clear(&pool->overflow);
     free(pool->idle);
     vram_free_index_release(&pool->free_blocks[0]);
     vram_free_index_release(&pool->free_blocks[1]);

@@ -11,6 +11,7 @@
 #ifndef VRAM_POOL_INTERNAL_H
 #define VRAM_POOL_INTERNAL_H
 
+#include "core/map.h"
 #include "vram.h"
 
 #include <pthread.h>
@@ -319,33 +320,6 @@ void vram_free_index_release(vram_free_index_t *x);
 /* Checks every bin's tree and the bitmaps; -1 with a message when broken. */
 int vram_free_index_check(const vram_free_index_t *x, char *err, size_t len);
 
-/* Allocated blocks outside their bucket, by address (live_map.c): 8-byte
- * slots (tag, block id). */
-typedef struct {
-    uint32_t tag;       /* address / 512, low 32 bits */
-    vram_block_id_t id; /* 0 = empty slot */
-} vram_live_slot_t;
-
-typedef struct {
-    vram_live_slot_t *slots;
-    size_t mask; /* capacity - 1 (capacity a power of two) */
-    int shift;   /* 64 - log2(capacity) */
-    size_t count;
-} vram_live_map_t;
-
-int vram_live_map_init(vram_live_map_t *m, size_t capacity);
-void vram_live_map_release(vram_live_map_t *m);
-/* Makes room for one more entry; VRAM_ENOMEM (map unchanged) when growing fails. */
-int vram_live_map_reserve(vram_live_map_t *m);
-/* Inserts b (its address must not be in the map); needs a prior reserve. */
-void vram_live_map_put(vram_live_map_t *m, const vram_block_table_t *blocks,
-                       const vram_pool_block_t *b);
-vram_pool_block_t *vram_live_map_get(const vram_live_map_t *m, const vram_block_table_t *blocks,
-                                     uintptr_t addr);
-/* Removes and returns the block at `addr`, or NULL when absent. */
-vram_pool_block_t *vram_live_map_take(vram_live_map_t *m, const vram_block_table_t *blocks,
-                                      uintptr_t addr);
-
 /* Where segments come from: the device of a context, or (tests, benchmarks)
  * any other provider of address ranges. Calls are made under the pool lock. */
 typedef struct {
@@ -374,7 +348,7 @@ struct vram_pool {
     uint64_t device_total;            /* requests above fail at once */
     uint64_t limit;                   /* 0 = none */
     vram_free_index_t free_blocks[2]; /* per kind */
-    vram_live_map_t overflow;         /* allocated blocks not in their bucket */
+    vram_map_t overflow;              /* address -> id of allocated blocks not in their bucket */
     vram_pool_segment_t *segments;    /* doubly linked, newest first */
     uint64_t next_seq;
     /* Wholly free segments, by the block that spans each (most recently idle

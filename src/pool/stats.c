@@ -115,7 +115,8 @@ static int check_place(const vram_pool_t *pool, const vram_pool_block_t *b, kind
         t->homed++;
     }
     const vram_pool_block_t *found = vram_blocks_find_homed(bt, b->addr);
-    if (!found) found = vram_live_map_get(&pool->overflow, bt, b->addr);
+    uint64_t id;
+    if (!found && vram_map_get(&pool->overflow, b->addr, &id)) found = bt->base + id;
     if (b->allocated && found != b)
         FAIL("allocated block 0x%" PRIxPTR " cannot be found by its address", b->addr);
     if (!b->allocated && found) FAIL("free block 0x%" PRIxPTR " found by its address", b->addr);

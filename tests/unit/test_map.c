@@ -78,8 +78,26 @@ static void matches_model(void **state)
     assert_false(vram_map_get(&map, key_of(3), NULL));
 }
 
+/* After reserve(n), n puts of new keys never move the slots (so they cannot
+ * fail for memory: the pool counts on that after it changed its state). */
+static void reserve_makes_room(void **state)
+{
+    (void)state;
+    vram_map_t map = {0};
+    assert_true(vram_map_reserve(&map, 1000));
+    const vram_map_entry_t *slots = map.slots;
+    for (size_t i = 1; i <= 1000; i++)
+        assert_true(vram_map_put(&map, key_of(i), i));
+    assert_ptr_equal(map.slots, slots);
+    assert_true(vram_map_reserve(&map, 100));
+    assert_ptr_not_equal(map.slots, slots); /* 1,100 keys pass load 1/2 of 2,048: it grew */
+    assert_int_equal(map.count, 1000);
+    vram_map_clear(&map);
+}
+
 int main(void)
 {
-    const struct CMUnitTest tests[] = {cmocka_unit_test(matches_model)};
+    const struct CMUnitTest tests[] = {cmocka_unit_test(matches_model),
+                                       cmocka_unit_test(reserve_makes_room)};
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -1,7 +1,7 @@
 /* Corners of the pool's compact metadata (docs/pool.md, "Block metadata is
  * one cache line") that a simulated GPU never reaches: full buckets whose
- * blocks overflow into the map, with map tags that collide (addresses 2 TiB
- * apart); blocks of 2 TiB and more (they share the free index's last bin);
+ * blocks overflow into the map, at addresses 2 TiB apart (equal in their low
+ * 32 bits of 512-byte units); blocks of 2 TiB and more (they share the free index's last bin);
  * and many blocks (ids past the first 2 MiB chunk of the block array, buckets
  * that split while free blocks sit in them). Segments come from a synthetic
  * address space whose layout each test chooses; the pool never touches
@@ -99,8 +99,8 @@ static void free_in_random_order(vram_pool_t *pool, void **p, int n, int check_e
 }
 
 /* Every segment starts 2 TiB after the previous one, so the first blocks of
- * all segments would share a 32-bit tag in the overflow map and hash apart
- * in the buckets: each free must find exactly its own block. */
+ * all segments agree in the low 32 bits of their 512-byte units (what a
+ * truncating hash would see): each free must find exactly its own block. */
 static void colliding_tags(void **state)
 {
     (void)state;
@@ -114,7 +114,7 @@ static void colliding_tags(void **state)
         assert_int_equal((uintptr_t)p[i], ((uintptr_t)1 << 42) + (uintptr_t)i * 2 * TiB);
     }
     assert_intact(pool);
-    /* A pointer with the same tag that the pool never handed out. */
+    /* A pointer of the same kind that the pool never handed out. */
     void *foreign = (void *)(((uintptr_t)1 << 42) + (uintptr_t)N * 2 * TiB);
     assert_int_equal(vram_pool_free(pool, foreign), VRAM_EINVAL);
     /* Free in random order; each must find exactly its own block. */
@@ -127,10 +127,9 @@ static void colliding_tags(void **state)
     vram_pool_destroy(pool);
 }
 
-/* Ten segments whose addresses all hash to the pool's first bucket (two
- * slots) and, being 2 TiB apart, share their tag in the overflow map: eight
- * blocks overflow, lookups must tell them apart by address, and deleting
- * from the map must keep the others. */
+/* Ten segments whose addresses, 2 TiB apart, all hash to the pool's first
+ * bucket (two slots): eight blocks overflow into the map, lookups must tell
+ * them apart by address, and deleting from the map must keep the others. */
 static void full_bucket(void **state)
 {
     (void)state;
@@ -156,7 +155,7 @@ static void full_bucket(void **state)
     assert_int_equal(vram_blocks_bucket_count(&pool->blocks), 32);
     assert_int_equal(pool->overflow.count, N - 2);
     assert_intact(pool);
-    /* Same bucket, same tag, never handed out. */
+    /* Same bucket, 2 TiB further, never handed out. */
     assert_int_equal(vram_pool_free(pool, (void *)addrs[N]), VRAM_EINVAL);
     free_in_random_order(pool, p, N, 1);
     /* The freed blocks stay cached where they are; allocating them again
