@@ -55,6 +55,12 @@ static int64_t resolve_seq(const vram_model_t *m, const vram_estimate_config_t *
     return seq;
 }
 
+static int check_limit(const char *what, long long value, long long limit)
+{
+    if (value <= limit) return 0;
+    return vram_fail(VRAM_EINVAL, "%s %lld is above the limit of %lld", what, value, limit);
+}
+
 /* The settings alone, before anything is computed from them. The upper
  * bounds (docs/estimation.md, "Limits") keep seq + new tokens and the
  * activation products finite and far from int64 overflow. */
@@ -66,22 +72,13 @@ static int validate_config(const vram_estimate_config_t *c)
     if (c->seq_len < 0 || c->image_size < 0 || c->max_new_tokens < 0)
         return vram_fail(VRAM_EINVAL, "sequence length, image size and new tokens cannot be "
                                       "negative");
-    static const char fmt[] = "%s %lld is above the limit of %lld";
-    if (c->batch_size > VRAM_MAX_BATCH)
-        return vram_fail(VRAM_EINVAL, fmt, "batch size", (long long)c->batch_size,
-                         (long long)VRAM_MAX_BATCH);
-    if (c->seq_len > VRAM_MAX_SEQ)
-        return vram_fail(VRAM_EINVAL, fmt, "sequence length", (long long)c->seq_len,
-                         (long long)VRAM_MAX_SEQ);
-    if (c->max_new_tokens > VRAM_MAX_SEQ)
-        return vram_fail(VRAM_EINVAL, fmt, "max new tokens", (long long)c->max_new_tokens,
-                         (long long)VRAM_MAX_SEQ);
-    if (c->image_size > VRAM_MAX_IMAGE)
-        return vram_fail(VRAM_EINVAL, fmt, "image size", (long long)c->image_size,
-                         (long long)VRAM_MAX_IMAGE);
-    if (c->gpus > VRAM_MAX_GPUS)
-        return vram_fail(VRAM_EINVAL, fmt, "number of GPUs", (long long)c->gpus,
-                         (long long)VRAM_MAX_GPUS);
+    int rc;
+    if ((rc = check_limit("batch size", c->batch_size, VRAM_MAX_BATCH)) ||
+        (rc = check_limit("sequence length", c->seq_len, VRAM_MAX_SEQ)) ||
+        (rc = check_limit("max new tokens", c->max_new_tokens, VRAM_MAX_SEQ)) ||
+        (rc = check_limit("image size", c->image_size, VRAM_MAX_IMAGE)) ||
+        (rc = check_limit("number of GPUs", c->gpus, VRAM_MAX_GPUS)))
+        return rc;
     if (c->overhead_bytes != VRAM_UNKNOWN_U64 && c->overhead_bytes > (uint64_t)VRAM_MAX_BYTES)
         return vram_fail(VRAM_EINVAL, "overhead %llu bytes is above the limit of 2^60 bytes",
                          (unsigned long long)c->overhead_bytes);
@@ -91,9 +88,8 @@ static int validate_config(const vram_estimate_config_t *c)
 static int validate(const vram_model_t *m, const vram_estimate_config_t *c, int64_t seq,
                     int64_t image)
 {
-    if (seq > VRAM_MAX_SEQ)
-        return vram_fail(VRAM_EINVAL, "sequence length %lld is above the limit of %lld",
-                         (long long)seq, (long long)VRAM_MAX_SEQ);
+    int rc = check_limit("sequence length", seq, VRAM_MAX_SEQ);
+    if (rc) return rc;
     if (c->zero_stage < 0 || c->zero_stage > 3)
         return vram_fail(VRAM_EINVAL, "ZeRO stage %d does not exist (use 0, 1, 2 or 3)",
                          c->zero_stage);
