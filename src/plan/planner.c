@@ -70,89 +70,88 @@ static void suggest(vram_plan_t *p, const char *name, const char *desc, uint64_t
     s->fits = alt->total <= budget;
 }
 
+/* Estimates the changed settings `v` and suggests them if they save memory. */
+static void suggest_variant(vram_plan_t *p, const vram_model_t *m, const vram_estimate_config_t *v,
+                            const char *name, const char *desc, uint64_t base_total,
+                            uint64_t budget)
+{
+    vram_estimate_t alt;
+    if (!vram_estimate(m, v, &alt)) suggest(p, name, desc, base_total, &alt, budget);
+}
+
 /* What each memory-saving change would save at `batch`. */
 static void suggestions(const vram_model_t *m, const vram_estimate_config_t *c, int64_t batch,
                         uint64_t budget, vram_plan_t *p)
 {
-    vram_estimate_t base, alt, combined = {0};
+    vram_estimate_t base, combined = {0};
     if (estimate_at(m, c, batch, &base)) return;
-    vram_estimate_config_t v;
+    vram_estimate_config_t at = *c, v; /* the settings at `batch`, and a variant */
+    at.batch_size = batch;
     if (c->precision == VRAM_PREC_FP32 && c->mode == VRAM_MODE_TRAIN) {
-        v = *c;
+        v = at;
         v.precision = VRAM_PREC_AMP_BF16;
-        v.batch_size = batch;
-        if (!vram_estimate(m, &v, &alt))
-            suggest(p, "precision=amp-bf16", "mixed precision (autocast, fp32 master weights)",
-                    base.total, &alt, budget);
+        suggest_variant(p, m, &v, "precision=amp-bf16",
+                        "mixed precision (autocast, fp32 master weights)", base.total, budget);
     }
     if (c->precision == VRAM_PREC_FP32 ||
         (c->mode == VRAM_MODE_TRAIN && c->precision != VRAM_PREC_BF16 &&
          c->precision != VRAM_PREC_FP16)) {
-        v = *c;
+        v = at;
         v.precision = VRAM_PREC_BF16;
-        v.batch_size = batch;
-        if (!vram_estimate(m, &v, &alt))
-            suggest(p, "precision=bf16", "bf16 weights, gradients, states and activations",
-                    base.total, &alt, budget);
+        suggest_variant(p, m, &v, "precision=bf16",
+                        "bf16 weights, gradients, states and activations", base.total, budget);
     }
     if (c->mode == VRAM_MODE_INFER) {
-        v = *c;
+        v = at;
         v.precision = c->precision == VRAM_PREC_INT8 ? VRAM_PREC_INT4 : VRAM_PREC_INT8;
-        v.batch_size = batch;
-        if (c->precision != VRAM_PREC_INT4 && !vram_estimate(m, &v, &alt))
-            suggest(p, v.precision == VRAM_PREC_INT8 ? "precision=int8" : "precision=int4",
-                    "quantized weights", base.total, &alt, budget);
+        if (c->precision != VRAM_PREC_INT4)
+            suggest_variant(p, m, &v,
+                            v.precision == VRAM_PREC_INT8 ? "precision=int8" : "precision=int4",
+                            "quantized weights", base.total, budget);
         return;
     }
     if (!c->fused_attention) {
-        v = *c;
+        v = at;
         v.fused_attention = true;
-        v.batch_size = batch;
-        if (!vram_estimate(m, &v, &alt))
-            suggest(p, "attention=fused", "fused attention (SDPA/FlashAttention) keeps no scores",
-                    base.total, &alt, budget);
+        suggest_variant(p, m, &v, "attention=fused",
+                        "fused attention (SDPA/FlashAttention) keeps no scores", base.total,
+                        budget);
     }
     if (c->checkpointing != VRAM_CKPT_FULL) {
-        v = *c;
+        v = at;
         v.checkpointing = VRAM_CKPT_FULL;
-        v.batch_size = batch;
-        if (!vram_estimate(m, &v, &alt))
-            suggest(p, "checkpointing=full",
-                    "activation checkpointing: recompute layers in "
-                    "backward (about 30% slower)",
-                    base.total, &alt, budget);
+        suggest_variant(p, m, &v, "checkpointing=full",
+                        "activation checkpointing: recompute layers in backward (about 30% "
+                        "slower)",
+                        base.total, budget);
     }
-    if (c->optimizer == VRAM_OPTIMIZER_ADAM || c->optimizer == VRAM_OPTIMIZER_ADAMW) {
-        v = *c;
+    bool adam = c->optimizer == VRAM_OPTIMIZER_ADAM || c->optimizer == VRAM_OPTIMIZER_ADAMW;
+    if (adam) {
+        v = at;
         v.optimizer = VRAM_OPTIMIZER_ADAM8BIT;
-        v.batch_size = batch;
-        if (!vram_estimate(m, &v, &alt))
-            suggest(p, "optimizer=adam8bit", "8-bit Adam states (bitsandbytes)", base.total, &alt,
-                    budget);
+        suggest_variant(p, m, &v, "optimizer=adam8bit", "8-bit Adam states (bitsandbytes)",
+                        base.total, budget);
     }
+    int zero_gpus = c->gpus > 1 ? c->gpus : 8;
     /* all of them together, for when no single change is enough */
-    v = *c;
-    v.batch_size = batch;
+    v = at;
     if (c->precision == VRAM_PREC_FP32) v.precision = VRAM_PREC_AMP_BF16;
     v.checkpointing = VRAM_CKPT_FULL;
     v.fused_attention = true;
-    if (c->optimizer == VRAM_OPTIMIZER_ADAM || c->optimizer == VRAM_OPTIMIZER_ADAMW)
-        v.optimizer = VRAM_OPTIMIZER_ADAM8BIT;
+    if (adam) v.optimizer = VRAM_OPTIMIZER_ADAM8BIT;
     v.zero_stage = 3;
-    v.gpus = c->gpus > 1 ? c->gpus : 8;
-    if (!vram_estimate(m, &v, &alt)) combined = alt;
+    v.gpus = zero_gpus;
+    if (vram_estimate(m, &v, &combined)) combined.total = 0;
     if (c->zero_stage < 3) {
-        v = *c;
+        v = at;
         v.zero_stage = 3;
-        v.gpus = c->gpus > 1 ? c->gpus : 8;
-        v.batch_size = batch;
+        v.gpus = zero_gpus;
         char desc[128];
         snprintf(desc, sizeof desc,
-                 "ZeRO-3: partition parameters, gradients and optimizer "
-                 "states over %d GPUs",
+                 "ZeRO-3: partition parameters, gradients and optimizer states over %d GPUs",
                  v.gpus);
-        if (!vram_estimate(m, &v, &alt))
-            suggest(p, c->gpus > 1 ? "zero=3" : "zero=3,gpus=8", desc, base.total, &alt, budget);
+        suggest_variant(p, m, &v, c->gpus > 1 ? "zero=3" : "zero=3,gpus=8", desc, base.total,
+                        budget);
     }
     if (combined.total)
         suggest(p, "all-of-the-above", "every change above together", base.total, &combined,
