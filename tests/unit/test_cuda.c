@@ -15,6 +15,7 @@
 #include <unistd.h>
 
 #include "device/backend.h"
+#include "unit/driver_fake.h"
 #include "device/cuda_api.h"
 
 #define GiB (1ull << 30)
@@ -33,32 +34,13 @@ static const char *knobs[] = {
 static int setup(void **state)
 {
     (void)state;
-    for (size_t i = 0; i < sizeof knobs / sizeof knobs[0]; i++)
-        unsetenv(knobs[i]);
-    setenv("VRAM_CUDA_LIBRARY", fake_lib, 1);
-    vram_clear_error();
+    driver_fake_reset(knobs, sizeof knobs / sizeof knobs[0], "VRAM_CUDA_LIBRARY", fake_lib);
     return 0;
-}
-
-static vram_device_info_t unknown_info(void)
-{
-    vram_device_info_t info;
-    vram_device_info_init(&info, 0, ops->name);
-    return info;
-}
-
-static void *open_ok(void)
-{
-    void *st = NULL;
-    int rc = ops->open(&st);
-    if (rc) fail_msg("cuda open: %s: %s", vram_err_name(rc), vram_last_error());
-    assert_non_null(st);
-    return st;
 }
 
 static uint64_t free_bytes(void *st, int index)
 {
-    vram_device_info_t info = unknown_info();
+    vram_device_info_t info = driver_unknown_info(ops);
     int rc = ops->device_info(st, index, &info);
     if (rc) fail_msg("device_info: %s: %s", vram_err_name(rc), vram_last_error());
     return info.free_bytes;
@@ -142,12 +124,12 @@ static void reports_configured_numbers(void **state)
     setenv("FAKE_CUDA_USED", "1G,3G", 1);
     setenv("FAKE_CUDA_CC", "8.6", 1);
     setenv("FAKE_CUDA_SMS", "84,28", 1);
-    void *st = open_ok();
+    void *st = driver_open_ok(ops);
     int count = 0;
     assert_int_equal(ops->device_count(st, &count), 0);
     assert_int_equal(count, 2);
     for (int i = 0; i < 2; i++) {
-        vram_device_info_t info = unknown_info();
+        vram_device_info_t info = driver_unknown_info(ops);
         assert_int_equal(ops->device_info(st, i, &info), 0);
         assert_int_equal(info.index, i);
         assert_string_equal(info.name, "NVIDIA Test H100");
@@ -165,7 +147,7 @@ static void reports_configured_numbers(void **state)
         assert_int_equal(info.temperature_c, VRAM_UNKNOWN_INT);
         assert_true(info.power_w < 0);
     }
-    vram_device_info_t info = unknown_info();
+    vram_device_info_t info = driver_unknown_info(ops);
     assert_int_equal(ops->device_info(st, 2, &info), VRAM_ENODEV);
     ops->close(st);
 }
@@ -174,7 +156,7 @@ static void alloc_free_contract(void **state)
 {
     (void)state;
     setenv("FAKE_CUDA_MEM", "8G", 1);
-    void *st = open_ok();
+    void *st = driver_open_ok(ops);
     direct_t d = direct_open();
     CUcontext before = (CUcontext)1;
     assert_int_equal(d.get_current(&before), CUDA_SUCCESS);
@@ -220,7 +202,7 @@ static void caller_context_is_restored(void **state)
 {
     (void)state;
     setenv("FAKE_CUDA_DEVICES", "2", 1);
-    void *st = open_ok();
+    void *st = driver_open_ok(ops);
     direct_t d = direct_open();
     /* The caller works on device 1; vram allocates on device 0. */
     CUcontext mine = NULL;
@@ -247,7 +229,7 @@ static void caller_context_is_restored(void **state)
 static void shared_primary_context_survives_close(void **state)
 {
     (void)state;
-    void *st = open_ok();
+    void *st = driver_open_ok(ops);
     direct_t d = direct_open();
     CUcontext mine = NULL;
     assert_int_equal(d.retain(&mine, 0), CUDA_SUCCESS);
@@ -272,9 +254,9 @@ static void shared_primary_context_survives_close(void **state)
 static void close_frees_what_is_left(void **state)
 {
     (void)state;
-    void *keeper = open_ok(); /* holds the primary context alive meanwhile */
+    void *keeper = driver_open_ok(ops); /* holds the primary context alive meanwhile */
     uint64_t initial = free_bytes(keeper, 0);
-    void *st = open_ok();
+    void *st = driver_open_ok(ops);
     void *p = NULL;
     assert_int_equal(ops->alloc(st, 0, 2 * GiB, &p), 0);
     assert_int_equal(free_bytes(keeper, 0), initial - 2 * GiB);
@@ -288,7 +270,7 @@ static void out_of_memory_is_enomem(void **state)
     (void)state;
     setenv("FAKE_CUDA_MEM", "4G", 1);
     setenv("FAKE_CUDA_USED", "1G", 1);
-    void *st = open_ok();
+    void *st = driver_open_ok(ops);
     void *p = (void *)1;
     assert_int_equal(ops->alloc(st, 0, 3 * GiB + 1, &p), VRAM_ENOMEM);
     assert_null(p);
@@ -304,8 +286,8 @@ static void injected_failures_are_translated(void **state)
 {
     (void)state;
     setenv("FAKE_CUDA_FAIL", "cuMemGetInfo_v2=909:1,cuMemAlloc_v2=214", 1);
-    void *st = open_ok();
-    vram_device_info_t info = unknown_info(), before = info;
+    void *st = driver_open_ok(ops);
+    vram_device_info_t info = driver_unknown_info(ops), before = info;
     assert_int_equal(ops->device_info(st, 0, &info), VRAM_EAGAIN);
     assert_non_null(strstr(vram_last_error(), "cuMemGetInfo_v2(device 0): CUDA_ERROR_TIMEOUT"));
     assert_memory_equal(&info, &before, sizeof info);
@@ -317,7 +299,7 @@ static void injected_failures_are_translated(void **state)
     ops->close(st);
 
     setenv("FAKE_CUDA_FAIL", "cuDevicePrimaryCtxRetain=999", 1);
-    st = open_ok();
+    st = driver_open_ok(ops);
     assert_int_equal(ops->device_info(st, 0, &info), VRAM_EAGAIN);
     assert_non_null(strstr(vram_last_error(), "cuDevicePrimaryCtxRetain"));
     ops->close(st);
@@ -373,7 +355,7 @@ static void randomized_against_model(void **state)
     (void)state;
     setenv("FAKE_CUDA_MEM", "6G", 1);
     setenv("FAKE_CUDA_USED", "700M", 1);
-    void *st = open_ok();
+    void *st = driver_open_ok(ops);
     enum { MAX_LIVE = 64 };
     void *live[MAX_LIVE];
     uint64_t sizes[MAX_LIVE];
@@ -422,12 +404,7 @@ static void randomized_against_model(void **state)
 
 int main(void)
 {
-    const char *dir = getenv("VRAM_FAKES_DIR");
-    if (!dir || !*dir) {
-        fprintf(stderr, "VRAM_FAKES_DIR is not set (run through ctest)\n");
-        return 1;
-    }
-    snprintf(fake_lib, sizeof fake_lib, "%s/libcuda.so.1", dir);
+    if (!driver_fake_path(fake_lib, sizeof fake_lib, "libcuda.so.1")) return 1;
     const struct CMUnitTest tests[] = {
         cmocka_unit_test_setup(fake_is_strict, setup),
         cmocka_unit_test_setup(reports_configured_numbers, setup),

@@ -15,6 +15,7 @@
 #include <unistd.h>
 
 #include "device/backend.h"
+#include "unit/driver_fake.h"
 #include "device/nvml_api.h"
 
 #define GiB (1ull << 30)
@@ -36,27 +37,8 @@ static const char *knobs[] = {
 static int setup(void **state)
 {
     (void)state;
-    for (size_t i = 0; i < sizeof knobs / sizeof knobs[0]; i++)
-        unsetenv(knobs[i]);
-    setenv("VRAM_NVML_LIBRARY", fake_lib, 1);
-    vram_clear_error();
+    driver_fake_reset(knobs, sizeof knobs / sizeof knobs[0], "VRAM_NVML_LIBRARY", fake_lib);
     return 0;
-}
-
-static vram_device_info_t unknown_info(void)
-{
-    vram_device_info_t info;
-    vram_device_info_init(&info, 0, ops->name);
-    return info;
-}
-
-static void *open_ok(void)
-{
-    void *st = NULL;
-    int rc = ops->open(&st);
-    if (rc) fail_msg("nvml open: %s: %s", vram_err_name(rc), vram_last_error());
-    assert_non_null(st);
-    return st;
 }
 
 static void reports_configured_numbers(void **state)
@@ -71,12 +53,12 @@ static void reports_configured_numbers(void **state)
     setenv("FAKE_NVML_UTIL", "37,80", 1);
     setenv("FAKE_NVML_TEMP", "45,71", 1);
     setenv("FAKE_NVML_POWER_MW", "250000,123456", 1);
-    void *st = open_ok();
+    void *st = driver_open_ok(ops);
     int count = -1;
     assert_int_equal(ops->device_count(st, &count), 0);
     assert_int_equal(count, 2);
 
-    vram_device_info_t info = unknown_info();
+    vram_device_info_t info = driver_unknown_info(ops);
     assert_int_equal(ops->device_info(st, 0, &info), 0);
     assert_int_equal(info.index, 0);
     assert_string_equal(info.name, "NVIDIA Test GPU");
@@ -93,7 +75,7 @@ static void reports_configured_numbers(void **state)
     assert_int_equal(info.temperature_c, 45);
     assert_true(info.power_w > 249.999 && info.power_w < 250.001);
 
-    info = unknown_info();
+    info = driver_unknown_info(ops);
     assert_int_equal(ops->device_info(st, 1, &info), 0);
     assert_int_equal(info.index, 1);
     assert_string_equal(info.uuid, "GPU-fa4e0000-0000-4000-8000-000000000001");
@@ -115,13 +97,13 @@ static void reports_configured_numbers(void **state)
  * which call answered. */
 static void check_v1_numbers(void *st)
 {
-    vram_device_info_t info = unknown_info();
+    vram_device_info_t info = driver_unknown_info(ops);
     assert_int_equal(ops->device_info(st, 0, &info), 0);
     assert_int_equal(info.total_bytes, 24 * GiB);
     assert_int_equal(info.used_bytes, 3 * GiB + 256 * MiB);
     assert_int_equal(info.free_bytes, 24 * GiB - 3 * GiB - 256 * MiB);
     /* The second query goes straight to v1 and agrees. */
-    vram_device_info_t again = unknown_info();
+    vram_device_info_t again = driver_unknown_info(ops);
     assert_int_equal(ops->device_info(st, 0, &again), 0);
     assert_int_equal(again.used_bytes, info.used_bytes);
 }
@@ -135,14 +117,14 @@ static void memory_falls_back_to_v1(void **state)
     static const char *modes[] = {"1", "notsup"};
     for (size_t i = 0; i < 2; i++) {
         setenv("FAKE_NVML_NO_V2", modes[i], 1);
-        void *st = open_ok();
+        void *st = driver_open_ok(ops);
         check_v1_numbers(st);
         ops->close(st);
     }
     /* An old driver without the _v2 symbols at all. */
     unsetenv("FAKE_NVML_NO_V2");
     setenv("VRAM_NVML_LIBRARY", v1only_lib, 1);
-    void *st = open_ok();
+    void *st = driver_open_ok(ops);
     check_v1_numbers(st);
     ops->close(st);
 }
@@ -187,7 +169,7 @@ static void many_processes_through_every_api(void **state)
             setenv("FAKE_NVML_V3_STRIDE", variants[v].stride, 1);
         else
             unsetenv("FAKE_NVML_V3_STRIDE");
-        void *st = open_ok();
+        void *st = driver_open_ok(ops);
         check_synthetic_processes(st, 300, 300);
         check_synthetic_processes(st, 300, 10); /* count is the total, 10 written */
         check_synthetic_processes(st, 300, 0);
@@ -203,7 +185,7 @@ static void processes_per_device_with_names(void **state)
     snprintf(spec, sizeof spec, "%ld:1G,4242:2G@1,4243:512M@1", (long)getpid());
     setenv("FAKE_NVML_DEVICES", "2", 1);
     setenv("FAKE_NVML_PROCESSES", spec, 1);
-    void *st = open_ok();
+    void *st = driver_open_ok(ops);
     vram_process_info_t procs[4];
     size_t count = 0;
     assert_int_equal(ops->processes(st, 0, procs, 4, &count), 0);
@@ -226,7 +208,7 @@ static void processes_per_device_with_names(void **state)
     assert_int_equal(procs[1].used_bytes, 512 * MiB);
 
     /* Device used memory defaults to the processes' sum. */
-    vram_device_info_t info = unknown_info();
+    vram_device_info_t info = driver_unknown_info(ops);
     assert_int_equal(ops->device_info(st, 1, &info), 0);
     assert_int_equal(info.used_bytes, 2 * GiB + 512 * MiB);
     assert_int_equal(ops->processes(st, 5, procs, 4, &count), VRAM_ENODEV);
@@ -236,7 +218,7 @@ static void processes_per_device_with_names(void **state)
 static void no_processes_is_an_empty_list(void **state)
 {
     (void)state;
-    void *st = open_ok();
+    void *st = driver_open_ok(ops);
     size_t count = 99;
     assert_int_equal(ops->processes(st, 0, NULL, 0, &count), 0);
     assert_int_equal(count, 0);
@@ -251,7 +233,7 @@ static void processes_refused_everywhere_is_enotsup(void **state)
            "nvmlDeviceGetComputeRunningProcesses_v3=3,nvmlDeviceGetComputeRunningProcesses_v2=3,"
            "nvmlDeviceGetComputeRunningProcesses=3",
            1);
-    void *st = open_ok();
+    void *st = driver_open_ok(ops);
     vram_process_info_t procs[2];
     size_t count = 5;
     assert_int_equal(ops->processes(st, 0, procs, 2, &count), VRAM_ENOTSUP);
@@ -260,7 +242,7 @@ static void processes_refused_everywhere_is_enotsup(void **state)
     /* Only the v3 call refuses: v2 answers. */
     ops->close(st);
     setenv("FAKE_NVML_FAIL", "nvmlDeviceGetComputeRunningProcesses_v3=3", 1);
-    st = open_ok();
+    st = driver_open_ok(ops);
     assert_int_equal(ops->processes(st, 0, procs, 2, &count), 0);
     assert_int_equal(count, 1);
     assert_int_equal(procs[0].used_bytes, GiB);
@@ -274,7 +256,7 @@ static void unknown_process_memory_is_unknown(void **state)
     setenv("FAKE_NVML_PROC_UNKNOWN", "1", 1);
     for (int lib = 0; lib < 2; lib++) {
         setenv("VRAM_NVML_LIBRARY", lib ? v1only_lib : fake_lib, 1);
-        void *st = open_ok();
+        void *st = driver_open_ok(ops);
         vram_process_info_t procs[4];
         size_t count = 0;
         assert_int_equal(ops->processes(st, 0, procs, 4, &count), 0);
@@ -293,7 +275,7 @@ static void process_churn_is_retried_then_bounded(void **state)
     /* A few processes start between the count and the fill call: the slack
      * absorbs them and the answer includes them. */
     setenv("FAKE_NVML_PROC_GROW", "5", 1);
-    void *st = open_ok();
+    void *st = driver_open_ok(ops);
     vram_process_info_t procs[512];
     size_t count = 0;
     assert_int_equal(ops->processes(st, 0, procs, 512, &count), 0);
@@ -302,7 +284,7 @@ static void process_churn_is_retried_then_bounded(void **state)
 
     /* Thousands start every time: the loop gives up, transiently. */
     setenv("FAKE_NVML_PROC_GROW", "5000", 1);
-    st = open_ok();
+    st = driver_open_ok(ops);
     count = 7;
     assert_int_equal(ops->processes(st, 0, procs, 512, &count), VRAM_EAGAIN);
     assert_non_null(strstr(vram_last_error(), "kept growing"));
@@ -327,8 +309,8 @@ static void injected_failures_are_translated(void **state)
     };
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
         setenv("FAKE_NVML_FAIL", cases[i].fail, 1);
-        void *st = open_ok();
-        vram_device_info_t info = unknown_info(), before = info;
+        void *st = driver_open_ok(ops);
+        vram_device_info_t info = driver_unknown_info(ops), before = info;
         int rc = ops->device_info(st, 0, &info);
         if (rc != cases[i].rc)
             fail_msg("%s: got %s (%s)", cases[i].fail, vram_err_name(rc), vram_last_error());
@@ -347,8 +329,8 @@ static void transient_failures_heal_on_retry(void **state)
     setenv("FAKE_NVML_FAIL",
            "nvmlDeviceGetTemperature=10:2,nvmlDeviceGetComputeRunningProcesses_v3=10:1", 1);
     setenv("FAKE_NVML_PROCESSES", "1000:1G", 1);
-    void *st = open_ok();
-    vram_device_info_t info = unknown_info();
+    void *st = driver_open_ok(ops);
+    vram_device_info_t info = driver_unknown_info(ops);
     assert_int_equal(ops->device_info(st, 0, &info), VRAM_EAGAIN);
     assert_int_equal(ops->device_info(st, 0, &info), VRAM_EAGAIN);
     assert_int_equal(ops->device_info(st, 0, &info), 0);
@@ -369,8 +351,8 @@ static void missing_features_stay_unknown(void **state)
            "nvmlDeviceGetTemperature=3,nvmlDeviceGetPowerUsage=4,nvmlDeviceGetUUID=3,"
            "nvmlDeviceGetUtilizationRates=3,nvmlDeviceGetCudaComputeCapability=3",
            1);
-    void *st = open_ok();
-    vram_device_info_t info = unknown_info();
+    void *st = driver_open_ok(ops);
+    vram_device_info_t info = driver_unknown_info(ops);
     assert_int_equal(ops->device_info(st, 0, &info), 0);
     assert_int_equal(info.temperature_c, VRAM_UNKNOWN_INT);
     assert_int_equal(info.utilization_pct, VRAM_UNKNOWN_INT);
@@ -386,8 +368,8 @@ static void one_failing_device_does_not_affect_others(void **state)
     (void)state;
     setenv("FAKE_NVML_DEVICES", "3", 1);
     setenv("FAKE_NVML_FAIL", "nvmlDeviceGetMemoryInfo_v2@1=15", 1);
-    void *st = open_ok();
-    vram_device_info_t info = unknown_info();
+    void *st = driver_open_ok(ops);
+    vram_device_info_t info = driver_unknown_info(ops);
     assert_int_equal(ops->device_info(st, 0, &info), 0);
     assert_int_equal(ops->device_info(st, 1, &info), VRAM_EDRIVER);
     assert_non_null(strstr(vram_last_error(), "(device 1)"));
@@ -422,7 +404,7 @@ static void open_failures_are_clear(void **state)
 
     /* A library that is not NVML at all (the fake CUDA driver). */
     char cuda[4096];
-    snprintf(cuda, sizeof cuda, "%s/libcuda.so.1", getenv("VRAM_FAKES_DIR"));
+    assert_true(driver_fake_path(cuda, sizeof cuda, "libcuda.so.1"));
     setenv("VRAM_NVML_LIBRARY", cuda, 1);
     assert_int_equal(ops->open(&st), VRAM_EDRIVER);
     assert_non_null(strstr(vram_last_error(), "lacks nvmlInit_v2"));
@@ -515,12 +497,12 @@ static void randomized_against_configuration(void **state)
         if (variant == 1) setenv("FAKE_NVML_V3_STRIDE", "32", 1);
         if (variant == 2) setenv("FAKE_NVML_NO_V2", "1", 1);
         if (variant == 3) setenv("VRAM_NVML_LIBRARY", v1only_lib, 1);
-        void *st = open_ok();
+        void *st = driver_open_ok(ops);
         int count = 0;
         assert_int_equal(ops->device_count(st, &count), 0);
         assert_int_equal(count, devices);
         for (int d = 0; d < devices; d++) {
-            vram_device_info_t info = unknown_info();
+            vram_device_info_t info = driver_unknown_info(ops);
             assert_int_equal(ops->device_info(st, d, &info), 0);
             assert_int_equal(info.total_bytes, total[d]);
             assert_int_equal(info.used_bytes, used[d] < total[d] ? used[d] : total[d]);
@@ -533,13 +515,9 @@ static void randomized_against_configuration(void **state)
 
 int main(void)
 {
-    const char *dir = getenv("VRAM_FAKES_DIR");
-    if (!dir || !*dir) {
-        fprintf(stderr, "VRAM_FAKES_DIR is not set (run through ctest)\n");
+    if (!driver_fake_path(fake_lib, sizeof fake_lib, "libnvidia-ml.so.1") ||
+        !driver_fake_path(v1only_lib, sizeof v1only_lib, "v1only/libnvidia-ml.so.1"))
         return 1;
-    }
-    snprintf(fake_lib, sizeof fake_lib, "%s/libnvidia-ml.so.1", dir);
-    snprintf(v1only_lib, sizeof v1only_lib, "%s/v1only/libnvidia-ml.so.1", dir);
     const struct CMUnitTest tests[] = {
         cmocka_unit_test_setup(fake_is_strict, setup),
         cmocka_unit_test_setup(reports_configured_numbers, setup),
