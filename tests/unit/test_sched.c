@@ -87,6 +87,16 @@ static vram_sched_config_t config(int ndev, uint64_t gib_each)
     return c;
 }
 
+/* config() with a database file `name` in the test's directory (path holds it). */
+static vram_sched_config_t file_config(int ndev, uint64_t gib_each, const char *name,
+                                       char path[512])
+{
+    snprintf(path, 512, "%s/%s", db_dir, name);
+    vram_sched_config_t c = config(ndev, gib_each);
+    c.db_path = path;
+    return c;
+}
+
 static vram_job_request_t req_of(const char *name, uint64_t gib, int gpus, int prio)
 {
     vram_job_request_t r;
@@ -469,9 +479,7 @@ static void reload_after_crash(void **st)
 {
     (void)st;
     char path[512];
-    snprintf(path, sizeof path, "%s/crash.db", db_dir);
-    vram_sched_config_t c = config(1, 80);
-    c.db_path = path;
+    vram_sched_config_t c = file_config(1, 80, "crash.db", path);
     c.clock = NULL;
     pid_t alive = fork();
     if (alive == 0) {
@@ -626,9 +634,7 @@ static void failed_transactions_change_nothing(void **st)
 {
     (void)st;
     char path[512];
-    snprintf(path, sizeof path, "%s/inject.db", db_dir);
-    vram_sched_config_t c = config(1, 80);
-    c.db_path = path;
+    vram_sched_config_t c = file_config(1, 80, "inject.db", path);
     vram_sched_t *s;
     assert_int_equal(vram_sched_open(&c, &s), 0);
     exec_sql(path, "CREATE TRIGGER refuse_admit BEFORE INSERT ON events WHEN NEW.kind='admitted'"
@@ -709,9 +715,7 @@ static void concurrent_clients(void **st)
 {
     (void)st;
     char path[512];
-    snprintf(path, sizeof path, "%s/threads.db", db_dir);
-    vram_sched_config_t c = config(2, 80);
-    c.db_path = path;
+    vram_sched_config_t c = file_config(2, 80, "threads.db", path);
     c.clock = NULL;
     c.backfill = true;
     c.probe_interval_s = 0.05;
@@ -819,14 +823,12 @@ static void randomized_against_reference(void **st)
 {
     (void)st;
     char path[512];
-    snprintf(path, sizeof path, "%s/random.db", db_dir);
     unsigned seed = (unsigned)getpid();
     const char *env = getenv("VRAM_TEST_SEED");
     if (env) seed = (unsigned)strtoul(env, NULL, 10);
     printf("seed %u (VRAM_TEST_SEED to replay)\n", seed);
     srand(seed);
-    vram_sched_config_t c = config(3, 16);
-    c.db_path = path;
+    vram_sched_config_t c = file_config(3, 16, "random.db", path);
     vram_sched_t *s;
     assert_int_equal(vram_sched_open(&c, &s), 0);
     nref = 0;
