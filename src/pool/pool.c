@@ -6,16 +6,6 @@
 #include <stdlib.h>
 #include <string.h>
 
-static vram_pool_block_t *block_new(vram_pool_t *pool)
-{
-    return vram_blocks_new(&pool->blocks);
-}
-
-static void block_delete(vram_pool_t *pool, vram_pool_block_t *b)
-{
-    vram_blocks_delete(&pool->blocks, b);
-}
-
 /* ---- free tree membership, with the inactive_split statistics -------- */
 
 static unsigned bin_of(const vram_pool_t *pool, const vram_pool_block_t *b)
@@ -107,17 +97,17 @@ static int segment_create(vram_pool_t *pool, int kind, uintptr_t stream, size_t 
         pool->idle_cap = cap;
     }
     vram_pool_segment_t *seg = calloc(1, sizeof *seg);
-    vram_pool_block_t *b = block_new(pool);
+    vram_pool_block_t *b = vram_blocks_new(&pool->blocks);
     if (!seg || !b) {
         free(seg);
-        if (b) block_delete(pool, b);
+        if (b) vram_blocks_delete(&pool->blocks, b);
         return vram_fail(VRAM_ENOMEM, "pool: out of host memory for segment metadata");
     }
     void *base = NULL;
     rc = pool->src.alloc(pool->src.user, size, &base);
     if (rc) {
         free(seg);
-        block_delete(pool, b);
+        vram_blocks_delete(&pool->blocks, b);
         return rc;
     }
     seg->base = (uintptr_t)base;
@@ -150,7 +140,7 @@ static void segment_release(vram_pool_t *pool, vram_pool_segment_t *seg)
     vram_pool_block_t *b = vram_pool_first_block(pool, seg);
     tree_take(pool, b);
     idle_leave(pool, b);
-    block_delete(pool, b);
+    vram_blocks_delete(&pool->blocks, b);
     /* A refused free (a driver error) cannot be retried meaningfully; the
      * segment is forgotten either way so the pool stays consistent. */
     pool->src.free(pool->src.user, (void *)seg->base);
@@ -290,11 +280,11 @@ static int take_block(vram_pool_t *pool, vram_pool_block_t *b, size_t rounded, s
     vram_pool_block_t *home = homed ? b : vram_blocks_home(t, b->addr);
     vram_pool_block_t *rest = NULL;
     if (split && (homed || !home)) {
-        rest = block_new(pool);
+        rest = vram_blocks_new(&pool->blocks);
         if (!rest) return vram_fail(VRAM_ENOMEM, "pool: out of host memory for block metadata");
     }
     if (!home && !vram_map_reserve(&pool->overflow, 1)) {
-        if (rest) block_delete(pool, rest);
+        if (rest) vram_blocks_delete(&pool->blocks, rest);
         return vram_fail(VRAM_ENOMEM, "pool: out of host memory for the block map");
     }
     tree_take(pool, b);
@@ -306,7 +296,7 @@ static int take_block(vram_pool_t *pool, vram_pool_block_t *b, size_t rounded, s
             rest = slab_slot;
             memset(rest, 0, sizeof *rest);
         } else {
-            block_delete(pool, slab_slot);
+            vram_blocks_delete(&pool->blocks, slab_slot);
         }
     }
     if (rest) {
@@ -483,7 +473,7 @@ static void absorb_next(vram_pool_t *pool, vram_pool_block_t *b, vram_pool_block
     b->size += n->size;
     b->next = n->next;
     if (after) after->prev = vram_block_id(&pool->blocks, b);
-    block_delete(pool, n);
+    vram_blocks_delete(&pool->blocks, n);
 }
 
 int vram_pool_free(vram_pool_t *pool, void *ptr)
