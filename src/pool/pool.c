@@ -89,7 +89,8 @@ static int segment_create(vram_pool_t *pool, int kind, uintptr_t stream, size_t 
     if (size > pool->device_total) return vram_fail(VRAM_ENOMEM, "larger than the device");
     int rc = vram_free_index_reserve(&pool->free_blocks[kind], stream);
     if (rc) return rc;
-    if (pool->segment_count == pool->idle_cap) {
+    /* Room in the idle array for every segment, this one included. */
+    if ((size_t)pool->stats.segment[VRAM_POOL_STAT_ALL].current >= pool->idle_cap) {
         size_t cap = pool->idle_cap ? 2 * pool->idle_cap : 64;
         vram_block_id_t *idle = realloc(pool->idle, cap * sizeof *idle);
         if (!idle) return vram_fail(VRAM_ENOMEM, "pool: out of host memory for segment metadata");
@@ -124,7 +125,6 @@ static int segment_create(vram_pool_t *pool, int kind, uintptr_t stream, size_t 
     b->seg_seq = (uint32_t)seg->seq;
     vram_block_set_allocated(&pool->blocks, b, false);
     segment_link(pool, seg);
-    pool->segment_count++;
     pool->stats.num_device_alloc++;
     vram_pool_stat_update(pool->stats.segment, kind, 1);
     vram_pool_stat_update(pool->stats.reserved_bytes, kind, (int64_t)size);
@@ -148,7 +148,6 @@ static void segment_release(vram_pool_t *pool, vram_pool_segment_t *seg)
     vram_pool_stat_update(pool->stats.segment, seg->kind, -1);
     vram_pool_stat_update(pool->stats.reserved_bytes, seg->kind, -(int64_t)seg->size);
     segment_unlink(pool, seg);
-    pool->segment_count--;
     free(seg);
 }
 

@@ -359,10 +359,9 @@ struct vram_pool {
     size_t idle_n, idle_cap;
     uint64_t idle_segment_bytes; /* their bytes */
     size_t idle_count[2];        /* their number per kind */
-    size_t segment_count;
-    uint64_t free_ops;         /* frees since the last fragmentation check */
-    vram_pool_stats_t stats;   /* counters and current/peak values */
-    vram_block_table_t blocks; /* every block struct */
+    uint64_t free_ops;           /* frees since the last fragmentation check */
+    vram_pool_stats_t stats;     /* counters and current/peak values */
+    vram_block_table_t blocks;   /* every block struct */
     /* OOM handlers (copied before being called without the lock) */
     vram_pool_handler_t handlers[VRAM_POOL_MAX_OOM_HANDLERS];
     int handler_count;
