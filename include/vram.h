@@ -713,6 +713,313 @@ VRAM_API uint64_t vram_job_mem_at_batch(const vram_job_request_t *req, uint32_t 
 VRAM_API uint32_t vram_job_degrade(const vram_job_request_t *req, uint64_t avail,
                                    uint32_t *grad_accum);
 
+
+/* ===================================================================== */
+/* tune: adaptive training runtime controllers (src/tune/)              */
+/* ===================================================================== */
+
+/* Pure logic: each controller takes readings (memory usage as a fraction of
+ * the device, 0.85 = 85 %) and returns decisions; the caller (a C/C++
+ * training loop or vram.torch) acts on them. No controller is thread-safe
+ * unless its comment says so: one per training loop. docs/runtime.md. */
+
+/* -- dynamic batch-size optimizer: batch size and a second "lq" size
+ *    (patch, crop or sequence length) ------------------------------------- */
+
+typedef enum {
+    VRAM_BATCHOPT_MODEL,      /* default: learns usage = a + b*batch*g(lq), jumps in one step */
+    VRAM_BATCHOPT_FIXED_STEP, /* the seed's policy: fixed increments (a baseline) */
+} vram_batchopt_policy_t;
+
+/* Settings; vram_batchopt_config_init gives the defaults shown. lq is off
+ * (batch only) when min_lq and max_lq are 0. Usage in the band
+ * [target_usage - safety_margin, target_usage] is left alone; below it the
+ * controller grows lq first, then the batch; above target it shrinks the
+ * batch first, then lq. */
+typedef struct {
+    bool enabled;                /* true; false: update() never changes anything */
+    double target_usage;         /* 0.85; in (0, 1] */
+    double safety_margin;        /* 0.05; in [0, target_usage) and < 0.5 */
+    int adjustment_frequency;    /* 100 iterations per window (the cooldown) */
+    int min_batch, max_batch;    /* 2, 64; 1 <= min <= max <= 1048576 */
+    int min_lq, max_lq;          /* 0, 0 (off); else 1 <= min <= max <= 1048576 */
+    int history_size;            /* 50 readings kept for the average; 1..100000 */
+    int max_adjustments;         /* 50; 0 = no limit (OOM drops do not count) */
+    int oom_cooldown_windows;    /* 3 windows without growth after an OOM; 1..1000 */
+    vram_batchopt_policy_t policy;
+} vram_batchopt_config_t;
+
+typedef struct vram_batchopt vram_batchopt_t;
+
+typedef enum {
+    VRAM_BATCHOPT_NONE,     /* no change */
+    VRAM_BATCHOPT_GROW,     /* window peak below target - safety_margin */
+    VRAM_BATCHOPT_SHRINK,   /* window peak above target */
+    VRAM_BATCHOPT_OOM,      /* on_oom */
+    VRAM_BATCHOPT_EXTERNAL, /* set_current / set_target moved the settings */
+} vram_batchopt_reason_t;
+
+/* One change of the settings. */
+typedef struct {
+    int64_t iteration; /* update() calls before it */
+    int old_batch, old_lq, new_batch, new_lq;
+    double peak_usage;      /* window peak that caused it (OOM: last reading) */
+    double predicted_usage; /* the model's prediction for the new settings (0: none) */
+    vram_batchopt_reason_t reason;
+} vram_batchopt_adjustment_t;
+
+typedef struct {
+    int batch_delta, lq_delta; /* apply these */
+    int batch, lq;             /* the settings after them */
+    vram_batchopt_reason_t reason;
+} vram_batchopt_decision_t;
+
+#define VRAM_BATCHOPT_LOG 64 /* adjustments kept in the stats (the most recent) */
+
+typedef struct {
+    double peak_usage;    /* highest reading since creation */
+    double average_usage; /* over the last history_size readings */
+    double current_usage; /* last reading */
+    int batch, lq;
+    int64_t iterations, adjustments, oom_recoveries;
+    bool model_quadratic; /* g(lq) = lq^2 fits better than lq (model policy) */
+    double model_a, model_b; /* current fit (0, 0 before the first window) */
+    int nlog;                /* entries in log, oldest first */
+    vram_batchopt_adjustment_t log[VRAM_BATCHOPT_LOG];
+} vram_batchopt_stats_t;
+
+VRAM_API void vram_batchopt_config_init(vram_batchopt_config_t *cfg);
+/* Reads the YAML of docs/runtime.md (training_automations:
+ * DynamicBatchSizeOptimizer: ...) over the defaults in *cfg (call
+ * config_init first). Other top-level keys are ignored; inside the two
+ * sections an unknown key, a duplicate, a wrong type or an out-of-range value
+ * is EPARSE naming the key and its line ("path:12: max_batch_size: ...").
+ * EIO: unreadable file. *cfg is untouched on failure. */
+VRAM_API int vram_batchopt_config_load(const char *path, vram_batchopt_config_t *cfg);
+/* Same from text in memory; `origin` names it in messages. */
+VRAM_API int vram_batchopt_config_parse(const char *text, const char *origin,
+                                        vram_batchopt_config_t *cfg);
+/* Checks ranges; EINVAL names the field. */
+VRAM_API int vram_batchopt_config_check(const vram_batchopt_config_t *cfg);
+
+/* Creates a controller starting at (batch, lq) (clamped to the limits; lq is
+ * ignored when lq is off). EINVAL from config_check; ENOMEM. */
+VRAM_API int vram_batchopt_create(const vram_batchopt_config_t *cfg, int batch, int lq,
+                                  vram_batchopt_t **out);
+/* Accepts NULL. */
+VRAM_API void vram_batchopt_destroy(vram_batchopt_t *opt);
+/* One iteration's reading (usage fraction, >= 0, finite; EINVAL otherwise).
+ * *out (may be NULL) gets the change to apply now, all zero deltas mostly. */
+VRAM_API int vram_batchopt_update(vram_batchopt_t *opt, double usage,
+                                  vram_batchopt_decision_t *out);
+/* The caller changed the settings itself (resume, manual override): the
+ * controller continues from them (clamped), with a fresh window. */
+VRAM_API int vram_batchopt_set_current(vram_batchopt_t *opt, int batch, int lq);
+/* The settings the controller grows towards and never above (default: the
+ * maxima); clamped to the limits. The current settings drop to them if above. */
+VRAM_API int vram_batchopt_set_target(vram_batchopt_t *opt, int batch, int lq);
+/* The current settings ran out of memory: returns the smaller settings to
+ * retry with in *new_batch / *new_lq (may be NULL). Both drop (the batch at
+ * least by half, lq by a quarter, further when the model says so), and no
+ * growth follows for oom_cooldown_windows windows. ESTATE when already at
+ * both minima (nothing smaller to try; *new_* still set). */
+VRAM_API int vram_batchopt_on_oom(vram_batchopt_t *opt, int *new_batch, int *new_lq);
+VRAM_API int vram_batchopt_stats(const vram_batchopt_t *opt, vram_batchopt_stats_t *out);
+/* Static name: "none", "grow", "shrink", "oom", "external". */
+VRAM_API const char *vram_batchopt_reason_name(vram_batchopt_reason_t r);
+
+/* -- adaptive batch iterator: batch policy and exact-once bookkeeping ----- */
+
+/* Sample i of the dataset is index i. Every index is handed out in a batch;
+ * a batch is then either committed (done) or returned (failed: its indices
+ * come first in the next batches). Each index is committed exactly once. */
+typedef struct {
+    int initial_batch;  /* the batch to start with and the ceiling; >= 1 */
+    int min_batch;      /* 1; floor of halving */
+    int check_every;    /* 10 samples between memory checks; >= 1 */
+    double high_mark;   /* 0.85: above, the batch halves */
+    double low_mark;    /* 0.50: below, it doubles up to initial_batch */
+} vram_batchiter_config_t;
+
+typedef struct vram_batchiter vram_batchiter_t;
+
+typedef enum {
+    VRAM_BATCHITER_HIGH, /* usage above high_mark: halved */
+    VRAM_BATCHITER_LOW,  /* usage below low_mark: doubled */
+    VRAM_BATCHITER_FAIL, /* a batch was returned as failed: halved */
+} vram_batchiter_reason_t;
+
+typedef struct {
+    uint64_t sample; /* samples handed out before the change */
+    int old_batch, new_batch;
+    double usage; /* the reading (FAIL: 0) */
+    vram_batchiter_reason_t reason;
+} vram_batchiter_change_t;
+
+#define VRAM_BATCHITER_LOG 64
+
+typedef struct {
+    int batch;
+    uint64_t handed_out, committed, returned, pending; /* samples */
+    uint64_t checks, nchanges;
+    int nlog; /* the most recent changes, oldest first */
+    vram_batchiter_change_t log[VRAM_BATCHITER_LOG];
+} vram_batchiter_stats_t;
+
+/* check_every 10, high 0.85, low 0.50, min 1, initial = initial_batch. */
+VRAM_API void vram_batchiter_config_init(vram_batchiter_config_t *cfg, int initial_batch);
+/* length: number of samples, or UINT64_MAX while unknown (an iterable; call
+ * set_length when it ends). EINVAL names a bad field (marks not
+ * 0 <= low < high <= 1, ...); ENOMEM. */
+VRAM_API int vram_batchiter_create(const vram_batchiter_config_t *cfg, uint64_t length,
+                                   vram_batchiter_t **out);
+VRAM_API void vram_batchiter_destroy(vram_batchiter_t *it);
+/* True when the next batch wants a fresh memory reading (check_every samples
+ * handed out since the last check; also before the first batch). */
+VRAM_API bool vram_batchiter_check_due(const vram_batchiter_t *it);
+/* The next batch: up to `cap` indices into idx (cap >= the current batch;
+ * EINVAL otherwise), *n of them (0: nothing left but possibly batches still
+ * pending), *batch_id for done/failed. usage: a reading when check_due, else
+ * ignored (pass a negative number when no reading exists: no change). */
+VRAM_API int vram_batchiter_next(vram_batchiter_t *it, double usage, uint64_t *idx, size_t cap,
+                                 size_t *n, uint64_t *batch_id);
+/* The batch was consumed. ENOENT for an unknown or already closed id. */
+VRAM_API int vram_batchiter_done(vram_batchiter_t *it, uint64_t batch_id);
+/* The batch failed (OOM): its indices return to the front and the batch halves.
+ * ENOENT as done. */
+VRAM_API int vram_batchiter_failed(vram_batchiter_t *it, uint64_t batch_id);
+/* The iterable ended after `length` samples. EINVAL if indices >= length were
+ * already handed out. */
+VRAM_API int vram_batchiter_set_length(vram_batchiter_t *it, uint64_t length);
+/* True when every sample of a known length is committed. */
+VRAM_API bool vram_batchiter_finished(const vram_batchiter_t *it);
+VRAM_API int vram_batchiter_stats(const vram_batchiter_t *it, vram_batchiter_stats_t *out);
+/* Invariants for tests: handed_out = committed + pending + queued returns,
+ * no index both pending and queued, all below the cursor. 0 or ESTATE. */
+VRAM_API int vram_batchiter_check(const vram_batchiter_t *it);
+VRAM_API const char *vram_batchiter_reason_name(vram_batchiter_reason_t r);
+
+/* -- OOM recovery chain ------------------------------------------------- */
+
+/* Strategies in the default order. FREE_CACHE and OFFLOAD free memory and
+ * the step is retried as it was; MICRO_BATCH retries the same samples split
+ * into twice as many micro-batches (gradient accumulation); CHECKPOINT saves
+ * and gives up with a message saying how to resume. */
+typedef enum {
+    VRAM_OOM_FREE_CACHE,
+    VRAM_OOM_MICRO_BATCH,
+    VRAM_OOM_OFFLOAD,
+    VRAM_OOM_CHECKPOINT,
+    VRAM_OOM_STRATEGY_COUNT_
+} vram_oom_strategy_t;
+
+typedef struct {
+    /* Strategies to try, in order (each at most once in the list). */
+    vram_oom_strategy_t order[VRAM_OOM_STRATEGY_COUNT_];
+    int norder; /* 4: all, default order */
+    int max_splits;      /* 3: MICRO_BATCH doubles the micro-batches at most this often */
+    int min_micro_batch; /* 1: never split below this many samples */
+    /* Hooks; NULL = not available (the strategy is skipped). Each returns the
+     * bytes it freed (free_cache, offload) or 0 on success (checkpoint,
+     * writing where it saved into msg). free_cache NULL with a pool attached:
+     * vram_pool_trim. */
+    uint64_t (*free_cache)(void *user);
+    uint64_t (*offload)(void *user, size_t request);
+    int (*checkpoint)(void *user, char *msg, size_t cap);
+    void *user;
+} vram_oomchain_config_t;
+
+typedef struct vram_oomchain vram_oomchain_t;
+
+/* What to do after an OOM in a step. */
+typedef struct {
+    vram_oom_strategy_t strategy; /* the strategy just applied */
+    bool retry;                   /* retry the step (false: give up, see message) */
+    int micro_batches;            /* split the step's batch into this many parts */
+    int micro_batch_size;         /* samples per part (the last may be smaller) */
+    uint64_t freed_bytes;         /* by free_cache / offload */
+    char message[256];
+} vram_oom_action_t;
+
+typedef struct {
+    uint64_t attempts[VRAM_OOM_STRATEGY_COUNT_];  /* times applied */
+    uint64_t recovered[VRAM_OOM_STRATEGY_COUNT_]; /* steps that then succeeded */
+    uint64_t freed_bytes[VRAM_OOM_STRATEGY_COUNT_];
+    uint64_t pool_calls;  /* pool OOM handler invocations */
+    uint64_t steps, ooms, failures; /* failures: steps given up */
+} vram_oomchain_stats_t;
+
+VRAM_API void vram_oomchain_config_init(vram_oomchain_config_t *cfg);
+/* EINVAL names a bad field (a strategy twice, max_splits outside 0..20); ENOMEM. */
+VRAM_API int vram_oomchain_create(const vram_oomchain_config_t *cfg, vram_oomchain_t **out);
+VRAM_API void vram_oomchain_destroy(vram_oomchain_t *chain);
+/* Registers the chain's FREE_CACHE and OFFLOAD hooks as an OOM handler of
+ * `pool` (inside an allocation, before it fails). The chain must outlive the
+ * pool (the pool has no way to remove a handler). ENOMEM: handler table full. */
+VRAM_API int vram_oomchain_attach_pool(vram_oomchain_t *chain, vram_pool_t *pool);
+/* A training step of `batch` samples begins (one micro-batch). */
+VRAM_API int vram_oomchain_begin_step(vram_oomchain_t *chain, int batch);
+/* The step ran out of memory: applies the next strategy and says what to do.
+ * Returns 0 with action->retry, or VRAM_ENOMEM when the chain is exhausted
+ * (after CHECKPOINT: action->message says where it saved and how to resume).
+ * ESTATE outside a step. */
+VRAM_API int vram_oomchain_on_oom(vram_oomchain_t *chain, vram_oom_action_t *action);
+/* The step succeeded: counts a recovery for the strategies it needed. */
+VRAM_API int vram_oomchain_end_step(vram_oomchain_t *chain);
+/* Thread-safe (the pool handler may run on any thread). */
+VRAM_API int vram_oomchain_stats(vram_oomchain_t *chain, vram_oomchain_stats_t *out);
+/* "free-cache", "micro-batch", "offload", "checkpoint"; "?" otherwise. */
+VRAM_API const char *vram_oom_strategy_name(vram_oom_strategy_t s);
+/* Parses the names above; EINVAL lists them. */
+VRAM_API int vram_oom_strategy_parse(const char *name, vram_oom_strategy_t *out);
+
+/* -- GPU <-> host swap cache bookkeeping (LRU) ------------------------- */
+
+/* Items are caller-chosen non-zero 64-bit keys with sizes in bytes. Tiers:
+ * GPU (budget gpu_budget) and HOST (budget host_budget, 0 = unlimited).
+ * get() returns the moves the caller must carry out, in order. */
+typedef enum { VRAM_SWAP_NONE, VRAM_SWAP_GPU, VRAM_SWAP_HOST } vram_swap_tier_t;
+
+/* One move: key goes from tier `from` to tier `to`. from NONE: load it (a
+ * miss); to NONE: drop it (evicted from the host tier). */
+typedef struct {
+    uint64_t key, size;
+    vram_swap_tier_t from, to;
+} vram_swap_move_t;
+
+typedef struct {
+    uint64_t gpu_budget, host_budget;
+    uint64_t gpu_bytes, host_bytes; /* current */
+    uint64_t gpu_items, host_items;
+    uint64_t hits_gpu, hits_host, misses;
+    uint64_t bytes_to_gpu, bytes_to_host, bytes_loaded;
+    uint64_t evictions_gpu, evictions_host; /* GPU->host demotions, host drops */
+} vram_swap_stats_t;
+
+typedef struct vram_swap vram_swap_t;
+
+/* gpu_budget >= 1 (EINVAL); ENOMEM. */
+VRAM_API int vram_swap_create(uint64_t gpu_budget, uint64_t host_budget, vram_swap_t **out);
+VRAM_API void vram_swap_destroy(vram_swap_t *sc);
+/* Uses item `key` of `size` bytes (size is only read on a miss). Puts it on
+ * the GPU if it fits the budget, demoting the least recently used GPU items
+ * to the host and dropping the least recently used host items as needed; an
+ * item larger than the GPU budget stays on the host. *found: the tier it was
+ * in (NONE: a miss). *nmoves moves are readable with vram_swap_move until the
+ * next call. EINVAL: key 0 or size 0 on a miss; ENOMEM when it fits neither
+ * tier's budget (nothing changes). */
+VRAM_API int vram_swap_get(vram_swap_t *sc, uint64_t key, uint64_t size, vram_swap_tier_t *found,
+                           vram_swap_tier_t *now, size_t *nmoves);
+VRAM_API int vram_swap_move(const vram_swap_t *sc, size_t i, vram_swap_move_t *out);
+/* Forgets an item (the caller frees it). ENOENT if absent. */
+VRAM_API int vram_swap_remove(vram_swap_t *sc, uint64_t key);
+/* Tier of an item without touching the LRU order (NONE if absent). */
+VRAM_API vram_swap_tier_t vram_swap_where(const vram_swap_t *sc, uint64_t key);
+VRAM_API int vram_swap_stats(const vram_swap_t *sc, vram_swap_stats_t *out);
+/* Invariants for tests: bytes per tier = sum of its items' sizes <= budget,
+ * lists and map agree. 0 or ESTATE with a message. */
+VRAM_API int vram_swap_check(const vram_swap_t *sc);
+
 #ifdef __cplusplus
 }
 #endif

@@ -1,0 +1,414 @@
+/* Dynamic batch-size optimizer: two settings (batch, lq) steered by the peak
+ * memory usage of each window of adjustment_frequency iterations. Growth
+ * raises lq first (it tends to improve final metrics), then the batch;
+ * shrinking lowers the batch first. The model policy jumps to the largest
+ * setting its fitted model predicts under the aim; the fixed-step policy is
+ * the seed's (and the benchmark's baseline). */
+#include "tune/batchopt_model.h"
+#include "tune/tune_internal.h"
+
+#include "vram.h"
+
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+/* Where a jump aims inside the dead band [target - margin, target]: a bit
+ * above its middle, so that noise and a slightly wrong model stay inside it. */
+#define BO_AIM_FRACTION 0.4
+/* The fixed-step policy moves by 1/16 of each range. */
+#define BO_STEPS 16
+#define BO_SIZE_LIMIT (1 << 20)
+
+struct vram_batchopt {
+    vram_batchopt_config_t cfg;
+    bool lq_on;
+    int batch, lq;                   /* current settings */
+    int reported_batch, reported_lq; /* what the caller runs */
+    vram_batchopt_reason_t pending;  /* why they differ */
+    int cap_batch, cap_lq;           /* set_target */
+    int64_t iteration, adjustments, ooms;
+    int64_t grow_after; /* no growth before this iteration (OOM cooldown) */
+    double win_peak;
+    int win_len;
+    double peak, last;
+    double *hist; /* ring of history_size readings */
+    int hist_len, hist_pos;
+    double hist_sum;
+    bo_model_t model;
+    vram_batchopt_adjustment_t log[VRAM_BATCHOPT_LOG];
+    int64_t nlog_total;
+};
+
+void vram_batchopt_config_init(vram_batchopt_config_t *cfg)
+{
+    *cfg = (vram_batchopt_config_t){
+        .enabled = true,
+        .target_usage = 0.85,
+        .safety_margin = 0.05,
+        .adjustment_frequency = 100,
+        .min_batch = 2,
+        .max_batch = 64,
+        .history_size = 50,
+        .max_adjustments = 50,
+        .oom_cooldown_windows = 3,
+        .policy = VRAM_BATCHOPT_MODEL,
+    };
+}
+
+int vram_batchopt_config_check(const vram_batchopt_config_t *cfg)
+{
+    const char *key;
+    return batchopt_config_check(cfg, &key);
+}
+
+/* Fails naming `name` (the YAML key) and stores it for the config reader. */
+#define BAD(name, ...) (*key = (name), vram_fail(VRAM_EINVAL, name " must be " __VA_ARGS__))
+
+int batchopt_config_check(const vram_batchopt_config_t *c, const char **key)
+{
+    *key = NULL;
+    if (!c) return vram_fail(VRAM_EINVAL, "batch optimizer: NULL config");
+    if (!(c->target_usage > 0 && c->target_usage <= 1))
+        return BAD("target_vram_usage", "in (0, 1], not %g", c->target_usage);
+    if (!(c->safety_margin >= 0 && c->safety_margin < 0.5 && c->safety_margin < c->target_usage))
+        return BAD("safety_margin", "in [0, 0.5) and below target_vram_usage, not %g",
+                   c->safety_margin);
+    if (c->adjustment_frequency < 1 || c->adjustment_frequency > 1000000)
+        return BAD("adjustment_frequency", "in 1..1000000, not %d", c->adjustment_frequency);
+    if (c->min_batch < 1 || c->min_batch > BO_SIZE_LIMIT)
+        return BAD("min_batch_size", "in 1..%d, not %d", BO_SIZE_LIMIT, c->min_batch);
+    if (c->max_batch < c->min_batch || c->max_batch > BO_SIZE_LIMIT)
+        return BAD("max_batch_size", "in min_batch_size (%d)..%d, not %d", c->min_batch,
+                   BO_SIZE_LIMIT, c->max_batch);
+    bool lq_off = c->min_lq == 0 && c->max_lq == 0;
+    if (!lq_off && (c->min_lq < 1 || c->min_lq > BO_SIZE_LIMIT))
+        return BAD("min_lq_size", "in 1..%d (or both lq sizes 0), not %d", BO_SIZE_LIMIT, c->min_lq);
+    if (!lq_off && (c->max_lq < c->min_lq || c->max_lq > BO_SIZE_LIMIT))
+        return BAD("max_lq_size", "in min_lq_size (%d)..%d, not %d", c->min_lq, BO_SIZE_LIMIT,
+                   c->max_lq);
+    if (c->history_size < 1 || c->history_size > 100000)
+        return BAD("vram_history_size", "in 1..100000, not %d", c->history_size);
+    if (c->max_adjustments < 0 || c->max_adjustments > 1000000)
+        return BAD("max_adjustments", "in 0..1000000, not %d", c->max_adjustments);
+    if (c->oom_cooldown_windows < 1 || c->oom_cooldown_windows > 1000)
+        return BAD("oom_cooldown_windows", "in 1..1000, not %d", c->oom_cooldown_windows);
+    if (c->policy != VRAM_BATCHOPT_MODEL && c->policy != VRAM_BATCHOPT_FIXED_STEP)
+        return BAD("policy", "model or fixed-step, not %d", (int)c->policy);
+    return 0;
+}
+
+#undef BAD
+
+static int clamp(int v, int lo, int hi)
+{
+    return v < lo ? lo : v > hi ? hi : v;
+}
+
+int vram_batchopt_create(const vram_batchopt_config_t *cfg, int batch, int lq,
+                         vram_batchopt_t **out)
+{
+    int rc = vram_batchopt_config_check(cfg);
+    if (rc) return rc;
+    if (!out) return vram_fail(VRAM_EINVAL, "batch optimizer: NULL out");
+    vram_batchopt_t *o = calloc(1, sizeof *o);
+    double *hist = calloc((size_t)cfg->history_size, sizeof *hist);
+    if (!o || !hist) {
+        free(o);
+        free(hist);
+        return vram_fail(VRAM_ENOMEM, "batch optimizer: out of memory");
+    }
+    o->cfg = *cfg;
+    o->hist = hist;
+    o->lq_on = cfg->max_lq > 0;
+    o->cap_batch = cfg->max_batch;
+    o->cap_lq = o->lq_on ? cfg->max_lq : 0;
+    o->batch = o->reported_batch = clamp(batch, cfg->min_batch, cfg->max_batch);
+    o->lq = o->reported_lq = o->lq_on ? clamp(lq, cfg->min_lq, cfg->max_lq) : 0;
+    bo_model_init(&o->model, o->lq_on ? cfg->max_lq : 0);
+    *out = o;
+    return 0;
+}
+
+void vram_batchopt_destroy(vram_batchopt_t *opt)
+{
+    if (!opt) return;
+    free(opt->hist);
+    free(opt);
+}
+
+static double aim_of(const vram_batchopt_t *o)
+{
+    return o->cfg.target_usage - BO_AIM_FRACTION * o->cfg.safety_margin;
+}
+
+static void start_window(vram_batchopt_t *o)
+{
+    o->win_peak = 0;
+    o->win_len = 0;
+}
+
+static void log_change(vram_batchopt_t *o, int nb, int nl, double peak, vram_batchopt_reason_t why)
+{
+    vram_batchopt_adjustment_t *a = &o->log[o->nlog_total % VRAM_BATCHOPT_LOG];
+    *a = (vram_batchopt_adjustment_t){
+        .iteration = o->iteration,
+        .old_batch = o->batch,
+        .old_lq = o->lq,
+        .new_batch = nb,
+        .new_lq = nl,
+        .peak_usage = peak,
+        .predicted_usage = o->cfg.policy == VRAM_BATCHOPT_MODEL ? bo_model_predict(&o->model, nb, nl) : 0,
+        .reason = why,
+    };
+    o->nlog_total++;
+    o->batch = nb;
+    o->lq = nl;
+    o->pending = why;
+    start_window(o);
+}
+
+/* Largest v in [lo, hi] predicted under the aim, or lo - 1; predictions grow
+ * with v. optimistic: by the lowest of the plausible forms, not the highest. */
+static int largest_fitting(const vram_batchopt_t *o, int lo, int hi, bool vary_batch, int fixed,
+                           bool optimistic)
+{
+    double aim = aim_of(o);
+    int ok = lo - 1;
+    while (lo <= hi) {
+        int mid = lo + (hi - lo) / 2;
+        int b = vary_batch ? mid : fixed, l = vary_batch ? fixed : mid;
+        double p = optimistic ? bo_model_predict_low(&o->model, b, l)
+                              : bo_model_predict(&o->model, b, l);
+        if (p <= aim && !bo_model_dominates_failure(&o->model, b, l)) ok = mid, lo = mid + 1;
+        else hi = mid - 1;
+    }
+    return ok;
+}
+
+static void grow_by(const vram_batchopt_t *o, bool optimistic, int *nb, int *nl)
+{
+    *nb = o->batch;
+    *nl = o->lq;
+    if (o->lq_on && o->lq < o->cap_lq) {
+        int l = largest_fitting(o, o->lq, o->cap_lq, false, o->batch, optimistic);
+        if (l >= o->lq) *nl = l;
+        if (*nl < o->cap_lq) return;
+    }
+    int b = largest_fitting(o, o->batch, o->cap_batch, true, *nl, optimistic);
+    if (b >= o->batch) *nb = b;
+}
+
+/* The jump the forms agree on. When the cautious form forbids any growth that
+ * another plausible form allows, the data cannot tell them apart: go half way
+ * towards the optimistic choice, which is safe under the cautious form's
+ * doubt and yields the point that decides between them. With no slope
+ * learned at all, one smallest step that even the cautious guess says cannot
+ * run out of memory teaches the slope. */
+static void model_grow(const vram_batchopt_t *o, int *nb, int *nl)
+{
+    grow_by(o, false, nb, nl);
+    if (*nb != o->batch || *nl != o->lq) return;
+    int ob, ol;
+    grow_by(o, true, &ob, &ol);
+    if (ol > o->lq) *nl = o->lq + (ol - o->lq + 1) / 2;
+    else if (ob > o->batch) *nb = o->batch + (ob - o->batch + 1) / 2;
+    if (*nb != o->batch || *nl != o->lq || bo_model_has_slope(&o->model)) return;
+    int sb = o->batch, sl = o->lq;
+    if (o->lq_on && sl < o->cap_lq) sl++;
+    else if (sb < o->cap_batch) sb++;
+    if (bo_model_predict(&o->model, sb, sl) < 1.0 && !bo_model_dominates_failure(&o->model, sb, sl))
+        *nb = sb, *nl = sl;
+}
+
+static void model_shrink(const vram_batchopt_t *o, int *nb, int *nl)
+{
+    const vram_batchopt_config_t *c = &o->cfg;
+    *nl = o->lq;
+    int b = largest_fitting(o, c->min_batch, o->batch, true, o->lq, false);
+    *nb = b >= c->min_batch ? b : c->min_batch;
+    if (b >= c->min_batch || !o->lq_on) return;
+    int l = largest_fitting(o, c->min_lq, o->lq, false, c->min_batch, false);
+    *nl = l >= c->min_lq ? l : c->min_lq;
+}
+
+static int step_of(int lo, int hi)
+{
+    int s = (hi - lo + BO_STEPS - 1) / BO_STEPS;
+    return s < 1 ? 1 : s;
+}
+
+static void fixed_grow(const vram_batchopt_t *o, int *nb, int *nl)
+{
+    const vram_batchopt_config_t *c = &o->cfg;
+    *nb = o->batch;
+    *nl = o->lq;
+    if (o->lq_on && o->lq < o->cap_lq)
+        *nl = clamp(o->lq + step_of(c->min_lq, c->max_lq), o->lq, o->cap_lq);
+    else if (o->batch < o->cap_batch)
+        *nb = clamp(o->batch + step_of(c->min_batch, c->max_batch), o->batch, o->cap_batch);
+}
+
+static void fixed_shrink(const vram_batchopt_t *o, int *nb, int *nl)
+{
+    const vram_batchopt_config_t *c = &o->cfg;
+    *nb = o->batch;
+    *nl = o->lq;
+    if (o->batch > c->min_batch)
+        *nb = clamp(o->batch - step_of(c->min_batch, c->max_batch), c->min_batch, o->batch);
+    else if (o->lq_on && o->lq > c->min_lq)
+        *nl = clamp(o->lq - step_of(c->min_lq, c->max_lq), c->min_lq, o->lq);
+}
+
+static bool may_adjust(const vram_batchopt_t *o)
+{
+    return o->cfg.max_adjustments == 0 || o->adjustments < o->cfg.max_adjustments;
+}
+
+/* A window peak this far from the last one at the same setting means the
+ * surroundings changed, not noise: half the dead band, at least 1 %. */
+static double shift_tolerance(const vram_batchopt_config_t *c)
+{
+    return c->safety_margin / 2 > 0.01 ? c->safety_margin / 2 : 0.01;
+}
+
+/* End of a window: decide from its peak. */
+static void decide(vram_batchopt_t *o)
+{
+    const vram_batchopt_config_t *c = &o->cfg;
+    double peak = o->win_peak;
+    bool model = c->policy == VRAM_BATCHOPT_MODEL;
+    if (model) bo_model_add(&o->model, o->batch, o->lq, peak, shift_tolerance(c));
+    int nb = o->batch, nl = o->lq;
+    vram_batchopt_reason_t why = VRAM_BATCHOPT_NONE;
+    if (!may_adjust(o)) {
+    } else if (peak > c->target_usage) {
+        why = VRAM_BATCHOPT_SHRINK;
+        (model ? model_shrink : fixed_shrink)(o, &nb, &nl);
+    } else if (peak < c->target_usage - c->safety_margin && o->iteration >= o->grow_after) {
+        why = VRAM_BATCHOPT_GROW;
+        (model ? model_grow : fixed_grow)(o, &nb, &nl);
+    }
+    if (nb == o->batch && nl == o->lq) {
+        start_window(o);
+        return;
+    }
+    o->adjustments++;
+    log_change(o, nb, nl, peak, why);
+}
+
+static void report(vram_batchopt_t *o, vram_batchopt_decision_t *out)
+{
+    vram_batchopt_decision_t d = {
+        .batch_delta = o->batch - o->reported_batch,
+        .lq_delta = o->lq - o->reported_lq,
+        .batch = o->batch,
+        .lq = o->lq,
+        .reason = o->batch != o->reported_batch || o->lq != o->reported_lq ? o->pending
+                                                                            : VRAM_BATCHOPT_NONE,
+    };
+    o->reported_batch = o->batch;
+    o->reported_lq = o->lq;
+    if (out) *out = d;
+}
+
+int vram_batchopt_update(vram_batchopt_t *o, double usage, vram_batchopt_decision_t *out)
+{
+    if (!o) return vram_fail(VRAM_EINVAL, "batch optimizer: NULL handle");
+    if (!isfinite(usage) || usage < 0)
+        return vram_fail(VRAM_EINVAL, "batch optimizer: usage must be a finite fraction >= 0, not %g",
+                         usage);
+    o->iteration++;
+    o->last = usage;
+    if (usage > o->peak) o->peak = usage;
+    if (o->hist_len == o->cfg.history_size) o->hist_sum -= o->hist[o->hist_pos];
+    else o->hist_len++;
+    o->hist[o->hist_pos] = usage;
+    o->hist_sum += usage;
+    o->hist_pos = (o->hist_pos + 1) % o->cfg.history_size;
+    if (o->cfg.enabled) {
+        if (usage > o->win_peak) o->win_peak = usage;
+        if (++o->win_len >= o->cfg.adjustment_frequency) decide(o);
+    }
+    report(o, out);
+    return 0;
+}
+
+int vram_batchopt_set_current(vram_batchopt_t *o, int batch, int lq)
+{
+    if (!o) return vram_fail(VRAM_EINVAL, "batch optimizer: NULL handle");
+    const vram_batchopt_config_t *c = &o->cfg;
+    o->batch = o->reported_batch = clamp(batch, c->min_batch, c->max_batch);
+    o->lq = o->reported_lq = o->lq_on ? clamp(lq, c->min_lq, c->max_lq) : 0;
+    start_window(o);
+    return 0;
+}
+
+int vram_batchopt_set_target(vram_batchopt_t *o, int batch, int lq)
+{
+    if (!o) return vram_fail(VRAM_EINVAL, "batch optimizer: NULL handle");
+    const vram_batchopt_config_t *c = &o->cfg;
+    o->cap_batch = clamp(batch, c->min_batch, c->max_batch);
+    o->cap_lq = o->lq_on ? clamp(lq, c->min_lq, c->max_lq) : 0;
+    int nb = o->batch < o->cap_batch ? o->batch : o->cap_batch;
+    int nl = o->lq < o->cap_lq ? o->lq : o->cap_lq;
+    if (nb != o->batch || nl != o->lq) log_change(o, nb, nl, o->last, VRAM_BATCHOPT_EXTERNAL);
+    return 0;
+}
+
+int vram_batchopt_on_oom(vram_batchopt_t *o, int *new_batch, int *new_lq)
+{
+    if (!o) return vram_fail(VRAM_EINVAL, "batch optimizer: NULL handle");
+    const vram_batchopt_config_t *c = &o->cfg;
+    o->ooms++;
+    int rc = 0;
+    /* Both settings drop at least this far whatever the model says: the
+     * failure proves the model (or the surroundings) wrong. */
+    int nb = clamp(o->batch / 2, c->min_batch, o->batch);
+    int nl = o->lq_on ? clamp(o->lq - o->lq / 4, c->min_lq, o->lq) : 0;
+    if (c->policy == VRAM_BATCHOPT_MODEL) bo_model_failed(&o->model, o->batch, o->lq);
+    if (c->policy == VRAM_BATCHOPT_MODEL && o->model.fitted) {
+        vram_batchopt_t probe = *o; /* shrink from the conservative drop */
+        probe.batch = nb;
+        probe.lq = nl;
+        if (bo_model_predict(&o->model, nb, nl) > aim_of(o)) model_shrink(&probe, &nb, &nl);
+        bo_model_new_epoch(&o->model);
+    }
+    if (nb == o->batch && nl == o->lq)
+        rc = vram_fail(VRAM_ESTATE, "batch optimizer: out of memory at the smallest settings "
+                                    "(batch %d, lq %d)", nb, nl);
+    else log_change(o, nb, nl, o->last, VRAM_BATCHOPT_OOM);
+    o->reported_batch = o->batch;
+    o->reported_lq = o->lq;
+    o->grow_after = o->iteration + (int64_t)c->oom_cooldown_windows * c->adjustment_frequency;
+    if (new_batch) *new_batch = o->batch;
+    if (new_lq) *new_lq = o->lq;
+    return rc;
+}
+
+int vram_batchopt_stats(const vram_batchopt_t *o, vram_batchopt_stats_t *out)
+{
+    if (!o || !out) return vram_fail(VRAM_EINVAL, "batch optimizer: NULL argument");
+    memset(out, 0, sizeof *out);
+    out->peak_usage = o->peak;
+    out->average_usage = o->hist_len ? o->hist_sum / o->hist_len : 0;
+    out->current_usage = o->last;
+    out->batch = o->batch;
+    out->lq = o->lq;
+    out->iterations = o->iteration;
+    out->adjustments = o->adjustments;
+    out->oom_recoveries = o->ooms;
+    out->model_quadratic = bo_model_quadratic(&o->model);
+    out->model_a = o->model.fitted ? o->model.a[out->model_quadratic] : 0;
+    out->model_b = o->model.fitted ? o->model.b[out->model_quadratic] : 0;
+    int64_t first = o->nlog_total > VRAM_BATCHOPT_LOG ? o->nlog_total - VRAM_BATCHOPT_LOG : 0;
+    for (int64_t i = first; i < o->nlog_total; i++)
+        out->log[out->nlog++] = o->log[i % VRAM_BATCHOPT_LOG];
+    return 0;
+}
+
+const char *vram_batchopt_reason_name(vram_batchopt_reason_t r)
+{
+    static const char *const names[] = {"none", "grow", "shrink", "oom", "external"};
+    return (unsigned)r < sizeof names / sizeof names[0] ? names[r] : "?";
+}

@@ -1,0 +1,57 @@
+/* The batch optimizer's memory model: usage = a + b * batch * g(lq), fitted
+ * to window peaks, with g(lq) = lq (linear) or lq^2 (quadratic) in units of
+ * max_lq. Predictions take the largest of the forms the data cannot rule
+ * out, so an unproven form never pushes the settings up too far. */
+#ifndef VRAM_TUNE_BATCHOPT_MODEL_H
+#define VRAM_TUNE_BATCHOPT_MODEL_H
+
+#include <stdbool.h>
+
+#define BO_POINTS 8 /* distinct settings remembered per epoch */
+#define BO_FORMS 2  /* 0: g linear in lq, 1: quadratic */
+
+typedef struct {
+    int batch, lq;
+    double peak;
+} bo_point_t;
+
+typedef struct {
+    int max_lq;                /* 0: batch only, g = 1 */
+    bo_point_t pts[BO_POINTS]; /* this epoch's settings, oldest first */
+    int npts;
+    bo_point_t failed[BO_POINTS]; /* settings that ran out of memory, oldest first */
+    int nfailed;
+    bool have_prior;           /* slopes carried over from an earlier epoch */
+    double prior_b[BO_FORMS];
+    bool prior_plausible[BO_FORMS];
+    double a[BO_FORMS], b[BO_FORMS];
+    double learned_b[BO_FORMS]; /* slope from data (or the prior), 0 = none yet */
+    double rms[BO_FORMS];
+    bool plausible[BO_FORMS];
+    bool fitted;
+} bo_model_t;
+
+void bo_model_init(bo_model_t *m, int max_lq);
+/* Adds a window peak at a setting. A peak that differs from the last one at
+ * the same setting by more than shift_tol means the surroundings changed
+ * (another job, fragmentation): a new epoch starts that keeps the slopes. */
+void bo_model_add(bo_model_t *m, int batch, int lq, double peak, double shift_tol);
+/* Starts a new epoch keeping the slopes (after an OOM). */
+void bo_model_new_epoch(bo_model_t *m);
+/* Records an OOM at a setting: it needed at least the whole device, and
+ * settings at or above it in both parameters are out of bounds until a
+ * window shows memory was freed. */
+void bo_model_failed(bo_model_t *m, int batch, int lq);
+bool bo_model_dominates_failure(const bo_model_t *m, int batch, int lq);
+/* Raises the intercepts so that (batch, lq) predicts at least `usage`. */
+void bo_model_floor(bo_model_t *m, int batch, int lq, double usage);
+/* Predicted peak usage; 0 before any point. */
+double bo_model_predict(const bo_model_t *m, int batch, int lq);
+/* The lowest prediction of the plausible forms. */
+double bo_model_predict_low(const bo_model_t *m, int batch, int lq);
+/* True when a plausible form has a slope learned from data. */
+bool bo_model_has_slope(const bo_model_t *m);
+/* True when only the quadratic form fits. */
+bool bo_model_quadratic(const bo_model_t *m);
+
+#endif

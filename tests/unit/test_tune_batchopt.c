@@ -1,0 +1,395 @@
+/* The dynamic batch-size optimizer: growth order (lq first), shrink order
+ * (batch first), cooldowns, OOM drops, limits, stats, and randomized runs
+ * against simple memory models checking its invariants. */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <cmocka.h>
+
+#include "vram.h"
+
+/* A memory model: usage = base + other + k * batch * g(lq) + noise in [0, noise). */
+typedef struct {
+    double base, other, k, noise;
+    bool quadratic;
+    int max_lq; /* normalizes lq; 0: batch only */
+    uint64_t rng;
+} mem_model_t;
+
+static double uniform(uint64_t *s) /* xorshift64*, [0, 1) */
+{
+    *s ^= *s >> 12, *s ^= *s << 25, *s ^= *s >> 27;
+    return (double)((*s * 2685821657736338717ull) >> 11) / 9007199254740992.0;
+}
+
+static double usage_of(mem_model_t *m, int batch, int lq)
+{
+    double g = 1;
+    if (m->max_lq) {
+        g = (double)lq / m->max_lq;
+        if (m->quadratic) g *= g;
+    }
+    return m->base + m->other + m->k * batch * g + m->noise * uniform(&m->rng);
+}
+
+static vram_batchopt_config_t lq_config(void)
+{
+    vram_batchopt_config_t c;
+    vram_batchopt_config_init(&c);
+    c.min_lq = 32;
+    c.max_lq = 256;
+    return c;
+}
+
+/* Runs `iters` iterations, applying decisions; returns the adjustments. */
+static int run(vram_batchopt_t *o, mem_model_t *m, int iters, int *batch, int *lq)
+{
+    int changes = 0;
+    for (int i = 0; i < iters; i++) {
+        vram_batchopt_decision_t d;
+        assert_int_equal(vram_batchopt_update(o, usage_of(m, *batch, *lq), &d), 0);
+        if (d.batch_delta || d.lq_delta) changes++;
+        *batch += d.batch_delta;
+        *lq += d.lq_delta;
+        assert_int_equal(*batch, d.batch);
+        assert_int_equal(*lq, d.lq);
+    }
+    return changes;
+}
+
+static void grows_lq_first_then_batch(void **state)
+{
+    (void)state;
+    vram_batchopt_config_t c = lq_config();
+    vram_batchopt_t *o;
+    int batch = 4, lq = 64;
+    assert_int_equal(vram_batchopt_create(&c, batch, lq, &o), 0);
+    mem_model_t m = {.base = 0.2, .k = 0.02, .max_lq = 256}; /* lq 256 at batch 4: 0.28 */
+    int changes = run(o, &m, 2000, &batch, &lq);
+    vram_batchopt_stats_t s;
+    assert_int_equal(vram_batchopt_stats(o, &s), 0);
+    /* The first growth raises lq, not the batch; lq reaches its maximum
+     * before the batch grows. */
+    assert_true(s.nlog >= 1);
+    assert_int_equal(s.log[0].reason, VRAM_BATCHOPT_GROW);
+    assert_int_equal(s.log[0].new_batch, 4);
+    assert_true(s.log[0].new_lq > 64);
+    for (int i = 0; i < s.nlog; i++)
+        if (s.log[i].new_batch > s.log[i].old_batch) assert_int_equal(s.log[i].new_lq, 256);
+    assert_int_equal(lq, 256);
+    double u = m.base + m.k * batch;
+    assert_true(u <= c.target_usage);
+    assert_true(u >= c.target_usage - c.safety_margin);
+    assert_true(changes <= 3);
+    assert_int_equal(s.adjustments, changes);
+    vram_batchopt_destroy(o);
+}
+
+static void shrinks_batch_first(void **state)
+{
+    (void)state;
+    vram_batchopt_config_t c = lq_config();
+    vram_batchopt_t *o;
+    int batch = 64, lq = 200;
+    assert_int_equal(vram_batchopt_create(&c, batch, lq, &o), 0);
+    mem_model_t m = {.base = 0.3, .k = 0.016, .max_lq = 256, .quadratic = true}; /* 0.925 */
+    int changes = run(o, &m, 3000, &batch, &lq);
+    vram_batchopt_stats_t s;
+    assert_int_equal(vram_batchopt_stats(o, &s), 0);
+    assert_int_equal(s.log[0].reason, VRAM_BATCHOPT_SHRINK);
+    assert_int_equal(s.log[0].new_lq, 200); /* the batch went first */
+    assert_true(s.log[0].new_batch < 64);
+    double u = usage_of(&m, batch, lq);
+    assert_true(u <= c.target_usage && u >= c.target_usage - c.safety_margin);
+    assert_true(changes <= 4);
+    vram_batchopt_destroy(o);
+}
+
+static void windows_and_cooldown(void **state)
+{
+    (void)state;
+    vram_batchopt_config_t c;
+    vram_batchopt_config_init(&c);
+    c.adjustment_frequency = 10;
+    vram_batchopt_t *o;
+    assert_int_equal(vram_batchopt_create(&c, 8, 0, &o), 0);
+    vram_batchopt_decision_t d;
+    /* One high reading inside a window: nothing until the window ends, then
+     * the window's peak (not its last reading) decides. */
+    for (int i = 0; i < 9; i++) {
+        assert_int_equal(vram_batchopt_update(o, i == 3 ? 0.95 : 0.5, &d), 0);
+        assert_int_equal(d.batch_delta, 0);
+        assert_int_equal(d.reason, VRAM_BATCHOPT_NONE);
+    }
+    assert_int_equal(vram_batchopt_update(o, 0.5, &d), 0);
+    assert_true(d.batch_delta < 0);
+    assert_int_equal(d.reason, VRAM_BATCHOPT_SHRINK);
+    /* A full window at the new setting before the next decision. */
+    for (int i = 0; i < 9; i++) {
+        assert_int_equal(vram_batchopt_update(o, 0.99, &d), 0);
+        assert_int_equal(d.batch_delta, 0);
+    }
+    vram_batchopt_destroy(o);
+}
+
+static void oom_drops_both_and_blocks_growth(void **state)
+{
+    (void)state;
+    vram_batchopt_config_t c = lq_config();
+    c.adjustment_frequency = 20;
+    vram_batchopt_t *o;
+    int batch = 32, lq = 128, nb, nl;
+    assert_int_equal(vram_batchopt_create(&c, batch, lq, &o), 0);
+    mem_model_t m = {.base = 0.1, .k = 0.01, .max_lq = 256};
+    run(o, &m, 200, &batch, &lq);
+    int before_b = batch, before_l = lq;
+    assert_int_equal(vram_batchopt_on_oom(o, &nb, &nl), 0);
+    assert_true(nb <= before_b / 2 || nb == c.min_batch);
+    assert_true(nl < before_l || nl == c.min_lq);
+    batch = nb, lq = nl;
+    /* No growth during oom_cooldown_windows windows even though usage is low. */
+    m.base = 0.01;
+    for (int i = 0; i < c.oom_cooldown_windows * c.adjustment_frequency - 1; i++) {
+        vram_batchopt_decision_t d;
+        assert_int_equal(vram_batchopt_update(o, usage_of(&m, batch, lq), &d), 0);
+        assert_true(d.batch_delta <= 0 && d.lq_delta <= 0);
+    }
+    vram_batchopt_stats_t s;
+    assert_int_equal(vram_batchopt_stats(o, &s), 0);
+    assert_int_equal(s.oom_recoveries, 1);
+    assert_int_equal(s.log[s.nlog - 1].reason, VRAM_BATCHOPT_OOM);
+    /* Growth resumes afterwards. */
+    run(o, &m, 2 * c.adjustment_frequency, &batch, &lq);
+    assert_true(batch > nb || lq > nl);
+    /* At the minima there is nothing left to drop to. */
+    assert_int_equal(vram_batchopt_set_current(o, c.min_batch, c.min_lq), 0);
+    assert_int_equal(vram_batchopt_on_oom(o, &nb, &nl), VRAM_ESTATE);
+    assert_int_equal(nb, c.min_batch);
+    assert_int_equal(nl, c.min_lq);
+    vram_batchopt_destroy(o);
+}
+
+static void batch_only_config(void **state)
+{
+    (void)state;
+    vram_batchopt_config_t c;
+    vram_batchopt_config_init(&c);
+    vram_batchopt_t *o;
+    int batch = 2, lq = 0;
+    assert_int_equal(vram_batchopt_create(&c, batch, 77, &o), 0);
+    mem_model_t m = {.base = 0.25, .k = 0.02};
+    int changes = run(o, &m, 1500, &batch, &lq);
+    assert_int_equal(lq, 0);
+    assert_true(batch == 28 || batch == 29); /* 0.25 + 0.02 * 29 = 0.83 = the aim */
+    assert_true(changes <= 3);
+    vram_batchopt_destroy(o);
+}
+
+static void fixed_step_baseline(void **state)
+{
+    (void)state;
+    vram_batchopt_config_t c = lq_config();
+    c.policy = VRAM_BATCHOPT_FIXED_STEP;
+    vram_batchopt_t *o;
+    int batch = 4, lq = 64;
+    assert_int_equal(vram_batchopt_create(&c, batch, lq, &o), 0);
+    mem_model_t m = {.base = 0.2, .k = 0.002, .max_lq = 256};
+    run(o, &m, 100, &batch, &lq);
+    assert_int_equal(lq, 64 + 14); /* (256 - 32) / 16 */
+    assert_int_equal(batch, 4);
+    vram_batchopt_destroy(o);
+}
+
+static void targets_limits_and_stats(void **state)
+{
+    (void)state;
+    vram_batchopt_config_t c = lq_config();
+    c.adjustment_frequency = 5;
+    c.max_adjustments = 2;
+    c.history_size = 4;
+    vram_batchopt_t *o;
+    int batch = 100, lq = 1; /* clamped */
+    assert_int_equal(vram_batchopt_create(&c, batch, lq, &o), 0);
+    vram_batchopt_stats_t s;
+    assert_int_equal(vram_batchopt_stats(o, &s), 0);
+    assert_int_equal(s.batch, 64);
+    assert_int_equal(s.lq, 32);
+    batch = 64, lq = 32;
+    /* set_target caps the settings; the drop arrives with the next update. */
+    assert_int_equal(vram_batchopt_set_target(o, 16, 100), 0);
+    vram_batchopt_decision_t d;
+    assert_int_equal(vram_batchopt_update(o, 0.1, &d), 0);
+    assert_int_equal(d.batch_delta, 16 - 64);
+    assert_int_equal(d.reason, VRAM_BATCHOPT_EXTERNAL);
+    batch = 16;
+    mem_model_t m = {.base = 0.0, .k = 0.0001, .max_lq = 256};
+    run(o, &m, 500, &batch, &lq);
+    assert_true(batch <= 16 && lq <= 100);
+    assert_int_equal(vram_batchopt_stats(o, &s), 0);
+    assert_int_equal(s.adjustments, 2); /* max_adjustments */
+    double readings[] = {0.5, 0.7, 0.1, 0.2, 0.3};
+    for (int i = 0; i < 5; i++) assert_int_equal(vram_batchopt_update(o, readings[i], NULL), 0);
+    assert_int_equal(vram_batchopt_stats(o, &s), 0);
+    assert_float_equal(s.current_usage, 0.3, 1e-12);
+    assert_float_equal(s.average_usage, (0.7 + 0.1 + 0.2 + 0.3) / 4, 1e-12);
+    assert_float_equal(s.peak_usage, 0.7, 1e-12);
+    assert_int_equal(vram_batchopt_update(o, NAN, NULL), VRAM_EINVAL);
+    assert_int_equal(vram_batchopt_update(o, -1, NULL), VRAM_EINVAL);
+    assert_string_equal(vram_batchopt_reason_name(VRAM_BATCHOPT_OOM), "oom");
+    c.max_batch = 1;
+    assert_int_equal(vram_batchopt_create(&c, 1, 1, &o), VRAM_EINVAL);
+    assert_non_null(strstr(vram_last_error(), "max_batch_size"));
+    vram_batchopt_destroy(NULL);
+    vram_batchopt_destroy(o);
+}
+
+static void learns_the_form_of_g(void **state)
+{
+    (void)state;
+    for (int quad = 0; quad < 2; quad++) {
+        vram_batchopt_config_t c = lq_config();
+        c.adjustment_frequency = 10;
+        vram_batchopt_t *o;
+        int batch = 2, lq = 32;
+        assert_int_equal(vram_batchopt_create(&c, batch, lq, &o), 0);
+        mem_model_t m = {.base = 0.2, .k = 0.012, .max_lq = 256, .quadratic = quad};
+        run(o, &m, 400, &batch, &lq);
+        /* a set of distinct points, then an honest fit */
+        int settings[][2] = {{8, 64}, {8, 128}, {16, 96}, {4, 200}};
+        for (int i = 0; i < 4; i++) {
+            assert_int_equal(vram_batchopt_set_current(o, settings[i][0], settings[i][1]), 0);
+            batch = settings[i][0], lq = settings[i][1];
+            for (int j = 0; j < 10; j++)
+                assert_int_equal(vram_batchopt_update(o, usage_of(&m, batch, lq), NULL), 0);
+        }
+        vram_batchopt_stats_t s;
+        assert_int_equal(vram_batchopt_stats(o, &s), 0);
+        assert_int_equal(s.model_quadratic, quad);
+        vram_batchopt_destroy(o);
+    }
+}
+
+/* ---- randomized runs against memory models --------------------------- */
+
+static void random_runs(void **state)
+{
+    (void)state;
+    uint64_t rng = 0x9e3779b97f4a7c15ull;
+    for (int run_i = 0; run_i < 1000; run_i++) {
+        vram_batchopt_config_t c;
+        vram_batchopt_config_init(&c);
+        bool lq_on = uniform(&rng) < 0.7;
+        c.min_batch = 1 + (int)(uniform(&rng) * 8);
+        c.max_batch = c.min_batch + (int)(uniform(&rng) * 120);
+        if (lq_on) {
+            c.min_lq = 8 + (int)(uniform(&rng) * 64);
+            c.max_lq = c.min_lq + (int)(uniform(&rng) * 512);
+        }
+        c.adjustment_frequency = 5 + (int)(uniform(&rng) * 30);
+        c.target_usage = 0.6 + uniform(&rng) * 0.35;
+        c.safety_margin = 0.03 + uniform(&rng) * 0.05;
+        c.max_adjustments = 0;
+        c.policy = run_i % 4 == 3 ? VRAM_BATCHOPT_FIXED_STEP : VRAM_BATCHOPT_MODEL;
+        mem_model_t m = {.base = 0.02 + uniform(&rng) * 0.4,
+                         .noise = uniform(&rng) * 0.01,
+                         .quadratic = uniform(&rng) < 0.5,
+                         .max_lq = lq_on ? c.max_lq : 0,
+                         .rng = rng | 1};
+        /* usage at the maxima between 0.5x and 4x the room above base */
+        m.k = (c.target_usage - m.base) * (0.5 + 3.5 * uniform(&rng)) / c.max_batch;
+        int batch = c.min_batch + (int)(uniform(&rng) * (c.max_batch - c.min_batch + 1));
+        int lq = lq_on ? c.min_lq + (int)(uniform(&rng) * (c.max_lq - c.min_lq + 1)) : 0;
+        vram_batchopt_t *o;
+        assert_int_equal(vram_batchopt_create(&c, batch, lq, &o), 0);
+        int windows = 120, iters = windows * c.adjustment_frequency;
+        int other_at = (int)(uniform(&rng) * iters / 3), other_until = other_at + iters / 3;
+        double other = uniform(&rng) * 0.3;
+        int64_t no_growth_until = -1;
+        int last_change = 0;
+        for (int i = 0; i < iters; i++) {
+            m.other = i >= other_at && i < other_until ? other : 0;
+            double u = usage_of(&m, batch, lq);
+            if (u > 1.0) { /* out of memory: the step fails */
+                int nb, nl;
+                int rc = vram_batchopt_on_oom(o, &nb, &nl);
+                assert_true(rc == 0 || rc == VRAM_ESTATE);
+                assert_true(nb <= batch && nl <= lq);
+                if (rc == 0) assert_true(nb < batch || nl < lq);
+                batch = nb, lq = nl;
+                no_growth_until = i + (int64_t)c.oom_cooldown_windows * c.adjustment_frequency;
+                last_change = i;
+                continue;
+            }
+            vram_batchopt_decision_t d;
+            assert_int_equal(vram_batchopt_update(o, u, &d), 0);
+            if (i < no_growth_until) assert_true(d.batch_delta <= 0 && d.lq_delta <= 0);
+            if (d.batch_delta || d.lq_delta) {
+                assert_true(i - last_change >= c.adjustment_frequency - 1); /* cooldown */
+                last_change = i;
+                if (d.reason == VRAM_BATCHOPT_GROW)
+                    assert_true(d.batch_delta >= 0 && d.lq_delta >= 0);
+                if (d.reason == VRAM_BATCHOPT_SHRINK)
+                    assert_true(d.batch_delta <= 0 && d.lq_delta <= 0);
+                /* lq first when growing, batch first when shrinking */
+                if (d.batch_delta > 0 && lq_on) assert_int_equal(lq + d.lq_delta, c.max_lq);
+                if (d.lq_delta < 0) assert_int_equal(batch + d.batch_delta, c.min_batch);
+            }
+            batch += d.batch_delta;
+            lq += d.lq_delta;
+            assert_true(batch >= c.min_batch && batch <= c.max_batch);
+            if (lq_on) assert_true(lq >= c.min_lq && lq <= c.max_lq);
+            else assert_int_equal(lq, 0);
+        }
+        /* The model policy has converged after the second job left: the last
+         * window's usage is under target, and inside the band unless a limit
+         * (or the step between two settings) stops it. */
+        if (c.policy == VRAM_BATCHOPT_MODEL) {
+            double noise = m.noise; /* window peaks reach up to + noise */
+            m.noise = 0;
+            double u = usage_of(&m, batch, lq);
+            bool at_max = batch == c.max_batch && (!lq_on || lq == c.max_lq);
+            bool at_min = batch == c.min_batch && (!lq_on || lq == c.min_lq);
+            if (!at_min && u > c.target_usage)
+                fail_msg("run %d: over target at batch %d lq %d: %.4f > %.3f", run_i, batch, lq, u,
+                         c.target_usage);
+            if (!at_max) {
+                double next = lq_on && lq < c.max_lq ? usage_of(&m, batch, lq + 1)
+                                                     : usage_of(&m, batch + 1, lq);
+                /* one more step would not fit under the dead band's top */
+                /* With one setting seen, the controller may not risk a step
+                 * that could need the whole device if nothing were fixed. */
+                bool lq_step = lq_on && lq < c.max_lq;
+                double worst = lq_step ? (double)(lq + 1) * (lq + 1) / ((double)lq * lq)
+                                       : (double)(batch + 1) / batch;
+                if (u + noise < c.target_usage - c.safety_margin && (u + noise) * worst < 1.0 &&
+                    next + noise <= c.target_usage - 0.4 * c.safety_margin - 0.02)
+                    fail_msg("run %d: stuck at batch %d lq %d usage %.4f (next %.4f), target %.3f "
+                             "margin %.3f, base %.3f k %.5f quad %d noise %.4f", run_i, batch, lq, u,
+                             next, c.target_usage, c.safety_margin, m.base, m.k, m.quadratic,
+                             m.noise);
+            }
+        }
+        vram_batchopt_destroy(o);
+    }
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(grows_lq_first_then_batch),
+        cmocka_unit_test(shrinks_batch_first),
+        cmocka_unit_test(windows_and_cooldown),
+        cmocka_unit_test(oom_drops_both_and_blocks_growth),
+        cmocka_unit_test(batch_only_config),
+        cmocka_unit_test(fixed_step_baseline),
+        cmocka_unit_test(targets_limits_and_stats),
+        cmocka_unit_test(learns_the_form_of_g),
+        cmocka_unit_test(random_runs),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
