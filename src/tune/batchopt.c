@@ -15,7 +15,7 @@
 
 /* Where a jump aims inside the dead band [target - margin, target]: a bit
  * above its middle, so that noise and a slightly wrong model stay inside it. */
-#define BO_AIM_FRACTION 0.4
+#define BO_AIM_FRACTION 0.2
 /* The fixed-step policy moves by 1/16 of each range. */
 #define BO_STEPS 16
 #define BO_SIZE_LIMIT (1 << 20)
@@ -29,7 +29,7 @@ struct vram_batchopt {
     int cap_batch, cap_lq;           /* set_target */
     int64_t iteration, adjustments, ooms;
     int64_t grow_after; /* no growth before this iteration (OOM cooldown) */
-    double win_peak;
+    double win_peak, win_sum, win_sumsq;
     int win_len;
     double peak, last;
     double *hist; /* ring of history_size readings */
@@ -145,6 +145,8 @@ static double aim_of(const vram_batchopt_t *o)
 static void start_window(vram_batchopt_t *o)
 {
     o->win_peak = 0;
+    o->win_sum = 0;
+    o->win_sumsq = 0;
     o->win_len = 0;
 }
 
@@ -203,8 +205,8 @@ static void grow_by(const vram_batchopt_t *o, bool optimistic, int *nb, int *nl)
  * another plausible form allows, the data cannot tell them apart: go half way
  * towards the optimistic choice, which is safe under the cautious form's
  * doubt and yields the point that decides between them. With no slope
- * learned at all, one smallest step that even the cautious guess says cannot
- * run out of memory teaches the slope. */
+ * learned in this epoch, one smallest step that cannot run out of memory even
+ * if all memory scaled with the setting teaches the slope. */
 static void model_grow(const vram_batchopt_t *o, int *nb, int *nl)
 {
     grow_by(o, false, nb, nl);
@@ -217,7 +219,7 @@ static void model_grow(const vram_batchopt_t *o, int *nb, int *nl)
     int sb = o->batch, sl = o->lq;
     if (o->lq_on && sl < o->cap_lq) sl++;
     else if (sb < o->cap_batch) sb++;
-    if (bo_model_predict(&o->model, sb, sl) < 1.0 && !bo_model_dominates_failure(&o->model, sb, sl))
+    if (bo_model_scaled(&o->model, sb, sl) < 1.0 && !bo_model_dominates_failure(&o->model, sb, sl))
         *nb = sb, *nl = sl;
 }
 
@@ -278,9 +280,16 @@ static void decide(vram_batchopt_t *o)
     const vram_batchopt_config_t *c = &o->cfg;
     double peak = o->win_peak;
     bool model = c->policy == VRAM_BATCHOPT_MODEL;
-    if (model) bo_model_add(&o->model, o->batch, o->lq, peak, shift_tolerance(c));
+    if (model) {
+        double n = o->win_len, mean = o->win_sum / n;
+        double var = n > 1 ? (o->win_sumsq - n * mean * mean) / (n - 1) : 0;
+        double se = var > 0 ? sqrt(var / n) : 0;
+        bo_model_add(&o->model, o->batch, o->lq, peak, mean, se, shift_tolerance(c));
+    }
     int nb = o->batch, nl = o->lq;
     vram_batchopt_reason_t why = VRAM_BATCHOPT_NONE;
+    if (model && peak > c->target_usage) bo_model_over(&o->model, o->batch, o->lq);
+    else if (model) bo_model_fine(&o->model, o->batch, o->lq);
     if (!may_adjust(o)) {
     } else if (peak > c->target_usage) {
         why = VRAM_BATCHOPT_SHRINK;
@@ -328,6 +337,8 @@ int vram_batchopt_update(vram_batchopt_t *o, double usage, vram_batchopt_decisio
     o->hist_pos = (o->hist_pos + 1) % o->cfg.history_size;
     if (o->cfg.enabled) {
         if (usage > o->win_peak) o->win_peak = usage;
+        o->win_sum += usage;
+        o->win_sumsq += usage * usage;
         if (++o->win_len >= o->cfg.adjustment_frequency) decide(o);
     }
     report(o, out);

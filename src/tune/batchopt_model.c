@@ -4,12 +4,15 @@
 #include <math.h>
 #include <string.h>
 
-/* Below this RMS difference (fraction of the device) two forms are equally
- * good: noise, not evidence. */
-#define BO_RMS_FLOOR 0.003
-/* A slope is believed only when it explains a usage difference this large
- * between the points: smaller ones are within the noise of window peaks. */
-#define BO_MIN_SIGNAL 0.01
+/* Slopes come from window means (a mean of many readings is far less noisy
+ * than a peak); the intercept from the latest peak. Below this RMS
+ * difference (fraction of the device) two forms are equally good. */
+#define BO_RMS_FLOOR 0.002
+/* A slope is believed only when the difference of window means it explains
+ * stands out of their noise: this many standard errors, and at least
+ * BO_MIN_SIGNAL (readings are rounded, so noise can look like zero). */
+#define BO_SIGNAL_SE 5.0
+#define BO_MIN_SIGNAL 0.001
 /* Usage a failed setting needed at least: the whole device. */
 #define BO_FAILED_USAGE 1.0
 
@@ -33,12 +36,13 @@ static void fit(bo_model_t *m)
     for (int f = 0; f < forms; f++) {
         double sx = 0, sy = 0, sxx = 0, sxy = 0;
         for (int i = 0; i < m->npts; i++) {
-            double x = x_of(m, f, m->pts[i].batch, m->pts[i].lq), y = m->pts[i].peak;
+            double x = x_of(m, f, m->pts[i].batch, m->pts[i].lq), y = m->pts[i].mean;
             sx += x, sy += y, sxx += x * x, sxy += x * y;
         }
         double n = m->npts, var = sxx - sx * sx / n, b = 0, rms = 0;
-        double xmin = INFINITY, xmax = 0;
+        double xmin = INFINITY, xmax = 0, signal = BO_MIN_SIGNAL;
         for (int i = 0; i < m->npts; i++) {
+            if (BO_SIGNAL_SE * m->pts[i].se > signal) signal = BO_SIGNAL_SE * m->pts[i].se;
             double x = x_of(m, f, m->pts[i].batch, m->pts[i].lq);
             xmin = x < xmin ? x : xmin;
             xmax = x > xmax ? x : xmax;
@@ -47,13 +51,14 @@ static void fit(bo_model_t *m)
             b = (sxy - sx * sy / n) / var;
             double a_ls = (sy - b * sx) / n;
             for (int i = 0; i < m->npts; i++) {
-                double r = m->pts[i].peak - a_ls - b * x_of(m, f, m->pts[i].batch, m->pts[i].lq);
+                double r = m->pts[i].mean - a_ls - b * x_of(m, f, m->pts[i].batch, m->pts[i].lq);
                 rms += r * r;
             }
             rms = sqrt(rms / n);
-            if (b * (xmax - xmin) < BO_MIN_SIGNAL) b = 0;
+            if (b * (xmax - xmin) < signal) b = 0;
         }
-        if (!(b > 0)) b = m->have_prior ? m->prior_b[f] : 0, rms = 0;
+        /* The previous epoch's slope serves until this one has two points. */
+        if (!(b > 0)) b = m->have_prior && m->npts == 1 ? m->prior_b[f] : 0, rms = 0;
         m->learned_b[f] = b; /* what a later epoch may start from */
         /* No slope learned yet: assume everything scales with the setting
          * (a = 0), which overstates growth and so errs on the safe side. */
@@ -78,6 +83,26 @@ static void fit(bo_model_t *m)
     m->fitted = true;
 }
 
+bool bo_model_has_slope(const bo_model_t *m)
+{
+    if (m->npts < 2) return false; /* a prior is a guess until this epoch confirms it */
+    for (int f = 0; f < BO_FORMS; f++)
+        if (m->plausible[f] && m->learned_b[f] > 0) return true;
+    return false;
+}
+
+double bo_model_scaled(const bo_model_t *m, int batch, int lq)
+{
+    if (m->npts == 0) return INFINITY;
+    const bo_point_t *last = &m->pts[m->npts - 1];
+    double worst = 0;
+    for (int f = 0; f < (m->max_lq > 0 ? BO_FORMS : 1); f++) {
+        double r = x_of(m, f, batch, lq) / x_of(m, f, last->batch, last->lq);
+        if (r > worst) worst = r;
+    }
+    return last->peak * worst;
+}
+
 void bo_model_init(bo_model_t *m, int max_lq)
 {
     memset(m, 0, sizeof *m);
@@ -94,15 +119,59 @@ void bo_model_new_epoch(bo_model_t *m)
         m->have_prior = true;
     }
     m->npts = 0;
+    m->nover = 0;
 }
 
-void bo_model_add(bo_model_t *m, int batch, int lq, double peak, double shift_tol)
+/* How far a window's mean at a setting lies from what the model expects
+ * (from the latest window's mean): the plausible form that misses least,
+ * signed (negative: less memory than expected). */
+static double surprise(const bo_model_t *m, int batch, int lq, double mean)
+{
+    const bo_point_t *last = &m->pts[m->npts - 1];
+    double best = INFINITY;
+    for (int f = 0; f < BO_FORMS; f++)
+        if (m->plausible[f]) {
+            double dx = x_of(m, f, batch, lq) - x_of(m, f, last->batch, last->lq);
+            double miss = mean - (last->mean + m->b[f] * dx);
+            if (fabs(miss) < fabs(best)) best = miss;
+        }
+    return best;
+}
+
+void bo_model_add(bo_model_t *m, int batch, int lq, double peak, double mean, double se,
+                  double shift_tol)
 {
     if (m->npts > 0) {
-        const bo_point_t *last = &m->pts[m->npts - 1];
-        if (last->batch == batch && last->lq == lq && fabs(last->peak - peak) > shift_tol) {
-            if (peak < last->peak) m->nfailed = 0; /* memory was freed: failures may fit now */
+        bo_point_t *last = &m->pts[m->npts - 1];
+        bool same = last->batch == batch && last->lq == lq;
+        if (same && fabs(last->ref_mean - mean) <= shift_tol) {
+            /* Another window at the same setting. The latest mean is the
+             * present; the first one is the reference a change spread over
+             * several windows is measured against. */
+            last->mean = mean;
+            last->peak = peak;
+            last->se = se;
+            fit(m);
+            return;
+        }
+        if (same) {
+            if (mean < last->ref_mean) m->nfailed = 0; /* memory was freed: failures may fit now */
             bo_model_new_epoch(m);
+        } else {
+            /* Memory grows with both settings: a larger setting using less
+             * (or a smaller one more) than the last, or a miss of the fitted
+             * model, means the points no longer describe the present (the
+             * surroundings changed, or the form was wrong). Start over from
+             * this one, keeping the slopes as a first guess. */
+            bool larger = batch >= last->batch && lq >= last->lq;
+            bool smaller = batch <= last->batch && lq <= last->lq;
+            double miss = m->npts >= 2 && bo_model_has_slope(m) ? surprise(m, batch, lq, mean) : 0;
+            if ((larger && mean < last->mean - shift_tol) || miss < -shift_tol) {
+                m->nfailed = 0; /* memory was freed: failures may fit now */
+                bo_model_new_epoch(m);
+            } else if ((smaller && mean > last->mean + shift_tol) || miss > shift_tol) {
+                bo_model_new_epoch(m);
+            }
         }
     }
     for (int i = 0; i < m->npts; i++) /* one point per setting: the latest */
@@ -115,8 +184,17 @@ void bo_model_add(bo_model_t *m, int batch, int lq, double peak, double shift_to
         memmove(&m->pts[0], &m->pts[1], (BO_POINTS - 1) * sizeof m->pts[0]);
         m->npts--;
     }
-    m->pts[m->npts++] = (bo_point_t){batch, lq, peak};
+    m->pts[m->npts++] = (bo_point_t){batch, lq, peak, mean, se, mean};
     fit(m);
+}
+
+void bo_model_over(bo_model_t *m, int batch, int lq)
+{
+    if (m->nover == BO_POINTS) {
+        memmove(&m->over[0], &m->over[1], (BO_POINTS - 1) * sizeof m->over[0]);
+        m->nover--;
+    }
+    m->over[m->nover++] = (bo_point_t){batch, lq, 0, 0, 0, 0};
 }
 
 void bo_model_failed(bo_model_t *m, int batch, int lq)
@@ -125,14 +203,31 @@ void bo_model_failed(bo_model_t *m, int batch, int lq)
         memmove(&m->failed[0], &m->failed[1], (BO_POINTS - 1) * sizeof m->failed[0]);
         m->nfailed--;
     }
-    m->failed[m->nfailed++] = (bo_point_t){batch, lq, BO_FAILED_USAGE};
+    m->failed[m->nfailed++] = (bo_point_t){batch, lq, BO_FAILED_USAGE, BO_FAILED_USAGE, 0, BO_FAILED_USAGE};
     bo_model_floor(m, batch, lq, BO_FAILED_USAGE);
+}
+
+/* Drops the entries of list at or below (batch, lq). */
+static void drop_at_or_below(bo_point_t *list, int *n, int batch, int lq)
+{
+    int kept = 0;
+    for (int i = 0; i < *n; i++)
+        if (!(list[i].batch <= batch && list[i].lq <= lq)) list[kept++] = list[i];
+    *n = kept;
+}
+
+void bo_model_fine(bo_model_t *m, int batch, int lq)
+{
+    drop_at_or_below(m->failed, &m->nfailed, batch, lq);
+    drop_at_or_below(m->over, &m->nover, batch, lq);
 }
 
 bool bo_model_dominates_failure(const bo_model_t *m, int batch, int lq)
 {
     for (int i = 0; i < m->nfailed; i++)
         if (batch >= m->failed[i].batch && lq >= m->failed[i].lq) return true;
+    for (int i = 0; i < m->nover; i++)
+        if (batch >= m->over[i].batch && lq >= m->over[i].lq) return true;
     return false;
 }
 
@@ -172,9 +267,3 @@ bool bo_model_quadratic(const bo_model_t *m)
     return m->max_lq > 0 && m->plausible[1] && !m->plausible[0];
 }
 
-bool bo_model_has_slope(const bo_model_t *m)
-{
-    for (int f = 0; f < BO_FORMS; f++)
-        if (m->plausible[f] && m->learned_b[f] > 0) return true;
-    return false;
-}
