@@ -888,8 +888,10 @@ VRAM_API int vram_batchiter_done(vram_batchiter_t *it, uint64_t batch_id);
 /* The batch failed (OOM): its indices return to the front and the batch halves.
  * ENOENT as done. */
 VRAM_API int vram_batchiter_failed(vram_batchiter_t *it, uint64_t batch_id);
-/* The iterable ended after `length` samples. EINVAL if indices >= length were
- * already handed out. */
+/* The iterable ended after `length` samples. Indices >= length already
+ * handed out never existed: they leave their pending batches (the caller
+ * drops them too; a batch left empty is closed, its id unknown from then on). EINVAL when a returned index is >= length or a different
+ * length was given before. */
 VRAM_API int vram_batchiter_set_length(vram_batchiter_t *it, uint64_t length);
 /* True when every sample of a known length is committed. */
 VRAM_API bool vram_batchiter_finished(const vram_batchiter_t *it);
