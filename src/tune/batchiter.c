@@ -158,13 +158,19 @@ int vram_batchiter_next(vram_batchiter_t *it, double usage, uint64_t *idx, size_
     return 0;
 }
 
+/* The pending batch `id`, or NULL with ENOENT recorded (or EINVAL). */
 static pending_t *find(vram_batchiter_t *it, uint64_t id, size_t *pos)
 {
+    if (!it) {
+        vram_fail(VRAM_EINVAL, "batch iterator: NULL handle");
+        return NULL;
+    }
     for (size_t i = 0; i < it->npending; i++)
         if (it->pending[i].id == id) {
             *pos = i;
             return &it->pending[i];
         }
+    vram_fail(VRAM_ENOENT, "batch iterator: no pending batch %llu", (unsigned long long)id);
     return NULL;
 }
 
@@ -178,11 +184,9 @@ static void drop_pending(vram_batchiter_t *it, size_t pos)
 
 int vram_batchiter_done(vram_batchiter_t *it, uint64_t batch_id)
 {
-    if (!it) return vram_fail(VRAM_EINVAL, "batch iterator: NULL handle");
     size_t pos;
     pending_t *p = find(it, batch_id, &pos);
-    if (!p) return vram_fail(VRAM_ENOENT, "batch iterator: no pending batch %llu",
-                             (unsigned long long)batch_id);
+    if (!p) return it ? VRAM_ENOENT : VRAM_EINVAL;
     it->committed += p->n;
     drop_pending(it, pos);
     return 0;
@@ -190,11 +194,9 @@ int vram_batchiter_done(vram_batchiter_t *it, uint64_t batch_id)
 
 int vram_batchiter_failed(vram_batchiter_t *it, uint64_t batch_id)
 {
-    if (!it) return vram_fail(VRAM_EINVAL, "batch iterator: NULL handle");
     size_t pos;
     pending_t *p = find(it, batch_id, &pos);
-    if (!p) return vram_fail(VRAM_ENOENT, "batch iterator: no pending batch %llu",
-                             (unsigned long long)batch_id);
+    if (!p) return it ? VRAM_ENOENT : VRAM_EINVAL;
     if (it->queue_len + p->n > it->queue_cap) {
         size_t c = it->queue_cap ? it->queue_cap : 16;
         while (c < it->queue_len + p->n) c *= 2;
