@@ -921,10 +921,13 @@ typedef struct {
     int norder; /* 4: all, default order */
     int max_splits;      /* 3: MICRO_BATCH doubles the micro-batches at most this often */
     int min_micro_batch; /* 1: never split below this many samples */
-    /* Hooks; NULL = not available (the strategy is skipped). Each returns the
-     * bytes it freed (free_cache, offload) or 0 on success (checkpoint,
-     * writing where it saved into msg). free_cache NULL with a pool attached:
-     * vram_pool_trim. */
+    /* Hooks; NULL = not available (the strategy is skipped). free_cache and
+     * offload return the bytes they freed (any nonzero value when unknown; 0
+     * = nothing, the next strategy is tried at once); checkpoint returns 0
+     * once saved, writing where into msg. free_cache NULL with a pool
+     * attached: vram_pool_trim at step level (inside an allocation the pool
+     * has released its cache already). They run on the thread that hit the
+     * OOM, the pool's handler without the pool's lock. */
     uint64_t (*free_cache)(void *user);
     uint64_t (*offload)(void *user, size_t request);
     int (*checkpoint)(void *user, char *msg, size_t cap);
@@ -959,8 +962,11 @@ VRAM_API void vram_oomchain_destroy(vram_oomchain_t *chain);
  * `pool` (inside an allocation, before it fails). The chain must outlive the
  * pool (the pool has no way to remove a handler). ENOMEM: handler table full. */
 VRAM_API int vram_oomchain_attach_pool(vram_oomchain_t *chain, vram_pool_t *pool);
-/* A training step of `batch` samples begins (one micro-batch). */
-VRAM_API int vram_oomchain_begin_step(vram_oomchain_t *chain, int batch);
+/* A training step of `batch` samples begins: *micro_batches (may be NULL)
+ * gets how many parts to run it in: 1, or for the batch of the last
+ * successful step, the split that step needed (no OOM to rediscover it).
+ * EINVAL for batch < 1. */
+VRAM_API int vram_oomchain_begin_step(vram_oomchain_t *chain, int batch, int *micro_batches);
 /* The step ran out of memory: applies the next strategy and says what to do.
  * Returns 0 with action->retry, or VRAM_ENOMEM when the chain is exhausted
  * (after CHECKPOINT: action->message says where it saved and how to resume).
