@@ -1001,7 +1001,8 @@ typedef struct {
     uint64_t gpu_items, host_items;
     uint64_t hits_gpu, hits_host, misses;
     uint64_t bytes_to_gpu, bytes_to_host, bytes_loaded;
-    uint64_t evictions_gpu, evictions_host; /* GPU->host demotions, host drops */
+    uint64_t evictions_gpu;  /* items that left the GPU (to the host, or dropped when it is full) */
+    uint64_t evictions_host; /* items dropped from the host */
 } vram_swap_stats_t;
 
 typedef struct vram_swap vram_swap_t;
@@ -1012,7 +1013,9 @@ VRAM_API void vram_swap_destroy(vram_swap_t *sc);
 /* Uses item `key` of `size` bytes (size is only read on a miss). Puts it on
  * the GPU if it fits the budget, demoting the least recently used GPU items
  * to the host and dropping the least recently used host items as needed; an
- * item larger than the GPU budget stays on the host. *found: the tier it was
+ * item larger than the GPU budget stays on the host. Carried out in order,
+ * the moves never take a tier over its budget (a demoted item the host cannot
+ * take while the fetched one is still there is dropped). *found: the tier it was
  * in (NONE: a miss). *nmoves moves are readable with vram_swap_move until the
  * next call. EINVAL: key 0 or size 0 on a miss; ENOMEM when it fits neither
  * tier's budget (nothing changes). */
