@@ -713,7 +713,6 @@ VRAM_API uint64_t vram_job_mem_at_batch(const vram_job_request_t *req, uint32_t 
 VRAM_API uint32_t vram_job_degrade(const vram_job_request_t *req, uint64_t avail,
                                    uint32_t *grad_accum);
 
-
 /* ===================================================================== */
 /* tune: adaptive training runtime controllers (src/tune/)              */
 /* ===================================================================== */
@@ -737,15 +736,15 @@ typedef enum {
  * controller grows lq first, then the batch; above target it shrinks the
  * batch first, then lq. */
 typedef struct {
-    bool enabled;                /* true; false: update() never changes anything */
-    double target_usage;         /* 0.85; in (0, 1] */
-    double safety_margin;        /* 0.05; in [0, target_usage) and < 0.5 */
-    int adjustment_frequency;    /* 100 iterations per window (the cooldown) */
-    int min_batch, max_batch;    /* 2, 64; 1 <= min <= max <= 1048576 */
-    int min_lq, max_lq;          /* 0, 0 (off); else 1 <= min <= max <= 1048576 */
-    int history_size;            /* 50 readings kept for the average; 1..100000 */
-    int max_adjustments;         /* 50; 0 = no limit (OOM drops do not count) */
-    int oom_cooldown_windows;    /* 3 windows without growth after an OOM; 1..1000 */
+    bool enabled;             /* true; false: update() never changes anything */
+    double target_usage;      /* 0.85; in (0, 1] */
+    double safety_margin;     /* 0.05; in [0, target_usage) and < 0.5 */
+    int adjustment_frequency; /* 100 iterations per window (the cooldown) */
+    int min_batch, max_batch; /* 2, 64; 1 <= min <= max <= 1048576 */
+    int min_lq, max_lq;       /* 0, 0 (off); else 1 <= min <= max <= 1048576 */
+    int history_size;         /* 50 readings kept for the average; 1..100000 */
+    int max_adjustments;      /* 50; 0 = no limit (OOM drops do not count) */
+    int oom_cooldown_windows; /* 3 windows without growth after an OOM; 1..1000 */
     vram_batchopt_policy_t policy;
 } vram_batchopt_config_t;
 
@@ -782,7 +781,7 @@ typedef struct {
     double current_usage; /* last reading */
     int batch, lq;
     int64_t iterations, adjustments, oom_recoveries;
-    bool model_quadratic; /* g(lq) = lq^2 fits better than lq (model policy) */
+    bool model_quadratic;    /* g(lq) = lq^2 fits better than lq (model policy) */
     double model_a, model_b; /* current fit (0, 0 before the first window) */
     int nlog;                /* entries in log, oldest first */
     vram_batchopt_adjustment_t log[VRAM_BATCHOPT_LOG];
@@ -834,11 +833,11 @@ VRAM_API const char *vram_batchopt_reason_name(vram_batchopt_reason_t r);
  * a batch is then either committed (done) or returned (failed: its indices
  * come first in the next batches). Each index is committed exactly once. */
 typedef struct {
-    int initial_batch;  /* the batch to start with and the ceiling; >= 1 */
-    int min_batch;      /* 1; floor of halving */
-    int check_every;    /* 10 samples between memory checks; >= 1 */
-    double high_mark;   /* 0.85: above, the batch halves */
-    double low_mark;    /* 0.50: below, it doubles up to initial_batch */
+    int initial_batch; /* the batch to start with and the ceiling; >= 1 */
+    int min_batch;     /* 1; floor of halving */
+    int check_every;   /* 10 samples between memory checks; >= 1 */
+    double high_mark;  /* 0.85: above, the batch halves */
+    double low_mark;   /* 0.50: below, it doubles up to initial_batch */
 } vram_batchiter_config_t;
 
 typedef struct vram_batchiter vram_batchiter_t;
@@ -890,8 +889,8 @@ VRAM_API int vram_batchiter_done(vram_batchiter_t *it, uint64_t batch_id);
 VRAM_API int vram_batchiter_failed(vram_batchiter_t *it, uint64_t batch_id);
 /* The iterable ended after `length` samples. Indices >= length already
  * handed out never existed: they leave their pending batches (the caller
- * drops them too; a batch left empty is closed, its id unknown from then on). EINVAL when a returned index is >= length or a different
- * length was given before. */
+ * drops them too; a batch left empty is closed, its id unknown from then on). EINVAL when a
+ * returned index is >= length or a different length was given before. */
 VRAM_API int vram_batchiter_set_length(vram_batchiter_t *it, uint64_t length);
 /* True when every sample of a known length is committed. */
 VRAM_API bool vram_batchiter_finished(const vram_batchiter_t *it);
@@ -918,7 +917,7 @@ typedef enum {
 typedef struct {
     /* Strategies to try, in order (each at most once in the list). */
     vram_oom_strategy_t order[VRAM_OOM_STRATEGY_COUNT_];
-    int norder; /* 4: all, default order */
+    int norder;          /* 4: all, default order */
     int max_splits;      /* 3: MICRO_BATCH doubles the micro-batches at most this often */
     int min_micro_batch; /* 1: never split below this many samples */
     /* Hooks; NULL = not available (the strategy is skipped). free_cache and
@@ -950,7 +949,7 @@ typedef struct {
     uint64_t attempts[VRAM_OOM_STRATEGY_COUNT_];  /* times applied */
     uint64_t recovered[VRAM_OOM_STRATEGY_COUNT_]; /* steps that then succeeded */
     uint64_t freed_bytes[VRAM_OOM_STRATEGY_COUNT_];
-    uint64_t pool_calls;  /* pool OOM handler invocations */
+    uint64_t pool_calls;            /* pool OOM handler invocations */
     uint64_t steps, ooms, failures; /* failures: steps given up */
 } vram_oomchain_stats_t;
 

@@ -37,7 +37,7 @@ static const scenario_t scenarios[] = {
 };
 
 #define WINDOWS_PER_PHASE 60
-#define NOISE_SD 0.004
+#define NOISE_SD          0.004
 
 typedef struct {
     uint64_t s;
@@ -57,7 +57,7 @@ static double gaussian(rng_t *r)
 typedef struct {
     int adjustments[2]; /* per phase */
     int ooms, ooms_after_first;
-    double over_share;  /* iterations with usage above target */
+    double over_share;   /* iterations with usage above target */
     double shortfall[2]; /* (target - settled peak) / target, percent */
 } result_t;
 
@@ -87,8 +87,8 @@ static result_t run(const scenario_t *sc, vram_batchopt_policy_t policy, uint64_
     int npeaks[2] = {0, 0};
     for (int i = 0; i < 2 * per_phase; i++) {
         int phase = i >= per_phase;
-        double u = usage_of(sc, batch, lq, c.max_lq) + (phase ? sc->other : 0) +
-                   NOISE_SD * gaussian(&r);
+        double u =
+            usage_of(sc, batch, lq, c.max_lq) + (phase ? sc->other : 0) + NOISE_SD * gaussian(&r);
         if (u > c.target_usage) over++;
         /* settled peak: the last 10 windows of the phase */
         if (i % per_phase >= per_phase - 10 * c.adjustment_frequency) {
@@ -96,7 +96,8 @@ static result_t run(const scenario_t *sc, vram_batchopt_policy_t policy, uint64_
             static double wpeak;
             static int wcur = -1;
             if (w != wcur) {
-                if (wcur >= 0 && npeaks[phase] < 10 && i % per_phase) peaks[phase] += wpeak, npeaks[phase]++;
+                if (wcur >= 0 && npeaks[phase] < 10 && i % per_phase)
+                    peaks[phase] += wpeak, npeaks[phase]++;
                 wcur = w, wpeak = 0;
             }
             if (u > wpeak) wpeak = u;
@@ -178,21 +179,25 @@ int main(int argc, char **argv)
             for (int k = 0; k < seeds; k++) {
                 result_t r = run(&scenarios[s], p ? VRAM_BATCHOPT_FIXED_STEP : VRAM_BATCHOPT_MODEL,
                                  (uint64_t)k + 1, false);
-                double row[7] = {r.adjustments[0], r.adjustments[1], r.ooms, r.ooms_after_first,
-                                 r.over_share, r.shortfall[0], r.shortfall[1]};
-                for (int j = 0; j < 7; j++) v[j][k] = row[j];
+                double row[7] = {r.adjustments[0],   r.adjustments[1], r.ooms,
+                                 r.ooms_after_first, r.over_share,     r.shortfall[0],
+                                 r.shortfall[1]};
+                for (int j = 0; j < 7; j++)
+                    v[j][k] = row[j];
             }
             double med[7], mx[7];
             for (int j = 0; j < 7; j++) {
                 mx[j] = -INFINITY;
-                for (int k = 0; k < seeds; k++) mx[j] = v[j][k] > mx[j] ? v[j][k] : mx[j];
+                for (int k = 0; k < seeds; k++)
+                    mx[j] = v[j][k] > mx[j] ? v[j][k] : mx[j];
                 med[j] = median(v[j], seeds);
             }
-            printf("%-18s %5.1f %-10s %5.0f [%3.0f] %5.0f [%3.0f] %6.0f %5.0f [%3.0f] %8.2f %6.1f [%4.1f] "
+            printf("%-18s %5.1f %-10s %5.0f [%3.0f] %5.0f [%3.0f] %6.0f %5.0f [%3.0f] %8.2f %6.1f "
+                   "[%4.1f] "
                    "%6.1f [%4.1f]\n",
                    scenarios[s].name, 100 * (scenarios[s].k1 + scenarios[s].k2) / 0.85,
-                   p ? "fixed-step" : "model", med[0], mx[0], med[1], mx[1], med[2],
-                   med[3], mx[3], med[4], med[5], mx[5], med[6], mx[6]);
+                   p ? "fixed-step" : "model", med[0], mx[0], med[1], mx[1], med[2], med[3], mx[3],
+                   med[4], med[5], mx[5], med[6], mx[6]);
         }
     return 0;
 }

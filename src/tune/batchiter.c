@@ -45,7 +45,8 @@ static int check_config(const vram_batchiter_config_t *c)
         return vram_fail(VRAM_EINVAL, "batch iterator: initial_batch must be in 1..%d, not %d",
                          1 << 24, c->initial_batch);
     if (c->min_batch < 1 || c->min_batch > c->initial_batch)
-        return vram_fail(VRAM_EINVAL, "batch iterator: min_batch must be in 1..initial_batch (%d), not %d",
+        return vram_fail(VRAM_EINVAL,
+                         "batch iterator: min_batch must be in 1..initial_batch (%d), not %d",
                          c->initial_batch, c->min_batch);
     if (c->check_every < 1)
         return vram_fail(VRAM_EINVAL, "batch iterator: check_every must be >= 1, not %d",
@@ -78,7 +79,8 @@ int vram_batchiter_create(const vram_batchiter_config_t *cfg, uint64_t length,
 void vram_batchiter_destroy(vram_batchiter_t *it)
 {
     if (!it) return;
-    for (size_t i = 0; i < it->npending; i++) free(it->pending[i].idx);
+    for (size_t i = 0; i < it->npending; i++)
+        free(it->pending[i].idx);
     free(it->pending);
     free(it->queue);
     free(it);
@@ -124,7 +126,8 @@ static void apply_reading(vram_batchiter_t *it, double usage)
 int vram_batchiter_next(vram_batchiter_t *it, double usage, uint64_t *idx, size_t cap, size_t *n,
                         uint64_t *batch_id)
 {
-    if (!it || !idx || !n || !batch_id) return vram_fail(VRAM_EINVAL, "batch iterator: NULL argument");
+    if (!it || !idx || !n || !batch_id)
+        return vram_fail(VRAM_EINVAL, "batch iterator: NULL argument");
     if (cap < (size_t)it->cfg.initial_batch)
         return vram_fail(VRAM_EINVAL, "batch iterator: room for %zu indices, need %d", cap,
                          it->cfg.initial_batch);
@@ -137,7 +140,8 @@ int vram_batchiter_next(vram_batchiter_t *it, double usage, uint64_t *idx, size_
         it->pending_cap = c;
     }
     size_t want = (size_t)it->batch, got = 0;
-    while (got < want && got < it->queue_len) idx[got] = it->queue[got], got++;
+    while (got < want && got < it->queue_len)
+        idx[got] = it->queue[got], got++;
     size_t from_queue = got;
     while (got < want && it->cursor + (got - from_queue) < it->length)
         idx[got] = it->cursor + (got - from_queue), got++;
@@ -199,7 +203,8 @@ int vram_batchiter_failed(vram_batchiter_t *it, uint64_t batch_id)
     if (!p) return it ? VRAM_ENOENT : VRAM_EINVAL;
     if (it->queue_len + p->n > it->queue_cap) {
         size_t c = it->queue_cap ? it->queue_cap : 16;
-        while (c < it->queue_len + p->n) c *= 2;
+        while (c < it->queue_len + p->n)
+            c *= 2;
         uint64_t *q = realloc(it->queue, c * sizeof *q);
         if (!q) return vram_fail(VRAM_ENOMEM, "batch iterator: out of memory");
         it->queue = q;
@@ -260,11 +265,13 @@ int vram_batchiter_stats(const vram_batchiter_t *it, vram_batchiter_stats_t *out
     out->handed_out = it->handed_out;
     out->committed = it->committed;
     out->returned = it->returned;
-    for (size_t i = 0; i < it->npending; i++) out->pending += it->pending[i].n;
+    for (size_t i = 0; i < it->npending; i++)
+        out->pending += it->pending[i].n;
     out->checks = it->checks;
     out->nchanges = it->nchanges;
     uint64_t first = it->nchanges > VRAM_BATCHITER_LOG ? it->nchanges - VRAM_BATCHITER_LOG : 0;
-    for (uint64_t i = first; i < it->nchanges; i++) out->log[out->nlog++] = it->log[i % VRAM_BATCHITER_LOG];
+    for (uint64_t i = first; i < it->nchanges; i++)
+        out->log[out->nlog++] = it->log[i % VRAM_BATCHITER_LOG];
     return 0;
 }
 
@@ -278,14 +285,17 @@ int vram_batchiter_check(const vram_batchiter_t *it)
 {
     if (!it) return vram_fail(VRAM_EINVAL, "batch iterator: NULL handle");
     uint64_t pending = 0;
-    for (size_t i = 0; i < it->npending; i++) pending += it->pending[i].n;
+    for (size_t i = 0; i < it->npending; i++)
+        pending += it->pending[i].n;
     if (it->handed_out != it->committed + it->returned + pending)
-        return vram_fail(VRAM_ESTATE, "batch iterator: handed out %llu != committed %llu + returned "
-                                      "%llu + pending %llu",
+        return vram_fail(VRAM_ESTATE,
+                         "batch iterator: handed out %llu != committed %llu + returned "
+                         "%llu + pending %llu",
                          (unsigned long long)it->handed_out, (unsigned long long)it->committed,
                          (unsigned long long)it->returned, (unsigned long long)pending);
     if (it->committed + pending + it->queue_len != it->cursor)
-        return vram_fail(VRAM_ESTATE, "batch iterator: %llu indices handed out but %llu accounted for",
+        return vram_fail(VRAM_ESTATE,
+                         "batch iterator: %llu indices handed out but %llu accounted for",
                          (unsigned long long)it->cursor,
                          (unsigned long long)(it->committed + pending + it->queue_len));
     if (it->batch < it->cfg.min_batch || it->batch > it->cfg.initial_batch)
@@ -297,8 +307,10 @@ int vram_batchiter_check(const vram_batchiter_t *it)
     if (!all) return vram_fail(VRAM_ENOMEM, "batch iterator: out of memory");
     size_t k = 0;
     for (size_t i = 0; i < it->npending; i++)
-        for (size_t j = 0; j < it->pending[i].n; j++) all[k++] = it->pending[i].idx[j];
-    for (size_t i = 0; i < it->queue_len; i++) all[k++] = it->queue[i];
+        for (size_t j = 0; j < it->pending[i].n; j++)
+            all[k++] = it->pending[i].idx[j];
+    for (size_t i = 0; i < it->queue_len; i++)
+        all[k++] = it->queue[i];
     int rc = 0;
     for (size_t i = 0; i < n && !rc; i++) {
         if (all[i] >= it->cursor)
@@ -309,7 +321,8 @@ int vram_batchiter_check(const vram_batchiter_t *it)
         qsort(all, n, sizeof *all, cmp_u64);
         for (size_t i = 1; i < n && !rc; i++)
             if (all[i] == all[i - 1])
-                rc = vram_fail(VRAM_ESTATE, "batch iterator: index %llu both pending or queued twice",
+                rc = vram_fail(VRAM_ESTATE,
+                               "batch iterator: index %llu both pending or queued twice",
                                (unsigned long long)all[i]);
     }
     free(all);

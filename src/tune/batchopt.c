@@ -17,7 +17,7 @@
  * above its middle, so that noise and a slightly wrong model stay inside it. */
 #define BO_AIM_FRACTION 0.2
 /* The fixed-step policy moves by 1/16 of each range. */
-#define BO_STEPS 16
+#define BO_STEPS      16
 #define BO_SIZE_LIMIT (1 << 20)
 
 struct vram_batchopt {
@@ -59,13 +59,13 @@ void vram_batchopt_config_init(vram_batchopt_config_t *cfg)
 int vram_batchopt_config_check(const vram_batchopt_config_t *cfg)
 {
     const char *key;
-    return batchopt_config_check(cfg, &key);
+    return vram_batchopt_config_check_key(cfg, &key);
 }
 
 /* Fails naming `name` (the YAML key) and stores it for the config reader. */
 #define BAD(name, ...) (*key = (name), vram_fail(VRAM_EINVAL, name " must be " __VA_ARGS__))
 
-int batchopt_config_check(const vram_batchopt_config_t *c, const char **key)
+int vram_batchopt_config_check_key(const vram_batchopt_config_t *c, const char **key)
 {
     *key = NULL;
     if (!c) return vram_fail(VRAM_EINVAL, "batch optimizer: NULL config");
@@ -83,7 +83,8 @@ int batchopt_config_check(const vram_batchopt_config_t *c, const char **key)
                    BO_SIZE_LIMIT, c->max_batch);
     bool lq_off = c->min_lq == 0 && c->max_lq == 0;
     if (!lq_off && (c->min_lq < 1 || c->min_lq > BO_SIZE_LIMIT))
-        return BAD("min_lq_size", "in 1..%d (or both lq sizes 0), not %d", BO_SIZE_LIMIT, c->min_lq);
+        return BAD("min_lq_size", "in 1..%d (or both lq sizes 0), not %d", BO_SIZE_LIMIT,
+                   c->min_lq);
     if (!lq_off && (c->max_lq < c->min_lq || c->max_lq > BO_SIZE_LIMIT))
         return BAD("max_lq_size", "in min_lq_size (%d)..%d, not %d", c->min_lq, BO_SIZE_LIMIT,
                    c->max_lq);
@@ -125,7 +126,7 @@ int vram_batchopt_create(const vram_batchopt_config_t *cfg, int batch, int lq,
     o->cap_lq = o->lq_on ? cfg->max_lq : 0;
     o->batch = o->reported_batch = clamp(batch, cfg->min_batch, cfg->max_batch);
     o->lq = o->reported_lq = o->lq_on ? clamp(lq, cfg->min_lq, cfg->max_lq) : 0;
-    bo_model_init(&o->model, o->lq_on ? cfg->max_lq : 0);
+    vram_bomodel_init(&o->model, o->lq_on ? cfg->max_lq : 0);
     *out = o;
     return 0;
 }
@@ -160,7 +161,8 @@ static void log_change(vram_batchopt_t *o, int nb, int nl, double peak, vram_bat
         .new_batch = nb,
         .new_lq = nl,
         .peak_usage = peak,
-        .predicted_usage = o->cfg.policy == VRAM_BATCHOPT_MODEL ? bo_model_predict(&o->model, nb, nl) : 0,
+        .predicted_usage =
+            o->cfg.policy == VRAM_BATCHOPT_MODEL ? vram_bomodel_predict(&o->model, nb, nl) : 0,
         .reason = why,
     };
     o->nlog_total++;
@@ -180,10 +182,12 @@ static int largest_fitting(const vram_batchopt_t *o, int lo, int hi, bool vary_b
     while (lo <= hi) {
         int mid = lo + (hi - lo) / 2;
         int b = vary_batch ? mid : fixed, l = vary_batch ? fixed : mid;
-        double p = optimistic ? bo_model_predict_low(&o->model, b, l)
-                              : bo_model_predict(&o->model, b, l);
-        if (p <= aim && !bo_model_dominates_failure(&o->model, b, l)) ok = mid, lo = mid + 1;
-        else hi = mid - 1;
+        double p = optimistic ? vram_bomodel_predict_low(&o->model, b, l)
+                              : vram_bomodel_predict(&o->model, b, l);
+        if (p <= aim && !vram_bomodel_dominates_failure(&o->model, b, l))
+            ok = mid, lo = mid + 1;
+        else
+            hi = mid - 1;
     }
     return ok;
 }
@@ -213,13 +217,18 @@ static void model_grow(const vram_batchopt_t *o, int *nb, int *nl)
     if (*nb != o->batch || *nl != o->lq) return;
     int ob, ol;
     grow_by(o, true, &ob, &ol);
-    if (ol > o->lq) *nl = o->lq + (ol - o->lq + 1) / 2;
-    else if (ob > o->batch) *nb = o->batch + (ob - o->batch + 1) / 2;
-    if (*nb != o->batch || *nl != o->lq || bo_model_has_slope(&o->model)) return;
+    if (ol > o->lq)
+        *nl = o->lq + (ol - o->lq + 1) / 2;
+    else if (ob > o->batch)
+        *nb = o->batch + (ob - o->batch + 1) / 2;
+    if (*nb != o->batch || *nl != o->lq || vram_bomodel_has_slope(&o->model)) return;
     int sb = o->batch, sl = o->lq;
-    if (o->lq_on && sl < o->cap_lq) sl++;
-    else if (sb < o->cap_batch) sb++;
-    if (bo_model_scaled(&o->model, sb, sl) < 1.0 && !bo_model_dominates_failure(&o->model, sb, sl))
+    if (o->lq_on && sl < o->cap_lq)
+        sl++;
+    else if (sb < o->cap_batch)
+        sb++;
+    if (vram_bomodel_scaled(&o->model, sb, sl) < 1.0 &&
+        !vram_bomodel_dominates_failure(&o->model, sb, sl))
         *nb = sb, *nl = sl;
 }
 
@@ -284,12 +293,14 @@ static void decide(vram_batchopt_t *o)
         double n = o->win_len, mean = o->win_sum / n;
         double var = n > 1 ? (o->win_sumsq - n * mean * mean) / (n - 1) : 0;
         double se = var > 0 ? sqrt(var / n) : 0;
-        bo_model_add(&o->model, o->batch, o->lq, peak, mean, se, shift_tolerance(c));
+        vram_bomodel_add(&o->model, o->batch, o->lq, peak, mean, se, shift_tolerance(c));
     }
     int nb = o->batch, nl = o->lq;
     vram_batchopt_reason_t why = VRAM_BATCHOPT_NONE;
-    if (model && peak > c->target_usage) bo_model_over(&o->model, o->batch, o->lq);
-    else if (model) bo_model_fine(&o->model, o->batch, o->lq);
+    if (model && peak > c->target_usage)
+        vram_bomodel_over(&o->model, o->batch, o->lq);
+    else if (model)
+        vram_bomodel_fine(&o->model, o->batch, o->lq);
     if (!may_adjust(o)) {
     } else if (peak > c->target_usage) {
         why = VRAM_BATCHOPT_SHRINK;
@@ -314,7 +325,7 @@ static void report(vram_batchopt_t *o, vram_batchopt_decision_t *out)
         .batch = o->batch,
         .lq = o->lq,
         .reason = o->batch != o->reported_batch || o->lq != o->reported_lq ? o->pending
-                                                                            : VRAM_BATCHOPT_NONE,
+                                                                           : VRAM_BATCHOPT_NONE,
     };
     o->reported_batch = o->batch;
     o->reported_lq = o->lq;
@@ -325,13 +336,15 @@ int vram_batchopt_update(vram_batchopt_t *o, double usage, vram_batchopt_decisio
 {
     if (!o) return vram_fail(VRAM_EINVAL, "batch optimizer: NULL handle");
     if (!isfinite(usage) || usage < 0)
-        return vram_fail(VRAM_EINVAL, "batch optimizer: usage must be a finite fraction >= 0, not %g",
-                         usage);
+        return vram_fail(VRAM_EINVAL,
+                         "batch optimizer: usage must be a finite fraction >= 0, not %g", usage);
     o->iteration++;
     o->last = usage;
     if (usage > o->peak) o->peak = usage;
-    if (o->hist_len == o->cfg.history_size) o->hist_sum -= o->hist[o->hist_pos];
-    else o->hist_len++;
+    if (o->hist_len == o->cfg.history_size)
+        o->hist_sum -= o->hist[o->hist_pos];
+    else
+        o->hist_len++;
     o->hist[o->hist_pos] = usage;
     o->hist_sum += usage;
     o->hist_pos = (o->hist_pos + 1) % o->cfg.history_size;
@@ -377,18 +390,21 @@ int vram_batchopt_on_oom(vram_batchopt_t *o, int *new_batch, int *new_lq)
      * failure proves the model (or the surroundings) wrong. */
     int nb = clamp(o->batch / 2, c->min_batch, o->batch);
     int nl = o->lq_on ? clamp(o->lq - o->lq / 4, c->min_lq, o->lq) : 0;
-    if (c->policy == VRAM_BATCHOPT_MODEL) bo_model_failed(&o->model, o->batch, o->lq);
+    if (c->policy == VRAM_BATCHOPT_MODEL) vram_bomodel_failed(&o->model, o->batch, o->lq);
     if (c->policy == VRAM_BATCHOPT_MODEL && o->model.fitted) {
         vram_batchopt_t probe = *o; /* shrink from the conservative drop */
         probe.batch = nb;
         probe.lq = nl;
-        if (bo_model_predict(&o->model, nb, nl) > aim_of(o)) model_shrink(&probe, &nb, &nl);
-        bo_model_new_epoch(&o->model);
+        if (vram_bomodel_predict(&o->model, nb, nl) > aim_of(o)) model_shrink(&probe, &nb, &nl);
+        vram_bomodel_new_epoch(&o->model);
     }
     if (nb == o->batch && nl == o->lq)
-        rc = vram_fail(VRAM_ESTATE, "batch optimizer: out of memory at the smallest settings "
-                                    "(batch %d, lq %d)", nb, nl);
-    else log_change(o, nb, nl, o->last, VRAM_BATCHOPT_OOM);
+        rc = vram_fail(VRAM_ESTATE,
+                       "batch optimizer: out of memory at the smallest settings "
+                       "(batch %d, lq %d)",
+                       nb, nl);
+    else
+        log_change(o, nb, nl, o->last, VRAM_BATCHOPT_OOM);
     o->reported_batch = o->batch;
     o->reported_lq = o->lq;
     o->grow_after = o->iteration + (int64_t)c->oom_cooldown_windows * c->adjustment_frequency;
@@ -409,7 +425,7 @@ int vram_batchopt_stats(const vram_batchopt_t *o, vram_batchopt_stats_t *out)
     out->iterations = o->iteration;
     out->adjustments = o->adjustments;
     out->oom_recoveries = o->ooms;
-    out->model_quadratic = bo_model_quadratic(&o->model);
+    out->model_quadratic = vram_bomodel_quadratic(&o->model);
     out->model_a = o->model.fitted ? o->model.a[out->model_quadratic] : 0;
     out->model_b = o->model.fitted ? o->model.b[out->model_quadratic] : 0;
     int64_t first = o->nlog_total > VRAM_BATCHOPT_LOG ? o->nlog_total - VRAM_BATCHOPT_LOG : 0;

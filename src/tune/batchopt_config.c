@@ -16,7 +16,7 @@
 typedef enum { KEY_BOOL, KEY_DOUBLE, KEY_INT } key_type_t;
 
 /* X(yaml key, type, field): the optimizer's keys. Ranges live in
- * batchopt_config_check, which names the same keys. */
+ * vram_batchopt_config_check_key, which names the same keys. */
 #define BATCHOPT_KEYS(X)                                                                           \
     X("enabled", KEY_BOOL, enabled)                                                                \
     X("target_vram_usage", KEY_DOUBLE, target_usage)                                               \
@@ -62,13 +62,14 @@ static int parse_value(const reader_t *r, const key_def_t *k, const yaml_node_t 
 {
     const char *text = scalar(v);
     if (!text)
-        return vram_fail(VRAM_EPARSE, "%s:%d: %s: expected a value, not a list or mapping", r->origin,
-                         line_of(v), k->name);
+        return vram_fail(VRAM_EPARSE, "%s:%d: %s: expected a value, not a list or mapping",
+                         r->origin, line_of(v), k->name);
     char *end = NULL;
     errno = 0;
     switch (k->type) {
     case KEY_BOOL: {
-        static const char *const yes[] = {"true", "yes", "on"}, *const no[] = {"false", "no", "off"};
+        static const char *const yes[] = {"true", "yes", "on"}, *const no[] = {"false", "no",
+                                                                               "off"};
         for (size_t i = 0; i < 3; i++) {
             if (!strcasecmp(text, yes[i])) return *(bool *)field = true, 0;
             if (!strcasecmp(text, no[i])) return *(bool *)field = false, 0;
@@ -102,12 +103,14 @@ static int read_optimizer(reader_t *r, const yaml_node_t *map, vram_batchopt_con
     if (map->type != YAML_MAPPING_NODE)
         return vram_fail(VRAM_EPARSE, "%s:%d: DynamicBatchSizeOptimizer: expected a mapping",
                          r->origin, line_of(map));
-    for (yaml_node_pair_t *p = map->data.mapping.pairs.start; p < map->data.mapping.pairs.top; p++) {
+    for (yaml_node_pair_t *p = map->data.mapping.pairs.start; p < map->data.mapping.pairs.top;
+         p++) {
         const yaml_node_t *kn = yaml_document_get_node(r->doc, p->key);
         const yaml_node_t *vn = yaml_document_get_node(r->doc, p->value);
         const char *name = scalar(kn);
         size_t i = 0;
-        while (name && i < NKEYS && strcmp(name, keys[i].name)) i++;
+        while (name && i < NKEYS && strcmp(name, keys[i].name))
+            i++;
         if (!name || i == NKEYS)
             return vram_fail(VRAM_EPARSE,
                              "%s:%d: DynamicBatchSizeOptimizer: unknown key \"%s\" (known: "
@@ -164,7 +167,8 @@ static int read_document(reader_t *r, vram_batchopt_config_t *cfg)
         } else if (name && !strcmp(name, "DynamicBatchSizeOptimizer") && !seen_opt) {
             seen_opt = true;
             rc = read_optimizer(r, vn, cfg);
-        } else if (name && (!strcmp(name, "enabled") || !strcmp(name, "DynamicBatchSizeOptimizer"))) {
+        } else if (name &&
+                   (!strcmp(name, "enabled") || !strcmp(name, "DynamicBatchSizeOptimizer"))) {
             rc = vram_fail(VRAM_EPARSE, "%s:%d: %s: given twice", r->origin, line_of(kn), name);
         } else {
             rc = vram_fail(VRAM_EPARSE,
@@ -183,7 +187,7 @@ static int read_document(reader_t *r, vram_batchopt_config_t *cfg)
                          min_lq ? "min_lq_size" : "max_lq_size",
                          min_lq ? "max_lq_size" : "min_lq_size");
     const char *bad;
-    if (batchopt_config_check(cfg, &bad)) {
+    if (vram_batchopt_config_check_key(cfg, &bad)) {
         char msg[512];
         snprintf(msg, sizeof msg, "%s", vram_last_error());
         int line = bad ? key_line(r, bad) : 0;
@@ -204,7 +208,8 @@ int vram_batchopt_config_parse(const char *text, const char *origin, vram_batcho
     int rc = 0;
     if (!yaml_parser_load(&parser, &doc)) {
         rc = vram_fail(VRAM_EPARSE, "%s:%zu:%zu: %s%s%s", origin, parser.problem_mark.line + 1,
-                       parser.problem_mark.column + 1, parser.problem ? parser.problem : "malformed YAML",
+                       parser.problem_mark.column + 1,
+                       parser.problem ? parser.problem : "malformed YAML",
                        parser.context ? " " : "", parser.context ? parser.context : "");
         goto out_parser;
     }
@@ -225,8 +230,10 @@ int vram_batchopt_config_load(const char *path, vram_batchopt_config_t *cfg)
     size_t len;
     int rc = vram_read_file(path, CONFIG_LIMIT, &text, &len);
     if (rc) return rc;
-    if (strlen(text) != len) rc = vram_fail(VRAM_EPARSE, "%s: contains a NUL byte", path);
-    else rc = vram_batchopt_config_parse(text, path, cfg);
+    if (strlen(text) != len)
+        rc = vram_fail(VRAM_EPARSE, "%s: contains a NUL byte", path);
+    else
+        rc = vram_batchopt_config_parse(text, path, cfg);
     free(text);
     return rc;
 }

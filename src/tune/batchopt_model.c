@@ -11,7 +11,7 @@
 /* A slope is believed only when the difference of window means it explains
  * stands out of their noise: this many standard errors, and at least
  * BO_MIN_SIGNAL (readings are rounded, so noise can look like zero). */
-#define BO_SIGNAL_SE 5.0
+#define BO_SIGNAL_SE  5.0
 #define BO_MIN_SIGNAL 0.001
 /* Usage a failed setting needed at least: the whole device. */
 #define BO_FAILED_USAGE 1.0
@@ -83,7 +83,7 @@ static void fit(bo_model_t *m)
     m->fitted = true;
 }
 
-bool bo_model_has_slope(const bo_model_t *m)
+bool vram_bomodel_has_slope(const bo_model_t *m)
 {
     if (m->npts < 2) return false; /* a prior is a guess until this epoch confirms it */
     for (int f = 0; f < BO_FORMS; f++)
@@ -91,7 +91,7 @@ bool bo_model_has_slope(const bo_model_t *m)
     return false;
 }
 
-double bo_model_scaled(const bo_model_t *m, int batch, int lq)
+double vram_bomodel_scaled(const bo_model_t *m, int batch, int lq)
 {
     if (m->npts == 0) return INFINITY;
     const bo_point_t *last = &m->pts[m->npts - 1];
@@ -103,13 +103,13 @@ double bo_model_scaled(const bo_model_t *m, int batch, int lq)
     return last->peak * worst;
 }
 
-void bo_model_init(bo_model_t *m, int max_lq)
+void vram_bomodel_init(bo_model_t *m, int max_lq)
 {
     memset(m, 0, sizeof *m);
     m->max_lq = max_lq;
 }
 
-void bo_model_new_epoch(bo_model_t *m)
+void vram_bomodel_new_epoch(bo_model_t *m)
 {
     if (m->fitted) {
         for (int f = 0; f < BO_FORMS; f++) {
@@ -138,8 +138,8 @@ static double surprise(const bo_model_t *m, int batch, int lq, double mean)
     return best;
 }
 
-void bo_model_add(bo_model_t *m, int batch, int lq, double peak, double mean, double se,
-                  double shift_tol)
+void vram_bomodel_add(bo_model_t *m, int batch, int lq, double peak, double mean, double se,
+                      double shift_tol)
 {
     if (m->npts > 0) {
         bo_point_t *last = &m->pts[m->npts - 1];
@@ -156,7 +156,7 @@ void bo_model_add(bo_model_t *m, int batch, int lq, double peak, double mean, do
         }
         if (same) {
             if (mean < last->ref_mean) m->nfailed = 0; /* memory was freed: failures may fit now */
-            bo_model_new_epoch(m);
+            vram_bomodel_new_epoch(m);
         } else {
             /* Memory grows with both settings: a larger setting using less
              * (or a smaller one more) than the last, or a miss of the fitted
@@ -165,12 +165,13 @@ void bo_model_add(bo_model_t *m, int batch, int lq, double peak, double mean, do
              * this one, keeping the slopes as a first guess. */
             bool larger = batch >= last->batch && lq >= last->lq;
             bool smaller = batch <= last->batch && lq <= last->lq;
-            double miss = m->npts >= 2 && bo_model_has_slope(m) ? surprise(m, batch, lq, mean) : 0;
+            double miss =
+                m->npts >= 2 && vram_bomodel_has_slope(m) ? surprise(m, batch, lq, mean) : 0;
             if ((larger && mean < last->mean - shift_tol) || miss < -shift_tol) {
                 m->nfailed = 0; /* memory was freed: failures may fit now */
-                bo_model_new_epoch(m);
+                vram_bomodel_new_epoch(m);
             } else if ((smaller && mean > last->mean + shift_tol) || miss > shift_tol) {
-                bo_model_new_epoch(m);
+                vram_bomodel_new_epoch(m);
             }
         }
     }
@@ -188,7 +189,7 @@ void bo_model_add(bo_model_t *m, int batch, int lq, double peak, double mean, do
     fit(m);
 }
 
-void bo_model_over(bo_model_t *m, int batch, int lq)
+void vram_bomodel_over(bo_model_t *m, int batch, int lq)
 {
     if (m->nover == BO_POINTS) {
         memmove(&m->over[0], &m->over[1], (BO_POINTS - 1) * sizeof m->over[0]);
@@ -197,14 +198,15 @@ void bo_model_over(bo_model_t *m, int batch, int lq)
     m->over[m->nover++] = (bo_point_t){batch, lq, 0, 0, 0, 0};
 }
 
-void bo_model_failed(bo_model_t *m, int batch, int lq)
+void vram_bomodel_failed(bo_model_t *m, int batch, int lq)
 {
     if (m->nfailed == BO_POINTS) {
         memmove(&m->failed[0], &m->failed[1], (BO_POINTS - 1) * sizeof m->failed[0]);
         m->nfailed--;
     }
-    m->failed[m->nfailed++] = (bo_point_t){batch, lq, BO_FAILED_USAGE, BO_FAILED_USAGE, 0, BO_FAILED_USAGE};
-    bo_model_floor(m, batch, lq, BO_FAILED_USAGE);
+    m->failed[m->nfailed++] =
+        (bo_point_t){batch, lq, BO_FAILED_USAGE, BO_FAILED_USAGE, 0, BO_FAILED_USAGE};
+    vram_bomodel_floor(m, batch, lq, BO_FAILED_USAGE);
 }
 
 /* Drops the entries of list at or below (batch, lq). */
@@ -216,13 +218,13 @@ static void drop_at_or_below(bo_point_t *list, int *n, int batch, int lq)
     *n = kept;
 }
 
-void bo_model_fine(bo_model_t *m, int batch, int lq)
+void vram_bomodel_fine(bo_model_t *m, int batch, int lq)
 {
     drop_at_or_below(m->failed, &m->nfailed, batch, lq);
     drop_at_or_below(m->over, &m->nover, batch, lq);
 }
 
-bool bo_model_dominates_failure(const bo_model_t *m, int batch, int lq)
+bool vram_bomodel_dominates_failure(const bo_model_t *m, int batch, int lq)
 {
     for (int i = 0; i < m->nfailed; i++)
         if (batch >= m->failed[i].batch && lq >= m->failed[i].lq) return true;
@@ -231,7 +233,7 @@ bool bo_model_dominates_failure(const bo_model_t *m, int batch, int lq)
     return false;
 }
 
-void bo_model_floor(bo_model_t *m, int batch, int lq, double usage)
+void vram_bomodel_floor(bo_model_t *m, int batch, int lq, double usage)
 {
     if (!m->fitted) return;
     for (int f = 0; f < BO_FORMS; f++) {
@@ -252,18 +254,17 @@ static double predict(const bo_model_t *m, int batch, int lq, double sign)
     return sign * best;
 }
 
-double bo_model_predict(const bo_model_t *m, int batch, int lq)
+double vram_bomodel_predict(const bo_model_t *m, int batch, int lq)
 {
     return predict(m, batch, lq, 1);
 }
 
-double bo_model_predict_low(const bo_model_t *m, int batch, int lq)
+double vram_bomodel_predict_low(const bo_model_t *m, int batch, int lq)
 {
     return predict(m, batch, lq, -1);
 }
 
-bool bo_model_quadratic(const bo_model_t *m)
+bool vram_bomodel_quadratic(const bo_model_t *m)
 {
     return m->max_lq > 0 && m->plausible[1] && !m->plausible[0];
 }
-

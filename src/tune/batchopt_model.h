@@ -8,7 +8,7 @@
 #include <stdbool.h>
 
 #define BO_POINTS 8 /* distinct settings remembered per epoch */
-#define BO_FORMS 2  /* 0: g linear in lq, 1: quadratic */
+#define BO_FORMS  2 /* 0: g linear in lq, 1: quadratic */
 
 typedef struct {
     int batch, lq;
@@ -24,7 +24,7 @@ typedef struct {
     int nfailed;
     bo_point_t over[BO_POINTS]; /* settings above target in this epoch */
     int nover;
-    bool have_prior;           /* slopes carried over from an earlier epoch */
+    bool have_prior; /* slopes carried over from an earlier epoch */
     double prior_b[BO_FORMS];
     bool prior_plausible[BO_FORMS];
     double a[BO_FORMS], b[BO_FORMS];
@@ -34,39 +34,39 @@ typedef struct {
     bool fitted;
 } bo_model_t;
 
-void bo_model_init(bo_model_t *m, int max_lq);
+void vram_bomodel_init(bo_model_t *m, int max_lq);
 /* Adds a window's peak and mean at a setting. A mean that differs from the last one at
  * the same setting by more than shift_tol means the surroundings changed
  * (another job, fragmentation): a new epoch starts that keeps the slopes. */
-void bo_model_add(bo_model_t *m, int batch, int lq, double peak, double mean, double se,
-                  double shift_tol);
+void vram_bomodel_add(bo_model_t *m, int batch, int lq, double peak, double mean, double se,
+                      double shift_tol);
 /* Starts a new epoch keeping the slopes (after an OOM). */
-void bo_model_new_epoch(bo_model_t *m);
+void vram_bomodel_new_epoch(bo_model_t *m);
 /* Records an OOM at a setting: it needed at least the whole device, and
  * settings at or above it in both parameters are out of bounds until a
  * window shows memory was freed. */
-void bo_model_failed(bo_model_t *m, int batch, int lq);
+void vram_bomodel_failed(bo_model_t *m, int batch, int lq);
 /* Records a window above target at a setting: growth does not return to it
  * (or above it) in this epoch, which ends oscillation when no setting falls
  * inside the dead band. */
-void bo_model_over(bo_model_t *m, int batch, int lq);
+void vram_bomodel_over(bo_model_t *m, int batch, int lq);
 /* A window at (batch, lq) ran under target: failures and over-target marks
  * at or below it are stale (the surroundings changed). */
-void bo_model_fine(bo_model_t *m, int batch, int lq);
+void vram_bomodel_fine(bo_model_t *m, int batch, int lq);
 /* True when (batch, lq) is at or above a failed or over-target setting. */
-bool bo_model_dominates_failure(const bo_model_t *m, int batch, int lq);
+bool vram_bomodel_dominates_failure(const bo_model_t *m, int batch, int lq);
 /* Raises the intercepts so that (batch, lq) predicts at least `usage`. */
-void bo_model_floor(bo_model_t *m, int batch, int lq, double usage);
+void vram_bomodel_floor(bo_model_t *m, int batch, int lq, double usage);
 /* Predicted peak usage; 0 before any point. */
-double bo_model_predict(const bo_model_t *m, int batch, int lq);
+double vram_bomodel_predict(const bo_model_t *m, int batch, int lq);
 /* The latest peak scaled as if all memory grew with batch * g(lq) (the
  * steeper form): the worst case when nothing is known. */
-double bo_model_scaled(const bo_model_t *m, int batch, int lq);
+double vram_bomodel_scaled(const bo_model_t *m, int batch, int lq);
 /* The lowest prediction of the plausible forms. */
-double bo_model_predict_low(const bo_model_t *m, int batch, int lq);
+double vram_bomodel_predict_low(const bo_model_t *m, int batch, int lq);
 /* True when a plausible form has a slope learned from this epoch's points. */
-bool bo_model_has_slope(const bo_model_t *m);
+bool vram_bomodel_has_slope(const bo_model_t *m);
 /* True when only the quadratic form fits. */
-bool bo_model_quadratic(const bo_model_t *m);
+bool vram_bomodel_quadratic(const bo_model_t *m);
 
 #endif

@@ -21,8 +21,8 @@ struct vram_oomchain {
     /* the current step (the training loop's thread only) */
     bool in_step;
     int batch, micro_batches, splits;
-    int pos;                /* next entry of cfg.order to try */
-    int last;               /* strategy applied last in this step, -1 = none */
+    int pos;                      /* next entry of cfg.order to try */
+    int last;                     /* strategy applied last in this step, -1 = none */
     int known_batch, known_parts; /* the split that last worked, reused for that batch */
 };
 
@@ -37,7 +37,8 @@ int vram_oom_strategy_parse(const char *name, vram_oom_strategy_t *out)
 {
     for (int s = 0; name && s < VRAM_OOM_STRATEGY_COUNT_; s++) {
         const char *a = name, *b = strategy_names[s];
-        while (*a && *b && (tolower((unsigned char)*a) == *b || (*a == '_' && *b == '-'))) a++, b++;
+        while (*a && *b && (tolower((unsigned char)*a) == *b || (*a == '_' && *b == '-')))
+            a++, b++;
         if (!*a && !*b) {
             *out = (vram_oom_strategy_t)s;
             return 0;
@@ -183,7 +184,8 @@ static bool apply(vram_oomchain_t *c, vram_oom_strategy_t s, vram_oom_action_t *
     switch (s) {
     case VRAM_OOM_FREE_CACHE:
     case VRAM_OOM_OFFLOAD: {
-        if (s == VRAM_OOM_FREE_CACHE ? !c->cfg.free_cache && !c->pool : !c->cfg.offload) return false;
+        if (s == VRAM_OOM_FREE_CACHE ? !c->cfg.free_cache && !c->pool : !c->cfg.offload)
+            return false;
         uint64_t freed = s == VRAM_OOM_FREE_CACHE ? free_cache(c, false) : offload(c, 0);
         count(c, s, freed);
         a->freed_bytes = freed;

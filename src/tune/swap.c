@@ -18,7 +18,7 @@ typedef struct {
 } entry_t;
 
 typedef struct {
-    size_t head, tail; /* most and least recently used */
+    size_t head, tail;             /* most and least recently used */
     uint64_t bytes, items, budget; /* budget 0: unlimited */
 } tier_t;
 
@@ -39,7 +39,8 @@ int vram_swap_create(uint64_t gpu_budget, uint64_t host_budget, vram_swap_t **ou
     vram_swap_t *sc = calloc(1, sizeof *sc);
     if (!sc) return vram_fail(VRAM_ENOMEM, "swap cache: out of memory");
     sc->free_head = NIL;
-    for (int i = 0; i < 3; i++) sc->t[i].head = sc->t[i].tail = NIL;
+    for (int i = 0; i < 3; i++)
+        sc->t[i].head = sc->t[i].tail = NIL;
     sc->t[VRAM_SWAP_GPU].budget = gpu_budget;
     sc->t[VRAM_SWAP_HOST].budget = host_budget;
     *out = sc;
@@ -59,10 +60,14 @@ static void unlink_entry(vram_swap_t *sc, size_t i)
 {
     entry_t *x = &sc->e[i];
     tier_t *t = &sc->t[x->tier];
-    if (x->prev != NIL) sc->e[x->prev].next = x->next;
-    else t->head = x->next;
-    if (x->next != NIL) sc->e[x->next].prev = x->prev;
-    else t->tail = x->prev;
+    if (x->prev != NIL)
+        sc->e[x->prev].next = x->next;
+    else
+        t->head = x->next;
+    if (x->next != NIL)
+        sc->e[x->next].prev = x->prev;
+    else
+        t->tail = x->prev;
     t->bytes -= x->size;
     t->items--;
 }
@@ -74,8 +79,10 @@ static void push_front(vram_swap_t *sc, size_t i, vram_swap_tier_t tier)
     x->tier = tier;
     x->prev = NIL;
     x->next = t->head;
-    if (t->head != NIL) sc->e[t->head].prev = i;
-    else t->tail = i;
+    if (t->head != NIL)
+        sc->e[t->head].prev = i;
+    else
+        t->tail = i;
     t->head = i;
     t->bytes += x->size;
     t->items++;
@@ -175,22 +182,28 @@ int vram_swap_get(vram_swap_t *sc, uint64_t key, uint64_t size, vram_swap_tier_t
     uint64_t slot;
     bool present = vram_map_get(&sc->map, key, &slot);
     size_t i = present ? (size_t)slot : NIL;
-    if (present) size = sc->e[i].size;
-    else if (size == 0) return vram_fail(VRAM_EINVAL, "swap cache: size 0 for new item %llu",
-                                         (unsigned long long)key);
+    if (present)
+        size = sc->e[i].size;
+    else if (size == 0)
+        return vram_fail(VRAM_EINVAL, "swap cache: size 0 for new item %llu",
+                         (unsigned long long)key);
     tier_t *gpu = &sc->t[VRAM_SWAP_GPU], *host = &sc->t[VRAM_SWAP_HOST];
     bool to_gpu = size <= gpu->budget;
     if (!present && !to_gpu && host->budget && size > host->budget)
-        return vram_fail(VRAM_ENOMEM, "swap cache: item %llu of %llu bytes fits neither the GPU "
-                                      "budget (%llu) nor the host budget (%llu)",
+        return vram_fail(VRAM_ENOMEM,
+                         "swap cache: item %llu of %llu bytes fits neither the GPU "
+                         "budget (%llu) nor the host budget (%llu)",
                          (unsigned long long)key, (unsigned long long)size,
                          (unsigned long long)gpu->budget, (unsigned long long)host->budget);
     int rc = reserve(sc);
     if (rc) return rc;
     vram_swap_tier_t was = present ? sc->e[i].tier : VRAM_SWAP_NONE;
-    if (was == VRAM_SWAP_GPU) sc->st.hits_gpu++;
-    else if (was == VRAM_SWAP_HOST) sc->st.hits_host++;
-    else sc->st.misses++;
+    if (was == VRAM_SWAP_GPU)
+        sc->st.hits_gpu++;
+    else if (was == VRAM_SWAP_HOST)
+        sc->st.hits_host++;
+    else
+        sc->st.misses++;
     if (!present) {
         i = sc->free_head;
         sc->free_head = sc->e[i].next;
@@ -203,11 +216,15 @@ int vram_swap_get(vram_swap_t *sc, uint64_t key, uint64_t size, vram_swap_tier_t
     }
     vram_swap_tier_t dest = to_gpu ? VRAM_SWAP_GPU : VRAM_SWAP_HOST;
     if (dest != was) {
-        if (dest == VRAM_SWAP_GPU) room_on_gpu(sc, size, i);
-        else room_on_host(sc, size, i);
+        if (dest == VRAM_SWAP_GPU)
+            room_on_gpu(sc, size, i);
+        else
+            room_on_host(sc, size, i);
         record(sc, &sc->e[i], was, dest);
-        if (was == VRAM_SWAP_HOST) sc->st.bytes_to_gpu += size;
-        else sc->st.bytes_loaded += size;
+        if (was == VRAM_SWAP_HOST)
+            sc->st.bytes_to_gpu += size;
+        else
+            sc->st.bytes_loaded += size;
     }
     if (present) sc->t[was].bytes -= size;
     push_front(sc, i, dest);
@@ -220,7 +237,8 @@ int vram_swap_get(vram_swap_t *sc, uint64_t key, uint64_t size, vram_swap_tier_t
 int vram_swap_move(const vram_swap_t *sc, size_t i, vram_swap_move_t *out)
 {
     if (!sc || !out) return vram_fail(VRAM_EINVAL, "swap cache: NULL argument");
-    if (i >= sc->nmoves) return vram_fail(VRAM_ENOENT, "swap cache: no move %zu (%zu moves)", i, sc->nmoves);
+    if (i >= sc->nmoves)
+        return vram_fail(VRAM_ENOENT, "swap cache: no move %zu (%zu moves)", i, sc->nmoves);
     *out = sc->moves[i];
     return 0;
 }
@@ -281,8 +299,9 @@ int vram_swap_check(const vram_swap_t *sc)
             if (++items > sc->cap) return vram_fail(VRAM_ESTATE, "swap cache: a list loops");
         }
         if (t->tail != prev || bytes != t->bytes || items != t->items)
-            return vram_fail(VRAM_ESTATE, "swap cache: %s tier holds %llu bytes in %llu items, "
-                                          "counted %llu in %llu",
+            return vram_fail(VRAM_ESTATE,
+                             "swap cache: %s tier holds %llu bytes in %llu items, "
+                             "counted %llu in %llu",
                              tier == VRAM_SWAP_GPU ? "GPU" : "host", (unsigned long long)bytes,
                              (unsigned long long)items, (unsigned long long)t->bytes,
                              (unsigned long long)t->items);

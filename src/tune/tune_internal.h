@@ -5,6 +5,6 @@
 #include "vram.h"
 
 /* vram_batchopt_config_check that also names the YAML key at fault. */
-int batchopt_config_check(const vram_batchopt_config_t *cfg, const char **key);
+int vram_batchopt_config_check_key(const vram_batchopt_config_t *cfg, const char **key);
 
 #endif

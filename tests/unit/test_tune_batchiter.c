@@ -87,7 +87,8 @@ static void failed_batches_come_back_first(void **state)
     assert_int_equal(vram_batchiter_failed(it, id), VRAM_ENOENT);
     assert_int_equal(vram_batchiter_next(it, 0.6, idx, 64, &n, &id), 0);
     assert_int_equal(n, 4); /* halved */
-    for (size_t i = 0; i < 4; i++) assert_int_equal(idx[i], i); /* the same samples, in order */
+    for (size_t i = 0; i < 4; i++)
+        assert_int_equal(idx[i], i); /* the same samples, in order */
     assert_int_equal(vram_batchiter_done(it, id), 0);
     assert_int_equal(vram_batchiter_check(it), 0);
     vram_batchiter_destroy(it);
@@ -130,11 +131,16 @@ static double trace(int kind, int t, int batch, int initial, uint64_t *rng)
 {
     double per = 0.6 / initial;
     switch (kind) {
-    case 0: return 0.3 + per * batch; /* steady: 0.9 at the initial batch */
-    case 1: return 0.4 + 0.35 * sin(t / 7.0) + per * batch / 2; /* oscillating neighbour */
-    case 2: return t % 50 < 25 ? 0.95 : 0.1; /* bursts */
-    case 3: return uniform(rng); /* random */
-    default: return 0.2; /* always low */
+    case 0:
+        return 0.3 + per * batch; /* steady: 0.9 at the initial batch */
+    case 1:
+        return 0.4 + 0.35 * sin(t / 7.0) + per * batch / 2; /* oscillating neighbour */
+    case 2:
+        return t % 50 < 25 ? 0.95 : 0.1; /* bursts */
+    case 3:
+        return uniform(rng); /* random */
+    default:
+        return 0.2; /* always low */
     }
 }
 
@@ -170,13 +176,16 @@ static void random_traces(void **state)
                 assert_int_equal(vram_batchiter_next(it, due ? u : -1, idx, 4096, &n, &id), 0);
                 assert_int_equal(vram_batchiter_stats(it, &s), 0);
                 assert_true(s.batch >= c.min_batch && s.batch <= c.initial_batch);
-                if (!due) assert_int_equal(s.batch, prev_batch); /* changes only at checks */
+                if (!due)
+                    assert_int_equal(s.batch, prev_batch); /* changes only at checks */
                 else if (u > c.high_mark)
-                    assert_int_equal(s.batch, prev_batch / 2 > c.min_batch ? prev_batch / 2 : c.min_batch);
+                    assert_int_equal(s.batch,
+                                     prev_batch / 2 > c.min_batch ? prev_batch / 2 : c.min_batch);
                 if (!known) {
                     /* the iterable runs dry inside this batch */
                     size_t real = 0;
-                    while (real < n && idx[real] < length) real++;
+                    while (real < n && idx[real] < length)
+                        real++;
                     if (real < n) {
                         assert_int_equal(vram_batchiter_set_length(it, length), 0);
                         n = real;
@@ -184,7 +193,8 @@ static void random_traces(void **state)
                     }
                 }
                 if (n > 0) {
-                    assert_true(n <= (size_t)s.batch || s.log[s.nlog ? s.nlog - 1 : 0].reason == VRAM_BATCHITER_FAIL);
+                    assert_true(n <= (size_t)s.batch ||
+                                s.log[s.nlog ? s.nlog - 1 : 0].reason == VRAM_BATCHITER_FAIL);
                     held[nids] = malloc(n * sizeof **held);
                     memcpy(held[nids], idx, n * sizeof **held);
                     held_n[nids] = n;
@@ -216,7 +226,8 @@ static void random_traces(void **state)
         }
         assert_true(vram_batchiter_finished(it));
         assert_int_equal(committed, length); /* the multiset equals the dataset */
-        for (uint64_t i = 0; i < length; i++) assert_int_equal(seen[i], 1);
+        for (uint64_t i = 0; i < length; i++)
+            assert_int_equal(seen[i], 1);
         assert_int_equal(vram_batchiter_check(it), 0);
         free(seen);
         vram_batchiter_destroy(it);

@@ -233,7 +233,8 @@ static void targets_limits_and_stats(void **state)
     assert_int_equal(vram_batchopt_stats(o, &s), 0);
     assert_int_equal(s.adjustments, 2); /* max_adjustments */
     double readings[] = {0.5, 0.7, 0.1, 0.2, 0.3};
-    for (int i = 0; i < 5; i++) assert_int_equal(vram_batchopt_update(o, readings[i], NULL), 0);
+    for (int i = 0; i < 5; i++)
+        assert_int_equal(vram_batchopt_update(o, readings[i], NULL), 0);
     assert_int_equal(vram_batchopt_stats(o, &s), 0);
     assert_float_equal(s.current_usage, 0.3, 1e-12);
     assert_float_equal(s.average_usage, (0.7 + 0.1 + 0.2 + 0.3) / 4, 1e-12);
@@ -342,8 +343,10 @@ static void random_runs(void **state)
             batch += d.batch_delta;
             lq += d.lq_delta;
             assert_true(batch >= c.min_batch && batch <= c.max_batch);
-            if (lq_on) assert_true(lq >= c.min_lq && lq <= c.max_lq);
-            else assert_int_equal(lq, 0);
+            if (lq_on)
+                assert_true(lq >= c.min_lq && lq <= c.max_lq);
+            else
+                assert_int_equal(lq, 0);
         }
         /* The model policy has converged after the second job left: the last
          * window's usage is under target, and inside the band unless a limit
@@ -369,9 +372,9 @@ static void random_runs(void **state)
                 if (u + noise < c.target_usage - c.safety_margin && (u + noise) * worst < 1.0 &&
                     next + noise <= c.target_usage - 0.2 * c.safety_margin - 0.02)
                     fail_msg("run %d: stuck at batch %d lq %d usage %.4f (next %.4f), target %.3f "
-                             "margin %.3f, base %.3f k %.5f quad %d noise %.4f", run_i, batch, lq, u,
-                             next, c.target_usage, c.safety_margin, m.base, m.k, m.quadratic,
-                             m.noise);
+                             "margin %.3f, base %.3f k %.5f quad %d noise %.4f",
+                             run_i, batch, lq, u, next, c.target_usage, c.safety_margin, m.base,
+                             m.k, m.quadratic, m.noise);
             }
         }
         vram_batchopt_destroy(o);

@@ -12,21 +12,20 @@
 
 #include "vram.h"
 
-static const char *full =
-    "model: resnet50   # other sections belong to the user\n"
-    "training_automations:\n"
-    "  enabled: true\n"
-    "  DynamicBatchSizeOptimizer:\n"
-    "    enabled: true\n"
-    "    target_vram_usage: 0.85    # fraction of the device\n"
-    "    safety_margin: 0.05\n"
-    "    adjustment_frequency: 100  # iterations between adjustments\n"
-    "    min_batch_size: 2\n"
-    "    max_batch_size: 64\n"
-    "    min_lq_size: 32\n"
-    "    max_lq_size: 256\n"
-    "    vram_history_size: 50\n"
-    "    max_adjustments: 50        # optional\n";
+static const char *full = "model: resnet50   # other sections belong to the user\n"
+                          "training_automations:\n"
+                          "  enabled: true\n"
+                          "  DynamicBatchSizeOptimizer:\n"
+                          "    enabled: true\n"
+                          "    target_vram_usage: 0.85    # fraction of the device\n"
+                          "    safety_margin: 0.05\n"
+                          "    adjustment_frequency: 100  # iterations between adjustments\n"
+                          "    min_batch_size: 2\n"
+                          "    max_batch_size: 64\n"
+                          "    min_lq_size: 32\n"
+                          "    max_lq_size: 256\n"
+                          "    vram_history_size: 50\n"
+                          "    max_adjustments: 50        # optional\n";
 
 static void reads_the_issue_example(void **state)
 {
@@ -74,8 +73,8 @@ static void old_config_without_lq(void **state)
                      0);
     assert_false(c.enabled);
     vram_batchopt_config_init(&c);
-    assert_int_equal(vram_batchopt_config_parse("training_automations:\n  enabled: true\n", "x", &c),
-                     0);
+    assert_int_equal(
+        vram_batchopt_config_parse("training_automations:\n  enabled: true\n", "x", &c), 0);
     assert_false(c.enabled); /* not listed: off */
 }
 

@@ -64,7 +64,8 @@ static int run_step(trainer_t *t, int first, int batch, int parts)
         grad += part / batch; /* accumulation: the mean over the whole batch */
         vram_pool_free(t->pool, act);
     }
-    for (int i = 0; i < batch; i++) t->seen[i] += seen[i];
+    for (int i = 0; i < batch; i++)
+        t->seen[i] += seen[i];
     t->grad = grad;
     return 0;
 }

@@ -72,9 +72,12 @@ static int model_get(model_t *m, int k, uint64_t size, vram_swap_tier_t *found)
     if (!present && !to_gpu && m->host_budget && size > m->host_budget) return VRAM_ENOMEM;
     vram_swap_tier_t was = present ? m->tier[k] : VRAM_SWAP_NONE;
     *found = was;
-    if (was == VRAM_SWAP_GPU) m->st.hits_gpu++;
-    else if (was == VRAM_SWAP_HOST) m->st.hits_host++;
-    else m->st.misses++;
+    if (was == VRAM_SWAP_GPU)
+        m->st.hits_gpu++;
+    else if (was == VRAM_SWAP_HOST)
+        m->st.hits_host++;
+    else
+        m->st.misses++;
     if (!present) m->size[k] = size, m->tier[k] = VRAM_SWAP_NONE;
     vram_swap_tier_t dest = to_gpu ? VRAM_SWAP_GPU : VRAM_SWAP_HOST;
     if (dest != was) {
@@ -96,8 +99,10 @@ static int model_get(model_t *m, int k, uint64_t size, vram_swap_tier_t *found)
             model_host_room(m, size, k);
         }
         model_move(m, k, dest);
-        if (was == VRAM_SWAP_HOST) m->st.bytes_to_gpu += size;
-        else m->st.bytes_loaded += size;
+        if (was == VRAM_SWAP_HOST)
+            m->st.bytes_to_gpu += size;
+        else
+            m->st.bytes_loaded += size;
     }
     m->used[k] = ++m->clock;
     return 0;
@@ -113,7 +118,8 @@ static void against_model(void **state)
                      .host_budget = run % 3 == 0 ? 0 : 2000 + (rng >> 20) % 8000};
         vram_swap_t *sc;
         assert_int_equal(vram_swap_create(m.gpu_budget, m.host_budget, &sc), 0);
-        for (int k = 1; k <= KEYS; k++) m.size[k] = 1 + (uint64_t)((k * 2654435761u + run) % 1500);
+        for (int k = 1; k <= KEYS; k++)
+            m.size[k] = 1 + (uint64_t)((k * 2654435761u + run) % 1500);
         for (int op = 0; op < 4000; op++) {
             rng = rng * 6364136223846793005ull + 1442695040888963407ull;
             int k = 1 + (int)((rng >> 33) % KEYS);
@@ -137,7 +143,8 @@ static void against_model(void **state)
                 assert_memory_equal(&mv, &m.moves[j], sizeof mv);
             }
             for (int j = 1; j <= KEYS; j++)
-                assert_int_equal(vram_swap_where(sc, (uint64_t)j), m.used[j] ? m.tier[j] : VRAM_SWAP_NONE);
+                assert_int_equal(vram_swap_where(sc, (uint64_t)j),
+                                 m.used[j] ? m.tier[j] : VRAM_SWAP_NONE);
             vram_swap_stats_t s;
             assert_int_equal(vram_swap_stats(sc, &s), 0);
             assert_int_equal(s.hits_gpu, m.st.hits_gpu);
