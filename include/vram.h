@@ -942,7 +942,7 @@ typedef struct {
     int micro_batches;            /* split the step's batch into this many parts */
     int micro_batch_size;         /* samples per part (the last may be smaller) */
     uint64_t freed_bytes;         /* by free_cache / offload */
-    char message[256];
+    char message[512];
 } vram_oom_action_t;
 
 typedef struct {

@@ -152,8 +152,11 @@ int vram_batchiter_next(vram_batchiter_t *it, double usage, uint64_t *idx, size_
     if (!copy) return vram_fail(VRAM_ENOMEM, "batch iterator: out of memory");
     memcpy(copy, idx, got * sizeof *copy);
     /* committed from here on: nothing below can fail */
-    memmove(it->queue, it->queue + from_queue, (it->queue_len - from_queue) * sizeof *it->queue);
-    it->queue_len -= from_queue;
+    if (from_queue) {
+        memmove(it->queue, it->queue + from_queue,
+                (it->queue_len - from_queue) * sizeof *it->queue);
+        it->queue_len -= from_queue;
+    }
     it->cursor += got - from_queue;
     it->pending[it->npending++] = (pending_t){it->next_id, copy, got};
     *batch_id = it->next_id++;
@@ -211,7 +214,7 @@ int vram_batchiter_failed(vram_batchiter_t *it, uint64_t batch_id)
         it->queue_cap = c;
     }
     /* to the front, in their order: the retry sees the same samples first */
-    memmove(it->queue + p->n, it->queue, it->queue_len * sizeof *it->queue);
+    if (it->queue_len) memmove(it->queue + p->n, it->queue, it->queue_len * sizeof *it->queue);
     memcpy(it->queue, p->idx, p->n * sizeof *it->queue);
     it->queue_len += p->n;
     it->returned += p->n;
