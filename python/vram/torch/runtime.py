@@ -1,0 +1,278 @@
+"""The adaptive training runtime wired to PyTorch (docs/runtime.md): the
+decisions come from libvram's controllers (vram.tune), the tensor work is
+here.
+
+- AdaptiveBatchIterator: batches from any dataset whose size follows device
+  memory; no sample is lost or repeated, also across out-of-memory errors.
+- oom_guard: a training step that survives out-of-memory errors by the chain
+  free cache -> micro-batches with gradient accumulation -> offload ->
+  checkpoint and a clear error.
+- SwapCache: named tensors under a GPU byte budget, the rest in host memory.
+- memory_usage: the reading the controllers take.
+"""
+import functools
+import logging
+
+import torch
+
+from .. import tune
+from ..errors import OutOfMemoryError
+from .oom import is_oom
+
+log = logging.getLogger("vram.runtime")
+
+
+def memory_usage(device=0):
+    """Used fraction of a device as libvram sees it (NVML, CUDA, VRAM_SIM, or
+    the CPU backend's host memory): all processes, not only this one."""
+    from .. import api
+    dev = api.devices()[device]
+    return dev.used_bytes / dev.total_bytes if dev.total_bytes else 0.0
+
+
+class AdaptiveBatchIterator:
+    """Yields lists of samples from `dataset` (indexable with len(), or any
+    iterable). Every `check_every` samples it reads `usage_fn()` (default:
+    memory_usage(0)); above high_mark the batch halves, below low_mark it
+    doubles up to batch_size. When a step fails, call failed() (or let
+    oom_guard do it): the batch's samples come again, first, in smaller
+    batches. Every sample is yielded until it is trained on once.
+
+        it = AdaptiveBatchIterator(dataset, 64)
+        for samples in it:
+            try:
+                step(collate(samples))
+            except RuntimeError as e:
+                if not vram.torch.is_oom(e): raise
+                it.failed()
+    """
+
+    def __init__(self, dataset, batch_size, check_every=10, high_mark=0.85, low_mark=0.50,
+                 min_batch=1, usage_fn=None, collate_fn=None):
+        self.dataset = dataset
+        self.usage_fn = usage_fn or memory_usage
+        self.collate_fn = collate_fn
+        sized = hasattr(dataset, "__len__") and hasattr(dataset, "__getitem__")
+        self._source = None if sized else iter(dataset)
+        self._fetched = {}  # index -> sample, for iterables (until committed)
+        self._next_fetch = 0
+        self.policy = tune.BatchIteratorPolicy(batch_size, len(dataset) if sized else None,
+                                               check_every, high_mark, low_mark, min_batch)
+        self._pending = None
+        self._changes_seen = 0
+
+    def _sample(self, i):
+        if self._source is None:
+            return self.dataset[i]
+        while i >= self._next_fetch:
+            try:
+                self._fetched[self._next_fetch] = next(self._source)
+            except StopIteration:
+                return None
+            self._next_fetch += 1
+        return self._fetched[i]
+
+    def __iter__(self):
+        return self
+
+    def __next__(self):
+        if self._pending is not None:
+            self.policy.done(self._pending[0])
+            self._forget(self._pending[1])
+            self._pending = None
+        usage = self.usage_fn() if self.policy.check_due() else None
+        bid, idx = self.policy.next(usage)
+        self._log_changes()
+        samples = []
+        for k, i in enumerate(idx):
+            s = self._sample(i)
+            if s is None:  # the iterable ended inside this batch
+                self.policy.set_length(i)
+                idx = idx[:k]
+                break
+            samples.append(s)
+        if not idx:
+            raise StopIteration
+        self._pending = (bid, idx)
+        return self.collate_fn(samples) if self.collate_fn else samples
+
+    def _forget(self, idx):
+        if self._source is not None:
+            for i in idx:
+                self._fetched.pop(i, None)
+
+    def failed(self):
+        """The batch just yielded ran out of memory: it will come again."""
+        if self._pending is None:
+            raise RuntimeError("vram: failed() without a batch in flight")
+        self.policy.failed(self._pending[0])
+        self._pending = None
+        self._log_changes()
+
+    def _log_changes(self):
+        st = self.policy.stats()
+        new = st["nchanges"] - self._changes_seen
+        for c in st["changes"][-new:] if new > 0 else []:
+            log.info("batch %d -> %d (%s, usage %.2f) after %d samples", c["old_batch"],
+                     c["new_batch"], c["reason"], c["usage"], c["sample"])
+        self._changes_seen = st["nchanges"]
+
+    @property
+    def batch_size(self):
+        return self.policy.stats()["batch"]
+
+    def stats(self):
+        return self.policy.stats()
+
+
+def _split(batch, parts):
+    """Splits tensors (dim 0), lists and tuples of them into `parts` pieces."""
+    n = _length(batch)
+    size = -(-n // parts)
+    return [_slice(batch, s, min(s + size, n)) for s in range(0, n, size)]
+
+
+def _length(x):
+    if torch.is_tensor(x):
+        return x.shape[0]
+    if isinstance(x, (list, tuple)) and x and (torch.is_tensor(x[0]) or
+                                               isinstance(x[0], (list, tuple, dict))):
+        return _length(x[0])
+    if isinstance(x, dict):
+        return _length(next(iter(x.values())))
+    return len(x)
+
+
+def _slice(x, a, b):
+    if torch.is_tensor(x):
+        return x[a:b]
+    if isinstance(x, dict):
+        return {k: _slice(v, a, b) for k, v in x.items()}
+    if isinstance(x, tuple) and x and (torch.is_tensor(x[0]) or isinstance(x[0], (list, dict))):
+        return tuple(_slice(v, a, b) for v in x)
+    return x[a:b]
+
+
+def oom_guard(loss_fn=None, *, optimizer, free_cache=None, offload=None, checkpoint=None,
+              order=tune.STRATEGIES, max_splits=3, min_micro_batch=1, pool=None,
+              iterator=None):
+    """Decorator for a function computing the loss of a batch: the guarded
+    call does the whole training step (zero_grad, backward, optimizer.step)
+    and survives out-of-memory errors by the chain in `order`. Micro-batches
+    see the same samples and accumulate each part's loss weighted by its share
+    of the batch, so the gradient equals the whole batch's (mean losses).
+
+        @vram.torch.runtime.oom_guard(optimizer=opt, checkpoint=save)
+        def step(batch):
+            x, y = batch
+            return F.cross_entropy(model(x), y)
+        loss = step((x, y))
+
+    free_cache defaults to torch.cuda.empty_cache when CUDA is available;
+    offload(request) frees memory (e.g. moves optimizer states to the host)
+    and returns the bytes freed; checkpoint() saves and returns where. When
+    the chain is exhausted the call raises vram.OutOfMemoryError saying how to
+    resume (after the checkpoint). `iterator`: an AdaptiveBatchIterator that
+    is told when a batch is given up. The chain is `guarded.chain`."""
+    if free_cache is None and torch.cuda.is_available():
+        def free_cache():
+            torch.cuda.empty_cache()
+            return 1  # unknown, but something may have been freed
+    chain = tune.OOMChain(order, free_cache, offload, checkpoint, max_splits, min_micro_batch)
+    if pool is not None:
+        chain.attach_pool(pool)
+
+    def wrap(fn):
+        @functools.wraps(fn)
+        def guarded(batch):
+            n = _length(batch)
+            parts = chain.begin_step(n)
+            while True:
+                optimizer.zero_grad(set_to_none=True)
+                try:
+                    total = 0.0
+                    for piece in _split(batch, parts):
+                        loss = fn(piece) * (_length(piece) / n)
+                        loss.backward()
+                        total += float(loss.detach())
+                        del loss
+                    optimizer.step()
+                    chain.end_step()
+                    return total
+                except Exception as e:
+                    if not is_oom(e):
+                        raise
+                    optimizer.zero_grad(set_to_none=True)  # a failed attempt keeps nothing
+                    del e
+                    try:
+                        action = chain.on_oom()
+                    except OutOfMemoryError:
+                        if iterator is not None:
+                            iterator.failed()
+                        raise
+                    log.warning("out of memory: %s", action["message"])
+                    parts = action["micro_batches"]
+        guarded.chain = chain
+        return guarded
+
+    return wrap(loss_fn) if loss_fn is not None else wrap
+
+
+class SwapCache:
+    """Named tensors under a GPU byte budget: get(name, loader) returns the
+    tensor on `device` when it fits, moving the least recently used ones to
+    host memory (pinned when the device is CUDA) and dropping the least
+    recently used host ones beyond host_budget (0 = unlimited); an item larger
+    than the GPU budget is served from the host. loader() makes the tensor
+    on a miss. Budgets are enforced by the tensors' bytes.
+
+    With device="cpu" both tiers are host memory (for tests and CPU runs)."""
+
+    def __init__(self, gpu_budget, host_budget=0, device=None):
+        self.device = torch.device(device or ("cuda" if torch.cuda.is_available() else "cpu"))
+        self.lru = tune.SwapLRU(gpu_budget, host_budget)
+        self._ids, self._names, self._tensors = {}, {}, {}
+
+    def _id(self, name):
+        if name not in self._ids:
+            self._ids[name] = len(self._ids) + 1
+            self._names[self._ids[name]] = name
+        return self._ids[name]
+
+    def _to_host(self, t):
+        t = t.to("cpu")
+        return t.pin_memory() if self.device.type == "cuda" else t
+
+    def get(self, name, loader):
+        key = self._id(name)
+        t = self._tensors.get(key)
+        size = t.element_size() * t.nelement() if t is not None else None
+        if t is None:
+            t = loader()
+            size = t.element_size() * t.nelement()
+        found, now, moves = self.lru.get(key, max(1, size))
+        for k, _, src, dst in moves:
+            if k == key:
+                continue
+            if dst is None:
+                self._tensors.pop(k, None)
+            elif dst == "host":
+                self._tensors[k] = self._to_host(self._tensors[k])
+        t = t.to(self.device) if now == "gpu" else self._to_host(t)
+        self._tensors[key] = t
+        return t
+
+    def __contains__(self, name):
+        return name in self._ids and self.lru.where(self._ids[name]) is not None
+
+    def tier(self, name):
+        return self.lru.where(self._ids[name]) if name in self._ids else None
+
+    def remove(self, name):
+        key = self._ids.get(name)
+        if key is not None and key in self._tensors:
+            self.lru.remove(key)
+            del self._tensors[key]
+
+    def stats(self):
+        return self.lru.stats()
