@@ -846,6 +846,7 @@ typedef enum {
     VRAM_BATCHITER_HIGH, /* usage above high_mark: halved */
     VRAM_BATCHITER_LOW,  /* usage below low_mark: doubled */
     VRAM_BATCHITER_FAIL, /* a batch was returned as failed: halved */
+    VRAM_BATCHITER_SET,  /* set_batch (e.g. from the batch-size optimizer) */
 } vram_batchiter_reason_t;
 
 typedef struct {
@@ -892,6 +893,10 @@ VRAM_API int vram_batchiter_failed(vram_batchiter_t *it, uint64_t batch_id);
  * drops them too; a batch left empty is closed, its id unknown from then on). EINVAL when a
  * returned index is >= length or a different length was given before. */
 VRAM_API int vram_batchiter_set_length(vram_batchiter_t *it, uint64_t length);
+/* Sets the next batches' size (clamped to min_batch..initial_batch), e.g. to
+ * what the batch-size optimizer decided; memory checks go on halving and
+ * doubling from there. */
+VRAM_API int vram_batchiter_set_batch(vram_batchiter_t *it, int batch);
 /* True when every sample of a known length is committed. */
 VRAM_API bool vram_batchiter_finished(const vram_batchiter_t *it);
 VRAM_API int vram_batchiter_stats(const vram_batchiter_t *it, vram_batchiter_stats_t *out);

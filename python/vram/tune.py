@@ -18,7 +18,7 @@ _OUT = ctypes.POINTER(ctypes.c_void_p)
 LOG = 64  # VRAM_BATCHOPT_LOG, VRAM_BATCHITER_LOG
 
 REASONS = ("none", "grow", "shrink", "oom", "external")
-ITER_REASONS = ("high", "low", "fail")
+ITER_REASONS = ("high", "low", "fail", "set")
 STRATEGIES = ("free-cache", "micro-batch", "offload", "checkpoint")
 TIERS = (None, "gpu", "host")  # vram_swap_tier_t: NONE, GPU, HOST
 
@@ -115,6 +115,7 @@ _PROTOTYPES = {
     "vram_batchiter_done": (_I, [_V, _U64]),
     "vram_batchiter_failed": (_I, [_V, _U64]),
     "vram_batchiter_set_length": (_I, [_V, _U64]),
+    "vram_batchiter_set_batch": (_I, [_V, _I]),
     "vram_batchiter_finished": (_B, [_V]),
     "vram_batchiter_stats": (_I, [_V, _P(_IterStats)]),
     "vram_batchiter_check": (_I, [_V]),
@@ -294,6 +295,9 @@ class BatchIteratorPolicy(_Handle):
 
     def set_length(self, length):
         check(lib.vram_batchiter_set_length(self.handle, int(length)))
+
+    def set_batch(self, batch):
+        check(lib.vram_batchiter_set_batch(self.handle, int(batch)))
 
     def finished(self):
         return bool(lib.vram_batchiter_finished(self.handle))

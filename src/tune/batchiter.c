@@ -223,6 +223,16 @@ int vram_batchiter_failed(vram_batchiter_t *it, uint64_t batch_id)
     return 0;
 }
 
+int vram_batchiter_set_batch(vram_batchiter_t *it, int batch)
+{
+    if (!it) return vram_fail(VRAM_EINVAL, "batch iterator: NULL handle");
+    int b = batch < it->cfg.min_batch       ? it->cfg.min_batch
+            : batch > it->cfg.initial_batch ? it->cfg.initial_batch
+                                            : batch;
+    change(it, b, 0, VRAM_BATCHITER_SET);
+    return 0;
+}
+
 int vram_batchiter_set_length(vram_batchiter_t *it, uint64_t length)
 {
     if (!it) return vram_fail(VRAM_EINVAL, "batch iterator: NULL handle");
@@ -334,6 +344,6 @@ int vram_batchiter_check(const vram_batchiter_t *it)
 
 const char *vram_batchiter_reason_name(vram_batchiter_reason_t r)
 {
-    static const char *const names[] = {"high", "low", "fail"};
+    static const char *const names[] = {"high", "low", "fail", "set"};
     return (unsigned)r < sizeof names / sizeof names[0] ? names[r] : "?";
 }

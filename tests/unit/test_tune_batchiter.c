@@ -64,6 +64,11 @@ static void policy(void **state)
     assert_int_equal(vram_batchiter_stats(it, &s), 0);
     assert_true(s.checks - checks <= 1);
     assert_int_equal(vram_batchiter_check(it), 0);
+    assert_int_equal(vram_batchiter_set_batch(it, 1000), 0); /* clamped to the initial */
+    assert_int_equal(vram_batchiter_stats(it, &s), 0);
+    assert_int_equal(s.batch, 32);
+    assert_int_equal(s.log[s.nlog - 1].reason, VRAM_BATCHITER_SET);
+    assert_string_equal(vram_batchiter_reason_name(VRAM_BATCHITER_SET), "set");
     assert_int_equal(vram_batchiter_next(it, 0.5, idx, 8, &n, &id), VRAM_EINVAL); /* cap < 32 */
     assert_int_equal(vram_batchiter_done(it, 12345), VRAM_ENOENT);
     vram_batchiter_destroy(it);

@@ -121,6 +121,13 @@ class AdaptiveBatchIterator:
     def batch_size(self):
         return self.policy.stats()["batch"]
 
+    @batch_size.setter
+    def batch_size(self, batch):
+        """The next batches' size (e.g. from a BatchSizeOptimizer), clamped
+        to min_batch..the initial batch size; memory checks go on from it."""
+        self.policy.set_batch(batch)
+        self._log_changes()
+
     def stats(self):
         return self.policy.stats()
 
