@@ -11,7 +11,7 @@
  * target (percent of target) at the end of each phase.
  *
  *   build/bench/tune/bench_tune [seeds]     (default 7 seeds per scenario)
- *   build/bench/tune/bench_tune --trace N   (the adjustments of scenario N, seed 1) */
+ *   build/bench/tune/bench_tune --trace N [SEED]   (the adjustments of scenario N) */
 #include "vram.h"
 
 #include <math.h>
@@ -153,9 +153,10 @@ int main(int argc, char **argv)
     if (argc > 2 && !strcmp(argv[1], "--trace")) {
         size_t n = (size_t)atoi(argv[2]);
         if (n >= sizeof scenarios / sizeof scenarios[0]) return 2;
+        uint64_t seed = argc > 3 ? (uint64_t)atoi(argv[3]) : 1;
         for (int p = 0; p < 2; p++) {
             printf("%s, %s:\n", scenarios[n].name, p ? "fixed-step" : "model");
-            run(&scenarios[n], p ? VRAM_BATCHOPT_FIXED_STEP : VRAM_BATCHOPT_MODEL, 1, true);
+            run(&scenarios[n], p ? VRAM_BATCHOPT_FIXED_STEP : VRAM_BATCHOPT_MODEL, seed, true);
         }
         return 0;
     }

@@ -39,7 +39,7 @@ static void fit(bo_model_t *m)
             double x = x_of(m, f, m->pts[i].batch, m->pts[i].lq), y = m->pts[i].mean;
             sx += x, sy += y, sxx += x * x, sxy += x * y;
         }
-        double n = m->npts, var = sxx - sx * sx / n, b = 0, rms = 0;
+        double n = m->npts, var = sxx - sx * sx / n, b = 0, rms = 0, worst = 0, last_res = 0;
         double xmin = INFINITY, xmax = 0, signal = BO_MIN_SIGNAL;
         for (int i = 0; i < m->npts; i++) {
             if (BO_SIGNAL_SE * m->pts[i].se > signal) signal = BO_SIGNAL_SE * m->pts[i].se;
@@ -53,6 +53,8 @@ static void fit(bo_model_t *m)
             for (int i = 0; i < m->npts; i++) {
                 double r = m->pts[i].mean - a_ls - b * x_of(m, f, m->pts[i].batch, m->pts[i].lq);
                 rms += r * r;
+                if (fabs(r) > worst) worst = fabs(r);
+                last_res = r;
             }
             rms = sqrt(rms / n);
             if (b * (xmax - xmin) < signal) b = 0;
@@ -75,6 +77,8 @@ static void fit(bo_model_t *m)
         /* The latest window is the truth about the present: anchor on it. */
         m->a[f] = last->peak - b * xl;
         m->rms[f] = rms;
+        m->worst[f] = worst;
+        m->last_res[f] = last_res;
         if (rms < best_rms) best_rms = rms;
     }
     for (int f = 0; f < BO_FORMS; f++)
@@ -122,19 +126,12 @@ void vram_bomodel_new_epoch(bo_model_t *m)
     m->nover = 0;
 }
 
-/* How far a window's mean at a setting lies from what the model expects
- * (from the latest window's mean): the plausible form that misses least,
- * signed (negative: less memory than expected). */
-static double surprise(const bo_model_t *m, int batch, int lq, double mean)
+/* The form that fits the epoch's points best: index, or -1 before a fit. */
+static int best_form(const bo_model_t *m)
 {
-    const bo_point_t *last = &m->pts[m->npts - 1];
-    double best = INFINITY;
+    int best = -1;
     for (int f = 0; f < BO_FORMS; f++)
-        if (m->plausible[f]) {
-            double dx = x_of(m, f, batch, lq) - x_of(m, f, last->batch, last->lq);
-            double miss = mean - (last->mean + m->b[f] * dx);
-            if (fabs(miss) < fabs(best)) best = miss;
-        }
+        if (m->plausible[f] && (best < 0 || m->worst[f] < m->worst[best])) best = f;
     return best;
 }
 
@@ -159,18 +156,15 @@ void vram_bomodel_add(bo_model_t *m, int batch, int lq, double peak, double mean
             vram_bomodel_new_epoch(m);
         } else {
             /* Memory grows with both settings: a larger setting using less
-             * (or a smaller one more) than the last, or a miss of the fitted
-             * model, means the points no longer describe the present (the
-             * surroundings changed, or the form was wrong). Start over from
-             * this one, keeping the slopes as a first guess. */
+             * (or a smaller one more) than the last means the surroundings
+             * changed. Start over from this window, keeping the slopes as a
+             * first guess. */
             bool larger = batch >= last->batch && lq >= last->lq;
             bool smaller = batch <= last->batch && lq <= last->lq;
-            double miss =
-                m->npts >= 2 && vram_bomodel_has_slope(m) ? surprise(m, batch, lq, mean) : 0;
-            if ((larger && mean < last->mean - shift_tol) || miss < -shift_tol) {
+            if (larger && mean < last->mean - shift_tol) {
                 m->nfailed = 0; /* memory was freed: failures may fit now */
                 vram_bomodel_new_epoch(m);
-            } else if ((smaller && mean > last->mean + shift_tol) || miss > shift_tol) {
+            } else if (smaller && mean > last->mean + shift_tol) {
                 vram_bomodel_new_epoch(m);
             }
         }
@@ -187,6 +181,16 @@ void vram_bomodel_add(bo_model_t *m, int batch, int lq, double peak, double mean
     }
     m->pts[m->npts++] = (bo_point_t){batch, lq, peak, mean, se, mean};
     fit(m);
+    /* No form fits the points within the tolerance: they do not describe one
+     * situation (the surroundings changed between settings). Keep this one. */
+    int f = best_form(m);
+    if (m->npts >= 3 && f >= 0 && m->worst[f] > shift_tol) {
+        if (m->last_res[f] < 0) m->nfailed = 0;
+        bo_point_t keep = m->pts[m->npts - 1];
+        vram_bomodel_new_epoch(m);
+        m->pts[m->npts++] = keep;
+        fit(m);
+    }
 }
 
 void vram_bomodel_over(bo_model_t *m, int batch, int lq)

@@ -30,6 +30,7 @@ typedef struct {
     double a[BO_FORMS], b[BO_FORMS];
     double learned_b[BO_FORMS]; /* slope from data (or the prior), 0 = none yet */
     double rms[BO_FORMS];
+    double worst[BO_FORMS], last_res[BO_FORMS]; /* largest residual; the latest point's */
     bool plausible[BO_FORMS];
     bool fitted;
 } bo_model_t;
