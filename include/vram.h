@@ -877,7 +877,7 @@ VRAM_API void vram_batchiter_destroy(vram_batchiter_t *it);
 /* True when the next batch wants a fresh memory reading (check_every samples
  * handed out since the last check; also before the first batch). */
 VRAM_API bool vram_batchiter_check_due(const vram_batchiter_t *it);
-/* The next batch: up to `cap` indices into idx (cap >= the current batch;
+/* The next batch: up to `cap` indices into idx (cap >= initial_batch;
  * EINVAL otherwise), *n of them (0: nothing left but possibly batches still
  * pending), *batch_id for done/failed. usage: a reading when check_due, else
  * ignored (pass a negative number when no reading exists: no change). */

@@ -7,6 +7,8 @@
 #include <stddef.h>
 #include <stdint.h>
 #include <math.h>
+#include <pthread.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -248,6 +250,64 @@ static void checkpoint_and_give_up(void **state)
     vram_oomchain_destroy(chain);
 }
 
+/* The pool's handler runs on whichever thread's allocation fails, while the
+ * training thread reads the statistics (run under TSan by `make tsan`). */
+typedef struct {
+    vram_pool_t *pool;
+    atomic_int offloads;
+} shared_t;
+
+static uint64_t counting_offload(void *user, size_t request)
+{
+    (void)request;
+    atomic_fetch_add(&((shared_t *)user)->offloads, 1);
+    return 0; /* frees nothing: the allocation fails, the chain was asked */
+}
+
+static void *allocator_thread(void *arg)
+{
+    shared_t *sh = arg;
+    for (int i = 0; i < 50; i++) {
+        void *p = NULL;
+        /* more than the whole free device: refused after the handlers ran */
+        if (vram_pool_alloc(sh->pool, 600 * MiB, NULL, &p) == 0) vram_pool_free(sh->pool, p);
+    }
+    return NULL;
+}
+
+static void handler_from_many_threads(void **state)
+{
+    (void)state;
+    vram_pool_config_t pc = {.strategy = VRAM_POOL_BALANCED};
+    vram_pool_t *pool;
+    assert_int_equal(vram_pool_create(sim.ctx, 0, &pc, &pool), 0);
+    void *ballast;
+    assert_int_equal(vram_pool_alloc(pool, 600 * MiB, NULL, &ballast), 0);
+    shared_t sh = {.pool = pool};
+    vram_oomchain_config_t cc;
+    vram_oomchain_config_init(&cc);
+    cc.offload = counting_offload;
+    cc.user = &sh;
+    vram_oomchain_t *chain;
+    assert_int_equal(vram_oomchain_create(&cc, &chain), 0);
+    assert_int_equal(vram_oomchain_attach_pool(chain, pool), 0);
+    pthread_t t[4];
+    for (int i = 0; i < 4; i++)
+        assert_int_equal(pthread_create(&t[i], NULL, allocator_thread, &sh), 0);
+    vram_oomchain_stats_t s;
+    for (int i = 0; i < 100; i++)
+        assert_int_equal(vram_oomchain_stats(chain, &s), 0);
+    for (int i = 0; i < 4; i++)
+        pthread_join(t[i], NULL);
+    assert_int_equal(vram_oomchain_stats(chain, &s), 0);
+    assert_int_equal(s.pool_calls, 200);
+    assert_int_equal(s.attempts[VRAM_OOM_OFFLOAD], 200);
+    assert_int_equal(atomic_load(&sh.offloads), 200);
+    vram_pool_free(pool, ballast);
+    vram_pool_destroy(pool);
+    vram_oomchain_destroy(chain);
+}
+
 static void config_and_names(void **state)
 {
     (void)state;
@@ -276,6 +336,7 @@ int main(void)
         cmocka_unit_test(micro_batches_keep_samples_and_gradient),
         cmocka_unit_test(offload_inside_the_pool),
         cmocka_unit_test(checkpoint_and_give_up),
+        cmocka_unit_test(handler_from_many_threads),
         cmocka_unit_test(config_and_names),
     };
     return cmocka_run_group_tests(tests, setup, teardown);
