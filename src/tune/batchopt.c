@@ -295,17 +295,18 @@ static void decide(vram_batchopt_t *o)
         double se = var > 0 ? sqrt(var / n) : 0;
         vram_bomodel_add(&o->model, o->batch, o->lq, peak, mean, se, shift_tolerance(c));
     }
-    int nb = o->batch, nl = o->lq;
-    vram_batchopt_reason_t why = VRAM_BATCHOPT_NONE;
-    if (model && peak > c->target_usage)
+    bool over = peak > c->target_usage;
+    bool under = peak < c->target_usage - c->safety_margin;
+    if (model && over)
         vram_bomodel_over(&o->model, o->batch, o->lq);
     else if (model)
         vram_bomodel_fine(&o->model, o->batch, o->lq);
-    if (!may_adjust(o)) {
-    } else if (peak > c->target_usage) {
+    int nb = o->batch, nl = o->lq;
+    vram_batchopt_reason_t why = VRAM_BATCHOPT_NONE;
+    if (may_adjust(o) && over) {
         why = VRAM_BATCHOPT_SHRINK;
         (model ? model_shrink : fixed_shrink)(o, &nb, &nl);
-    } else if (peak < c->target_usage - c->safety_margin && o->iteration >= o->grow_after) {
+    } else if (may_adjust(o) && under && o->iteration >= o->grow_after) {
         why = VRAM_BATCHOPT_GROW;
         (model ? model_grow : fixed_grow)(o, &nb, &nl);
     }
