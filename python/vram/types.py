@@ -101,7 +101,7 @@ class Plan:
     largest_fitting: int
     batch_size: Optional[int] = None  # the judged batch, when one was given
     fits: Optional[bool] = None
-    verdict: Optional[str] = None  # "yes", "tight" or "no"
+    verdict: Optional[str] = None  # "fits", "tight" or "will not fit"
     current_bytes: Optional[int] = None
     micro_batch_size: Optional[int] = None
     accumulation_steps: Optional[int] = None
