@@ -13,6 +13,7 @@ class Context:
     by close(), `with`, or when collected."""
 
     def __init__(self, backend=None):
+        self._h = None
         h = ctypes.c_void_p()
         if backend:
             check(lib.vram_ctx_open_backend(backend.encode(), ctypes.byref(h)), "backend")
@@ -37,7 +38,7 @@ class Context:
         return idx.value
 
     def close(self):
-        if self._h:
+        if getattr(self, "_h", None):
             lib.vram_ctx_close(self._h)
             self._h = None
 

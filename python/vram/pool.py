@@ -28,6 +28,7 @@ class Pool:
     """
 
     def __init__(self, device=0, strategy=None, limit=None, trace_path=None, context=None):
+        self._h = None
         self._ctx = context or Context()
         self._own_ctx = context is None
         self._live = set()
