@@ -20,7 +20,7 @@ export VRAM_BIN=${VRAM_BIN:-$BUILD/vram}
 export PYTHONDONTWRITEBYTECODE=1 OMP_NUM_THREADS=1
 cd "$SRC/tests/python"
 rc=0
-"$PY" -m pytest -p no:cacheprovider -q -ra "$@" . || rc=$?
+"$PY" -m pytest -p no:cacheprovider -q -ra "${@:-.}" || rc=$?
 # pytest's 5 = no tests collected: a broken test tree, not a pass
 [ $rc -eq 5 ] && echo "FAIL: pytest collected no tests" >&2 && exit 1
 exit $rc

@@ -87,7 +87,7 @@ def resize_batch(example, batch):
         if example.dim() == 0:
             return example
         reps = -(-batch // example.shape[0])
-        return example.repeat((reps,) + (1,) * (example.dim() - 1))[:batch].contiguous()
+        return example.repeat((reps,) + (1,) * (example.dim() - 1))[:batch].clone()
     if isinstance(example, dict):
         return {k: resize_batch(v, batch) for k, v in example.items()}
     if isinstance(example, (list, tuple)):

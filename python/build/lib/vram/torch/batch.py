@@ -16,6 +16,9 @@ from .oom import is_oom
 log = logging.getLogger("vram")
 
 
+FIRST_STEP = 0.02  # first move away from the prediction: estimates err by a few percent
+
+
 class BatchSizeError(OutOfMemoryError):
     """Not even min_batch_size runs."""
 
@@ -53,20 +56,19 @@ def _free_memory(cleanup):
 
 
 def _refined(successes, capacity, intercept):
-    """Batch predicted from measured peaks: a line through two successes, or
-    through one success and the planner's intercept."""
+    """Batch predicted from measured peaks: memory = base + slope * batch,
+    through two successes, else through the last one and the planner's
+    intercept (model memory)."""
     if capacity is None:
         return None
     pts = sorted((b, m) for b, m in successes if m is not None)
-    if len(pts) >= 2 and pts[-1][0] != pts[0][0]:
-        (b0, m0), (b1, m1) = pts[0], pts[-1]
-        slope = (m1 - m0) / (b1 - b0)
-        base = m1 - slope * b1
-    elif pts and intercept is not None:
-        b1, m1 = pts[-1]
-        base, slope = intercept, (m1 - intercept) / b1
-    else:
+    if not pts:
         return None
+    (b0, m0), (b1, m1) = pts[0], pts[-1]
+    slope = (m1 - m0) / (b1 - b0) if b1 != b0 else 0
+    base = m1 - slope * b1
+    if slope <= 0 and intercept is not None:  # one point, or peaks on one step of the rounding
+        base, slope = intercept, (m1 - intercept) / b1
     if slope <= 0:
         return None
     return int((capacity - base) // slope)
@@ -94,13 +96,14 @@ def find_batch_size(step_fn, predicted=None, min_batch_size=1, max_batch_size=1 
     if not 0 <= safety_margin < 1:
         raise ValueError("vram: safety_margin must be in [0, 1)")
     lo, hi = 0, max_batch_size + 1  # largest success, smallest failure
-    trials, successes = [], []
-    tried = {}
+    trials, successes, tried = [], [], {}
+    # relative steps away from the prediction, doubled at each step in the
+    # same direction (a gallop); without a prediction, doubling the batch
+    down, up = FIRST_STEP, FIRST_STEP if predicted else 1.0
+    trust_guess, guessed, back = True, False, 0
     b = predicted if predicted else min_batch_size
     while True:
         b = max(min_batch_size, min(max_batch_size, int(b)))
-        if b in tried:  # never run a size twice
-            break
         if memory_fn is not None:
             memory_fn(reset=True)
         try:
@@ -123,27 +126,31 @@ def find_batch_size(step_fn, predicted=None, min_batch_size=1, max_batch_size=1 
             successes.append((b, peak))
         else:
             hi = min(hi, b)
+            if guessed:  # the line is close but optimistic: walk down from it
+                trust_guess, back = False, 1
             if b == min_batch_size:
                 raise BatchSizeError("vram: even the minimum batch size %d does not fit in "
                                      "memory (%s); lower min_batch_size, use gradient "
                                      "accumulation or free memory" % (min_batch_size, err))
         if hi - lo <= 1:
             break
-        nxt = None
-        guess = _refined(successes, capacity, intercept)
-        if guess is not None and lo < guess < hi:
-            nxt = guess
-        elif ok and b == lo and len(trials) == 1 and predicted:
-            nxt = lo + 1  # the prediction ran: is it the edge?
-        elif not ok and b == hi and lo == 0 and predicted and len(trials) == 1:
-            nxt = hi - 1  # the prediction failed: is the edge just below?
-        elif hi > max_batch_size and lo > 0:
-            nxt = 2 * lo  # no failure yet: gallop
+        guess = _refined(successes, capacity, intercept) if trust_guess else None
+        guessed = guess is not None and lo <= guess <= hi
+        if guessed:  # inside the interval; at an end, the neighbour inside it
+            b = min(max(guess, lo + 1), hi - 1)
+        elif back and not ok:  # after a wrong guess: hi - 1, hi - 2, hi - 4, ...
+            b = max(lo + 1, hi - back)
+            back *= 2
+        elif lo == 0:  # only failures: step down from the smallest
+            b = min(hi - 1, int(hi * (1 - down)))
+            down = min(0.5, 2 * down)
+        elif hi > max_batch_size:  # only successes: step up
+            b = lo + max(1, int(lo * up)) if len(trials) > 1 else lo + 1
+            up = up if len(trials) == 1 else min(1.0, 2 * up)
         else:
-            nxt = (lo + hi) // 2 if lo else max(min_batch_size, hi // 2)
-        if nxt in tried:
-            nxt = (lo + hi) // 2
-        b = nxt
+            b = (lo + hi) // 2
+        if b in tried:
+            b = (lo + hi) // 2
     maximum = lo
     batch = max(min_batch_size, int(maximum * (1 - safety_margin))) if maximum else 0
     exact = maximum == max_batch_size or tried.get(maximum + 1) is False
@@ -229,9 +236,17 @@ def auto_select_batch_size(model, device="cpu", start_batch=None, example_batch=
         finally:
             del opt, batch
 
+    memory_fn = capacity = intercept = None
+    if dev.type == "cuda":  # measured peaks refine the prediction
+        def memory_fn(reset=False):
+            if reset:
+                torch.cuda.reset_peak_memory_stats(dev)
+            return torch.cuda.max_memory_allocated(dev)
+        capacity = torch.cuda.mem_get_info(dev)[0] + torch.cuda.memory_allocated(dev)
     try:
         return find_batch_size(step, predicted=predicted, min_batch_size=min_batch_size,
                                max_batch_size=max_batch_size, safety_margin=safety_margin,
+                               memory_fn=memory_fn, capacity=capacity, intercept=intercept,
                                logger=logger)
     finally:
         model.load_state_dict(weights)
