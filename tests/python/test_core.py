@@ -295,9 +295,12 @@ def test_pip_install_offline(tmp_path):
     if subprocess.call(pip + ["--version"], stdout=subprocess.DEVNULL,
                        stderr=subprocess.DEVNULL):
         pytest.skip("pip is not installed for %s" % sys.executable)
-    target = tmp_path / "site"
+    target, src = tmp_path / "site", tmp_path / "src"
+    # a copy: setuptools writes build/ and *.egg-info next to the sources
+    shutil.copytree(os.path.join(ROOT, "python"), src,
+                    ignore=shutil.ignore_patterns("build", "*.egg-info", "__pycache__"))
     r = subprocess.run(pip + ["install", "--no-index", "--no-build-isolation", "--no-deps",
-                              "--target", str(target), os.path.join(ROOT, "python")],
+                              "--target", str(target), str(src)],
                        capture_output=True, text=True,
                        env=dict(os.environ, PIP_NO_INPUT="1", PIP_DISABLE_PIP_VERSION_CHECK="1"))
     assert r.returncode == 0, r.stdout + r.stderr

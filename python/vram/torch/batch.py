@@ -17,6 +17,7 @@ log = logging.getLogger("vram")
 
 
 FIRST_STEP = 0.02  # first move away from the prediction: estimates err by a few percent
+MEASURED_START = 0.05  # with measured peaks, the first trial is this much below the prediction
 
 
 class BatchSizeError(OutOfMemoryError):
@@ -102,6 +103,10 @@ def find_batch_size(step_fn, predicted=None, min_batch_size=1, max_batch_size=1 
     down, up = FIRST_STEP, FIRST_STEP if predicted else 1.0
     trust_guess, guessed, back = True, False, 0
     b = predicted if predicted else min_batch_size
+    if predicted and memory_fn is not None and capacity is not None:
+        # peaks will be measured: start a little below the prediction, where
+        # the step most likely runs, and let its peak place the next trial
+        b = max(min_batch_size, int(predicted * (1 - MEASURED_START)))
     while True:
         b = max(min_batch_size, min(max_batch_size, int(b)))
         if memory_fn is not None:
@@ -145,7 +150,7 @@ def find_batch_size(step_fn, predicted=None, min_batch_size=1, max_batch_size=1 
             b = min(hi - 1, int(hi * (1 - down)))
             down = min(0.5, 2 * down)
         elif hi > max_batch_size:  # only successes: step up
-            b = lo + max(1, int(lo * up)) if len(trials) > 1 else lo + 1
+            b = lo + max(1, int(lo * up)) if len(trials) > 1 or lo != predicted else lo + 1
             up = up if len(trials) == 1 else min(1.0, 2 * up)
         else:
             b = (lo + hi) // 2
