@@ -65,7 +65,7 @@ class Step:
     def peak(self, reset=False):
         if reset:
             self.pool.reset_peaks()
-        return self.pool.stats().raw["requested_bytes.all.peak"]
+        return self.pool.stats().reserved_bytes_peak  # what the device gave
 
     def close(self):
         self.pool.free(self.resident)

@@ -190,12 +190,11 @@ class SimStep:
                 self.pool.free(ptr)
 
     def peak(self, reset=False):
-        """Peak of the bytes asked for (PyTorch's max_memory_allocated
-        counts sizes rounded to 512 B only; the pool's 2 MiB rounding of
-        large blocks would make the curve a staircase)."""
+        """Peak of the memory the pool took from the device (on CUDA:
+        torch.cuda.max_memory_reserved)."""
         if reset:
             self.pool.reset_peaks()
-        return self.pool.stats().raw["requested_bytes.all.peak"]
+        return self.pool.stats().reserved_bytes_peak
 
 
 @pytest.fixture

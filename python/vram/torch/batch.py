@@ -221,14 +221,23 @@ def auto_select_batch_size(model, device="cpu", start_batch=None, example_batch=
         raise ValueError("vram.torch.auto_select_batch_size: give example_batch= or samples=")
     loss_fn = loss_fn or default_loss
     dev = torch.device(device)
-    predicted = start_batch
+    memory_fn = capacity = None
+    if dev.type == "cuda":  # measured peaks (what the device gave) refine the prediction
+        def memory_fn(reset=False):
+            if reset:
+                torch.cuda.reset_peak_memory_stats(dev)
+            return torch.cuda.max_memory_reserved(dev)
+        capacity = torch.cuda.mem_get_info(dev)[0] + torch.cuda.memory_reserved(dev)
+    capacity = int(memory_cap) if memory_cap else capacity
+    predicted, intercept = start_batch, None
     if predicted is None:
         prof = profile or analyze(model, example, loss_fn=loss_fn, optimizer=optimizer,
                                   forward=forward)
-        target = {"gpu_mem": int(memory_cap)} if memory_cap else {"gpu": dev.index or 0}
+        # the CUDA context is outside the capacity measured above: no overhead
+        target = {"gpu_mem": capacity} if capacity else {"gpu": dev.index or 0}
         plan = api.plan(profile=prof, target=1.0, power_of_two=False, optimizer=prof.optimizer,
-                        overhead_bytes=0 if dev.type == "cpu" else None, **target)
-        predicted = plan.largest_fitting or min_batch_size
+                        overhead_bytes=0, **target)
+        predicted, intercept = plan.largest_fitting or min_batch_size, plan.model_bytes
     weights = {k: v.detach().clone() for k, v in model.state_dict().items()}
     model.to(dev).train()
 
@@ -241,13 +250,6 @@ def auto_select_batch_size(model, device="cpu", start_batch=None, example_batch=
         finally:
             del opt, batch
 
-    memory_fn = capacity = intercept = None
-    if dev.type == "cuda":  # measured peaks refine the prediction
-        def memory_fn(reset=False):
-            if reset:
-                torch.cuda.reset_peak_memory_stats(dev)
-            return torch.cuda.max_memory_allocated(dev)
-        capacity = torch.cuda.mem_get_info(dev)[0] + torch.cuda.memory_allocated(dev)
     try:
         return find_batch_size(step, predicted=predicted, min_batch_size=min_batch_size,
                                max_batch_size=max_batch_size, safety_margin=safety_margin,
