@@ -58,21 +58,23 @@ def _free_memory(cleanup):
 
 def _refined(successes, capacity, intercept):
     """Batch predicted from measured peaks: memory = base + slope * batch,
-    through two successes, else through the last one and the planner's
-    intercept (model memory)."""
+    through the planner's intercept (model memory) and the largest success,
+    else through the smallest and the largest success. The long baseline
+    keeps the allocator's rounding steps from tilting the line."""
     if capacity is None:
         return None
     pts = sorted((b, m) for b, m in successes if m is not None)
     if not pts:
         return None
-    (b0, m0), (b1, m1) = pts[0], pts[-1]
-    slope = (m1 - m0) / (b1 - b0) if b1 != b0 else 0
-    base = m1 - slope * b1
-    if slope <= 0 and intercept is not None:  # one point, or peaks on one step of the rounding
-        base, slope = intercept, (m1 - intercept) / b1
-    if slope <= 0:
+    b1, m1 = pts[-1]
+    if intercept is not None:
+        b0, m0 = 0, intercept
+    else:
+        b0, m0 = pts[0]
+    if b1 == b0 or m1 <= m0:
         return None
-    return int((capacity - base) // slope)
+    slope = (m1 - m0) / (b1 - b0)
+    return int((capacity - (m1 - slope * b1)) // slope)
 
 
 def find_batch_size(step_fn, predicted=None, min_batch_size=1, max_batch_size=1 << 16,
@@ -101,7 +103,7 @@ def find_batch_size(step_fn, predicted=None, min_batch_size=1, max_batch_size=1 
     # relative steps away from the prediction, doubled at each step in the
     # same direction (a gallop); without a prediction, doubling the batch
     down, up = FIRST_STEP, FIRST_STEP if predicted else 1.0
-    trust_guess, guessed, back = True, False, 0
+    trust_guess, guessed, walk = True, False, 0
     b = predicted if predicted else min_batch_size
     if predicted and memory_fn is not None and capacity is not None:
         # peaks will be measured: start a little below the prediction, where
@@ -126,13 +128,14 @@ def find_batch_size(step_fn, predicted=None, min_batch_size=1, max_batch_size=1 
         logger.info("vram: batch-size trial %d: batch %d %s%s", len(trials), b,
                     "ran" if ok else "out of memory",
                     " (peak %d bytes)" % peak if peak is not None else "")
+        if guessed and ok == (b > guess):  # the line said the opposite: it is off
+            trust_guess = False  # by a little; walk away from it 1, 2, 4, ...
+            walk = 1 if ok else -1
         if ok:
             lo = max(lo, b)
             successes.append((b, peak))
         else:
             hi = min(hi, b)
-            if guessed:  # the line is close but optimistic: walk down from it
-                trust_guess, back = False, 1
             if b == min_batch_size:
                 raise BatchSizeError("vram: even the minimum batch size %d does not fit in "
                                      "memory (%s); lower min_batch_size, use gradient "
@@ -143,9 +146,9 @@ def find_batch_size(step_fn, predicted=None, min_batch_size=1, max_batch_size=1 
         guessed = guess is not None and lo <= guess <= hi
         if guessed:  # inside the interval; at an end, the neighbour inside it
             b = min(max(guess, lo + 1), hi - 1)
-        elif back and not ok:  # after a wrong guess: hi - 1, hi - 2, hi - 4, ...
-            b = max(lo + 1, hi - back)
-            back *= 2
+        elif walk and ok == (walk > 0):  # after a wrong guess, on the same side
+            b = min(max(lo + walk if ok else hi + walk, lo + 1), hi - 1)
+            walk *= 2
         elif lo == 0:  # only failures: step down from the smallest
             b = min(hi - 1, int(hi * (1 - down)))
             down = min(0.5, 2 * down)
