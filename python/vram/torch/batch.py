@@ -1,10 +1,12 @@
 """Finding the largest batch that really runs, guided by the estimate.
 
-Search: try the prediction; after that only bisect between the largest
-success and the smallest failure. When a trial reports its peak memory
-(memory_fn) and the capacity is known, successes refine the prediction
-(memory is affine in the batch: two points give the line), so an estimate
-that is off converges in a few more trials instead of a full bisection."""
+Search: try the prediction (or, when peaks are measured, a little below it);
+from a measured peak, the line through the model memory and that peak says
+where the capacity is reached; when the line is contradicted, walk 1, 2, 4
+away from it; without a line, step 2 %, 4 %, ... away from the prediction;
+once a success and a failure are known, bisect only between them. Memory is
+affine in the batch, so a measured point corrects an estimate that is off by
+a few percent in one trial instead of a full bisection (docs/python.md)."""
 import gc
 import logging
 from dataclasses import dataclass, field
