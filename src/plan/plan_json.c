@@ -19,12 +19,13 @@ typedef struct {
 } request_t;
 
 static const char *const estimate_keys[] = {
-    "model",         "hf_config",     "profile",        "mode",         "batch_size",
-    "seq_len",       "image_size",    "precision",      "optimizer",    "checkpointing",
-    "attention",     "zero_stage",    "gpus",           "max_new_tokens", "overhead_bytes",
-    "accumulation_steps", NULL};
-static const char *const plan_keys[] = {"gpu", "gpu_mem", "gpu_name", "target", "power_of_two",
-                                        NULL};
+    "model",      "hf_config",      "profile",        "mode",
+    "batch_size", "seq_len",        "image_size",     "precision",
+    "optimizer",  "checkpointing",  "attention",      "zero_stage",
+    "gpus",       "max_new_tokens", "overhead_bytes", "accumulation_steps",
+    NULL};
+static const char *const plan_keys[] = {"gpu",    "gpu_mem",      "gpu_name",
+                                        "target", "power_of_two", NULL};
 
 static bool listed(const char *key, const char *const *keys)
 {
@@ -85,8 +86,7 @@ static int read_model(json_t *req, vram_model_t *m)
         return vram_model_find(json_string_value(name), m);
     }
     if (hf) {
-        if (!json_is_string(hf))
-            return vram_fail(VRAM_EINVAL, "\"hf_config\" must be a file name");
+        if (!json_is_string(hf)) return vram_fail(VRAM_EINVAL, "\"hf_config\" must be a file name");
         return vram_model_from_hf_config(json_string_value(hf), m);
     }
     if (json_is_string(prof)) return vram_model_from_profile(json_string_value(prof), m);
@@ -118,9 +118,11 @@ static int read_settings(json_t *req, vram_estimate_config_t *e, int64_t *accumu
         e->fused_attention = true;
     else if (s)
         return vram_fail(VRAM_EINVAL, "unknown \"attention\" \"%s\" (use eager or fused)", s);
-    if ((rc = get_str(req, "precision", &s)) || (s && (rc = vram_precision_parse(s, &e->precision))))
+    if ((rc = get_str(req, "precision", &s)) ||
+        (s && (rc = vram_precision_parse(s, &e->precision))))
         return rc;
-    if ((rc = get_str(req, "optimizer", &s)) || (s && (rc = vram_optimizer_parse(s, &e->optimizer))))
+    if ((rc = get_str(req, "optimizer", &s)) ||
+        (s && (rc = vram_optimizer_parse(s, &e->optimizer))))
         return rc;
     if ((rc = get_str(req, "checkpointing", &s)) ||
         (s && (rc = vram_checkpointing_parse(s, &e->checkpointing))))
@@ -156,7 +158,8 @@ static int read_target(json_t *req, request_t *r)
         pc->target = json_number_value(t);
     }
     if (p2) {
-        if (!json_is_boolean(p2)) return vram_fail(VRAM_EINVAL, "\"power_of_two\" must be true or false");
+        if (!json_is_boolean(p2))
+            return vram_fail(VRAM_EINVAL, "\"power_of_two\" must be true or false");
         pc->power_of_two = json_is_true(p2);
     }
     int rc;
@@ -224,7 +227,8 @@ static int read_request(const char *text, bool plan, request_t *r)
         }
     }
     bool batch_given = json_object_get(req, "batch_size") != NULL;
-    if ((rc = read_model(req, &r->model)) || (rc = read_settings(req, &r->est, &r->accumulation_steps)))
+    if ((rc = read_model(req, &r->model)) ||
+        (rc = read_settings(req, &r->est, &r->accumulation_steps)))
         goto out;
     /* validate the workload before touching a device */
     vram_estimate_t probe;
@@ -248,26 +252,24 @@ static int reply(json_t *root, char **out)
 static json_t *estimate_obj(const request_t *r, const vram_estimate_t *e)
 {
     const vram_estimate_config_t *c = &r->est;
-    json_t *bytes = json_pack(
-        "{s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:I}", "parameters", (json_int_t)e->parameters,
-        "buffers", (json_int_t)e->buffers, "gradients", (json_int_t)e->gradients,
-        "optimizer_states", (json_int_t)e->optimizer_states, "activations",
-        (json_int_t)e->activations, "kv_cache", (json_int_t)e->kv_cache, "overhead",
-        (json_int_t)e->overhead, "total", (json_int_t)e->total);
-    return json_pack("{s:s, s:s, s:I, s:s, s:I, s:I, s:I, s:I, s:s, s:s, s:s, s:s, s:i, s:i, "
-                     "s:I, s:o}",
-                     "model", r->model.name, "family", vram_family_name(r->model.family),
-                     "parameters_count", (json_int_t)e->parameters_count, "mode",
-                     c->mode == VRAM_MODE_TRAIN ? "train" : "infer", "batch_size",
-                     (json_int_t)c->batch_size, "effective_batch_size",
-                     (json_int_t)(c->batch_size * r->accumulation_steps), "seq_len",
-                     (json_int_t)e->seq_len, "image_size", (json_int_t)e->image_size,
-                     "precision", vram_precision_name(c->precision), "optimizer",
-                     vram_optimizer_name(c->optimizer), "checkpointing",
-                     vram_checkpointing_name(c->checkpointing), "attention",
-                     c->fused_attention ? "fused" : "eager", "zero_stage", c->zero_stage, "gpus",
-                     c->gpus > 0 ? c->gpus : 1, "max_new_tokens", (json_int_t)c->max_new_tokens,
-                     "bytes", bytes);
+    json_t *bytes =
+        json_pack("{s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:I}", "parameters",
+                  (json_int_t)e->parameters, "buffers", (json_int_t)e->buffers, "gradients",
+                  (json_int_t)e->gradients, "optimizer_states", (json_int_t)e->optimizer_states,
+                  "activations", (json_int_t)e->activations, "kv_cache", (json_int_t)e->kv_cache,
+                  "overhead", (json_int_t)e->overhead, "total", (json_int_t)e->total);
+    return json_pack(
+        "{s:s, s:s, s:I, s:s, s:I, s:I, s:I, s:I, s:s, s:s, s:s, s:s, s:i, s:i, "
+        "s:I, s:o}",
+        "model", r->model.name, "family", vram_family_name(r->model.family), "parameters_count",
+        (json_int_t)e->parameters_count, "mode", c->mode == VRAM_MODE_TRAIN ? "train" : "infer",
+        "batch_size", (json_int_t)c->batch_size, "effective_batch_size",
+        (json_int_t)(c->batch_size * r->accumulation_steps), "seq_len", (json_int_t)e->seq_len,
+        "image_size", (json_int_t)e->image_size, "precision", vram_precision_name(c->precision),
+        "optimizer", vram_optimizer_name(c->optimizer), "checkpointing",
+        vram_checkpointing_name(c->checkpointing), "attention",
+        c->fused_attention ? "fused" : "eager", "zero_stage", c->zero_stage, "gpus",
+        c->gpus > 0 ? c->gpus : 1, "max_new_tokens", (json_int_t)c->max_new_tokens, "bytes", bytes);
 }
 
 int vram_estimate_json(const char *request, char **out)
@@ -291,20 +293,20 @@ static json_t *plan_obj(const request_t *r, const vram_plan_t *p)
         "precision", vram_precision_name(r->est.precision), "gpu", "name", r->gpu_label,
         "total_bytes", (json_int_t)pc->total_bytes, "used_bytes", (json_int_t)pc->used_bytes,
         "free_bytes", (json_int_t)pc->free_bytes, "target", pc->target, "budget_bytes",
-        (json_int_t)p->budget_bytes, "model_bytes", (json_int_t)p->model_bytes,
-        "per_sample_bytes", (json_int_t)p->per_sample_bytes, "recommendations", "maximum",
-        (json_int_t)p->maximum, "recommended", (json_int_t)p->recommended, "safe",
-        (json_int_t)p->safe, "largest_fitting", (json_int_t)p->max_batch_raw);
+        (json_int_t)p->budget_bytes, "model_bytes", (json_int_t)p->model_bytes, "per_sample_bytes",
+        (json_int_t)p->per_sample_bytes, "recommendations", "maximum", (json_int_t)p->maximum,
+        "recommended", (json_int_t)p->recommended, "safe", (json_int_t)p->safe, "largest_fitting",
+        (json_int_t)p->max_batch_raw);
     if (root && pc->batch_size > 0) {
         uint64_t t = p->current.total;
-        json_object_set_new(
-            root, "current",
-            json_pack("{s:I, s:b, s:s, s:I, s:I, s:I, s:I}", "batch_size",
-                      (json_int_t)pc->batch_size, "fits", p->fit == VRAM_FIT_YES, "verdict",
-                      vram_fit_name(p->fit), "total_bytes", (json_int_t)t, "micro_batch_size",
-                      (json_int_t)p->micro_batch_size, "accumulation_steps",
-                      (json_int_t)p->accumulation_steps, "remaining_bytes",
-                      (json_int_t)(pc->free_bytes > t ? pc->free_bytes - t : 0)));
+        json_object_set_new(root, "current",
+                            json_pack("{s:I, s:b, s:s, s:I, s:I, s:I, s:I}", "batch_size",
+                                      (json_int_t)pc->batch_size, "fits", p->fit == VRAM_FIT_YES,
+                                      "verdict", vram_fit_name(p->fit), "total_bytes",
+                                      (json_int_t)t, "micro_batch_size",
+                                      (json_int_t)p->micro_batch_size, "accumulation_steps",
+                                      (json_int_t)p->accumulation_steps, "remaining_bytes",
+                                      (json_int_t)(pc->free_bytes > t ? pc->free_bytes - t : 0)));
     }
     json_t *sug = json_array();
     for (int i = 0; i < p->nsuggestions; i++) {
