@@ -227,7 +227,7 @@ def test_profile_counts_times_and_pool_memory(sim, tmp_path):
 def test_profile_rss_on_cpu():
     vram.reset_profile()
     with vram.profile("buffer"):
-        blob = bytearray(64 << 20)  # touched pages: RSS grows by ~64 MiB
+        blob = b"\x01" * (64 << 20)  # written pages: RSS grows by 64 MiB
     st = vram.profile_stats()["buffer"]
     assert st["memory_source"] in ("rss", "torch_cuda")
     if st["memory_source"] == "rss":
