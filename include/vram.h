@@ -1035,6 +1035,39 @@ VRAM_API int vram_swap_stats(const vram_swap_t *sc, vram_swap_stats_t *out);
  * lists and map agree. 0 or ESTATE with a message. */
 VRAM_API int vram_swap_check(const vram_swap_t *sc);
 
+/* ===================================================================== */
+/* json: JSON-in/JSON-out entry points (python/vram, other languages)   */
+/* ===================================================================== */
+
+/* For callers that cannot use the structs above comfortably (ctypes, FFI).
+ * Every reply is a malloc'd, NUL-terminated JSON text the caller releases
+ * with vram_json_free(); on failure *out is NULL and vram_last_error() names
+ * the bad key or value. Thread-safe (the device lookup of "gpu" opens its
+ * own context). docs/python.md lists the keys. */
+
+/* Estimate. Request: exactly one of "model" (catalog name), "hf_config"
+ * (path of a config.json) or "profile" (path, or a profile object as read by
+ * vram_model_from_profile_json), and the settings of `vram estimate`:
+ * "mode", "batch_size", "seq_len", "image_size", "precision", "optimizer",
+ * "checkpointing", "attention", "zero_stage", "gpus", "max_new_tokens",
+ * "overhead_bytes" (integer or "512MiB"), "accumulation_steps". Reply: the
+ * object of `vram estimate --json`. EPARSE: malformed JSON (line, column);
+ * EINVAL: unknown key, wrong type, value out of range (named) or an
+ * impossible setting; ENOENT: unknown catalog model; EIO: unreadable file. */
+VRAM_API int vram_estimate_json(const char *request, char **out);
+/* Plan. Request: as vram_estimate_json ("batch_size" given = judge that
+ * batch) plus exactly one of "gpu" (device index of vram_ctx_open, its free
+ * memory now), "gpu_mem" (bytes or "24GiB", all free) or "gpu_name" (the GPU
+ * table), and optional "target" (0, 1] and "power_of_two". Reply: the object
+ * of `vram plan --json`. Errors as vram_estimate_json, plus ENODEV/EDRIVER
+ * from the device. */
+VRAM_API int vram_plan_json(const char *request, char **out);
+/* The devices of ctx in the schema of `vram info --json` (docs/info-json.md);
+ * index -1 = all, else only that device (ENODEV when there is none). */
+VRAM_API int vram_info_json(vram_ctx_t *ctx, int index, char **out);
+/* Releases a reply of the functions above. Accepts NULL. */
+VRAM_API void vram_json_free(char *text);
+
 #ifdef __cplusplus
 }
 #endif

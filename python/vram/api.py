@@ -1,0 +1,140 @@
+"""Devices, the estimator and the planner: thin calls into libvram."""
+import ctypes
+import sys
+
+from . import _lib
+from ._lib import lib, check
+from .types import Device, Estimate, Plan, gib
+
+
+class Context:
+    """An open device context (vram_ctx_open): the backend chosen by
+    VRAM_BACKEND (auto: a real driver, else VRAM_SIM, else the CPU). Closed
+    by close(), `with`, or when collected."""
+
+    def __init__(self, backend=None):
+        self._h = None
+        h = ctypes.c_void_p()
+        if backend:
+            check(lib.vram_ctx_open_backend(backend.encode(), ctypes.byref(h)), "backend")
+        else:
+            check(lib.vram_ctx_open(ctypes.byref(h)))
+        self._h = h.value
+
+    @property
+    def handle(self):
+        if not self._h:
+            raise ValueError("vram: the context is closed")
+        return self._h
+
+    def info(self, index=-1):
+        """The JSON document of `vram info --json` (all devices, or one)."""
+        return _lib.call_json(lib.vram_info_json, self.handle, index)
+
+    def select(self, need_bytes=0):
+        """Index of the best device for need_bytes (vram_device_select)."""
+        idx = ctypes.c_int()
+        check(lib.vram_device_select(self.handle, int(need_bytes), ctypes.byref(idx)))
+        return idx.value
+
+    def close(self):
+        if getattr(self, "_h", None):
+            lib.vram_ctx_close(self._h)
+            self._h = None
+
+    __del__ = close
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.close()
+
+
+def device_report(backend=None):
+    """(backend, reason, [Device]) in one look."""
+    with Context(backend) as ctx:
+        doc = ctx.info()
+    return doc["backend"], doc["reason"], [Device.from_json(d) for d in doc["devices"]]
+
+
+def devices(backend=None):
+    """The devices of the backend as Device dataclasses (sizes in bytes).
+    With no GPU and no VRAM_SIM this is the CPU backend's one device."""
+    return device_report(backend)[2]
+
+
+def print_gpu_info(file=None, backend=None):
+    """Prints the devices with their memory, one per line."""
+    out = file or sys.stdout
+    name, reason, devs = device_report(backend)
+    gpus = [d for d in devs if d.is_gpu]
+    if not gpus:
+        print("No GPU available (%s backend%s); PyTorch work runs on the CPU." %
+              (name, ": " + reason if reason else ""), file=out)
+    else:
+        print("%d GPU%s (%s backend)" % (len(gpus), "" if len(gpus) == 1 else "s", name),
+              file=out)
+    for d in devs:
+        pct = 100.0 * d.used_bytes / d.total_bytes if d.total_bytes and d.used_bytes is not None \
+            else 0.0
+        print("  [%d] %s: %.2f GiB total, %.2f GiB used (%.1f %%), %.2f GiB free, %s%s" % (
+            d.index, d.name or "?", gib(d.total_bytes), gib(d.used_bytes), pct,
+            gib(d.free_bytes), d.health,
+            ", compute %s" % d.compute_capability if d.compute_capability else ""), file=out)
+
+
+def _model_request(model, hf_config, profile, settings):
+    req = {k: v for k, v in settings.items() if v is not None}
+    if model is not None:
+        req["model"] = model
+    if hf_config is not None:
+        req["hf_config"] = str(hf_config)
+    if profile is not None:
+        req["profile"] = profile.to_dict() if hasattr(profile, "to_dict") else (
+            profile if isinstance(profile, dict) else str(profile))
+    return req
+
+
+def estimate(model=None, *, hf_config=None, profile=None, mode=None, batch_size=None,
+             seq_len=None, image_size=None, precision=None, optimizer=None,
+             checkpointing=None, attention=None, zero_stage=None, gpus=None,
+             max_new_tokens=None, overhead_bytes=None, accumulation_steps=None):
+    """One GPU's memory for a workload (the knobs of `vram estimate`).
+
+    model: a catalog name; or hf_config: a config.json path; or profile: a
+    measured profile (vram.torch.analyze(), a dict, or a JSON file path)."""
+    req = _model_request(model, hf_config, profile, dict(
+        mode=mode, batch_size=batch_size, seq_len=seq_len, image_size=image_size,
+        precision=precision, optimizer=optimizer, checkpointing=checkpointing,
+        attention=attention, zero_stage=zero_stage, gpus=gpus, max_new_tokens=max_new_tokens,
+        overhead_bytes=overhead_bytes, accumulation_steps=accumulation_steps))
+    return Estimate.from_json(_lib.call_json(lib.vram_estimate_json, _lib.encode(req)))
+
+
+def plan(model=None, *, hf_config=None, profile=None, gpu=None, gpu_mem=None, gpu_name=None,
+         target=None, power_of_two=None, mode=None, batch_size=None, seq_len=None,
+         image_size=None, precision=None, optimizer=None, checkpointing=None, attention=None,
+         zero_stage=None, gpus=None, max_new_tokens=None, overhead_bytes=None,
+         accumulation_steps=None):
+    """Batch-size recommendations (the knobs of `vram plan`). The device is
+    one of gpu= (an index: its free memory now), gpu_mem= (bytes or "24GiB")
+    or gpu_name= ("A100-80GB"); gpu=0 is the default."""
+    if gpu is None and gpu_mem is None and gpu_name is None:
+        gpu = 0
+    req = _model_request(model, hf_config, profile, dict(
+        gpu=gpu, gpu_mem=gpu_mem, gpu_name=gpu_name, target=target, power_of_two=power_of_two,
+        mode=mode, batch_size=batch_size, seq_len=seq_len, image_size=image_size,
+        precision=precision, optimizer=optimizer, checkpointing=checkpointing,
+        attention=attention, zero_stage=zero_stage, gpus=gpus, max_new_tokens=max_new_tokens,
+        overhead_bytes=overhead_bytes, accumulation_steps=accumulation_steps))
+    return Plan.from_json(_lib.call_json(lib.vram_plan_json, _lib.encode(req)))
+
+
+def parse_size(text):
+    """"24GiB" -> bytes (vram_parse_size); ints pass through."""
+    if isinstance(text, int):
+        return text
+    out = ctypes.c_uint64()
+    check(lib.vram_parse_size(str(text).encode(), ctypes.byref(out)))
+    return out.value

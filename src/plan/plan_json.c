@@ -1,0 +1,337 @@
+/* vram_estimate_json / vram_plan_json: the estimator and the planner for
+ * callers that speak JSON instead of C structs (the Python package). The
+ * request carries the same knobs as `vram estimate` / `vram plan`; the reply
+ * has the keys of their --json output. */
+#include "vram.h"
+#include "estimate_limits.h"
+
+#include <jansson.h>
+#include <stdlib.h>
+#include <string.h>
+
+/* A parsed request: the model, the estimate settings and the planner target. */
+typedef struct {
+    vram_model_t model;
+    vram_estimate_config_t est;
+    int64_t accumulation_steps;
+    vram_plan_config_t dev;
+    char gpu_label[160];
+} request_t;
+
+static const char *const estimate_keys[] = {
+    "model",      "hf_config",      "profile",        "mode",
+    "batch_size", "seq_len",        "image_size",     "precision",
+    "optimizer",  "checkpointing",  "attention",      "zero_stage",
+    "gpus",       "max_new_tokens", "overhead_bytes", "accumulation_steps",
+    NULL};
+static const char *const plan_keys[] = {"gpu",    "gpu_mem",      "gpu_name",
+                                        "target", "power_of_two", NULL};
+
+static bool listed(const char *key, const char *const *keys)
+{
+    for (; *keys; keys++)
+        if (!strcmp(key, *keys)) return true;
+    return false;
+}
+
+/* An integer field in [min, max]; absent leaves *out alone. */
+static int get_int(json_t *req, const char *key, int64_t min, int64_t max, int64_t *out)
+{
+    json_t *v = json_object_get(req, key);
+    if (!v) return 0;
+    if (!json_is_integer(v)) return vram_fail(VRAM_EINVAL, "\"%s\" must be an integer", key);
+    json_int_t n = json_integer_value(v);
+    if (n < min || n > max)
+        return vram_fail(VRAM_EINVAL, "\"%s\" is %lld; it must be in [%lld, %lld]", key,
+                         (long long)n, (long long)min, (long long)max);
+    *out = n;
+    return 0;
+}
+
+/* A string field; absent gives NULL. */
+static int get_str(json_t *req, const char *key, const char **out)
+{
+    json_t *v = json_object_get(req, key);
+    *out = NULL;
+    if (!v) return 0;
+    if (!json_is_string(v)) return vram_fail(VRAM_EINVAL, "\"%s\" must be a string", key);
+    *out = json_string_value(v);
+    return 0;
+}
+
+/* A size: an integer of bytes or a text such as "24GiB". */
+static int get_size(json_t *req, const char *key, uint64_t *out)
+{
+    json_t *v = json_object_get(req, key);
+    if (json_is_string(v)) {
+        if (vram_parse_size(json_string_value(v), out))
+            return vram_fail(VRAM_EINVAL, "\"%s\": %s", key, vram_last_error());
+        return 0;
+    }
+    int64_t n = 0;
+    int rc = get_int(req, key, 0, VRAM_MAX_BYTES, &n);
+    if (!rc && v) *out = (uint64_t)n;
+    return rc;
+}
+
+static int read_model(json_t *req, vram_model_t *m)
+{
+    json_t *name = json_object_get(req, "model"), *hf = json_object_get(req, "hf_config"),
+           *prof = json_object_get(req, "profile");
+    if ((name != NULL) + (hf != NULL) + (prof != NULL) != 1)
+        return vram_fail(VRAM_EINVAL,
+                         "give exactly one of \"model\", \"hf_config\" or \"profile\"");
+    if (name) {
+        if (!json_is_string(name)) return vram_fail(VRAM_EINVAL, "\"model\" must be a string");
+        return vram_model_find(json_string_value(name), m);
+    }
+    if (hf) {
+        if (!json_is_string(hf)) return vram_fail(VRAM_EINVAL, "\"hf_config\" must be a file name");
+        return vram_model_from_hf_config(json_string_value(hf), m);
+    }
+    if (json_is_string(prof)) return vram_model_from_profile(json_string_value(prof), m);
+    if (!json_is_object(prof))
+        return vram_fail(VRAM_EINVAL, "\"profile\" must be a file name or a profile object");
+    char *text = json_dumps(prof, JSON_COMPACT);
+    if (!text) return vram_fail(VRAM_ENOMEM, "out of memory");
+    int rc = vram_model_from_profile_json(text, "profile", m);
+    free(text);
+    return rc;
+}
+
+static int read_settings(json_t *req, vram_estimate_config_t *e, int64_t *accumulation)
+{
+    const char *s;
+    int64_t n;
+    int rc;
+    if ((rc = get_str(req, "mode", &s))) return rc;
+    if (s && !strcmp(s, "train"))
+        e->mode = VRAM_MODE_TRAIN;
+    else if (s && (!strcmp(s, "infer") || !strcmp(s, "inference")))
+        e->mode = VRAM_MODE_INFER;
+    else if (s)
+        return vram_fail(VRAM_EINVAL, "unknown \"mode\" \"%s\" (use train or infer)", s);
+    if ((rc = get_str(req, "attention", &s))) return rc;
+    if (s && !strcmp(s, "eager"))
+        e->fused_attention = false;
+    else if (s && (!strcmp(s, "fused") || !strcmp(s, "sdpa") || !strcmp(s, "flash")))
+        e->fused_attention = true;
+    else if (s)
+        return vram_fail(VRAM_EINVAL, "unknown \"attention\" \"%s\" (use eager or fused)", s);
+    if ((rc = get_str(req, "precision", &s)) ||
+        (s && (rc = vram_precision_parse(s, &e->precision))))
+        return rc;
+    if ((rc = get_str(req, "optimizer", &s)) ||
+        (s && (rc = vram_optimizer_parse(s, &e->optimizer))))
+        return rc;
+    if ((rc = get_str(req, "checkpointing", &s)) ||
+        (s && (rc = vram_checkpointing_parse(s, &e->checkpointing))))
+        return rc;
+    if ((rc = get_int(req, "batch_size", 1, VRAM_MAX_BATCH, &e->batch_size)) ||
+        (rc = get_int(req, "seq_len", 1, VRAM_MAX_SEQ, &e->seq_len)) ||
+        (rc = get_int(req, "image_size", 1, VRAM_MAX_IMAGE, &e->image_size)) ||
+        (rc = get_int(req, "max_new_tokens", 0, VRAM_MAX_SEQ, &e->max_new_tokens)) ||
+        (rc = get_int(req, "accumulation_steps", 1, VRAM_MAX_ACCUMULATION, accumulation)))
+        return rc;
+    n = e->zero_stage;
+    if ((rc = get_int(req, "zero_stage", 0, 3, &n))) return rc;
+    e->zero_stage = (int)n;
+    n = e->gpus;
+    if ((rc = get_int(req, "gpus", 1, VRAM_MAX_GPUS, &n))) return rc;
+    e->gpus = (int)n;
+    return get_size(req, "overhead_bytes", &e->overhead_bytes);
+}
+
+/* Capacity from exactly one of "gpu" (device index, its free memory now),
+ * "gpu_mem" (bytes, all free) or "gpu_name" (the table of GPU models). */
+static int read_target(json_t *req, request_t *r)
+{
+    vram_plan_config_t *pc = &r->dev;
+    json_t *gpu = json_object_get(req, "gpu"), *mem = json_object_get(req, "gpu_mem"),
+           *name = json_object_get(req, "gpu_name"), *t = json_object_get(req, "target"),
+           *p2 = json_object_get(req, "power_of_two");
+    if ((gpu != NULL) + (mem != NULL) + (name != NULL) != 1)
+        return vram_fail(VRAM_EINVAL, "give exactly one of \"gpu\", \"gpu_mem\" or \"gpu_name\"");
+    if (t) {
+        if (!json_is_number(t) || !(json_number_value(t) > 0 && json_number_value(t) <= 1))
+            return vram_fail(VRAM_EINVAL, "\"target\" must be a fraction in (0, 1]");
+        pc->target = json_number_value(t);
+    }
+    if (p2) {
+        if (!json_is_boolean(p2))
+            return vram_fail(VRAM_EINVAL, "\"power_of_two\" must be true or false");
+        pc->power_of_two = json_is_true(p2);
+    }
+    int rc;
+    if (mem) {
+        if ((rc = get_size(req, "gpu_mem", &pc->total_bytes))) return rc;
+        if (!pc->total_bytes) return vram_fail(VRAM_EINVAL, "\"gpu_mem\" must be positive");
+        pc->free_bytes = pc->total_bytes;
+        snprintf(r->gpu_label, sizeof r->gpu_label, "%.2f GiB GPU", vram_gib(pc->total_bytes));
+        return 0;
+    }
+    if (name) {
+        const vram_gpu_model_t *g =
+            json_is_string(name) ? vram_gpu_model_find(json_string_value(name)) : NULL;
+        if (!g)
+            return vram_fail(VRAM_EINVAL, "\"gpu_name\" is not a GPU of the table (see "
+                                          "`vram plan --gpu-name list`)");
+        pc->total_bytes = pc->free_bytes = g->total_bytes;
+        snprintf(r->gpu_label, sizeof r->gpu_label, "%s", g->name);
+        return 0;
+    }
+    int64_t idx = 0;
+    if ((rc = get_int(req, "gpu", 0, 1 << 20, &idx))) return rc;
+    vram_ctx_t *ctx;
+    if ((rc = vram_ctx_open(&ctx))) return rc;
+    vram_device_info_t info;
+    rc = vram_device_info(ctx, (int)idx, &info);
+    vram_ctx_close(ctx);
+    if (rc) return rc;
+    if (info.total_bytes == VRAM_UNKNOWN_U64 || info.free_bytes == VRAM_UNKNOWN_U64)
+        return vram_fail(VRAM_EDRIVER, "GPU %lld does not report its memory", (long long)idx);
+    pc->total_bytes = info.total_bytes;
+    pc->free_bytes = info.free_bytes;
+    pc->used_bytes =
+        info.used_bytes != VRAM_UNKNOWN_U64 ? info.used_bytes : info.total_bytes - info.free_bytes;
+    snprintf(r->gpu_label, sizeof r->gpu_label, "GPU %lld: %s (%s)", (long long)idx, info.name,
+             info.backend);
+    return 0;
+}
+
+/* Parses the request; `plan` allows (and requires) the target keys. */
+static int read_request(const char *text, bool plan, request_t *r)
+{
+    if (!text) return vram_fail(VRAM_EINVAL, "NULL request");
+    memset(r, 0, sizeof *r);
+    vram_estimate_config_init(&r->est);
+    vram_plan_config_init(&r->dev);
+    r->accumulation_steps = 1;
+    json_error_t jerr;
+    json_t *req = json_loads(text, JSON_REJECT_DUPLICATES, &jerr);
+    if (!req)
+        return vram_fail(VRAM_EPARSE, "request: %s at line %d, column %d", jerr.text, jerr.line,
+                         jerr.column);
+    int rc = 0;
+    const char *key;
+    json_t *v;
+    if (!json_is_object(req)) {
+        rc = vram_fail(VRAM_EPARSE, "request: not a JSON object");
+        goto out;
+    }
+    json_object_foreach(req, key, v)
+    {
+        if (!listed(key, estimate_keys) && !(plan && listed(key, plan_keys))) {
+            rc = vram_fail(VRAM_EINVAL, "unknown key \"%s\" in the request", key);
+            goto out;
+        }
+    }
+    bool batch_given = json_object_get(req, "batch_size") != NULL;
+    if ((rc = read_model(req, &r->model)) ||
+        (rc = read_settings(req, &r->est, &r->accumulation_steps)))
+        goto out;
+    /* validate the workload before touching a device */
+    vram_estimate_t probe;
+    if ((rc = vram_estimate(&r->model, &r->est, &probe))) goto out;
+    if (plan) {
+        if ((rc = read_target(req, r))) goto out;
+        r->dev.batch_size = batch_given ? r->est.batch_size : 0;
+    }
+out:
+    json_decref(req);
+    return rc;
+}
+
+static int reply(json_t *root, char **out)
+{
+    *out = root ? json_dumps(root, JSON_COMPACT) : NULL;
+    json_decref(root);
+    return *out ? 0 : vram_fail(VRAM_ENOMEM, "out of memory formatting the reply");
+}
+
+static json_t *estimate_obj(const request_t *r, const vram_estimate_t *e)
+{
+    const vram_estimate_config_t *c = &r->est;
+    json_t *bytes =
+        json_pack("{s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:I}", "parameters",
+                  (json_int_t)e->parameters, "buffers", (json_int_t)e->buffers, "gradients",
+                  (json_int_t)e->gradients, "optimizer_states", (json_int_t)e->optimizer_states,
+                  "activations", (json_int_t)e->activations, "kv_cache", (json_int_t)e->kv_cache,
+                  "overhead", (json_int_t)e->overhead, "total", (json_int_t)e->total);
+    return json_pack(
+        "{s:s, s:s, s:I, s:s, s:I, s:I, s:I, s:I, s:s, s:s, s:s, s:s, s:i, s:i, "
+        "s:I, s:o}",
+        "model", r->model.name, "family", vram_family_name(r->model.family), "parameters_count",
+        (json_int_t)e->parameters_count, "mode", c->mode == VRAM_MODE_TRAIN ? "train" : "infer",
+        "batch_size", (json_int_t)c->batch_size, "effective_batch_size",
+        (json_int_t)(c->batch_size * r->accumulation_steps), "seq_len", (json_int_t)e->seq_len,
+        "image_size", (json_int_t)e->image_size, "precision", vram_precision_name(c->precision),
+        "optimizer", vram_optimizer_name(c->optimizer), "checkpointing",
+        vram_checkpointing_name(c->checkpointing), "attention",
+        c->fused_attention ? "fused" : "eager", "zero_stage", c->zero_stage, "gpus",
+        c->gpus > 0 ? c->gpus : 1, "max_new_tokens", (json_int_t)c->max_new_tokens, "bytes", bytes);
+}
+
+int vram_estimate_json(const char *request, char **out)
+{
+    if (!out) return vram_fail(VRAM_EINVAL, "vram_estimate_json: NULL out");
+    *out = NULL;
+    request_t r;
+    int rc = read_request(request, false, &r);
+    if (rc) return rc;
+    vram_estimate_t e;
+    if ((rc = vram_estimate(&r.model, &r.est, &e))) return rc;
+    return reply(estimate_obj(&r, &e), out);
+}
+
+static json_t *plan_obj(const request_t *r, const vram_plan_t *p)
+{
+    const vram_plan_config_t *pc = &r->dev;
+    json_t *root = json_pack(
+        "{s:s, s:s, s:s, s:{s:s, s:I, s:I, s:I}, s:f, s:I, s:I, s:I, s:{s:I, s:I, s:I, s:I}}",
+        "model", r->model.name, "mode", r->est.mode == VRAM_MODE_TRAIN ? "train" : "infer",
+        "precision", vram_precision_name(r->est.precision), "gpu", "name", r->gpu_label,
+        "total_bytes", (json_int_t)pc->total_bytes, "used_bytes", (json_int_t)pc->used_bytes,
+        "free_bytes", (json_int_t)pc->free_bytes, "target", pc->target, "budget_bytes",
+        (json_int_t)p->budget_bytes, "model_bytes", (json_int_t)p->model_bytes, "per_sample_bytes",
+        (json_int_t)p->per_sample_bytes, "recommendations", "maximum", (json_int_t)p->maximum,
+        "recommended", (json_int_t)p->recommended, "safe", (json_int_t)p->safe, "largest_fitting",
+        (json_int_t)p->max_batch_raw);
+    if (root && pc->batch_size > 0) {
+        uint64_t t = p->current.total;
+        json_object_set_new(root, "current",
+                            json_pack("{s:I, s:b, s:s, s:I, s:I, s:I, s:I}", "batch_size",
+                                      (json_int_t)pc->batch_size, "fits", p->fit == VRAM_FIT_YES,
+                                      "verdict", vram_fit_name(p->fit), "total_bytes",
+                                      (json_int_t)t, "micro_batch_size",
+                                      (json_int_t)p->micro_batch_size, "accumulation_steps",
+                                      (json_int_t)p->accumulation_steps, "remaining_bytes",
+                                      (json_int_t)(pc->free_bytes > t ? pc->free_bytes - t : 0)));
+    }
+    json_t *sug = json_array();
+    for (int i = 0; i < p->nsuggestions; i++) {
+        const vram_plan_suggestion_t *s = &p->suggestions[i];
+        json_array_append_new(sug, json_pack("{s:s, s:s, s:I, s:b}", "change", s->name,
+                                             "description", s->description, "saving_bytes",
+                                             (json_int_t)s->saving_bytes, "fits", s->fits));
+    }
+    if (root) json_object_set_new(root, "suggestions", sug);
+    return root;
+}
+
+int vram_plan_json(const char *request, char **out)
+{
+    if (!out) return vram_fail(VRAM_EINVAL, "vram_plan_json: NULL out");
+    *out = NULL;
+    request_t r;
+    int rc = read_request(request, true, &r);
+    if (rc) return rc;
+    vram_plan_t p;
+    if ((rc = vram_plan(&r.model, &r.est, &r.dev, &p))) return rc;
+    return reply(plan_obj(&r, &p), out);
+}
+
+void vram_json_free(char *text)
+{
+    free(text);
+}
