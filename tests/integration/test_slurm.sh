@@ -1,0 +1,233 @@
+#!/usr/bin/env bash
+# A real one-node Slurm cluster on loopback (munge, slurmctld, slurmd from
+# Debian, a generated slurm.conf, 2 GPUs as GRES on stand-in device nodes)
+# with the spank_vram plugin and a vramd on VRAM_SIM=2xH100-80GB:
+#   - two 60 GiB steps on one GPU run one after the other;
+#   - a step asking more than a GPU has fails at once with vram's message;
+#   - a model that does not fit at its batch starts at a smaller batch with
+#     the matching accumulation in its environment and --vram-report;
+#   - scancel of a running step, and kill -9 of its process, free its
+#     reservation within 1 s (a job queued behind it starts);
+#   - a step without vramd fails clearly, or runs with a warning when asked.
+# Needs root (slurmd). When the daemons cannot start, it fails with their logs.
+set -euo pipefail
+B=${VRAM_BUILD_DIR:?}
+VRAM=$B/vram VRAMD=$B/vramd PLUGIN=$B/contrib/slurm/spank_vram.so
+passed=0
+T=$(mktemp -d /tmp/vram-slurm.XXXXXX)
+chmod 755 "$T"
+logs() {
+    for f in "$T"/log/*.log; do
+        [ -e "$f" ] && { echo "--- $f (last 40 lines)"; tail -n 40 "$f"; }
+    done
+}
+fail() { echo "FAIL: $*" >&2; logs >&2; echo "$passed passed, 1 failed"; exit 1; }
+ok() { passed=$((passed + 1)); echo "ok: $*"; }
+
+[ "$(id -u)" = 0 ] || fail "needs root: slurmd and slurmstepd run as root"
+for p in slurmctld slurmd munged srun salloc scancel scontrol; do
+    command -v $p >/dev/null || fail "$p is missing: run \`make deps\` (slurmctld slurmd munge)"
+done
+[ -e "$PLUGIN" ] || fail "$PLUGIN was not built: is libslurm-dev installed? (make deps)"
+
+# --- the cluster --------------------------------------------------------
+mkdir -p "$T/log" "$T/state" "$T/spool" "$T/dev"
+export SLURM_CONF=$T/slurm.conf
+daemons=()
+cleanup() {
+    scancel --quiet --full --signal=KILL --state=RUNNING,PENDING $(squeue -h -o %i 2>/dev/null) 2>/dev/null || true
+    for pidfile in "$T/slurmd.pid" "$T/slurmctld.pid" "$T/munged.pid"; do
+        [ -s "$pidfile" ] && kill "$(cat "$pidfile")" 2>/dev/null || true
+    done
+    [ -n "${vramd_pid:-}" ] && kill "$vramd_pid" 2>/dev/null || true
+    # slurmstepd of steps still running are children of init now; each exits
+    # once its tasks are killed. Wait for them, then remove the tree.
+    for pid in $(pgrep -f "slurmstepd: \[" || true); do
+        grep -qs "$T" "/proc/$pid/environ" && kill -9 "$pid" 2>/dev/null || true
+    done
+    rm -rf "$T"
+}
+trap cleanup EXIT
+
+# Two stand-in GPU device nodes (slurmd wants a character device per GPU;
+# these are /dev/null's numbers, nothing opens them).
+mknod "$T/dev/nvidia0" c 1 3 && mknod "$T/dev/nvidia1" c 1 3 || fail "mknod: cannot create the stand-in device nodes"
+head -c 1024 /dev/urandom >"$T/munge.key" && chmod 600 "$T/munge.key"
+munged --force --key-file="$T/munge.key" --socket="$T/munge.sock" --pid-file="$T/munged.pid" \
+    --log-file="$T/log/munged.log" --seed-file="$T/munged.seed" || fail "munged did not start"
+read -r ctld_port slurmd_port < <(python3 -c '
+import socket
+s = [socket.socket() for _ in range(2)]
+for x in s: x.bind(("127.0.0.1", 0))
+print(*[x.getsockname()[1] for x in s])')
+cat >"$T/slurm.conf" <<EOF
+ClusterName=vramtest
+SlurmctldHost=localhost(127.0.0.1)
+SlurmctldPort=$ctld_port
+SlurmdPort=$slurmd_port
+SlurmUser=root
+SlurmdUser=root
+AuthType=auth/munge
+CredType=cred/munge
+AuthInfo=socket=$T/munge.sock
+StateSaveLocation=$T/state
+SlurmdSpoolDir=$T/spool
+SlurmctldPidFile=$T/slurmctld.pid
+SlurmdPidFile=$T/slurmd.pid
+SlurmctldLogFile=$T/log/slurmctld.log
+SlurmdLogFile=$T/log/slurmd.log
+ProctrackType=proctrack/pgid
+TaskPlugin=task/none
+SelectType=select/cons_tres
+SelectTypeParameters=CR_Core
+MpiDefault=none
+ReturnToService=2
+JobCompType=jobcomp/none
+AccountingStorageType=accounting_storage/none
+KillWait=5
+GresTypes=gpu
+PlugStackConfig=$T/plugstack.conf
+NodeName=vramnode NodeAddr=127.0.0.1 NodeHostname=localhost CPUs=$(nproc) RealMemory=1000 Gres=gpu:2 State=UNKNOWN
+PartitionName=gpu Nodes=vramnode Default=YES MaxTime=INFINITE State=UP
+EOF
+echo "NodeName=vramnode Name=gpu File=$T/dev/nvidia[0-1]" >"$T/gres.conf"
+echo "required $PLUGIN socket=$T/vramd.sock vram=$VRAM" >"$T/plugstack.conf"
+slurmctld -f "$T/slurm.conf" || fail "slurmctld did not start"
+slurmd -f "$T/slurm.conf" -N vramnode || fail "slurmd did not start"
+
+# vramd on two simulated H100s; it returns once it listens.
+export VRAM_SIM=2xH100-80GB VRAM_SIM_STATE=$T/sim.state
+VRAM_SOCKET=$T/vramd.sock VRAM_DB=$T/vramd.db "$VRAMD" --listen "" 2>"$T/log/vramd.log" ||
+    fail "vramd did not start"
+api() { curl -s --unix-socket "$T/vramd.sock" -X "$1" "http://localhost$2" ${3:+-d "$3"}; }
+field() { python3 -c 'import json, sys; v = json.load(sys.stdin); print(eval(sys.argv[1], {}, {"v": v}))' "$1"; }
+vramd_pid=$(api GET /v1/health | field 'v["pid"]')
+
+# An allocation of one GPU: its steps all share that GPU (--overlap).
+# salloc waits until slurmd has registered the node (no polling here).
+timeout 60 salloc --gres=gpu:1 --no-shell >"$T/salloc.out" 2>&1 ||
+    fail "salloc did not get an allocation within 60 s (are slurmctld and slurmd up?): $(cat "$T/salloc.out")"
+J=$(sed -n 's/.*Granted job allocation \([0-9]*\).*/\1/p' "$T/salloc.out")
+[ -n "$J" ] || fail "salloc said: $(cat "$T/salloc.out")"
+ok "one-node Slurm cluster up (slurmctld :$ctld_port, slurmd :$slurmd_port), job $J holds one GPU"
+step() { timeout 120 srun --jobid="$J" --overlap "$@"; }
+
+# --- two 60 GiB steps on one GPU run one after the other -------------------
+mkfifo "$T/a.started" "$T/a.go" "$T/b.started" "$T/b.err"
+step --vram-mem=60GiB bash -c "echo \$VRAM_JOB_ID \$CUDA_VISIBLE_DEVICES >$T/a.started; read <$T/a.go" \
+    >"$T/a.out" 2>"$T/a.err" &
+srun_a=$!
+read -r job_a gpu_a <"$T/a.started"
+step --vram-mem=60GiB bash -c "echo \$VRAM_JOB_ID \$CUDA_VISIBLE_DEVICES >$T/b.started" \
+    >"$T/b.out" 2>"$T/b.err" &
+srun_b=$!
+# B tells its stderr when it waits in vramd's queue: that line is the event.
+exec {berr}<"$T/b.err"
+waiting=""
+while IFS= read -r -t 60 line <&$berr; do
+    echo "$line" >>"$T/b.err.txt"
+    case $line in *"waits in vramd's queue"*) waiting=$line; break ;; esac
+done
+[ -n "$waiting" ] || fail "the second step did not wait in vramd's queue: $(cat "$T/b.err.txt" 2>/dev/null)"
+state_a=$(api GET "/v1/jobs/$job_a" | field 'v["state"]')
+[ "$state_a" = running ] || fail "the first step's vramd job is $state_a while the second waits"
+echo go >"$T/a.go"
+read -r job_b gpu_b <"$T/b.started"
+cat <&$berr >>"$T/b.err.txt" &
+wait $srun_a || fail "the first step failed: $(cat "$T/a.err")"
+wait $srun_b || fail "the second step failed: $(cat "$T/b.err.txt")"
+exec {berr}<&-
+[ "$gpu_a" = "$gpu_b" ] || fail "the steps ran on GPU $gpu_a and GPU $gpu_b, not on one GPU"
+api GET "/v1/jobs/$job_a" >"$T/ja.json"
+api GET "/v1/jobs/$job_b" >"$T/jb.json"
+python3 - "$T/ja.json" "$T/jb.json" "$J" <<'EOF' || fail "vramd's records of the two steps: $(cat "$T/ja.json" "$T/jb.json")"
+import json, sys
+a, b = (json.load(open(p)) for p in sys.argv[1:3])
+assert a["state"] == b["state"] == "done", (a["state"], b["state"])
+assert a["devices"] == b["devices"], (a["devices"], b["devices"])
+# B was seen queued while A ran; it starts in the step that ends A (the two
+# stamps come from one transaction, microseconds apart).
+assert b["submitted_at"] < a["ended_at"] <= b["started_at"] + 0.01, (a, b)
+assert a["name"] == "slurm-%s.0" % sys.argv[3] and b["name"] == "slurm-%s.1" % sys.argv[3], (a["name"], b["name"])
+EOF
+ok "two --vram-mem=60GiB steps on GPU $gpu_a ran one after the other (\"$waiting\")"
+
+# --- more than a GPU has: refused at once, with vram's message --------------
+if step --vram-mem=100GiB true >"$T/big.out" 2>"$T/big.err"; then
+    fail "a 100 GiB step on an 80 GiB GPU ran"
+fi
+grep -q "vram: vramd refused step $J.2: .*can never fit" "$T/big.err" || fail "the refused step said: $(cat "$T/big.err")"
+queued=$(api GET /v1/jobs | field 'sum(j["state"] == "queued" for j in v["jobs"])')
+[ "$queued" = 0 ] || fail "the refused step left a queued job"
+ok "a 100 GiB step fails at once: $(grep -o 'vramd refused.*' "$T/big.err")"
+
+# --- a model that does not fit at its batch: smaller batch + accumulation -------
+full=$("$VRAM" estimate --model gpt2 --batch-size 64 --json | field 'v["bytes"]["total"]')
+python3 -c "import sys; sys.exit(0 if $full > 80 * 2**30 else 1)" || fail "gpt2 at batch 64 fits an H100; pick a bigger case"
+step --vram-model=gpt2 --vram-estimate-args="--batch-size 64 --seq-len 1024" --vram-min-batch=1 \
+    --vram-report="$T/report.json" bash -c 'echo $VRAM_BATCH_SIZE $VRAM_GRAD_ACCUM $VRAM_JOB_ID' \
+    >"$T/model.out" 2>"$T/model.err" || fail "the model step failed: $(cat "$T/model.err")"
+read -r batch accum job_m <"$T/model.out"
+api GET "/v1/jobs/$job_m" >"$T/jm.json"
+python3 - "$batch" "$accum" "$T/jm.json" "$T/report.json" <<'EOF' || fail "batch $batch x $accum; job $(cat "$T/jm.json"); report $(cat "$T/report.json")"
+import json, math, sys
+batch, accum = int(sys.argv[1]), int(sys.argv[2])
+job, report = json.load(open(sys.argv[3])), json.load(open(sys.argv[4]))
+assert 1 <= batch < 64 and accum == math.ceil(64 / batch), (batch, accum)
+assert job["degraded"] and job["granted_batch_size"] == batch and job["grad_accum"] == accum, job
+assert report["granted_batch_size"] == batch and report["grad_accum"] == accum, report
+assert report["batch_size"] == 64 and report["reserved_bytes"] == job["reserved_bytes"], report
+assert report["vram_job_id"] == job["id"], report
+EOF
+ok "gpt2 at batch 64 ($((full >> 30)) GiB) starts with VRAM_BATCH_SIZE=$batch VRAM_GRAD_ACCUM=$accum; $(grep -o 'admitted.*' "$T/model.err")"
+
+# --- scancel and kill -9 of a running step free its reservation within 1 s ----
+# A job queued behind the step on the same GPU starts as soon as the memory is
+# free: its ?wait= long poll returning is the event, timed from the kill.
+release_latency() { # $1: how to end the step (a command run with $step_id, $task_pid)
+    local started=$T/started.$RANDOM
+    mkfifo "$started"
+    step --vram-mem=60GiB bash -c "echo \$SLURM_STEP_ID \$\$ \$VRAM_JOB_ID \$CUDA_VISIBLE_DEVICES >$started; exec sleep 600" \
+        >/dev/null 2>"$T/victim.err" &
+    local srun_pid=$! step_id task_pid job dev
+    read -r step_id task_pid job dev <"$started"
+    local probe
+    probe=$(api POST /v1/jobs "{\"mem_bytes\": \"60GiB\", \"devices\": [$dev], \"name\": \"probe\"}" | field 'v["id"]')
+    [ "$(api GET "/v1/jobs/$probe" | field 'v["state"]')" = queued ] || fail "the probe job is not queued behind step $J.$step_id"
+    local t0 t1
+    t0=$(date +%s.%N)
+    eval "$1"
+    api GET "/v1/jobs/$probe?wait=10" >"$T/probe.json"
+    t1=$(date +%s.%N)
+    [ "$(field 'v["state"]' <"$T/probe.json")" = running ] || fail "after \"$1\" the probe job is $(cat "$T/probe.json")"
+    ! wait "$srun_pid" || fail "srun of the ended step exited 0"
+    api DELETE "/v1/jobs/$probe" >/dev/null
+    api GET "/v1/jobs/$job" | field 'v["state"]' >"$T/victim.state"
+    python3 -c "print('%.3f' % ($t1 - $t0))"
+}
+latency=$(release_latency 'scancel "$J.$step_id"')
+python3 -c "import sys; sys.exit(0 if $latency < 1.0 else 1)" || fail "scancel: the reservation was freed after $latency s"
+ok "scancel of a running step frees its 60 GiB in ${latency} s (vramd job $(cat "$T/victim.state"))"
+latency=$(release_latency 'kill -9 "$task_pid"')
+python3 -c "import sys; sys.exit(0 if $latency < 1.0 else 1)" || fail "kill -9: the reservation was freed after $latency s"
+ok "kill -9 of a step's process frees its 60 GiB in ${latency} s (vramd job $(cat "$T/victim.state"))"
+
+# --- without vramd: a clear failure, or a warning with --vram-optional ---------
+kill "$vramd_pid"
+while kill -0 "$vramd_pid" 2>/dev/null; do sleep 0.05; done # its exit, then the socket is gone
+if step --vram-mem=1GiB true 2>"$T/down.err"; then fail "a step ran without vramd"; fi
+grep -q "vramd is not running at $T/vramd.sock" "$T/down.err" || fail "without vramd the step said: $(cat "$T/down.err")"
+out=$(step --vram-mem=1GiB --vram-optional bash -c 'echo ran ${VRAM_JOB_ID:-without-a-job}' 2>"$T/opt.err") ||
+    fail "--vram-optional did not run the step: $(cat "$T/opt.err")"
+[ "$out" = "ran without-a-job" ] || fail "--vram-optional step printed \"$out\""
+grep -q "WITHOUT a memory reservation" "$T/opt.err" || fail "--vram-optional gave no warning: $(cat "$T/opt.err")"
+ok "without vramd a step fails (\"$(grep -o 'vramd is not running[^;]*' "$T/down.err")\"); --vram-optional runs it with a warning"
+
+# --- bad options are refused by srun before anything runs ----------------------
+if step --vram-mem=60 true 2>"$T/bad.err"; then fail "--vram-mem=60 was accepted"; fi
+grep -q -- "--vram-mem=60: expected a size with a unit" "$T/bad.err" || fail "--vram-mem=60 said: $(cat "$T/bad.err")"
+if step --vram-mem=1GiB --vram-model=gpt2 true 2>"$T/bad.err"; then fail "--vram-mem with --vram-model was accepted"; fi
+grep -q -- "--vram-mem and --vram-model" "$T/bad.err" || fail "--vram-mem with --vram-model said: $(cat "$T/bad.err")"
+ok "srun refuses --vram-mem=60 (no unit) and --vram-mem with --vram-model"
+
+echo "$passed passed, 0 failed"
