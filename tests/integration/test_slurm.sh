@@ -97,7 +97,9 @@ slurmd -f "$T/slurm.conf" -N vramnode || fail "slurmd did not start"
 
 # vramd on two simulated H100s; it returns once it listens.
 export VRAM_SIM=2xH100-80GB VRAM_SIM_STATE=$T/sim.state
-VRAM_SOCKET=$T/vramd.sock VRAM_DB=$T/vramd.db "$VRAMD" --listen "" 2>"$T/log/vramd.log" ||
+# Its socket is open to every uid here (0666) so that a step of another user
+# can reach it, as group vram's members reach the system daemon's.
+VRAM_SOCKET=$T/vramd.sock VRAM_DB=$T/vramd.db VRAM_SOCKET_MODE=0666 "$VRAMD" --listen "" 2>"$T/log/vramd.log" ||
     fail "vramd did not start"
 api() { curl -s --unix-socket "$T/vramd.sock" -X "$1" "http://localhost$2" ${3:+-d "$3"}; }
 field() { python3 -c 'import json, sys; v = json.load(sys.stdin); print(eval(sys.argv[1], {}, {"v": v}))' "$1"; }
@@ -180,6 +182,30 @@ assert report["batch_size"] == 64 and report["reserved_bytes"] == job["reserved_
 assert report["vram_job_id"] == job["id"], report
 EOF
 ok "gpt2 at batch 64 ($((full >> 30)) GiB) starts with VRAM_BATCH_SIZE=$batch VRAM_GRAD_ACCUM=$accum; $(grep -o 'admitted.*' "$T/model.err")"
+
+# --- a step of two tasks is one reservation, granted to both tasks -------------
+step -n 2 --overcommit --vram-mem=10GiB bash -c 'echo $SLURM_LOCALID $VRAM_JOB_ID $CUDA_VISIBLE_DEVICES' \
+    >"$T/two.out" 2>"$T/two.err" || fail "the two-task step failed: $(cat "$T/two.err")"
+python3 - "$T/two.out" <<'EOF' || fail "the two tasks printed: $(cat "$T/two.out")"
+import sys
+rows = sorted(line.split() for line in open(sys.argv[1]))
+assert [r[0] for r in rows] == ["0", "1"], rows
+assert rows[0][1:] == rows[1][1:] and rows[0][1].isdigit(), rows
+EOF
+read -r _ job_two _ < <(head -1 "$T/two.out")
+two_jobs=$(api GET "/v1/jobs?limit=1000" | field "sum(j['name'] == 'slurm-$J.4' for j in v['jobs'])")
+[ "$two_jobs" = 1 ] || fail "the two-task step made $two_jobs vramd jobs"
+ok "a two-task step holds one reservation (vramd job $job_two), both tasks see it"
+
+# --- a step registers as its job's user -----------------------------------------
+nobody_uid=$(id -u nobody)
+timeout 120 srun --uid=nobody --chdir=/tmp --gres=gpu:1 --vram-mem=1GiB bash -c 'echo $(id -u) $VRAM_JOB_ID' \
+    >"$T/user.out" 2>"$T/user.err" || fail "a step of user nobody failed: $(cat "$T/user.err")"
+read -r task_uid job_user <"$T/user.out"
+owner=$(api GET "/v1/jobs/$job_user" | field 'v["owner_uid"]')
+[ "$task_uid" = "$nobody_uid" ] && [ "$owner" = "$nobody_uid" ] ||
+    fail "a step of nobody ($nobody_uid) ran as $task_uid and its vramd job belongs to $owner"
+ok "a step of user nobody is registered as uid $owner (vramd job $job_user)"
 
 # --- scancel and kill -9 of a running step free its reservation within 1 s ----
 # A job queued behind the step on the same GPU starts as soon as the memory is
