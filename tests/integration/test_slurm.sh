@@ -1,8 +1,10 @@
 #!/usr/bin/env bash
 # A real one-node Slurm cluster on loopback (munge, slurmctld, slurmd from
-# Debian, a generated slurm.conf, 2 GPUs as GRES on stand-in device nodes)
-# with the spank_vram plugin and a vramd on VRAM_SIM=2xH100-80GB:
-#   - two 60 GiB steps on one GPU run one after the other;
+# Debian, a generated slurm.conf, 2 GPUs and 8 shards of them as GRES on
+# stand-in device nodes) with the spank_vram plugin and a vramd on
+# VRAM_SIM=2xH100-80GB:
+#   - two 60 GiB jobs on shards of one GPU run one after the other, and so do
+#     two 60 GiB steps of one allocation sharing its GPU;
 #   - a step asking more than a GPU has fails at once with vram's message;
 #   - a model that does not fit at its batch starts at a smaller batch with
 #     the matching accumulation in its environment and --vram-report;
@@ -85,12 +87,18 @@ ReturnToService=2
 JobCompType=jobcomp/none
 AccountingStorageType=accounting_storage/none
 KillWait=5
-GresTypes=gpu
+GresTypes=gpu,shard
+# The node declares more CPUs than a CI machine has, so that jobs wait for
+# GPU memory (in vramd), never for CPUs (in Slurm).
+SlurmdParameters=config_overrides
 PlugStackConfig=$T/plugstack.conf
-NodeName=vramnode NodeAddr=127.0.0.1 NodeHostname=localhost CPUs=$(nproc) RealMemory=1000 Gres=gpu:2 State=UNKNOWN
+NodeName=vramnode NodeAddr=127.0.0.1 NodeHostname=localhost CPUs=8 RealMemory=1000 Gres=gpu:2,shard:8 State=UNKNOWN
 PartitionName=gpu Nodes=vramnode Default=YES MaxTime=INFINITE State=UP
 EOF
-echo "NodeName=vramnode Name=gpu File=$T/dev/nvidia[0-1]" >"$T/gres.conf"
+cat >"$T/gres.conf" <<EOF
+NodeName=vramnode Name=gpu File=$T/dev/nvidia[0-1]
+NodeName=vramnode Name=shard Count=8 File=$T/dev/nvidia[0-1]
+EOF
 echo "required $PLUGIN socket=$T/vramd.sock vram=$VRAM" >"$T/plugstack.conf"
 slurmctld -f "$T/slurm.conf" || fail "slurmctld did not start"
 slurmd -f "$T/slurm.conf" -N vramnode || fail "slurmd did not start"
@@ -101,48 +109,57 @@ export VRAM_SIM=2xH100-80GB VRAM_SIM_STATE=$T/sim.state
 # can reach it, as group vram's members reach the system daemon's.
 VRAM_SOCKET=$T/vramd.sock VRAM_DB=$T/vramd.db VRAM_SOCKET_MODE=0666 "$VRAMD" --listen "" 2>"$T/log/vramd.log" ||
     fail "vramd did not start"
+# Reads one line from FIFO into the variables named after it, failing after
+# 120 s (the writer may never come: its srun failed). Opened read-write so
+# that the open itself never blocks.
+read_fifo() {
+    local fifo=$1 fd
+    shift
+    exec {fd}<>"$fifo"
+    IFS=' ' read -r -t 120 -u $fd "$@" || fail "nothing came through $fifo within 120 s"
+    exec {fd}<&-
+}
 api() { curl -s --unix-socket "$T/vramd.sock" -X "$1" "http://localhost$2" ${3:+-d "$3"}; }
 field() { python3 -c 'import json, sys; v = json.load(sys.stdin); print(eval(sys.argv[1], {}, {"v": v}))' "$1"; }
 vramd_pid=$(api GET /v1/health | field 'v["pid"]')
 
-# An allocation of one GPU: its steps all share that GPU (--overlap).
-# salloc waits until slurmd has registered the node (no polling here).
-timeout 60 salloc --gres=gpu:1 --no-shell >"$T/salloc.out" 2>&1 ||
-    fail "salloc did not get an allocation within 60 s (are slurmctld and slurmd up?): $(cat "$T/salloc.out")"
-J=$(sed -n 's/.*Granted job allocation \([0-9]*\).*/\1/p' "$T/salloc.out")
-[ -n "$J" ] || fail "salloc said: $(cat "$T/salloc.out")"
-ok "one-node Slurm cluster up (slurmctld :$ctld_port, slurmd :$slurmd_port), job $J holds one GPU"
-step() { timeout 120 srun --jobid="$J" --overlap "$@"; }
+# The first srun waits until slurmd has registered the node (no polling).
+timeout 60 srun true >"$T/first.out" 2>&1 ||
+    fail "no job ran within 60 s (are slurmctld and slurmd up?): $(cat "$T/first.out")"
+ok "one-node Slurm cluster up (slurmctld :$ctld_port, slurmd :$slurmd_port)"
 
 # --- two 60 GiB steps on one GPU run one after the other -------------------
-mkfifo "$T/a.started" "$T/a.go" "$T/b.started" "$T/b.err"
-step --vram-mem=60GiB bash -c "echo \$VRAM_JOB_ID \$CUDA_VISIBLE_DEVICES >$T/a.started; read <$T/a.go" \
-    >"$T/a.out" 2>"$T/a.err" &
-srun_a=$!
-read -r job_a gpu_a <"$T/a.started"
-step --vram-mem=60GiB bash -c "echo \$VRAM_JOB_ID \$CUDA_VISIBLE_DEVICES >$T/b.started" \
-    >"$T/b.out" 2>"$T/b.err" &
-srun_b=$!
-# B tells its stderr when it waits in vramd's queue: that line is the event.
-exec {berr}<"$T/b.err"
-waiting=""
-while IFS= read -r -t 60 line <&$berr; do
-    echo "$line" >>"$T/b.err.txt"
-    case $line in *"waits in vramd's queue"*) waiting=$line; break ;; esac
-done
-[ -n "$waiting" ] || fail "the second step did not wait in vramd's queue: $(cat "$T/b.err.txt" 2>/dev/null)"
-state_a=$(api GET "/v1/jobs/$job_a" | field 'v["state"]')
-[ "$state_a" = running ] || fail "the first step's vramd job is $state_a while the second waits"
-echo go >"$T/a.go"
-read -r job_b gpu_b <"$T/b.started"
-cat <&$berr >>"$T/b.err.txt" &
-wait $srun_a || fail "the first step failed: $(cat "$T/a.err")"
-wait $srun_b || fail "the second step failed: $(cat "$T/b.err.txt")"
-exec {berr}<&-
-[ "$gpu_a" = "$gpu_b" ] || fail "the steps ran on GPU $gpu_a and GPU $gpu_b, not on one GPU"
-api GET "/v1/jobs/$job_a" >"$T/ja.json"
-api GET "/v1/jobs/$job_b" >"$T/jb.json"
-python3 - "$T/ja.json" "$T/jb.json" "$J" <<'EOF' || fail "vramd's records of the two steps: $(cat "$T/ja.json" "$T/jb.json")"
+# A holds its memory until told to go; B must wait in vramd's queue meanwhile
+# (its stderr says so: that line is the event), then start once A is done.
+# $1: how both are launched (a shard each, or steps of the allocation); $2 a
+# one-word name for the case.
+serialized() {
+    local launch=$1 tag=$2 a_started=$T/$2.a.started a_go=$T/$2.a.go b_started=$T/$2.b.started b_err=$T/$2.b.err
+    mkfifo "$a_started" "$a_go" "$b_started" "$b_err"
+    eval "$launch" --vram-mem=60GiB bash -c "'echo \$SLURM_JOB_ID.\$SLURM_STEP_ID \$VRAM_JOB_ID \$CUDA_VISIBLE_DEVICES >$a_started; read <$a_go'" \
+        >"$T/$tag.a.out" 2>"$T/$tag.a.err" &
+    local srun_a=$! srun_b line waiting="" berr step_a job_a gpu_a step_b job_b gpu_b
+    read_fifo "$a_started" step_a job_a gpu_a
+    eval "$launch" --vram-mem=60GiB bash -c "'echo \$SLURM_JOB_ID.\$SLURM_STEP_ID \$VRAM_JOB_ID \$CUDA_VISIBLE_DEVICES >$b_started'" \
+        >"$T/$tag.b.out" 2>"$b_err" &
+    srun_b=$!
+    exec {berr}<"$b_err"
+    while IFS= read -r -t 60 line <&$berr; do
+        echo "$line" >>"$T/$tag.b.err.txt"
+        case $line in *"waits in vramd's queue"*) waiting=$line; break ;; esac
+    done
+    [ -n "$waiting" ] || fail "$tag: the second step did not wait in vramd's queue: $(cat "$T/$tag.b.err.txt" 2>/dev/null)"
+    [ "$(api GET "/v1/jobs/$job_a" | field 'v["state"]')" = running ] || fail "$tag: the first step's vramd job is not running while the second waits"
+    echo go >"$a_go"
+    read_fifo "$b_started" step_b job_b gpu_b
+    cat <&$berr >>"$T/$tag.b.err.txt" &
+    wait $srun_a || fail "$tag: the first step failed: $(cat "$T/$tag.a.err")"
+    wait $srun_b || fail "$tag: the second step failed: $(cat "$T/$tag.b.err.txt")"
+    exec {berr}<&-
+    [ "$gpu_a" = "$gpu_b" ] || fail "$tag: the steps ran on GPU $gpu_a and GPU $gpu_b, not on one GPU"
+    api GET "/v1/jobs/$job_a" >"$T/ja.json"
+    api GET "/v1/jobs/$job_b" >"$T/jb.json"
+    python3 - "$T/ja.json" "$T/jb.json" "slurm-$step_a" "slurm-$step_b" <<'EOF' || fail "$tag: vramd's records of the two steps: $(cat "$T/ja.json" "$T/jb.json")"
 import json, sys
 a, b = (json.load(open(p)) for p in sys.argv[1:3])
 assert a["state"] == b["state"] == "done", (a["state"], b["state"])
@@ -150,15 +167,25 @@ assert a["devices"] == b["devices"], (a["devices"], b["devices"])
 # B was seen queued while A ran; it starts in the step that ends A (the two
 # stamps come from one transaction, microseconds apart).
 assert b["submitted_at"] < a["ended_at"] <= b["started_at"] + 0.01, (a, b)
-assert a["name"] == "slurm-%s.0" % sys.argv[3] and b["name"] == "slurm-%s.1" % sys.argv[3], (a["name"], b["name"])
+assert (a["name"], b["name"]) == (sys.argv[3], sys.argv[4]), (a["name"], b["name"])
 EOF
-ok "two --vram-mem=60GiB steps on GPU $gpu_a ran one after the other (\"$waiting\")"
+    ok "$tag: two --vram-mem=60GiB steps ($step_a, $step_b) on GPU $gpu_a ran one after the other (\"$waiting\")"
+}
+serialized "timeout 120 srun --gres=shard:1" shards
+
+# An allocation of one GPU: its steps all share that GPU (--overlap).
+timeout 60 salloc --gres=gpu:1 --no-shell >"$T/salloc.out" 2>&1 ||
+    fail "salloc did not get an allocation within 60 s: $(cat "$T/salloc.out")"
+J=$(sed -n 's/.*Granted job allocation \([0-9]*\).*/\1/p' "$T/salloc.out")
+[ -n "$J" ] || fail "salloc said: $(cat "$T/salloc.out")"
+step() { timeout 120 srun --jobid="$J" --overlap "$@"; }
+serialized "step" steps
 
 # --- more than a GPU has: refused at once, with vram's message --------------
 if step --vram-mem=100GiB true >"$T/big.out" 2>"$T/big.err"; then
     fail "a 100 GiB step on an 80 GiB GPU ran"
 fi
-grep -q "vram: vramd refused step $J.2: .*can never fit" "$T/big.err" || fail "the refused step said: $(cat "$T/big.err")"
+grep -qE "vram: vramd refused step $J\.[0-9]+: .*can never fit" "$T/big.err" || fail "the refused step said: $(cat "$T/big.err")"
 queued=$(api GET /v1/jobs | field 'sum(j["state"] == "queued" for j in v["jobs"])')
 [ "$queued" = 0 ] || fail "the refused step left a queued job"
 ok "a 100 GiB step fails at once: $(grep -o 'vramd refused.*' "$T/big.err")"
@@ -184,7 +211,7 @@ EOF
 ok "gpt2 at batch 64 ($((full >> 30)) GiB) starts with VRAM_BATCH_SIZE=$batch VRAM_GRAD_ACCUM=$accum; $(grep -o 'admitted.*' "$T/model.err")"
 
 # --- a step of two tasks is one reservation, granted to both tasks -------------
-step -n 2 --overcommit --vram-mem=10GiB bash -c 'echo $SLURM_LOCALID $VRAM_JOB_ID $CUDA_VISIBLE_DEVICES' \
+step -n 2 --overcommit --vram-mem=10GiB bash -c 'echo $SLURM_LOCALID $VRAM_JOB_ID $CUDA_VISIBLE_DEVICES $SLURM_STEP_ID' \
     >"$T/two.out" 2>"$T/two.err" || fail "the two-task step failed: $(cat "$T/two.err")"
 python3 - "$T/two.out" <<'EOF' || fail "the two tasks printed: $(cat "$T/two.out")"
 import sys
@@ -192,8 +219,8 @@ rows = sorted(line.split() for line in open(sys.argv[1]))
 assert [r[0] for r in rows] == ["0", "1"], rows
 assert rows[0][1:] == rows[1][1:] and rows[0][1].isdigit(), rows
 EOF
-read -r _ job_two _ < <(head -1 "$T/two.out")
-two_jobs=$(api GET "/v1/jobs?limit=1000" | field "sum(j['name'] == 'slurm-$J.4' for j in v['jobs'])")
+read -r _ job_two _ two_step < <(head -1 "$T/two.out")
+two_jobs=$(api GET "/v1/jobs?limit=1000" | field "sum(j['name'] == 'slurm-$J.$two_step' for j in v['jobs'])")
 [ "$two_jobs" = 1 ] || fail "the two-task step made $two_jobs vramd jobs"
 ok "a two-task step holds one reservation (vramd job $job_two), both tasks see it"
 
@@ -216,7 +243,7 @@ release_latency() { # $1: how to end the step (a command run with $step_id, $tas
     step --vram-mem=60GiB bash -c "echo \$SLURM_STEP_ID \$\$ \$VRAM_JOB_ID \$CUDA_VISIBLE_DEVICES >$started; exec sleep 600" \
         >/dev/null 2>"$T/victim.err" &
     local srun_pid=$! step_id task_pid job dev
-    read -r step_id task_pid job dev <"$started"
+    read_fifo "$started" step_id task_pid job dev
     local probe
     probe=$(api POST /v1/jobs "{\"mem_bytes\": \"60GiB\", \"devices\": [$dev], \"name\": \"probe\"}" | field 'v["id"]')
     [ "$(api GET "/v1/jobs/$probe" | field 'v["state"]')" = queued ] || fail "the probe job is not queued behind step $J.$step_id"
