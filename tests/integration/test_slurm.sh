@@ -37,15 +37,18 @@ mkdir -p "$T/log" "$T/state" "$T/spool" "$T/dev"
 export SLURM_CONF=$T/slurm.conf
 daemons=()
 cleanup() {
-    scancel --quiet --full --signal=KILL --state=RUNNING,PENDING $(squeue -h -o %i 2>/dev/null) 2>/dev/null || true
+    scancel --quiet --full --signal=KILL $(squeue -h -o %i 2>/dev/null) 2>/dev/null || true
+    local pids=()
     for pidfile in "$T/slurmd.pid" "$T/slurmctld.pid" "$T/munged.pid"; do
-        [ -s "$pidfile" ] && kill "$(cat "$pidfile")" 2>/dev/null || true
+        [ -s "$pidfile" ] && pids+=("$(cat "$pidfile")")
     done
-    [ -n "${vramd_pid:-}" ] && kill "$vramd_pid" 2>/dev/null || true
-    # slurmstepd of steps still running are children of init now; each exits
-    # once its tasks are killed. Wait for them, then remove the tree.
-    for pid in $(pgrep -f "slurmstepd: \[" || true); do
-        grep -qs "$T" "/proc/$pid/environ" && kill -9 "$pid" 2>/dev/null || true
+    [ -n "${vramd_pid:-}" ] && pids+=("$vramd_pid")
+    kill "${pids[@]}" 2>/dev/null || true
+    # They are not this shell's children (they daemonized): wait for their
+    # exit, since slurmctld writes its state into $T as it stops.
+    local deadline=$((SECONDS + 20)) pid
+    for pid in "${pids[@]}"; do
+        while kill -0 "$pid" 2>/dev/null && ((SECONDS < deadline)); do sleep 0.05; done
     done
     rm -rf "$T"
 }
