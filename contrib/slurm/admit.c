@@ -16,6 +16,9 @@
 
 extern char **environ;
 
+/* How long a waiting step keeps trying to reach a restarting vramd. */
+#define RESTART_GRACE_S 30.0
+
 static int say(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 static int say(const char *fmt, ...)
 {
@@ -228,11 +231,21 @@ static int wait_queued(const spank_vram_step_t *step, json_t **job)
             step->slurm_job_id, step->slurm_step_id, size, id,
             (long long)json_integer_value(json_object_get(*job, "queue_position")));
     snprintf(path, sizeof path, "/v1/jobs/%lld?wait=30", id);
+    double lost_since = 0, pause = 0.1;
     while (!strcmp(state_of(*job), "queued")) {
         long status;
         json_t *next;
         int rc = cli_daemon_call("GET", path, NULL, &status, &next);
-        if (rc) return say("lost vramd while waiting: %s", vram_last_error());
+        if (rc) { /* ride out a restart of vramd, as `vram run` does */
+            if (!lost_since) lost_since = now();
+            if (now() - lost_since > RESTART_GRACE_S)
+                return say("lost vramd while waiting: %s", vram_last_error());
+            struct timespec ts = {0, (long)(pause * 1e9)};
+            nanosleep(&ts, NULL);
+            pause = pause < 1 ? pause * 2 : 1;
+            continue;
+        }
+        lost_since = 0;
         if (status != 200) {
             say("vramd: %s", cli_daemon_error_message(next));
             json_decref(next);

@@ -110,8 +110,15 @@ slurmd -f "$T/slurm.conf" -N vramnode || fail "slurmd did not start"
 export VRAM_SIM=2xH100-80GB VRAM_SIM_STATE=$T/sim.state
 # Its socket is open to every uid here (0666) so that a step of another user
 # can reach it, as group vram's members reach the system daemon's.
-VRAM_SOCKET=$T/vramd.sock VRAM_DB=$T/vramd.db VRAM_SOCKET_MODE=0666 "$VRAMD" --listen "" 2>"$T/log/vramd.log" ||
-    fail "vramd did not start"
+start_vramd() { # returns once it listens
+    VRAM_SOCKET=$T/vramd.sock VRAM_DB=$T/vramd.db VRAM_SOCKET_MODE=0666 "$VRAMD" --listen "" 2>>"$T/log/vramd.log" ||
+        fail "vramd did not start"
+    vramd_pid=$(api GET /v1/health | field 'v["pid"]')
+}
+stop_vramd() {
+    kill "$vramd_pid"
+    while kill -0 "$vramd_pid" 2>/dev/null; do sleep 0.05; done # not our child: no `wait`
+}
 # Reads one line from FIFO into the variables named after it, failing after
 # 120 s (the writer may never come: its srun failed). Opened read-write so
 # that the open itself never blocks.
@@ -124,7 +131,7 @@ read_fifo() {
 }
 api() { curl -s --unix-socket "$T/vramd.sock" -X "$1" "http://localhost$2" ${3:+-d "$3"}; }
 field() { python3 -c 'import json, sys; v = json.load(sys.stdin); print(eval(sys.argv[1], {}, {"v": v}))' "$1"; }
-vramd_pid=$(api GET /v1/health | field 'v["pid"]')
+start_vramd
 
 # The first srun waits until slurmd has registered the node (no polling).
 timeout 60 srun true >"$T/first.out" 2>&1 ||
@@ -153,6 +160,10 @@ serialized() {
     done
     [ -n "$waiting" ] || fail "$tag: the second step did not wait in vramd's queue: $(cat "$T/$tag.b.err.txt" 2>/dev/null)"
     [ "$(api GET "/v1/jobs/$job_a" | field 'v["state"]')" = running ] || fail "$tag: the first step's vramd job is not running while the second waits"
+    if [ "${3:-}" = restart ]; then # the waiting step rides out a restart of vramd
+        stop_vramd
+        start_vramd
+    fi
     echo go >"$a_go"
     read_fifo "$b_started" step_b job_b gpu_b
     cat <&$berr >>"$T/$tag.b.err.txt" &
@@ -172,7 +183,7 @@ assert a["devices"] == b["devices"], (a["devices"], b["devices"])
 assert b["submitted_at"] < a["ended_at"] <= b["started_at"] + 0.01, (a, b)
 assert (a["name"], b["name"]) == (sys.argv[3], sys.argv[4]), (a["name"], b["name"])
 EOF
-    ok "$tag: two --vram-mem=60GiB steps ($step_a, $step_b) on GPU $gpu_a ran one after the other (\"$waiting\")"
+    ok "$tag: two --vram-mem=60GiB steps ($step_a, $step_b) on GPU $gpu_a ran one after the other${3:+ across a restart of vramd} (\"$waiting\")"
 }
 serialized "timeout 120 srun --gres=shard:1" shards
 
@@ -182,7 +193,7 @@ timeout 60 salloc --gres=gpu:1 --no-shell >"$T/salloc.out" 2>&1 ||
 J=$(sed -n 's/.*Granted job allocation \([0-9]*\).*/\1/p' "$T/salloc.out")
 [ -n "$J" ] || fail "salloc said: $(cat "$T/salloc.out")"
 step() { timeout 120 srun --jobid="$J" --overlap "$@"; }
-serialized "step" steps
+serialized "step" steps restart
 
 # --- more than a GPU has: refused at once, with vram's message --------------
 if step --vram-mem=100GiB true >"$T/big.out" 2>"$T/big.err"; then
@@ -268,9 +279,29 @@ latency=$(release_latency 'kill -9 "$task_pid"')
 python3 -c "import sys; sys.exit(0 if $latency < 1.0 else 1)" || fail "kill -9: the reservation was freed after $latency s"
 ok "kill -9 of a step's process frees its 60 GiB in ${latency} s (vramd job $(cat "$T/victim.state"))"
 
+# --- scancel of a step still waiting in vramd's queue drops its queued job -------
+mkfifo "$T/h.started" "$T/h.go" "$T/w.err"
+step --vram-mem=60GiB bash -c "echo \$SLURM_STEP_ID \$VRAM_JOB_ID >$T/h.started; read <$T/h.go" >/dev/null 2>&1 &
+srun_h=$!
+read_fifo "$T/h.started" _ job_h
+step --vram-mem=60GiB touch "$T/w.ran" >/dev/null 2>"$T/w.err" &
+srun_w=$!
+exec {werr}<"$T/w.err"
+IFS= read -r -t 60 line <&$werr || fail "the waiting step said nothing"
+[[ $line =~ step\ $J\.([0-9]+)\ waits.*vramd\ job\ ([0-9]+) ]] || fail "the waiting step said: $line"
+step_w=${BASH_REMATCH[1]} job_w=${BASH_REMATCH[2]}
+scancel "$J.$step_w"
+state_w=$(api GET "/v1/jobs/$job_w?wait=10" | field 'v["state"]')
+[ "$state_w" != queued ] || fail "vramd job $job_w of the cancelled waiting step is still queued after 10 s"
+! wait "$srun_w" || fail "srun of the cancelled waiting step exited 0"
+[ ! -e "$T/w.ran" ] || fail "the cancelled waiting step ran its program"
+exec {werr}<&-
+echo go >"$T/h.go"
+wait "$srun_h" || fail "the holding step failed"
+ok "scancel of a waiting step ends its queued vramd job ($state_w) and runs nothing"
+
 # --- without vramd: a clear failure, or a warning with --vram-optional ---------
-kill "$vramd_pid"
-while kill -0 "$vramd_pid" 2>/dev/null; do sleep 0.05; done # its exit, then the socket is gone
+stop_vramd
 if step --vram-mem=1GiB true 2>"$T/down.err"; then fail "a step ran without vramd"; fi
 grep -q "vramd is not running at $T/vramd.sock" "$T/down.err" || fail "without vramd the step said: $(cat "$T/down.err")"
 out=$(step --vram-mem=1GiB --vram-optional bash -c 'echo ran ${VRAM_JOB_ID:-without-a-job}' 2>"$T/opt.err") ||
