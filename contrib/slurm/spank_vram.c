@@ -20,6 +20,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <pthread.h>
 #include <signal.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -236,13 +237,25 @@ static void export_grant(spank_t sp, const spank_vram_grant_t *g)
     }
 }
 
+struct finish {
+    long long job_id;
+    int status;
+};
+
+static void *report_finish(void *arg)
+{
+    const struct finish *f = arg;
+    spank_vram_finish(socket_path, f->job_id, f->status);
+    return NULL;
+}
+
 /* Task 0's life after admission: waits for the user's program, reports its
  * end to vramd and ends the same way, so Slurm sees the program's status. */
 static void supervise(pid_t program, long long job_id) __attribute__((noreturn));
 static void supervise(pid_t program, long long job_id)
 {
     /* Only the program may hold Slurm's descriptors (its exec is awaited). */
-    for (int fd = 3; fd < 1024; fd++) close(fd);
+    close_range(3, ~0U, 0);
     /* Signals for the step reach the program too (same process group); the
      * supervisor outlives it to report its status. SIGKILL still ends both. */
     signal(SIGINT, SIG_IGN);
@@ -252,8 +265,11 @@ static void supervise(pid_t program, long long job_id)
     int status = 0;
     while (waitpid(program, &status, 0) < 0 && errno == EINTR) {
     }
-    spank_vram_finish(socket_path, job_id,
-                      WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status));
+    /* The report goes out on a new thread: the HTTP client keeps one
+     * connection per thread, and this thread's died with the descriptors. */
+    struct finish f = {job_id, WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status)};
+    pthread_t reporter;
+    if (pthread_create(&reporter, NULL, report_finish, &f) == 0) pthread_join(reporter, NULL);
     if (WIFSIGNALED(status)) {
         signal(WTERMSIG(status), SIG_DFL);
         raise(WTERMSIG(status));

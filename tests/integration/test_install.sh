@@ -31,6 +31,7 @@ expected="/usr/bin/vram /usr/bin/vramd $libdir/libvram.so $libdir/libvram.a /usr
   /usr/share/man/man1/vram.1 /usr/share/man/man8/vramd.8 /usr/lib/systemd/system/vramd.service
   /usr/lib/sysusers.d/vram.conf /usr/lib/tmpfiles.d/vram.conf
   /usr/share/bash-completion/completions/vram /etc/vram/vramd.conf"
+[ -e "$B/contrib/slurm/spank_vram.so" ] && expected+=" $libdir/slurm/spank_vram.so"
 for f in $expected; do [ -e "$D$f" ] || fail "not installed: $f"; done
 ok "DESTDIR install: every file in place ($(grep -c "" "$manifest") in the manifest)"
 
@@ -83,13 +84,15 @@ case $flags in *"-I$D/usr/include"*"-L$D$libdir"*"-lvram"*) ;; *) fail "pkg-conf
 cc -Wall -Werror -o "$T/hello" "$T/hello.c" $flags || fail "cannot build against the installed vram ($flags)"
 out=$(LD_LIBRARY_PATH=$D$libdir "$T/hello") || fail "the program failed: $out"
 [ "$out" = "libvram $version: 2 sim devices, 160.00 GiB" ] || fail "the program printed \"$out\""
-LD_LIBRARY_PATH=$D$libdir ldd "$T/hello" | grep -q "libvram.so.${version%%.*} => $D$libdir/" || fail "not linked to the installed libvram.so: $(ldd "$T/hello")"
+linked=$(LD_LIBRARY_PATH=$D$libdir ldd "$T/hello")
+grep -q "libvram.so.${version%%.*} => $D$libdir/" <<<"$linked" || fail "not linked to the installed libvram.so: $linked"
 ok "a C program built with \`pkg-config --cflags --libs vram\` runs against the installed libvram.so: $out"
 
 static=$(PKG_CONFIG_SYSROOT_DIR=$D PKG_CONFIG_PATH=$D$libdir/pkgconfig pkg-config --static --libs vram)
 cc -o "$T/hello-static" "$T/hello.c" -I"$D/usr/include" "$D$libdir/libvram.a" \
     $(echo " $static" | sed 's/ -lvram / /; s/ -L[^ ]*//g') || fail "cannot link libvram.a with pkg-config --static ($static)"
-! ldd "$T/hello-static" | grep -q libvram || fail "the static program still wants libvram.so"
+linked=$(ldd "$T/hello-static")
+! grep -q libvram <<<"$linked" || fail "the static program still wants libvram.so: $linked"
 out=$("$T/hello-static") || fail "the static program failed: $out"
 ok "the same program linked with libvram.a and \`pkg-config --static\`: $out"
 
@@ -140,7 +143,7 @@ VRAM_SOCKET=$sock VRAM_DB=$T/vramd.db "$D/usr/bin/vramd" --listen "" 2>"$T/vramd
     fail "vramd did not start: $(cat "$T/vramd.log")"
 daemon_pid=$(curl -s --unix-socket "$sock" http://localhost/v1/health |
              python3 -c 'import json, sys; print(json.load(sys.stdin)["pid"])')
-trap 'kill "$daemon_pid" 2>/dev/null; restore' EXIT
+trap 'kill "$daemon_pid" 2>/dev/null || true; restore' EXIT
 shown=$(VRAM_SOCKET=$sock "$D/usr/bin/vram" version --json |
         python3 -c 'import json, sys; d = json.load(sys.stdin)["daemon"]; print(d["version"], d["socket"])') ||
     fail "vram version does not show the running vramd"
