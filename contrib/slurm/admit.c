@@ -144,6 +144,12 @@ static json_t *request(const spank_vram_step_t *step, long long *batch)
         json_decref(req);
         return NULL;
     }
+    if (step->nstep_gpus > 0 && step->opt[SPANK_VRAM_OPT_GPUS]) {
+        json_decref(req);
+        say("--vram-gpus is for steps Slurm gave no GPUs; this one has %d (its --gres decides)",
+            step->nstep_gpus);
+        return NULL;
+    }
     if (step->nstep_gpus > 0) {
         json_t *devices = json_array();
         for (int i = 0; i < step->nstep_gpus; i++)
@@ -152,8 +158,10 @@ static json_t *request(const spank_vram_step_t *step, long long *batch)
     } else if (step->opt[SPANK_VRAM_OPT_GPUS]) {
         json_object_set_new(req, "gpus", json_integer(atoi(step->opt[SPANK_VRAM_OPT_GPUS])));
     }
-    if (step->opt[SPANK_VRAM_OPT_TIMEOUT])
-        json_object_set_new(req, "timeout_s", json_real(atof(step->opt[SPANK_VRAM_OPT_TIMEOUT])));
+    double timeout;
+    if (step->opt[SPANK_VRAM_OPT_TIMEOUT] &&
+        vram_parse_seconds(step->opt[SPANK_VRAM_OPT_TIMEOUT], &timeout) == 0)
+        json_object_set_new(req, "timeout_s", json_real(timeout));
     return req;
 }
 

@@ -296,9 +296,16 @@ state_w=$(api GET "/v1/jobs/$job_w?wait=10" | field 'v["state"]')
 ! wait "$srun_w" || fail "srun of the cancelled waiting step exited 0"
 [ ! -e "$T/w.ran" ] || fail "the cancelled waiting step ran its program"
 exec {werr}<&-
+ok "scancel of a waiting step ends its queued vramd job ($state_w) and runs nothing"
+# --vram-timeout: vramd gives up on the queued job; the step fails with why.
+if step --vram-mem=60GiB --vram-timeout=1s touch "$T/t.ran" >/dev/null 2>"$T/t.err"; then
+    fail "a step that timed out in the queue ran"
+fi
+[ ! -e "$T/t.ran" ] || fail "the timed-out step ran its program"
+grep -q "ended timeout: GPU memory timeout after 1 s" "$T/t.err" || fail "the timed-out step said: $(cat "$T/t.err")"
 echo go >"$T/h.go"
 wait "$srun_h" || fail "the holding step failed"
-ok "scancel of a waiting step ends its queued vramd job ($state_w) and runs nothing"
+ok "--vram-timeout=1s: $(grep -o 'step .*ended timeout.*' "$T/t.err")"
 
 # --- without vramd: a clear failure, or a warning with --vram-optional ---------
 stop_vramd
