@@ -256,12 +256,14 @@ static void supervise(pid_t program, long long job_id)
 {
     /* Only the program may hold Slurm's descriptors (its exec is awaited). */
     close_range(3, ~0U, 0);
-    /* Signals for the step reach the program too (same process group); the
-     * supervisor outlives it to report its status. SIGKILL still ends both. */
-    signal(SIGINT, SIG_IGN);
-    signal(SIGTERM, SIG_IGN);
-    signal(SIGHUP, SIG_IGN);
-    signal(SIGQUIT, SIG_IGN);
+    /* Slurm signals the whole step (process group or cgroup), so whatever it
+     * sends (scancel, --signal=USR1@60 for checkpoints) reaches the program;
+     * the supervisor must outlive the program to report it, and must not
+     * release the memory while the program still runs. SIGKILL ends both. */
+    for (int sig = 1; sig < NSIG; sig++)
+        if (sig != SIGCHLD && sig != SIGCONT && sig != SIGSEGV && sig != SIGBUS &&
+            sig != SIGFPE && sig != SIGILL && sig != SIGTRAP && sig != SIGSYS && sig != SIGABRT)
+            signal(sig, SIG_IGN); /* KILL and STOP refuse it */
     int status = 0;
     while (waitpid(program, &status, 0) < 0 && errno == EINTR) {
     }

@@ -279,6 +279,22 @@ latency=$(release_latency 'kill -9 "$task_pid"')
 python3 -c "import sys; sys.exit(0 if $latency < 1.0 else 1)" || fail "kill -9: the reservation was freed after $latency s"
 ok "kill -9 of a step's process frees its 60 GiB in ${latency} s (vramd job $(cat "$T/victim.state"))"
 
+# --- a signal the program handles (checkpoint) does not release the memory ------
+mkfifo "$T/u.started" "$T/u.got" "$T/u.go"
+step --vram-mem=60GiB bash -c "trap 'echo usr1 >$T/u.got' USR1; echo \$SLURM_STEP_ID \$VRAM_JOB_ID >$T/u.started; read <$T/u.go" \
+    >/dev/null 2>"$T/u.err" &
+srun_u=$!
+read_fifo "$T/u.started" step_u job_u
+scancel --signal=USR1 "$J.$step_u"
+read_fifo "$T/u.got" got
+state_u=$(api GET "/v1/jobs/$job_u" | field 'v["state"]')
+[ "$state_u" = running ] || fail "after SIGUSR1, which the program handled, its vramd job is $state_u"
+echo go >"$T/u.go"
+wait "$srun_u" || fail "the step that handled SIGUSR1 failed: $(cat "$T/u.err")"
+state_u=$(api GET "/v1/jobs/$job_u" | field 'v["state"]')
+[ "$state_u" = done ] || fail "the step that handled SIGUSR1 ended, its vramd job is $state_u"
+ok "scancel --signal=USR1 (handled by the program) keeps the reservation until the program ends (done)"
+
 # --- scancel of a step still waiting in vramd's queue drops its queued job -------
 mkfifo "$T/h.started" "$T/h.go" "$T/w.err"
 step --vram-mem=60GiB bash -c "echo \$SLURM_STEP_ID \$VRAM_JOB_ID >$T/h.started; read <$T/h.go" >/dev/null 2>&1 &
