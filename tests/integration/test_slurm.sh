@@ -31,6 +31,10 @@ for p in slurmctld slurmd munged srun salloc scancel scontrol; do
     command -v $p >/dev/null || fail "$p is missing: run \`make deps\` (slurmctld slurmd munge)"
 done
 [ -e "$PLUGIN" ] || fail "$PLUGIN was not built: is libslurm-dev installed? (make deps)"
+# Only srun and slurmstepd may provide what the plugin leaves undefined (a
+# module links with undefined symbols; a missing one would fail at run time).
+stray=$(ldd -r "$PLUGIN" 2>&1 | sed -n 's/^undefined symbol: \([^[:space:]]*\).*/\1/p' | grep -v -E '^(spank|slurm)_' || true)
+[ -z "$stray" ] || fail "spank_vram.so needs symbols nothing provides: $stray (contrib/slurm/CMakeLists.txt lists its sources)"
 
 # --- the cluster --------------------------------------------------------
 mkdir -p "$T/log" "$T/state" "$T/spool" "$T/dev"
