@@ -10,8 +10,17 @@ DEPS := cmake make gcc pkg-config libcmocka-dev libjansson-dev libmicrohttpd-dev
         libcurl4-openssl-dev libsqlite3-dev libncurses-dev libyaml-dev sqlite3 \
         procps python3 curl \
         python3-torch python3-torchvision python3-pytest python3-setuptools python3-pip
+# Installing and its test (packaging/, docs/install.md); Slurm's SPANK plugin
+# and its one-node cluster test (contrib/slurm/, docs/slurm.md).
+DEPS += scdoc man-db systemd bash-completion libslurm-dev slurmctld slurmd munge
+
+# `make install PREFIX=/usr DESTDIR=/tmp/pkgroot`; `make uninstall` removes
+# what the last install listed in $(BUILD)/install_manifest.txt.
+PREFIX    ?= /usr/local
+DESTDIR   ?=
 
 .PHONY: all build deps test test-unit asan tsan fuzz run bench format clean
+.PHONY: install uninstall
 
 all: build
 
@@ -56,6 +65,17 @@ FUZZ_SECONDS ?= 60
 FUZZ_STRICT  ?= OFF
 fuzz:
 	JOBS=$(JOBS) FUZZ_STRICT=$(FUZZ_STRICT) bash tests/fuzz/libfuzzer.sh $(FUZZ_BUILD) $(FUZZ_SECONDS)
+
+install: $(BUILD)/CMakeCache.txt
+	cmake -S . -B $(BUILD) -DCMAKE_INSTALL_PREFIX=$(PREFIX)
+	cmake --build $(BUILD) -j $(JOBS)
+	DESTDIR="$(DESTDIR)" cmake --install $(BUILD)
+	@if [ -z "$(DESTDIR)" ]; then echo "installed; to run the system vramd: systemd-sysusers;" \
+	  "systemd-tmpfiles --create vram.conf; systemctl daemon-reload; systemctl enable --now vramd" \
+	  "(docs/install.md)"; fi
+
+uninstall:
+	cmake --build $(BUILD) --target uninstall
 
 run: deps build
 	bash scripts/run-demo.sh $(BUILD)

@@ -59,6 +59,32 @@ VRAM_API int vram_fail(int err, const char *fmt, ...) __attribute__((format(prin
 VRAM_API void vram_clear_error(void);
 
 /* ===================================================================== */
+/* core: version                                                         */
+/* ===================================================================== */
+
+/* The version of this header (CMake reads the project version from here). */
+#define VRAM_VERSION_MAJOR 0
+#define VRAM_VERSION_MINOR 1
+#define VRAM_VERSION_PATCH 0
+#define VRAM_VERSION_STRING "0.1.0"
+/* Raised whenever the C API gains or changes a declaration; a program built
+ * against API N runs with any libvram whose vram_api_version() is >= N and
+ * has the same major version (the SONAME). */
+#define VRAM_API_VERSION 1
+/* The vramd HTTP API this library's clients and daemon speak (/v1/...). */
+#define VRAM_HTTP_API "v1"
+
+/* The library's own version ("0.1.0"), which may differ from the header a
+ * program was compiled with. Static string; thread-safe; never fails. */
+VRAM_API const char *vram_version(void);
+/* The library's VRAM_API_VERSION. Thread-safe; never fails. */
+VRAM_API int vram_api_version(void);
+/* `git describe --always --dirty --tags` of the tree the library was built
+ * from, or the packager's -DVRAM_BUILD_ID, or "unknown" outside git. Static
+ * string; thread-safe; never fails. */
+VRAM_API const char *vram_build_id(void);
+
+/* ===================================================================== */
 /* core: options                                                         */
 /* ===================================================================== */
 

@@ -14,6 +14,8 @@ int vram_cli_status(int argc, char **argv);
 int vram_cli_cancel(int argc, char **argv);
 int vram_cli_serve(int argc, char **argv);
 int vram_cli_replay(int argc, char **argv);
+int vram_cli_version(int argc, char **argv);
+int vram_cli_version_line(void);
 
 static const struct {
     const char *name;
@@ -32,6 +34,7 @@ static const struct {
     {"cancel", vram_cli_cancel, "cancel a vramd job: vram cancel ID"},
     {"serve", vram_cli_serve, "run the vramd daemon (same options as vramd)"},
     {"replay", vram_cli_replay, "replay an allocation trace through the pool"},
+    {"version", vram_cli_version, "versions of vram, libvram, the API and the running vramd"},
 };
 
 static void usage(FILE *out)
@@ -56,10 +59,7 @@ int main(int argc, char **argv)
         usage(stdout);
         return CLI_OK;
     }
-    if (!strcmp(argv[1], "--version")) {
-        printf("vram 0.1.0\n");
-        return CLI_OK;
-    }
+    if (!strcmp(argv[1], "--version")) return vram_cli_version_line();
     for (size_t i = 0; i < sizeof commands / sizeof commands[0]; i++)
         if (!strcmp(argv[1], commands[i].name)) return commands[i].fn(argc - 1, argv + 1);
     fprintf(stderr, "vram: unknown command \"%s\"\n", argv[1]);

@@ -8,7 +8,7 @@
 #include <stdarg.h>
 
 #define VRAMD_MAX_BODY (64 * 1024)
-#define VRAMD_VERSION  "0.1.0"
+#define VRAMD_VERSION  VRAM_VERSION_STRING
 
 /* Default paths: VRAM_SOCKET / VRAM_DB when set, else the runtime or state
  * directory of the user (root: /run/vram, /var/lib/vram). */

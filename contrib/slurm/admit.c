@@ -1,0 +1,327 @@
+/* The step's side of vramd: estimate, register, wait, report, finish. */
+#include "spank_vram.h"
+
+#include "cli/daemon_client.h"
+
+#include <errno.h>
+#include <spawn.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+#include <wordexp.h>
+
+extern char **environ;
+
+/* How long a waiting step keeps trying to reach a restarting vramd. */
+#define RESTART_GRACE_S 30.0
+
+static int say(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+static int say(const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    fputs("vram: ", stderr);
+    vfprintf(stderr, fmt, ap);
+    fputc('\n', stderr);
+    va_end(ap);
+    return -1;
+}
+
+/* Runs `vram estimate --model M ARGS [--batch-size B] --json` (B < 0: the
+ * ARGS' own) and reads the total and the batch size. vram's own messages go
+ * to the step's stderr. */
+static int estimate(const spank_vram_step_t *step, long long batch, uint64_t *total,
+                    long long *batch_out)
+{
+    wordexp_t words = {0};
+    const char *args = step->opt[SPANK_VRAM_OPT_ESTIMATE_ARGS];
+    if (args && wordexp(args, &words, WRDE_NOCMD | WRDE_UNDEF) != 0)
+        return say("--vram-estimate-args \"%s\": not a list of flags (no $(...) or undefined "
+                   "variables)",
+                   args);
+    char batch_text[32];
+    snprintf(batch_text, sizeof batch_text, "%lld", batch);
+    const char *argv[128];
+    size_t n = 0;
+    argv[n++] = step->vram_bin;
+    argv[n++] = "estimate";
+    argv[n++] = "--model";
+    argv[n++] = step->opt[SPANK_VRAM_OPT_MODEL];
+    for (size_t i = 0; i < words.we_wordc && n < 120; i++) {
+        const char *w = words.we_wordv[i];
+        if (batch >= 0 && !strncmp(w, "--batch-size", 12)) {
+            if (!strchr(w, '=')) i++; /* skip its value too */
+            continue;
+        }
+        argv[n++] = w;
+    }
+    if (batch >= 0) {
+        argv[n++] = "--batch-size";
+        argv[n++] = batch_text;
+    }
+    argv[n++] = "--json";
+    argv[n] = NULL;
+
+    int rc = -1, out[2];
+    pid_t pid;
+    posix_spawn_file_actions_t fa;
+    if (pipe(out) != 0) {
+        wordfree(&words);
+        return say("pipe: %s", strerror(errno));
+    }
+    posix_spawn_file_actions_init(&fa);
+    posix_spawn_file_actions_adddup2(&fa, out[1], 1);
+    posix_spawn_file_actions_addclose(&fa, out[0]);
+    int err = posix_spawn(&pid, step->vram_bin, &fa, NULL, (char **)argv, environ);
+    posix_spawn_file_actions_destroy(&fa);
+    close(out[1]);
+    if (err) {
+        say("cannot run %s: %s (plugstack.conf: vram=PATH)", step->vram_bin, strerror(err));
+        goto out;
+    }
+    json_error_t je;
+    FILE *f = fdopen(out[0], "r");
+    json_t *est = f ? json_loadf(f, JSON_DISABLE_EOF_CHECK, &je) : NULL;
+    if (f) fclose(f);
+    out[0] = -1;
+    int status = 0;
+    while (waitpid(pid, &status, 0) < 0 && errno == EINTR) {
+    }
+    if (!WIFEXITED(status) || WEXITSTATUS(status) != 0) {
+        say("the estimate of --vram-model %s failed (see vram's message above)",
+            step->opt[SPANK_VRAM_OPT_MODEL]);
+    } else if (!json_is_integer(json_object_get(json_object_get(est, "bytes"), "total"))) {
+        say("vram estimate gave no bytes.total");
+    } else {
+        *total = (uint64_t)json_integer_value(json_object_get(json_object_get(est, "bytes"), "total"));
+        *batch_out = json_integer_value(json_object_get(est, "batch_size"));
+        rc = 0;
+    }
+    json_decref(est);
+out:
+    if (out[0] >= 0) close(out[0]);
+    wordfree(&words);
+    return rc;
+}
+
+/* mem_bytes, and the batch fields when the step may degrade. */
+static int memory_fields(const spank_vram_step_t *step, json_t *req, long long *batch)
+{
+    *batch = 0;
+    if (step->opt[SPANK_VRAM_OPT_MEM]) {
+        uint64_t mem;
+        if (vram_parse_size(step->opt[SPANK_VRAM_OPT_MEM], &mem) != 0 || mem == 0)
+            return say("--vram-mem \"%s\": give a size with a unit, e.g. 60GiB",
+                       step->opt[SPANK_VRAM_OPT_MEM]);
+        json_object_set_new(req, "mem_bytes", json_integer((json_int_t)mem));
+        return 0;
+    }
+    uint64_t at_b, at_other;
+    long long b, ignored;
+    if (estimate(step, -1, &at_b, &b) != 0) return -1;
+    json_object_set_new(req, "mem_bytes", json_integer((json_int_t)at_b));
+    *batch = b;
+    const char *min = step->opt[SPANK_VRAM_OPT_MIN_BATCH];
+    if (!min || b <= 1) return 0;
+    /* Every term of the estimate is affine in the batch: one more estimate
+     * gives the memory of a sample. */
+    if (estimate(step, b - 1, &at_other, &ignored) != 0) return -1;
+    json_object_set_new(req, "batch_size", json_integer(b));
+    json_object_set_new(req, "min_batch_size", json_integer(atoll(min)));
+    json_object_set_new(req, "per_sample_bytes", json_integer((json_int_t)(at_b - at_other)));
+    return 0;
+}
+
+static json_t *request(const spank_vram_step_t *step, long long *batch)
+{
+    json_t *req = json_pack("{s:i,s:s,s:s}", "pid", step->pid, "name", step->name, "command",
+                            step->command);
+    if (memory_fields(step, req, batch) != 0) {
+        json_decref(req);
+        return NULL;
+    }
+    if (step->nstep_gpus > 0 && step->opt[SPANK_VRAM_OPT_GPUS]) {
+        json_decref(req);
+        say("--vram-gpus is for steps Slurm gave no GPUs; this one has %d (its --gres decides)",
+            step->nstep_gpus);
+        return NULL;
+    }
+    if (step->nstep_gpus > 0) {
+        json_t *devices = json_array();
+        for (int i = 0; i < step->nstep_gpus; i++)
+            json_array_append_new(devices, json_integer(step->step_gpus[i]));
+        json_object_set_new(req, "devices", devices);
+    } else if (step->opt[SPANK_VRAM_OPT_GPUS]) {
+        json_object_set_new(req, "gpus", json_integer(atoi(step->opt[SPANK_VRAM_OPT_GPUS])));
+    }
+    double timeout;
+    if (step->opt[SPANK_VRAM_OPT_TIMEOUT] &&
+        vram_parse_seconds(step->opt[SPANK_VRAM_OPT_TIMEOUT], &timeout) == 0)
+        json_object_set_new(req, "timeout_s", json_real(timeout));
+    return req;
+}
+
+static const char *state_of(json_t *job)
+{
+    const char *s = json_string_value(json_object_get(job, "state"));
+    return s ? s : "";
+}
+
+/* CUDA_VISIBLE_DEVICES for the devices vramd granted: the step's own entry
+ * for each (Slurm may have renumbered them), else the device index. */
+static void visible_devices(const spank_vram_step_t *step, json_t *job, char *buf, size_t len)
+{
+    size_t at = 0, i;
+    json_t *d;
+    buf[0] = 0;
+    json_array_foreach(json_object_get(job, "devices"), i, d)
+    {
+        int dev = (int)json_integer_value(d);
+        char entry[64];
+        snprintf(entry, sizeof entry, "%d", dev);
+        for (int k = 0; k < step->nstep_gpus; k++)
+            if (step->step_gpus[k] == dev) snprintf(entry, sizeof entry, "%s", step->step_cvd[k]);
+        at += (size_t)snprintf(buf + at, at < len ? len - at : 0, "%s%s", i ? "," : "", entry);
+    }
+}
+
+static void report(const spank_vram_step_t *step, json_t *job, const spank_vram_grant_t *g,
+                   double waited)
+{
+    char size[32];
+    vram_format_size((uint64_t)json_integer_value(json_object_get(job, "reserved_bytes")), size,
+                     sizeof size);
+    fprintf(stderr, "vram: step %u.%u admitted as vramd job %lld after %.1f s: %s per GPU on GPU %s",
+            step->slurm_job_id, step->slurm_step_id, g->job_id, waited, size,
+            g->cuda_visible_devices);
+    if (json_is_true(json_object_get(job, "degraded")))
+        fprintf(stderr, ", batch %lld with %lld accumulation steps (asked %lld)", g->batch_size,
+                g->grad_accum, (long long)json_integer_value(json_object_get(job, "batch_size")));
+    fputc('\n', stderr);
+    const char *path = step->opt[SPANK_VRAM_OPT_REPORT];
+    if (!path) return;
+    json_t *r = json_pack("{s:I,s:I,s:I,s:s,s:O,s:O,s:O,s:O,s:O,s:f}", "vram_job_id",
+                          (json_int_t)g->job_id, "slurm_job_id", (json_int_t)step->slurm_job_id,
+                          "slurm_step_id", (json_int_t)step->slurm_step_id,
+                          "cuda_visible_devices", g->cuda_visible_devices, "devices",
+                          json_object_get(job, "devices"), "reserved_bytes",
+                          json_object_get(job, "reserved_bytes"), "batch_size",
+                          json_object_get(job, "batch_size"), "granted_batch_size",
+                          json_object_get(job, "granted_batch_size"), "grad_accum",
+                          json_object_get(job, "grad_accum"), "waited_s", waited);
+    if (!r || json_dump_file(r, path, JSON_INDENT(2)) != 0)
+        say("cannot write --vram-report %s: %s", path, strerror(errno));
+    json_decref(r);
+}
+
+static double now(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
+}
+
+/* Waits while the job is queued (long polls), telling the user once. */
+static int wait_queued(const spank_vram_step_t *step, json_t **job)
+{
+    if (strcmp(state_of(*job), "queued") != 0) return 0;
+    long long id = json_integer_value(json_object_get(*job, "id"));
+    char size[32], path[96];
+    vram_format_size((uint64_t)json_integer_value(json_object_get(*job, "mem_bytes")), size,
+                     sizeof size);
+    fprintf(stderr,
+            "vram: step %u.%u waits in vramd's queue for %s per GPU (vramd job %lld, "
+            "position %lld)\n",
+            step->slurm_job_id, step->slurm_step_id, size, id,
+            (long long)json_integer_value(json_object_get(*job, "queue_position")));
+    snprintf(path, sizeof path, "/v1/jobs/%lld?wait=30", id);
+    double lost_since = 0, pause = 0.1;
+    while (!strcmp(state_of(*job), "queued")) {
+        long status;
+        json_t *next;
+        int rc = cli_daemon_call("GET", path, NULL, &status, &next);
+        if (rc) { /* ride out a restart of vramd, as `vram run` does */
+            if (!lost_since) lost_since = now();
+            if (now() - lost_since > RESTART_GRACE_S)
+                return say("lost vramd while waiting: %s", vram_last_error());
+            struct timespec ts = {0, (long)(pause * 1e9)};
+            nanosleep(&ts, NULL);
+            pause = pause < 1 ? pause * 2 : 1;
+            continue;
+        }
+        lost_since = 0;
+        if (status != 200) {
+            say("vramd: %s", cli_daemon_error_message(next));
+            json_decref(next);
+            return -1;
+        }
+        json_decref(*job);
+        *job = next;
+    }
+    return 0;
+}
+
+int spank_vram_admit(const spank_vram_step_t *step, spank_vram_grant_t *g)
+{
+    memset(g, 0, sizeof *g);
+    vram_option_set(VRAM_OPT_SOCKET, step->socket);
+    long long batch;
+    json_t *req = request(step, &batch), *job = NULL;
+    if (!req) return -1;
+    double started = now();
+    long status;
+    int rc = cli_daemon_call("POST", "/v1/jobs", req, &status, &job);
+    json_decref(req);
+    if (rc == VRAM_ECONN && step->opt[SPANK_VRAM_OPT_OPTIONAL]) {
+        say("warning: %s; step %u.%u runs WITHOUT a memory reservation (--vram-optional)",
+            vram_last_error(), step->slurm_job_id, step->slurm_step_id);
+        return 0;
+    }
+    if (rc) {
+        rc = say("%s; step %u.%u not started", vram_last_error(), step->slurm_job_id,
+                 step->slurm_step_id);
+        goto out;
+    }
+    if (status != 201) {
+        rc = say("vramd refused step %u.%u: %s", step->slurm_job_id, step->slurm_step_id,
+                 cli_daemon_error_message(job));
+        goto out;
+    }
+    if ((rc = wait_queued(step, &job)) != 0) goto out;
+    if (strcmp(state_of(job), "running") != 0) {
+        const char *error = json_string_value(json_object_get(job, "error"));
+        rc = say("step %u.%u not started: vramd job %lld ended %s%s%s", step->slurm_job_id,
+                 step->slurm_step_id, (long long)json_integer_value(json_object_get(job, "id")),
+                 state_of(job), error && *error ? ": " : "", error ? error : "");
+        goto out;
+    }
+    g->admitted = true;
+    g->job_id = json_integer_value(json_object_get(job, "id"));
+    visible_devices(step, job, g->cuda_visible_devices, sizeof g->cuda_visible_devices);
+    if (batch > 0) {
+        json_int_t granted = json_integer_value(json_object_get(job, "granted_batch_size"));
+        json_int_t accum = json_integer_value(json_object_get(job, "grad_accum"));
+        g->batch_size = granted > 0 ? granted : batch;
+        g->grad_accum = accum > 0 ? accum : 1;
+    }
+    report(step, job, g, now() - started);
+out:
+    json_decref(job);
+    return rc;
+}
+
+void spank_vram_finish(const char *socket, long long job_id, int status)
+{
+    char path[64];
+    long http;
+    json_t *reply = NULL, *body = json_pack("{s:i}", "exit_status", status);
+    vram_option_set(VRAM_OPT_SOCKET, socket);
+    snprintf(path, sizeof path, "/v1/jobs/%lld/finish", job_id);
+    cli_daemon_call("POST", path, body, &http, &reply); /* 409: it already ended */
+    json_decref(body);
+    json_decref(reply);
+}
