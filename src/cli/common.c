@@ -78,9 +78,9 @@ const char *cli_closest(const char *word, const char *const *names, size_t n)
             best = names[i];
         }
     }
-    /* a third of the word, at least 1 and at most 3 edits */
+    /* a third of the word, at least 2 (a swap) and at most 3 edits */
     size_t limit = strlen(word) / 3;
-    limit = limit < 1 ? 1 : limit > 3 ? 3 : limit;
+    limit = limit < 2 ? 2 : limit > 3 ? 3 : limit;
     return best_d <= limit ? best : NULL;
 }
 
