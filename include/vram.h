@@ -762,6 +762,15 @@ VRAM_API const char *vram_job_state_name(vram_job_state_t st);
 /* Parses "queued", "running", ...; -1 if unknown. */
 VRAM_API int vram_job_state_parse(const char *name);
 
+/* Why a queued job waits, for people: "waiting for 50.00 GiB on 1 GPU; GPU 0
+ * has 16.00 GiB free for admission" (the smallest batch it accepts counts),
+ * or "fits now; N job(s) ahead in the queue go first". free_bytes[d] is each
+ * device's free memory for admission; position is 1-based in the queue.
+ * Writes buf[len] and returns it. Thread-safe. */
+VRAM_API const char *vram_job_pending_reason(const vram_job_request_t *req,
+                                             const uint64_t *free_bytes, int ndev, int position,
+                                             char *buf, size_t len);
+
 /* Out-of-memory messages of GPU programs (PyTorch, CUDA driver and runtime,
  * cuDNN, cuBLAS) found in a stream read in pieces, e.g. a job's stderr.
  * Only the exact messages listed by vram_oom_message() count. One scanner

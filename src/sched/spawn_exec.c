@@ -214,8 +214,9 @@ static void close_others(int keep)
 
 static void fail_to(int fd, const char *a, const char *b, int e)
 {
-    char msg[sizeof(((report_t *)0)->message)];
-    put(msg, sizeof msg, a, b, errno_text(e));
+    char msg[sizeof(((report_t *)0)->message)], what[160];
+    put(what, sizeof what, a, b, ": ");
+    put(msg, sizeof msg, what, errno_text(e), NULL);
     ssize_t w = write(fd, msg, strlen(msg));
     (void)w;
     _exit(127);
@@ -228,15 +229,15 @@ static void run_command(const plan_t *p, int errfd)
     for (size_t i = 0; i < sizeof defaults / sizeof defaults[0]; i++)
         signal(defaults[i], SIG_DFL);
     umask(022);
-    if (chdir(p->cwd) != 0) fail_to(errfd, "cannot enter the submitting directory ", "", errno);
+    if (chdir(p->cwd) != 0) fail_to(errfd, "cannot enter the submitting directory", "", errno);
     int null = open("/dev/null", O_RDONLY);
     int out = open(p->output, O_WRONLY | O_CREAT | O_TRUNC, 0666);
-    if (out < 0) fail_to(errfd, "cannot open the output file: ", "", errno);
+    if (out < 0) fail_to(errfd, "cannot open the output file ", p->output, errno);
     int err = strcmp(p->output, p->error) ? open(p->error, O_WRONLY | O_CREAT | O_TRUNC, 0666)
                                           : dup(out);
-    if (err < 0) fail_to(errfd, "cannot open the error file: ", "", errno);
+    if (err < 0) fail_to(errfd, "cannot open the error file ", p->error, errno);
     if (null < 0 || dup2(null, 0) < 0 || dup2(out, 1) < 0 || dup2(err, 2) < 0)
-        fail_to(errfd, "cannot set up stdio: ", "", errno);
+        fail_to(errfd, "cannot set up stdio", "", errno);
     close_others(errfd);
     int e = ENOENT;
     for (int i = 0; i < p->npaths; i++) {
