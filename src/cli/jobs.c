@@ -67,9 +67,9 @@ static void jobs_usage(void)
            "marks a job using more than it reserved; REASON says why a queued job waits.\n\n"
            "--format letters (like squeue -o; %%10j pads, %%.10j aligns right):\n%s\n"
            "Examples:\n"
-           "  vram jobs --state queued,running --user alice\n"
+           "  vram jobs --state queued,running --user $USER\n"
            "  vram jobs --format '%%i %%t %%M %%r'\n"
-           "  vram jobs 12\n",
+           "  vram jobs $id\n",
            jobs_field_help);
 }
 
@@ -275,7 +275,10 @@ int vram_cli_cancel(int argc, char **argv)
                    "Cancels jobs (their owner or root only). A running job's processes get\n"
                    "SIGTERM, then SIGKILL after a grace period. With --user/--state, every\n"
                    "queued or running job that matches.\n\n"
-                   "Examples:\n  vram cancel 12 13\n  vram cancel --user alice --state queued\n");
+                   "Examples:\n"
+                   "  id=$(vram submit --parsable --mem 4GiB -- sleep 600)\n"
+                   "  vram cancel $id\n"
+                   "  vram cancel --user $USER --state queued\n");
             return CLI_OK;
         } else if (c == ':')
             return cli_usage_error("cancel", "option \"%s\" needs a value", argv[optind - 1]);

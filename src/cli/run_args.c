@@ -74,15 +74,18 @@ static void usage(const char *cmd, FILE *out)
         if (table[i].where == BOTH || table[i].where == (submit ? SUBMIT_ONLY : RUN_ONLY))
             fprintf(out, "  --%-15s %s\n", table[i].name, table[i].help);
     fprintf(out,
-            "\nInstead of --mem, the memory may come from the estimator (`vram estimate` flags):\n"
-            "  vram %s --model gpt2 --precision bf16 --batch-size 8 --min-batch-size 2 -- ...\n"
-            "(memory per GPU and per sample are estimated at the batch size).\n\n"
+            "\nInstead of --mem, the memory may come from the estimator (`vram estimate` flags;\n"
+            "memory per GPU and per sample are estimated at the batch size).\n\n"
             "Examples:\n"
             "  vram %s --mem 20GiB -- python train.py\n"
-            "  vram %s --mem 8GiB --gpus 2 --timeout 10m -- python train.py\n",
+            "  vram %s --mem 8GiB --gpus 2 --timeout 10m -- python train.py\n"
+            "  vram %s --model gpt2 --precision amp-bf16 --batch-size 8 --min-batch-size 2 -- "
+            "python train.py\n",
             cmd, cmd, cmd);
     if (submit)
-        fprintf(out, "  id=$(vram submit --parsable --mem 4GiB --output run-%%j.log -- ./train.sh)\n");
+        fprintf(out, "  id=$(vram submit --parsable --mem 4GiB --output run-%%j.log -- ./train.sh)\n"
+                     "  vram attach $id\n"
+                     "  vram wait $id\n");
     else
         fprintf(out, "  vram run --mem 40GiB --batch-size 64 --per-sample-mem 512MiB --retry-oom 2 "
                      "-- python train.py\n");

@@ -141,7 +141,7 @@ int vram_cli_wait(int argc, char **argv)
                               "Waits until every job has ended; prints how each ended. Exit: the "
                               "job's status\n(one job), else the last non-zero: 0 done, its exit "
                               "status when failed, 124\nqueue timeout, 143 cancelled, 1 other "
-                              "failures.\n\nExample:\n  vram wait 12 13",
+                              "failures.\n\nExample:\n  vram wait $id",
                               stdout);
         if (!strcmp(argv[i], "--quiet") || !strcmp(argv[i], "-q")) {
             quiet = true;
@@ -201,7 +201,7 @@ int vram_cli_attach(int argc, char **argv)
                               "Prints a submitted job's output (its stderr file on stderr when it "
                               "has one)\nas it is written, until the job ends; exits like "
                               "`vram wait`. Ctrl-C\ndetaches; the job goes on.\n\nExample:\n  vram "
-                              "attach 12",
+                              "attach $id",
                               stdout);
         if (argv[i][0] == '-') {
             static const struct option opts[] = {{"help", 0, 0, 'h'}, {0}};
