@@ -712,7 +712,8 @@ int vram_sched_job(vram_sched_t *s, int64_t id, vram_job_t *out)
     return rc;
 }
 
-int vram_sched_wait(vram_sched_t *s, int64_t id, int timeout_ms, vram_job_t *out)
+/* Waits until job `id` leaves QUEUED (or, until_end, any active state). */
+static int wait_for(vram_sched_t *s, int64_t id, int timeout_ms, bool until_end, vram_job_t *out)
 {
     struct timespec until;
     clock_gettime(CLOCK_MONOTONIC, &until);
@@ -730,7 +731,9 @@ int vram_sched_wait(vram_sched_t *s, int64_t id, int timeout_ms, vram_job_t *out
             rc = vram_store_get_job(s->store, id, out);
             break;
         }
-        if (j->job.state != VRAM_JOB_QUEUED || s->shutting_down) {
+        bool waiting = j->job.state == VRAM_JOB_QUEUED ||
+                       (until_end && j->job.state == VRAM_JOB_RUNNING);
+        if (!waiting || s->shutting_down) {
             *out = j->job;
             break;
         }
@@ -741,6 +744,16 @@ int vram_sched_wait(vram_sched_t *s, int64_t id, int timeout_ms, vram_job_t *out
     }
     pthread_mutex_unlock(&s->lock);
     return rc;
+}
+
+int vram_sched_wait(vram_sched_t *s, int64_t id, int timeout_ms, vram_job_t *out)
+{
+    return wait_for(s, id, timeout_ms, false, out);
+}
+
+int vram_sched_wait_end(vram_sched_t *s, int64_t id, int timeout_ms, vram_job_t *out)
+{
+    return wait_for(s, id, timeout_ms, true, out);
 }
 
 int vram_sched_check(vram_sched_t *s)

@@ -1,12 +1,10 @@
 /* vram submit, the scheduler's side: the spawn spec stored with a job, the
- * pid of the process vramd started for it, waiting for a job to end, and the
- * environment variables a submitted job may carry. */
+ * pid of the process vramd started for it, and the environment variables a
+ * submitted job may carry. */
 #include "sched_internal.h"
 
-#include <errno.h>
 #include <stdio.h>
 #include <string.h>
-#include <time.h>
 
 /* What `vram submit` passes from the submitting shell (docs/cli.md). HOME,
  * USER, LOGNAME and SHELL come from the password database instead, and
@@ -73,37 +71,4 @@ int vram_sched_attach_pid(vram_sched_t *s, int64_t id, pid_t pid)
     attach_arg_t a = {id, pid};
     int rc = vram_sched_locked(s, do_attach, &a);
     return rc < 0 ? rc : 0;
-}
-
-static bool final(vram_job_state_t st)
-{
-    return st != VRAM_JOB_QUEUED && st != VRAM_JOB_RUNNING;
-}
-
-int vram_sched_wait_end(vram_sched_t *s, int64_t id, int timeout_ms, vram_job_t *out)
-{
-    struct timespec until;
-    clock_gettime(CLOCK_MONOTONIC, &until);
-    until.tv_sec += timeout_ms / 1000;
-    until.tv_nsec += (long)(timeout_ms % 1000) * 1000000L;
-    if (until.tv_nsec >= 1000000000L) {
-        until.tv_sec++;
-        until.tv_nsec -= 1000000000L;
-    }
-    pthread_mutex_lock(&s->lock);
-    int rc = 0;
-    for (;;) {
-        sched_job_t *j = vram_sched_find(s, id);
-        if (!j) {
-            rc = vram_store_get_job(s->store, id, out);
-            break;
-        }
-        if (final(j->job.state) || s->shutting_down ||
-            pthread_cond_timedwait(&s->changed, &s->lock, &until) == ETIMEDOUT) {
-            *out = j->job;
-            break;
-        }
-    }
-    pthread_mutex_unlock(&s->lock);
-    return rc;
 }
