@@ -236,8 +236,26 @@ static int format_line(const jobs_ctx_t *ctx, json_t *job, const char *fmt)
     return 0;
 }
 
+/* Every %X names a field (checked before anything is printed). */
+static bool format_valid(const char *fmt)
+{
+    for (const char *f = strchr(fmt, '%'); f; f = strchr(f + 1, '%')) {
+        if (f[1] == '%') {
+            f++;
+            continue;
+        }
+        const char *p = f + 1 + (f[1] == '.');
+        if (*p == '-') p++;
+        p += strspn(p, "0123456789");
+        if (!header_of(*p)) return false;
+        f = p;
+    }
+    return true;
+}
+
 int jobs_print_format(const jobs_ctx_t *ctx, json_t *jobs, const char *fmt, bool header)
 {
+    if (!format_valid(fmt)) return -1;
     if (header && format_line(ctx, NULL, fmt) != 0) return -1;
     size_t i;
     json_t *j;
