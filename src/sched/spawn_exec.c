@@ -204,12 +204,21 @@ static const char *errno_text(int e)
     }
 }
 
-static void close_others(int keep)
+/* Closes (or, cloexec, marks close-on-exec) every descriptor from 3 but a
+ * and b: vramd's sockets, database and other jobs' pipes stay out of a job. */
+static void close_except(int a, int b, bool cloexec)
 {
-    /* close_range(CLOSE_RANGE_CLOEXEC) where the kernel has it, else a loop */
-    if (syscall(SYS_close_range, 3u, ~0u, 4u) == 0) return;
-    for (int fd = 3; fd < 4096; fd++)
-        if (fd != keep) close(fd);
+    int lo = a < b ? a : b, hi = a < b ? b : a;
+    unsigned flags = cloexec ? 4u /* CLOSE_RANGE_CLOEXEC */ : 0u;
+    int ranges[3][2] = {{3, lo - 1}, {lo + 1, hi - 1}, {hi + 1, -1}};
+    for (int i = 0; i < 3; i++) {
+        unsigned first = (unsigned)ranges[i][0];
+        unsigned last = ranges[i][1] < 0 ? ~0u : (unsigned)ranges[i][1];
+        if (ranges[i][1] >= 0 && ranges[i][1] < ranges[i][0]) continue;
+        if (syscall(SYS_close_range, first, last, flags) == 0) continue;
+        for (unsigned fd = first; fd <= last && fd < 4096; fd++) /* older kernels */
+            cloexec ? fcntl((int)fd, F_SETFD, FD_CLOEXEC) : close((int)fd);
+    }
 }
 
 static void fail_to(int fd, const char *a, const char *b, int e)
@@ -238,7 +247,7 @@ static void run_command(const plan_t *p, int errfd)
     if (err < 0) fail_to(errfd, "cannot open the error file ", p->error, errno);
     if (null < 0 || dup2(null, 0) < 0 || dup2(out, 1) < 0 || dup2(err, 2) < 0)
         fail_to(errfd, "cannot set up stdio", "", errno);
-    close_others(errfd);
+    close_except(errfd, errfd, true);
     int e = ENOENT;
     for (int i = 0; i < p->npaths; i++) {
         execve(p->paths[i], p->argv, p->envp);
@@ -267,6 +276,8 @@ static void monitor(const plan_t *p, int status_fd, int ack_fd)
     signal(SIGINT, SIG_IGN);
     signal(SIGHUP, SIG_IGN);
     setsid();
+    /* Other jobs' pipes must not stay open here: their monitors wait for EOF. */
+    close_except(status_fd, ack_fd, false);
     if (geteuid() == 0 && p->uid != 0) {
         if (setgroups((size_t)p->ngroups, p->groups) != 0 || setgid(p->gid) != 0 ||
             setuid(p->uid) != 0 || getuid() != p->uid || geteuid() != p->uid) {

@@ -53,17 +53,18 @@ run_examples() {
         fi
     done
     [ $n -gt 0 ] || fail "no examples found in $name"
-    echo "$n"
+    echo "$n" >"$T/count"
 }
 
 # README: every "$ " line of its code blocks, in order (it starts vramd itself)
-n=$(sed -n 's/^\$ //p' "$VRAM_SOURCE_DIR/README.md" | run_examples README)
-pass "README: $n examples ran"
+sed -n 's/^\$ //p' "$VRAM_SOURCE_DIR/README.md" >"$T/readme-examples"
+run_examples README <"$T/readme-examples"
+pass "README: $(cat "$T/count") examples ran"
 
 # the --help examples of the job commands, in an order where $id makes sense
 for cmd in run submit wait attach jobs cancel; do
     vram "$cmd" --help | sed -n '/^Examples*:$/,/^$/p' | sed -n 's/^  //p'
 done >"$T/help-examples"
-n=$(run_examples "--help" <"$T/help-examples")
-pass "--help of run, submit, wait, attach, jobs, cancel: $n examples ran"
+run_examples "--help" <"$T/help-examples"
+pass "--help of run, submit, wait, attach, jobs, cancel: $(cat "$T/count") examples ran"
 grep -q "train.sh on GPU" run-*.log || fail "submit example's output file"
