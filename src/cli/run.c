@@ -155,6 +155,13 @@ static int attempt(const run_opts_t *o, int n, uint32_t *cap)
         *cap = 0;
         goto out;
     }
+    int sig = run_signal_received();
+    if (sig) { /* interrupted between admission and start: nothing to run */
+        cancel(int_of(job, "id"));
+        *cap = 0;
+        rc = 128 + sig;
+        goto out;
+    }
     run_outcome_t r;
     if ((rc = run_command(o, job, &r))) {
         cancel(int_of(job, "id"));

@@ -173,8 +173,16 @@ static void child_exec(const run_opts_t *o, json_t *job, const tee_t *t, int go_
     _exit(127);
 }
 
+/* The terminal vram run is attached to (stdin, else stdout, else stderr), -1. */
+static int terminal_fd(void)
+{
+    for (int fd = 0; fd < 3; fd++)
+        if (isatty(fd)) return fd;
+    return -1;
+}
+
 /* Forks COMMAND in its own group and hands it the terminal if we hold it. */
-static pid_t start(const run_opts_t *o, json_t *job, const tee_t *t, bool *gave_terminal)
+static pid_t start(const run_opts_t *o, json_t *job, const tee_t *t, int *gave_terminal)
 {
     int go[2];
     if (pipe2(go, O_CLOEXEC) != 0) return -1;
@@ -186,7 +194,9 @@ static pid_t start(const run_opts_t *o, json_t *job, const tee_t *t, bool *gave_
     close(go[0]);
     if (child > 0) {
         setpgid(child, child); /* both sides, whichever runs first */
-        *gave_terminal = isatty(0) && tcgetpgrp(0) == getpgrp() && tcsetpgrp(0, child) == 0;
+        int tty = terminal_fd();
+        if (tty >= 0 && tcgetpgrp(tty) == getpgrp() && tcsetpgrp(tty, child) == 0)
+            *gave_terminal = tty;
     }
     close(go[1]); /* lets COMMAND exec */
     return child;
@@ -293,7 +303,7 @@ int run_command(const run_opts_t *o, json_t *job, run_outcome_t *out)
     memset(out, 0, sizeof *out);
     tee_t t;
     if (tee_open(o, &t) != 0) return cli_runtime_error(o->cmd, "pseudo-terminal: %s", strerror(errno));
-    bool gave_terminal = false;
+    int gave_terminal = -1;
     pid_t child = start(o, job, &t, &gave_terminal);
     int rc = 0;
     if (child < 0) {
@@ -319,7 +329,7 @@ int run_command(const run_opts_t *o, json_t *job, run_outcome_t *out)
     out->oom = t.scan.match;
     out->oom_status = o->oom_exit_code > 0 && out->code == o->oom_exit_code;
 out:
-    if (gave_terminal) tcsetpgrp(0, getpgrp());
+    if (gave_terminal >= 0) tcsetpgrp(gave_terminal, getpgrp());
     if (t.read_fd >= 0) close(t.read_fd);
     if (t.child_fd >= 0) close(t.child_fd);
     return rc;

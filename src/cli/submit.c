@@ -121,7 +121,14 @@ static int poll_job(const char *cmd, long long id, double seconds, json_t **job)
     snprintf(path, sizeof path, "/v1/jobs/%lld?wait=%g&until=end", id, seconds);
     json_decref(*job);
     *job = NULL;
-    return cli_daemon_request(cmd, "GET", path, job);
+    long status;
+    /* a vramd restarting under a long wait is waited for too */
+    int rc = cli_daemon_call_patiently(cmd, false, "GET", path, NULL, &status, job);
+    if (!rc && status == 200) return CLI_OK;
+    rc = cli_daemon_fail(cmd, rc, status, *job);
+    json_decref(*job);
+    *job = NULL;
+    return rc;
 }
 
 static int wait_usage(const char *cmd, const char *line, const char *text, FILE *out)

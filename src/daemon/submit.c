@@ -243,9 +243,19 @@ static void collect(void)
     sp.nstarted = k;
 }
 
+/* vramd's own jobs have no client to renew their lease: vramd does. */
+static void renew_all(double *next)
+{
+    if (now_s() < *next) return;
+    *next = now_s() + 1;
+    for (size_t i = 0; i < sp.nstarted; i++)
+        (void)vram_sched_renew(sp.sched, sp.started[i].id, 0);
+}
+
 static void *spawner(void *arg)
 {
     (void)arg;
+    double next_renew = 0;
     while (!sp.stop) {
         struct pollfd fds[1 + 256];
         nfds_t n = 0;
@@ -269,6 +279,7 @@ static void *spawner(void *arg)
         free(adm);
         free(can);
         collect();
+        renew_all(&next_renew);
     }
     return NULL;
 }

@@ -99,3 +99,18 @@ run_rc rc env VRAM_SOCKET="$T/user/s.sock" "$VRAM" wait "$id" >"$T/wait.out"
 kill -TERM "$UD"; wait "$UD" || true
 pass "jobs run as the submitting uid (root vramd); others refused: TCP, a user vramd for another uid"
 check_ledger
+
+# ---- with LEASE set, vramd renews its own jobs ---------------------------------------
+stop_daemon
+start_daemon --socket-mode 0666 --lease 1
+id=$("$VRAM" submit --parsable --mem 1GiB -- sh -c 'touch leased; while [ ! -e go3 ]; do sleep 0.05; done')
+for _ in $(seq 200); do [ -e leased ] && break; sleep 0.05; done
+end=$(( $(date +%s) + 3 ))
+while [ "$(date +%s)" -lt "$end" ]; do
+    [ "$(job_state "$id")" = running ] || fail "submitted job under LEASE=1 became $(job_state "$id")"
+    sleep 0.2
+done
+touch go3
+run_rc rc "$VRAM" wait "$id" >/dev/null
+[ "$rc" = 0 ] || fail "leased submitted job ended $rc"
+pass "with LEASE=1 a submitted job outlives several lease periods (vramd renews it) and ends done"
