@@ -268,8 +268,8 @@ int jobs_print_format(const jobs_ctx_t *ctx, json_t *jobs, const char *fmt, bool
 
 void jobs_print_table(const jobs_ctx_t *ctx, json_t *jobs)
 {
-    jobs_print_format(ctx, jobs, "%.6i  %-10u %-9t %-16j %.4g %.10m %.7b  %-9S %.10M  %-7D %r",
-                      true);
+    jobs_print_format(ctx, jobs,
+                      "%.6i  %-10u %-9t %-16j %.4g %.10m %.7b  %-11V %-11S %.10M  %-7D %r", true);
     if (json_array_size(jobs) == 0) printf("(no jobs)\n");
 }
 

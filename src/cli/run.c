@@ -180,19 +180,17 @@ int vram_cli_run(int argc, char **argv)
 {
     run_opts_t o;
     int code = run_parse("run", argc, argv, &o);
-    if (code) {
-        run_opts_free(&o);
-        return code < 0 ? CLI_OK : code;
-    }
+    if (code) goto out;
     if (run_signals_install() != 0) {
-        run_opts_free(&o);
-        return cli_runtime_error("run", "cannot set up signals");
+        code = cli_runtime_error("run", "cannot set up signals");
+        goto out;
     }
     uint32_t cap = 0;
     for (int n = 0;; n++) {
         code = attempt(&o, n, &cap);
         if (!cap) break;
     }
+out:
     run_opts_free(&o);
-    return code;
+    return code < 0 ? CLI_OK : code; /* -1: --help was printed */
 }

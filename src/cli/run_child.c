@@ -160,7 +160,7 @@ static void child_exec(const run_opts_t *o, json_t *job, const tee_t *t, int go_
     prctl(PR_SET_PDEATHSIG, SIGKILL);
     if (getppid() != parent) _exit(137);
     setpgid(0, 0);
-    const int defaults[] = {SIGINT, SIGTERM, SIGHUP, SIGCHLD, SIGWINCH, SIGTTOU};
+    const int defaults[] = {SIGINT, SIGTERM, SIGHUP, SIGCHLD, SIGWINCH, SIGTTOU, SIGTSTP};
     for (size_t i = 0; i < sizeof defaults / sizeof defaults[0]; i++)
         signal(defaults[i], SIG_DFL);
     char go;
@@ -256,13 +256,23 @@ static void handle_signals(const run_opts_t *o, tee_t *t, stopper_t *s, int *int
     }
 }
 
-static int supervise(const run_opts_t *o, json_t *job, tee_t *t, pid_t child, run_outcome_t *out)
+/* Ctrl-Z stopped COMMAND: stop vram run too, so the shell gets the terminal
+ * back; on `fg` give it to COMMAND again and let COMMAND continue. */
+static void follow_stop(pid_t child, int tty)
+{
+    if (tty >= 0) tcsetpgrp(tty, getpgrp());
+    raise(SIGTSTP);
+    if (tty >= 0) tcsetpgrp(tty, child);
+    kill(-child, SIGCONT);
+}
+
+static int supervise(const run_opts_t *o, json_t *job, tee_t *t, pid_t child, int tty,
+                     run_outcome_t *out)
 {
     stopper_t s = {child, 0};
     double next_check = now_s() + 1;
     bool tee_open_fd = t->read_fd >= 0;
     int status = 0;
-    if (first_signal) handle_signals(o, t, &s, &out->interrupted), stop_group(o, &s, "interrupted");
     for (;;) {
         struct pollfd p[2] = {{.fd = signal_pipe[0], .events = POLLIN},
                               {.fd = tee_open_fd ? t->read_fd : -1, .events = POLLIN}};
@@ -271,7 +281,11 @@ static int supervise(const run_opts_t *o, json_t *job, tee_t *t, pid_t child, ru
         (void)poll(p, 2, wait > 0 ? (int)(wait * 1000) + 1 : 0);
         if (p[1].revents) tee_open_fd = tee_pump(t);
         handle_signals(o, t, &s, &out->interrupted);
-        pid_t w = waitpid(child, &status, WNOHANG);
+        pid_t w = waitpid(child, &status, WNOHANG | WUNTRACED);
+        if (w == child && WIFSTOPPED(status)) {
+            if (WSTOPSIG(status) == SIGTSTP && !s.kill_at) follow_stop(child, tty);
+            continue;
+        }
         if (w == child) break;
         if (w < 0 && errno != EINTR) return cli_runtime_error(o->cmd, "waitpid: %s", strerror(errno));
         if (s.kill_at && now_s() >= s.kill_at) {
@@ -325,7 +339,7 @@ int run_command(const run_opts_t *o, json_t *job, run_outcome_t *out)
     else
         run_say(o, "job %lld running on GPU %s (%s reserved per GPU), pid %d", int_of(job, "id"),
                 devices_text(job, devs, sizeof devs), size, (int)child);
-    rc = supervise(o, job, &t, child, out);
+    rc = supervise(o, job, &t, child, gave_terminal, out);
     out->oom = t.scan.match;
     out->oom_status = o->oom_exit_code > 0 && out->code == o->oom_exit_code;
 out:

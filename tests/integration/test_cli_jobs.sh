@@ -18,7 +18,7 @@ queued=$("$VRAM" submit --parsable --mem 50GiB --name "$(printf 'evil\033[2Jname
 [ "$(job_state "$queued")" = queued ] || fail "job should queue"
 
 table=$("$VRAM" jobs)
-head -1 <<<"$table" | grep -q '^ *ID  USER .*STATE .*NAME .*GPUS .*MEM/GPU .*BATCH .*STARTED .*ELAPSED .*DEVICES .*REASON$' \
+head -1 <<<"$table" | grep -q '^ *ID  USER .*STATE .*NAME .*GPUS .*MEM/GPU .*BATCH .*SUBMITTED .*STARTED .*ELAPSED .*DEVICES .*REASON$' \
     || fail "header: $(head -1 <<<"$table")"
 [ "$(tail -n +2 <<<"$table" | awk '{print $1}' | tr '\n' ' ')" = "1 2 3 " ] || fail "not sorted by id: $table"
 grep -q "^ *$hold  $me .*running .*holder" <<<"$table" || fail "user name or state: $table"

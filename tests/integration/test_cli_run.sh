@@ -166,4 +166,37 @@ PY
 python3 "$T/under_pty.py" "$VRAM" | grep -qx 'pty ok' || fail "pty checks failed"
 [ "$(job_state "$(last_job)")" = cancelled ] || fail "Ctrl-C recorded $(job_state "$(last_job)")"
 pass "under a pty: isatty(0,1,2) true with and without --retry-oom; OOM seen through the pty; Ctrl-C: 130, cancelled"
+
+# Ctrl-Z under a job-control shell: vram run stops with COMMAND, `fg` resumes both
+cat >"$T/ctrl_z.py" <<'PY'
+import os, pty, sys
+vram, tmp = sys.argv[1], sys.argv[2]
+script = ("set -m\n"
+          f"{vram} run --quiet --mem 1GiB -- sh -c 'echo ready; while [ ! -e {tmp}/go-z ]; do sleep 0.05; done; echo finished'\n"
+          "echo \"first rc=$?\"\n"
+          f"touch {tmp}/go-z\n"
+          "fg >/dev/null\n"
+          "echo \"fg rc=$?\"\n")
+pid, fd = pty.fork()
+if pid == 0:
+    os.execv("/bin/bash", ["bash", "--norc", "-c", script])
+out, sent = b"", False
+while True:
+    try:
+        data = os.read(fd, 4096)
+    except OSError:
+        break
+    if not data:
+        break
+    out += data
+    if not sent and b"ready" in out:
+        os.write(fd, b"\x1a"); sent = True
+os.waitpid(pid, 0)
+text = out.decode(errors="replace")
+assert "first rc=148" in text and "finished" in text and "fg rc=0" in text, text
+print("ctrl-z ok")
+PY
+python3 "$T/ctrl_z.py" "$VRAM" "$T" | grep -qx 'ctrl-z ok' || fail "Ctrl-Z/fg under a job-control shell"
+[ "$(job_state "$(last_job)")" = done ] || fail "job stopped and resumed: $(job_state "$(last_job)")"
+pass "Ctrl-Z stops vram run with COMMAND (the shell gets the terminal back), fg resumes both"
 check_ledger
