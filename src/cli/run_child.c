@@ -257,12 +257,13 @@ static void handle_signals(const run_opts_t *o, tee_t *t, stopper_t *s, int *int
 }
 
 /* Ctrl-Z stopped COMMAND: stop vram run too, so the shell gets the terminal
- * back; on `fg` give it to COMMAND again and let COMMAND continue. */
+ * back; when continued, COMMAND continues too, with the terminal if the
+ * shell gave it to us (`fg`), without it (`bg`). */
 static void follow_stop(pid_t child, int tty)
 {
     if (tty >= 0) tcsetpgrp(tty, getpgrp());
     raise(SIGTSTP);
-    if (tty >= 0) tcsetpgrp(tty, child);
+    if (tty >= 0 && tcgetpgrp(tty) == getpgrp()) tcsetpgrp(tty, child);
     kill(-child, SIGCONT);
 }
 
