@@ -120,11 +120,11 @@ static void cap_keeps_effective_batch(void **state)
     /* the library's clamp: never below one sample's memory */
     assert_int_equal(vram_job_mem_at_batch(&r, 4), 4ull << 30);
     /* no per-sample size: the cap alone, the memory unchanged */
-    vram_job_request_t f = {.mem_bytes = 1 << 30, .gpus = 1, .batch_size = 64,
+    vram_job_request_t f = {.mem_bytes = 1ull << 30, .gpus = 1, .batch_size = 64,
                             .min_batch_size = 16, .max_batch_size = 16};
-    assert_int_equal(vram_job_degrade(&f, 2 << 30, &acc), 16);
+    assert_int_equal(vram_job_degrade(&f, 2ull << 30, &acc), 16);
     assert_int_equal(acc, 4);
-    assert_int_equal(vram_job_degrade(&f, 1 << 29, &acc), 0);
+    assert_int_equal(vram_job_degrade(&f, 1ull << 29, &acc), 0);
 }
 
 /* Reference: the smallest accumulation any allowed batch that fits gives. */
