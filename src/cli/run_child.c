@@ -65,6 +65,7 @@ typedef struct {
 
 static int tee_open(const run_opts_t *o, tee_t *t)
 {
+    memset(t, 0, sizeof *t);
     t->read_fd = t->child_fd = -1;
     vram_oom_scan_init(&t->scan);
     if (!o->retry_oom) return 0;

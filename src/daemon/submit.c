@@ -245,11 +245,12 @@ static void collect(void)
     sp.nstarted = k;
 }
 
-/* vramd's own jobs have no client to renew their lease: vramd does. */
-static void renew_all(double *next)
+/* vramd's own jobs have no client to renew their lease: vramd does, three
+ * times per lease. */
+static void renew_all(double every, double *next)
 {
-    if (now_s() < *next) return;
-    *next = now_s() + 1;
+    if (every <= 0 || now_s() < *next) return;
+    *next = now_s() + every;
     for (size_t i = 0; i < sp.nstarted; i++)
         (void)vram_sched_renew(sp.sched, sp.started[i].id, 0);
 }
@@ -257,14 +258,16 @@ static void renew_all(double *next)
 static void *spawner(void *arg)
 {
     (void)arg;
-    double next_renew = 0;
+    double lease = 0, next_renew = 0;
+    (void)vram_option_double(VRAM_OPT_LEASE, &lease);
+    int wait_ms = lease > 0 && lease < 1.5 ? (int)(lease * 1000 / 3) : 500;
     while (!sp.stop) {
         struct pollfd fds[1 + 256];
         nfds_t n = 0;
         fds[n++] = (struct pollfd){.fd = sp.wake[0], .events = POLLIN};
         for (size_t i = 0; i < sp.nstarted && n < 257; i++)
             fds[n++] = (struct pollfd){.fd = sp.started[i].sp.status_fd, .events = POLLIN};
-        (void)poll(fds, n, 500);
+        (void)poll(fds, n, wait_ms);
         char buf[64];
         while (read(sp.wake[0], buf, sizeof buf) > 0) {
         }
@@ -281,7 +284,7 @@ static void *spawner(void *arg)
         free(adm);
         free(can);
         collect();
-        renew_all(&next_renew);
+        renew_all(lease / 3, &next_renew);
     }
     return NULL;
 }
