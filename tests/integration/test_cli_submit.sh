@@ -100,6 +100,21 @@ kill -TERM "$UD"; wait "$UD" || true
 pass "jobs run as the submitting uid (root vramd); others refused: TCP, a user vramd for another uid"
 check_ledger
 
+# ---- a queued submitted job outlives a vramd restart and starts after it -------------
+holder=$("$VRAM" submit --parsable --mem 70GiB --devices 0 -- sh -c 'touch held2; while [ ! -e go4 ]; do sleep 0.05; done; echo holder-done')
+later=$("$VRAM" submit --parsable --mem 70GiB --devices 0 --output "$T/work/later-%j" -- echo later-ran)
+for _ in $(seq 200); do [ -e held2 ] && break; sleep 0.05; done
+[ "$(job_state "$later")" = queued ] || fail "second job should be queued"
+stop_daemon
+start_daemon --socket-mode 0666
+[ "$(job_state "$later")" = queued ] && [ "$(job_state "$holder")" = running ] || fail "states after restart"
+touch go4   # the holder ends while its monitor can no longer report to this vramd
+run_rc rc "$VRAM" wait "$later" >/dev/null
+[ "$rc" = 0 ] && [ "$(cat "$T/work/later-$later")" = later-ran ] || fail "queued job after restart: $rc"
+[ "$(job_state "$holder")" = failed ] || fail "holder after restart: $(job_state "$holder")"
+grep -qx holder-done "vram-$holder.out" || fail "holder's command did not finish"
+pass "a queued submitted job survives a vramd restart and is started after it; a running one runs on"
+
 # ---- with LEASE set, vramd renews its own jobs ---------------------------------------
 stop_daemon
 start_daemon --socket-mode 0666 --lease 1
