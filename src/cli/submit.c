@@ -131,39 +131,54 @@ static int poll_job(const char *cmd, long long id, double seconds, json_t **job)
     return rc;
 }
 
-static int wait_usage(const char *cmd, const char *line, const char *text, FILE *out)
+/* The arguments of wait and attach: job ids (at most max), --quiet where
+ * allowed, --help (printed: returns -1). */
+typedef struct {
+    const char *cmd, *line, *help;
+    bool allow_quiet, quiet;
+    long long ids[256];
+    int n, max;
+} id_args_t;
+
+static int parse_id_args(id_args_t *a, int argc, char **argv)
 {
-    fprintf(out, "usage: vram %s %s\n\n%s\n", cmd, line, text);
-    return CLI_OK;
+    static const struct option with_quiet[] = {{"quiet", 0, 0, 'q'}, {"help", 0, 0, 'h'}, {0}};
+    for (int i = 1; i < argc; i++) {
+        if (!strcmp(argv[i], "-h") || !strcmp(argv[i], "--help")) {
+            printf("usage: vram %s %s\n\n%s\n", a->cmd, a->line, a->help);
+            return -1;
+        }
+        if (a->allow_quiet && (!strcmp(argv[i], "--quiet") || !strcmp(argv[i], "-q"))) {
+            a->quiet = true;
+            continue;
+        }
+        if (argv[i][0] == '-')
+            return cli_unknown_option(a->cmd, argv[i], with_quiet + !a->allow_quiet);
+        if (a->n == a->max)
+            return cli_usage_error(a->cmd, "at most %d job id(s) at once (\"%s\")", a->max,
+                                   argv[i]);
+        int rc = cli_parse_job_id(a->cmd, argv[i], &a->ids[a->n]);
+        if (rc) return rc;
+        a->n++;
+    }
+    return a->n ? 0 : cli_usage_error(a->cmd, "which job? give its ID (see `vram jobs`)");
 }
 
 int vram_cli_wait(int argc, char **argv)
 {
-    bool quiet = false;
-    int code = CLI_OK, nids = 0;
-    long long ids[256];
-    for (int i = 1; i < argc; i++) {
-        if (!strcmp(argv[i], "-h") || !strcmp(argv[i], "--help"))
-            return wait_usage("wait", "[--quiet] ID...",
-                              "Waits until every job has ended; prints how each ended. Exit: the "
-                              "job's status\n(one job), else the last non-zero: 0 done, its exit "
-                              "status when failed, 124\nqueue timeout, 143 cancelled, 1 other "
-                              "failures.\n\nExample:\n  vram wait $id",
-                              stdout);
-        if (!strcmp(argv[i], "--quiet") || !strcmp(argv[i], "-q")) {
-            quiet = true;
-            continue;
-        }
-        if (argv[i][0] == '-') {
-            static const struct option opts[] = {{"quiet", 0, 0, 'q'}, {"help", 0, 0, 'h'}, {0}};
-            return cli_unknown_option("wait", argv[i], opts);
-        }
-        if (nids == 256) return cli_usage_error("wait", "at most 256 job ids at once");
-        int rc = cli_parse_job_id("wait", argv[i], &ids[nids]);
-        if (rc) return rc;
-        nids++;
-    }
-    if (!nids) return cli_usage_error("wait", "which job? give its ID (see `vram jobs`)");
+    id_args_t a = {.cmd = "wait",
+                   .line = "[--quiet] ID...",
+                   .help = "Waits until every job has ended; prints how each ended. Exit: the "
+                           "job's status\n(one job), else the last non-zero: 0 done, its exit "
+                           "status when failed, 124\nqueue timeout, 143 cancelled, 1 other "
+                           "failures.\n\nExample:\n  vram wait $id",
+                   .allow_quiet = true,
+                   .max = 256};
+    int code = parse_id_args(&a, argc, argv);
+    if (code) return code < 0 ? CLI_OK : code;
+    long long *ids = a.ids;
+    int nids = a.n;
+    bool quiet = a.quiet;
     for (int i = 0; i < nids; i++) {
         json_t *job = NULL;
         int rc;
@@ -201,24 +216,15 @@ static void follow(const char *path, long *at, FILE *to)
 
 int vram_cli_attach(int argc, char **argv)
 {
-    long long id = 0;
-    for (int i = 1; i < argc; i++) {
-        if (!strcmp(argv[i], "-h") || !strcmp(argv[i], "--help"))
-            return wait_usage("attach", "ID",
-                              "Prints a submitted job's output (its stderr file on stderr when it "
-                              "has one)\nas it is written, until the job ends; exits like "
-                              "`vram wait`. Ctrl-C\ndetaches; the job goes on.\n\nExample:\n  vram "
-                              "attach $id",
-                              stdout);
-        if (argv[i][0] == '-') {
-            static const struct option opts[] = {{"help", 0, 0, 'h'}, {0}};
-            return cli_unknown_option("attach", argv[i], opts);
-        }
-        if (id) return cli_usage_error("attach", "one job at a time (\"%s\")", argv[i]);
-        int rc = cli_parse_job_id("attach", argv[i], &id);
-        if (rc) return rc;
-    }
-    if (!id) return cli_usage_error("attach", "which job? give its ID (see `vram jobs`)");
+    id_args_t a = {.cmd = "attach",
+                   .line = "ID",
+                   .help = "Prints a submitted job's output (its stderr file on stderr when it has "
+                           "one)\nas it is written, until the job ends; exits like `vram wait`. "
+                           "Ctrl-C\ndetaches; the job goes on.\n\nExample:\n  vram attach $id",
+                   .max = 1};
+    int code = parse_id_args(&a, argc, argv);
+    if (code) return code < 0 ? CLI_OK : code;
+    long long id = a.ids[0];
     char path[96];
     snprintf(path, sizeof path, "/v1/jobs/%lld/output", id);
     json_t *files = NULL, *job = NULL;

@@ -131,8 +131,9 @@ pass "vram cancel of a running job stops COMMAND (143)"
 
 # ---- under a pseudo-terminal: isatty, the copy of stderr, Ctrl-C ---------------
 cat >"$T/under_pty.py" <<'PY'
-import os, pty, sys, time
-def run(argv, ctrl_c_after=None):
+import os, pty, sys
+def run(argv, key_after=None):
+    """Runs argv on a new pseudo-terminal; sends key_after[1] once key_after[0] shows."""
     pid, fd = pty.fork()
     if pid == 0:
         os.execv(argv[0], argv)
@@ -145,58 +146,39 @@ def run(argv, ctrl_c_after=None):
         if not data:
             break
         out += data
-        if ctrl_c_after and not sent and ctrl_c_after.encode() in out:
-            os.write(fd, b"\x03"); sent = True
+        if key_after and not sent and key_after[0] in out:
+            os.write(fd, key_after[1]); sent = True
     _, status = os.waitpid(pid, 0)
     return os.waitstatus_to_exitcode(status), out.decode(errors="replace")
-vram = sys.argv[1]
+vram, tmp, py = sys.argv[1], sys.argv[2], sys.executable
 probe = "import os,sys; print('tty', os.isatty(0), os.isatty(1), os.isatty(2)); sys.stderr.write('err is tty %s\\n' % os.isatty(2))"
 for extra in ([], ["--batch-size", "2", "--retry-oom", "1"]):
-    rc, out = run([vram, "run", "--mem", "1GiB"] + extra + ["--", sys.executable, "-c", probe])
+    rc, out = run([vram, "run", "--mem", "1GiB"] + extra + ["--", py, "-c", probe])
     assert rc == 0, (rc, out)
     assert "tty True True True" in out and "err is tty True" in out, out
 rc, out = run([vram, "run", "--mem", "1GiB", "--batch-size", "2", "--retry-oom", "1", "--",
-               sys.executable, "-c", "import sys; sys.stderr.write('torch.cuda.OutOfMemoryError: x\\n'); sys.exit(1)"])
+               py, "-c", "import sys; sys.stderr.write('torch.cuda.OutOfMemoryError: x\\n'); sys.exit(1)"])
 assert rc == 1 and "retrying with batch 1" in out, (rc, out)
-rc, out = run([vram, "run", "--mem", "1GiB", "--", sys.executable, "-c",
-               "import time; print('ready', flush=True); time.sleep(300)"], ctrl_c_after="ready")
+rc, out = run([vram, "run", "--mem", "1GiB", "--", py, "-c",
+               "import time; print('ready', flush=True); time.sleep(300)"], (b"ready", b"\x03"))
 assert rc == 130, (rc, out)
 print("pty ok")
-PY
-python3 "$T/under_pty.py" "$VRAM" | grep -qx 'pty ok' || fail "pty checks failed"
-[ "$(job_state "$(last_job)")" = cancelled ] || fail "Ctrl-C recorded $(job_state "$(last_job)")"
-pass "under a pty: isatty(0,1,2) true with and without --retry-oom; OOM seen through the pty; Ctrl-C: 130, cancelled"
-
 # Ctrl-Z under a job-control shell: vram run stops with COMMAND, `fg` resumes both
-cat >"$T/ctrl_z.py" <<'PY'
-import os, pty, sys
-vram, tmp = sys.argv[1], sys.argv[2]
 script = ("set -m\n"
           f"{vram} run --quiet --mem 1GiB -- sh -c 'echo ready; while [ ! -e {tmp}/go-z ]; do sleep 0.05; done; echo finished'\n"
           "echo \"first rc=$?\"\n"
           f"touch {tmp}/go-z\n"
           "fg >/dev/null\n"
           "echo \"fg rc=$?\"\n")
-pid, fd = pty.fork()
-if pid == 0:
-    os.execv("/bin/bash", ["bash", "--norc", "-c", script])
-out, sent = b"", False
-while True:
-    try:
-        data = os.read(fd, 4096)
-    except OSError:
-        break
-    if not data:
-        break
-    out += data
-    if not sent and b"ready" in out:
-        os.write(fd, b"\x1a"); sent = True
-os.waitpid(pid, 0)
-text = out.decode(errors="replace")
-assert "first rc=148" in text and "finished" in text and "fg rc=0" in text, text
+rc, out = run(["/bin/bash", "--norc", "-c", script], (b"ready", b"\x1a"))
+assert "first rc=148" in out and "finished" in out and "fg rc=0" in out, out
 print("ctrl-z ok")
 PY
-python3 "$T/ctrl_z.py" "$VRAM" "$T" | grep -qx 'ctrl-z ok' || fail "Ctrl-Z/fg under a job-control shell"
+python3 "$T/under_pty.py" "$VRAM" "$T" >"$T/pty.out" || { cat "$T/pty.out"; fail "pty checks failed"; }
+grep -qx 'pty ok' "$T/pty.out" && grep -qx 'ctrl-z ok' "$T/pty.out" || fail "pty checks: $(cat "$T/pty.out")"
 [ "$(job_state "$(last_job)")" = done ] || fail "job stopped and resumed: $(job_state "$(last_job)")"
+ctrl_c_job=$(( $(last_job) - 1 ))
+[ "$(job_state "$ctrl_c_job")" = cancelled ] || fail "Ctrl-C recorded $(job_state "$ctrl_c_job")"
+pass "under a pty: isatty(0,1,2) true with and without --retry-oom; OOM seen through the pty; Ctrl-C: 130, cancelled"
 pass "Ctrl-Z stops vram run with COMMAND (the shell gets the terminal back), fg resumes both"
 check_ledger
