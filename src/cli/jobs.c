@@ -161,42 +161,41 @@ static json_t *select_jobs(json_t *all, const jobs_opts_t *o)
     return out;
 }
 
-/* All jobs (active and `limit` ended ones) and the status for reasons. */
-static int fetch(const char *cmd, long limit, json_t **jobs, jobs_ctx_t *ctx)
+/* The views' context: free memory per device from /v1/status (none when
+ * the status cannot be read: the reasons are then left out). */
+static void fetch_ctx(jobs_ctx_t *ctx)
 {
-    char path[64];
-    snprintf(path, sizeof path, "/v1/jobs?limit=%ld", limit);
     json_t *status = NULL;
-    int rc = cli_daemon_request(cmd, "GET", path, jobs);
-    if (rc) return rc;
-    long st;
-    if (ctx) {
-        if (cli_daemon_call("GET", "/v1/status", NULL, &st, &status) != 0 || st != 200) {
-            json_decref(status);
-            status = NULL;
-        }
-        jobs_ctx_init(ctx, status);
-        json_decref(status);
-    }
-    return 0;
-}
-
-static int show_one(const jobs_opts_t *o)
-{
-    char path[96];
-    json_t *job = NULL, *events = NULL, *status = NULL;
-    snprintf(path, sizeof path, "/v1/jobs/%lld", o->id);
-    int rc = cli_daemon_request("jobs", "GET", path, &job);
-    if (rc) return rc;
-    snprintf(path, sizeof path, "/v1/jobs/%lld/events", o->id);
-    if ((rc = cli_daemon_request("jobs", "GET", path, &events))) goto out;
     long st;
     if (cli_daemon_call("GET", "/v1/status", NULL, &st, &status) != 0 || st != 200) {
         json_decref(status);
         status = NULL;
     }
+    jobs_ctx_init(ctx, status);
+    json_decref(status);
+}
+
+/* All jobs (active and `limit` ended ones) and, with ctx, the context. */
+static int fetch(const char *cmd, long limit, json_t **jobs, jobs_ctx_t *ctx)
+{
+    char path[64];
+    snprintf(path, sizeof path, "/v1/jobs?limit=%ld", limit);
+    int rc = cli_daemon_request(cmd, "GET", path, jobs);
+    if (!rc && ctx) fetch_ctx(ctx);
+    return rc;
+}
+
+static int show_one(const jobs_opts_t *o)
+{
+    char path[96];
+    json_t *job = NULL, *events = NULL;
+    snprintf(path, sizeof path, "/v1/jobs/%lld", o->id);
+    int rc = cli_daemon_request("jobs", "GET", path, &job);
+    if (rc) return rc;
+    snprintf(path, sizeof path, "/v1/jobs/%lld/events", o->id);
+    if ((rc = cli_daemon_request("jobs", "GET", path, &events))) goto out;
     jobs_ctx_t ctx;
-    jobs_ctx_init(&ctx, status);
+    fetch_ctx(&ctx);
     if (o->json) {
         json_object_set(job, "events", json_object_get(events, "events"));
         cli_print_json(json_incref(job));
@@ -212,7 +211,6 @@ static int show_one(const jobs_opts_t *o)
 out:
     json_decref(job);
     json_decref(events);
-    json_decref(status);
     return rc;
 }
 

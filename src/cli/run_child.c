@@ -274,7 +274,7 @@ static int supervise(const run_opts_t *o, json_t *job, tee_t *t, pid_t child, in
     stopper_t s = {child, 0};
     double next_check = now_s() + 1;
     bool tee_open_fd = t->read_fd >= 0;
-    int status = 0;
+    int status = 0, rc = 0;
     for (;;) {
         struct pollfd p[2] = {{.fd = signal_pipe[0], .events = POLLIN},
                               {.fd = tee_open_fd ? t->read_fd : -1, .events = POLLIN}};
@@ -289,7 +289,10 @@ static int supervise(const run_opts_t *o, json_t *job, tee_t *t, pid_t child, in
             continue;
         }
         if (w == child) break;
-        if (w < 0 && errno != EINTR) return cli_runtime_error(o->cmd, "waitpid: %s", strerror(errno));
+        if (w < 0 && errno != EINTR) {
+            rc = cli_runtime_error(o->cmd, "waitpid: %s", strerror(errno));
+            goto out;
+        }
         if (s.kill_at && now_s() >= s.kill_at) {
             kill(-child, SIGKILL);
             s.kill_at = now_s() + o->grace_s;
@@ -311,17 +314,20 @@ static int supervise(const run_opts_t *o, json_t *job, tee_t *t, pid_t child, in
     /* Ctrl-C at the terminal reaches COMMAND's group, not vram run */
     if (!out->interrupted && WIFSIGNALED(status) && WTERMSIG(status) == SIGINT)
         out->interrupted = SIGINT;
-    return 0;
+out:
+    return rc;
 }
 
 int run_command(const run_opts_t *o, json_t *job, run_outcome_t *out)
 {
     memset(out, 0, sizeof *out);
     tee_t t;
-    if (tee_open(o, &t) != 0) return cli_runtime_error(o->cmd, "pseudo-terminal: %s", strerror(errno));
-    int gave_terminal = -1;
+    int gave_terminal = -1, rc = 0;
+    if (tee_open(o, &t) != 0) {
+        rc = cli_runtime_error(o->cmd, "pseudo-terminal: %s", strerror(errno));
+        goto out;
+    }
     pid_t child = start(o, job, &t, &gave_terminal);
-    int rc = 0;
     if (child < 0) {
         rc = cli_runtime_error(o->cmd, "fork: %s", strerror(errno));
         goto out;
