@@ -257,7 +257,7 @@ static void handle_signals(const run_opts_t *o, tee_t *t, stopper_t *s, int *int
     }
 }
 
-/* Ctrl-Z stopped COMMAND: stop vram run too, so the shell gets the terminal
+/* COMMAND stopped (Ctrl-Z): stop vram run too, so the shell gets the terminal
  * back; when continued, COMMAND continues too, with the terminal if the
  * shell gave it to us (`fg`), without it (`bg`). */
 static void follow_stop(pid_t child, int tty)
@@ -285,7 +285,10 @@ static int supervise(const run_opts_t *o, json_t *job, tee_t *t, pid_t child, in
         handle_signals(o, t, &s, &out->interrupted);
         pid_t w = waitpid(child, &status, WNOHANG | WUNTRACED);
         if (w == child && WIFSTOPPED(status)) {
-            if (WSTOPSIG(status) == SIGTSTP && !s.kill_at) follow_stop(child, tty);
+            /* Ctrl-Z, or a read of the terminal from the background: stop
+             * with COMMAND so the shell can `fg` both (no terminal: whoever
+             * stopped it continues it) */
+            if (tty >= 0 && !s.kill_at) follow_stop(child, tty);
             continue;
         }
         if (w == child) break;

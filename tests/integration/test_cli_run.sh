@@ -131,7 +131,7 @@ pass "vram cancel of a running job stops COMMAND (143)"
 
 # ---- under a pseudo-terminal: isatty, the copy of stderr, Ctrl-C ---------------
 cat >"$T/under_pty.py" <<'PY'
-import os, pty, sys
+import os, pty, select, signal, sys
 def run(argv, key_after=None):
     """Runs argv on a new pseudo-terminal; sends key_after[1] once key_after[0] shows."""
     pid, fd = pty.fork()
@@ -139,6 +139,10 @@ def run(argv, key_after=None):
         os.execv(argv[0], argv)
     out, sent = b"", False
     while True:
+        # a hang is a failure with its transcript, not a test timeout
+        if not select.select([fd], [], [], 120)[0]:
+            os.killpg(pid, signal.SIGKILL)
+            raise AssertionError(f"no output for 120 s from {argv}: {out!r}")
         try:
             data = os.read(fd, 4096)
         except OSError:
@@ -165,7 +169,9 @@ assert rc == 130, (rc, out)
 print("pty ok")
 # Ctrl-Z under a job-control shell: vram run stops with COMMAND, `fg` resumes both
 script = ("set -m\n"
-          f"{vram} run --quiet --mem 1GiB -- sh -c 'echo ready; while [ ! -e {tmp}/go-z ]; do sleep 0.05; done; echo finished'\n"
+          # (COMMAND does not fork: a shell that vforks while ^Z arrives cannot stop)
+          f"{vram} run --quiet --mem 1GiB -- {py} -c 'import os,time\nprint(\"ready\",flush=True)\n"
+          f"while not os.path.exists(\"{tmp}/go-z\"): time.sleep(0.05)\nprint(\"finished\")'\n"
           "echo \"first rc=$?\"\n"
           f"touch {tmp}/go-z\n"
           "fg >/dev/null\n"
