@@ -183,7 +183,7 @@ static int terminal_fd(void)
 }
 
 /* Forks COMMAND in its own group and hands it the terminal if we hold it. */
-static pid_t start(const run_opts_t *o, json_t *job, const tee_t *t, int *gave_terminal)
+static pid_t start(const run_opts_t *o, json_t *job, const tee_t *t, int tty)
 {
     int go[2];
     if (pipe2(go, O_CLOEXEC) != 0) return -1;
@@ -195,9 +195,7 @@ static pid_t start(const run_opts_t *o, json_t *job, const tee_t *t, int *gave_t
     close(go[0]);
     if (child > 0) {
         setpgid(child, child); /* both sides, whichever runs first */
-        int tty = terminal_fd();
-        if (tty >= 0 && tcgetpgrp(tty) == getpgrp() && tcsetpgrp(tty, child) == 0)
-            *gave_terminal = tty;
+        if (tty >= 0 && tcgetpgrp(tty) == getpgrp()) tcsetpgrp(tty, child);
     }
     close(go[1]); /* lets COMMAND exec */
     return child;
@@ -262,9 +260,9 @@ static void handle_signals(const run_opts_t *o, tee_t *t, stopper_t *s, int *int
  * shell gave it to us (`fg`), without it (`bg`). */
 static void follow_stop(pid_t child, int tty)
 {
-    if (tty >= 0) tcsetpgrp(tty, getpgrp());
+    if (tcgetpgrp(tty) == child) tcsetpgrp(tty, getpgrp());
     raise(SIGTSTP);
-    if (tty >= 0 && tcgetpgrp(tty) == getpgrp()) tcsetpgrp(tty, child);
+    if (tcgetpgrp(tty) == getpgrp()) tcsetpgrp(tty, child);
     kill(-child, SIGCONT);
 }
 
@@ -325,12 +323,13 @@ int run_command(const run_opts_t *o, json_t *job, run_outcome_t *out)
 {
     memset(out, 0, sizeof *out);
     tee_t t;
-    int gave_terminal = -1, rc = 0;
+    int tty = terminal_fd(), rc = 0;
+    pid_t child = -1;
     if (tee_open(o, &t) != 0) {
         rc = cli_runtime_error(o->cmd, "pseudo-terminal: %s", strerror(errno));
         goto out;
     }
-    pid_t child = start(o, job, &t, &gave_terminal);
+    child = start(o, job, &t, tty);
     if (child < 0) {
         rc = cli_runtime_error(o->cmd, "fork: %s", strerror(errno));
         goto out;
@@ -350,11 +349,11 @@ int run_command(const run_opts_t *o, json_t *job, run_outcome_t *out)
     else
         run_say(o, "job %lld running on GPU %s (%s reserved per GPU), pid %d", int_of(job, "id"),
                 devices_text(job, devs, sizeof devs), size, (int)child);
-    rc = supervise(o, job, &t, child, gave_terminal, out);
+    rc = supervise(o, job, &t, child, tty, out);
     out->oom = t.scan.match;
     out->oom_status = o->oom_exit_code > 0 && out->code == o->oom_exit_code;
 out:
-    if (gave_terminal >= 0) tcsetpgrp(gave_terminal, getpgrp());
+    if (tty >= 0 && child > 0 && tcgetpgrp(tty) == child) tcsetpgrp(tty, getpgrp());
     if (t.read_fd >= 0) close(t.read_fd);
     if (t.child_fd >= 0) close(t.child_fd);
     return rc;

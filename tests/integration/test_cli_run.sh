@@ -179,12 +179,23 @@ script = ("set -m\n"
 rc, out = run(["/bin/bash", "--norc", "-c", script], (b"ready", b"\x1a"))
 assert "first rc=148" in out and "finished" in out and "fg rc=0" in out, out
 print("ctrl-z ok")
+# in the background, COMMAND reading the terminal stops (SIGTTIN) and vram run
+# with it; `fg` gives both the terminal
+script = ("set -m\n"
+          f"{vram} run --quiet --mem 1GiB -- {py} -c 'print(\"got\", input(), flush=True)' &\n"
+          "until jobs -l | grep -q Stopped; do sleep 0.05; done; echo before-fg\n"
+          "fg >/dev/null\n"
+          "echo \"fg rc=$?\"\n")
+rc, out = run(["/bin/bash", "--norc", "-c", script], (b"before-fg", b"hello\n"))
+assert "got hello" in out and "fg rc=0" in out, out
+print("background ok")
 PY
 python3 "$T/under_pty.py" "$VRAM" "$T" >"$T/pty.out" || { cat "$T/pty.out"; fail "pty checks failed"; }
-grep -qx 'pty ok' "$T/pty.out" && grep -qx 'ctrl-z ok' "$T/pty.out" || fail "pty checks: $(cat "$T/pty.out")"
-[ "$(job_state "$(last_job)")" = done ] || fail "job stopped and resumed: $(job_state "$(last_job)")"
-ctrl_c_job=$(( $(last_job) - 1 ))
+grep -qx 'pty ok' "$T/pty.out" && grep -qx 'ctrl-z ok' "$T/pty.out" && grep -qx 'background ok' "$T/pty.out" \
+    || fail "pty checks: $(cat "$T/pty.out")"
+[ "$(job_state "$(( $(last_job) - 1 ))")" = done ] || fail "job stopped and resumed: $(job_state "$(( $(last_job) - 1 ))")"
+ctrl_c_job=$(( $(last_job) - 2 ))
 [ "$(job_state "$ctrl_c_job")" = cancelled ] || fail "Ctrl-C recorded $(job_state "$ctrl_c_job")"
 pass "under a pty: isatty(0,1,2) true with and without --retry-oom; OOM seen through the pty; Ctrl-C: 130, cancelled"
-pass "Ctrl-Z stops vram run with COMMAND (the shell gets the terminal back), fg resumes both"
+pass "Ctrl-Z stops vram run with COMMAND (the shell gets the terminal back), fg resumes both; same for a background read"
 check_ledger
