@@ -194,12 +194,17 @@ int cli_daemon_call(const char *method, const char *path, json_t *body, long *st
 int cli_daemon_call_patiently(const char *cmd, bool quiet, const char *method, const char *path,
                               json_t *body, long *status, json_t **reply)
 {
-    /* 0.1 s doubling to 2 s, for about 30 s: a restarting vramd is back by then */
+    /* 0.1 s doubling to 2 s, for about 30 s: a restarting vramd is back by
+     * then. A connection cut during the request (vramd killed while it
+     * answered) is retried too, except for a submission, which might have
+     * been registered: submitting it again could make two jobs. */
+    bool may_resend = strcmp(method, "POST") || strcmp(path, "/v1/jobs");
     double waited = 0, step = 0.1;
     bool warned = false;
     for (;;) {
         int rc = cli_daemon_call(method, path, body, status, reply);
-        if (rc != VRAM_ECONN || waited >= 30) return rc;
+        bool again = rc == VRAM_ECONN || (rc == VRAM_EIO && may_resend);
+        if (!again || waited >= 30) return rc;
         if (!warned && !quiet)
             fprintf(stderr, "vram %s: %s; retrying for 30 s\n", cmd, vram_last_error());
         warned = true;

@@ -20,7 +20,8 @@ int cli_daemon_call(const char *method, const char *path, json_t *body, long *st
                     json_t **reply);
 /* cli_daemon_call that rides out a vramd that refuses connections (not
  * running yet, restarting) with backoff for about 30 s, saying so once on
- * stderr unless quiet. */
+ * stderr unless quiet; also a connection cut mid-request, except for
+ * POST /v1/jobs (it may have been registered). */
 int cli_daemon_call_patiently(const char *cmd, bool quiet, const char *method, const char *path,
                               json_t *body, long *status, json_t **reply);
 /* The message of an {"error": {...}} reply, or a generic one. */
