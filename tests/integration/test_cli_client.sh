@@ -52,6 +52,22 @@ start_daemon
 run_rc rc wait "$RUN"
 [ "$rc" = 0 ] && [ "$(cat "$T/run.out")" = ran ] || fail "vram run after the daemon came up: $rc $(cat "$T/run.err")"
 pass "vram run waits with backoff for a vramd that is not up yet"
+
+# kill -9 of vramd under a waiting and a running vram run: both ride it out
+"$VRAM" run --quiet --mem 70GiB --devices 0 -- sh -c "touch $T/held; while [ ! -e $T/go ]; do sleep 0.05; done" &
+HOLD=$!
+for _ in $(seq 200); do [ -e "$T/held" ] && break; sleep 0.05; done
+"$VRAM" run --quiet --mem 70GiB --devices 0 -- echo second-ran >"$T/second.out" &
+SECOND=$!
+for _ in $(seq 200); do [ "$(job_state 3)" = queued ] && break; sleep 0.05; done
+[ "$(job_state 3)" = queued ] || fail "second job not queued"
+kill -9 "$DAEMON_PID"; wait "$DAEMON_PID" 2>/dev/null || true; DAEMON_PID=
+start_daemon
+touch "$T/go"
+run_rc rc wait "$HOLD"; [ "$rc" = 0 ] || fail "holder across kill -9 of vramd: $rc"
+run_rc rc wait "$SECOND"; [ "$rc" = 0 ] || fail "queued vram run across kill -9 of vramd: $rc"
+[ "$(cat "$T/second.out")" = second-ran ] || fail "second job did not run"
+pass "a running and a queued vram run ride out kill -9 and restart of vramd"
 stop_daemon
 
 # ---- TCP: the token from a 0600 file, never from the command line -----------------------
