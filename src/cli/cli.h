@@ -11,8 +11,8 @@
  * through unchanged; these are vram's own. */
 enum {
     CLI_OK = 0,
-    CLI_RUNTIME = 1,        /* vram or vramd could not do it */
-    CLI_USAGE = 2,          /* bad command line (the message names the part) */
+    CLI_RUNTIME = 1,         /* vram or vramd could not do it */
+    CLI_USAGE = 2,           /* bad command line (the message names the part) */
     CLI_QUEUE_TIMEOUT = 124, /* still queued after --timeout (like timeout(1)) */
     CLI_INTERRUPTED_INT = 130,
     CLI_INTERRUPTED_TERM = 143,

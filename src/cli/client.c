@@ -45,9 +45,9 @@ static __thread CURL *handle;
 
 typedef struct {
     bool tcp;
-    char where[600];   /* socket path or base URL */
-    const char *why;   /* how it was chosen, for -v */
-    char auth[300];    /* "Authorization: Bearer ..." or "" */
+    char where[600]; /* socket path or base URL */
+    const char *why; /* how it was chosen, for -v */
+    char auth[300];  /* "Authorization: Bearer ..." or "" */
 } endpoint_t;
 
 /* The token for TCP: never from the command line (ps shows it). */

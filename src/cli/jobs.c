@@ -11,16 +11,17 @@
 
 typedef struct {
     const char *cmd;
-    long long id;       /* one job, 0 = all */
-    long long uid;      /* -1 = everybody */
-    bool states[8];     /* by vram_job_state_t; none set = all */
+    long long id;   /* one job, 0 = all */
+    long long uid;  /* -1 = everybody */
+    bool states[8]; /* by vram_job_state_t; none set = all */
     bool any_state;
     long limit;         /* ended jobs */
     const char *format; /* NULL = the table */
     bool json, header;
 } jobs_opts_t;
 
-static const char *const state_names[] = {"queued", "running", "done", "failed", "cancelled", "timeout"};
+static const char *const state_names[] = {"queued", "running",   "done",
+                                          "failed", "cancelled", "timeout"};
 
 static int parse_user(const char *cmd, const char *text, long long *uid)
 {
@@ -47,8 +48,9 @@ static int parse_states(const char *cmd, const char *text, jobs_opts_t *o)
         int st = vram_job_state_parse(!strcmp(t, "pending") ? "queued" : t);
         if (st < 0) {
             const char *near = cli_closest(t, state_names, 6);
-            return cli_usage_error(cmd, "--state: no state \"%s\"%s%s%s (queued, running, done, "
-                                        "failed, cancelled, timeout)",
+            return cli_usage_error(cmd,
+                                   "--state: no state \"%s\"%s%s%s (queued, running, done, "
+                                   "failed, cancelled, timeout)",
                                    t, near ? "; did you mean " : "", near ? near : "",
                                    near ? "?" : "");
         }
@@ -75,11 +77,10 @@ static void jobs_usage(void)
 
 static int parse_jobs(int argc, char **argv, jobs_opts_t *o)
 {
-    static const struct option opts[] = {{"user", 1, 0, 'u'},   {"state", 1, 0, 's'},
-                                         {"all", 0, 0, 'a'},    {"limit", 1, 0, 'l'},
-                                         {"format", 1, 0, 'f'}, {"json", 0, 0, 'j'},
-                                         {"noheader", 0, 0, 'H'}, {"help", 0, 0, 'h'},
-                                         {0, 0, 0, 0}};
+    static const struct option opts[] = {
+        {"user", 1, 0, 'u'},     {"state", 1, 0, 's'},  {"all", 0, 0, 'a'},
+        {"limit", 1, 0, 'l'},    {"format", 1, 0, 'f'}, {"json", 0, 0, 'j'},
+        {"noheader", 0, 0, 'H'}, {"help", 0, 0, 'h'},   {0, 0, 0, 0}};
     *o = (jobs_opts_t){.cmd = "jobs", .uid = -1, .limit = 20, .header = true};
     int c, rc = 0;
     bool all = false, limit = false;
@@ -126,7 +127,8 @@ static int parse_jobs(int argc, char **argv, jobs_opts_t *o)
     }
     if (rc) return rc;
     if (all && limit) return cli_usage_error("jobs", "--all and --limit contradict: keep one");
-    if (o->json && o->format) return cli_usage_error("jobs", "--json and --format contradict: keep one");
+    if (o->json && o->format)
+        return cli_usage_error("jobs", "--json and --format contradict: keep one");
     if (optind < argc && (rc = cli_parse_job_id("jobs", argv[optind++], &o->id))) return rc;
     if (optind < argc) return cli_usage_error("jobs", "unexpected argument \"%s\"", argv[optind]);
     if (o->id && (o->uid >= 0 || o->any_state || all || limit))
@@ -256,17 +258,22 @@ static int cancel_one(long long id, bool as_json)
 
 int vram_cli_cancel(int argc, char **argv)
 {
-    static const struct option opts[] = {{"user", 1, 0, 'u'}, {"state", 1, 0, 's'},
-                                         {"json", 0, 0, 'j'}, {"help", 0, 0, 'h'},
+    static const struct option opts[] = {{"user", 1, 0, 'u'},
+                                         {"state", 1, 0, 's'},
+                                         {"json", 0, 0, 'j'},
+                                         {"help", 0, 0, 'h'},
                                          {0, 0, 0, 0}};
     jobs_opts_t o = {.cmd = "cancel", .uid = -1};
     int c, rc = 0;
     opterr = 0;
     optind = 1;
     while (!rc && (c = getopt_long(argc, argv, ":u:s:jh", opts, NULL)) != -1) {
-        if (c == 'u') rc = parse_user("cancel", optarg, &o.uid);
-        else if (c == 's') rc = parse_states("cancel", optarg, &o);
-        else if (c == 'j') o.json = true;
+        if (c == 'u')
+            rc = parse_user("cancel", optarg, &o.uid);
+        else if (c == 's')
+            rc = parse_states("cancel", optarg, &o);
+        else if (c == 'j')
+            o.json = true;
         else if (c == 'h') {
             printf("usage: vram cancel [--json] ID...\n"
                    "       vram cancel [--user U] [--state queued|running]\n\n"
@@ -286,8 +293,10 @@ int vram_cli_cancel(int argc, char **argv)
     if (rc) return rc;
     for (int st = VRAM_JOB_DONE; st <= VRAM_JOB_TIMEOUT; st++)
         if (o.states[st])
-            return cli_usage_error("cancel", "--state %s: only queued and running jobs can be "
-                                             "cancelled", state_names[st]);
+            return cli_usage_error("cancel",
+                                   "--state %s: only queued and running jobs can be "
+                                   "cancelled",
+                                   state_names[st]);
     bool filter = o.uid >= 0 || o.any_state;
     if (filter && optind < argc)
         return cli_usage_error("cancel", "give job IDs or --user/--state, not both");

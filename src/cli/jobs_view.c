@@ -64,8 +64,8 @@ static void clock_text(json_t *t, double now, char *buf, size_t len)
     struct tm a, b;
     localtime_r(&at, &a);
     localtime_r(&today, &b);
-    strftime(buf, len, a.tm_yday == b.tm_yday && a.tm_year == b.tm_year ? "%H:%M:%S" : "%m-%d %H:%M",
-             &a);
+    strftime(buf, len,
+             a.tm_yday == b.tm_yday && a.tm_year == b.tm_year ? "%H:%M:%S" : "%m-%d %H:%M", &a);
 }
 
 /* Like squeue: "M:SS", "H:MM:SS", "D-HH:MM:SS". Queued jobs count their wait. */
@@ -197,10 +197,10 @@ const char *jobs_field(const jobs_ctx_t *ctx, json_t *job, char letter, char *bu
 static const struct {
     char letter;
     const char *header;
-} headers[] = {{'i', "ID"},         {'u', "USER"},   {'t', "STATE"},     {'j', "NAME"},
-               {'c', "COMMAND"},    {'g', "GPUS"},   {'m', "MEM/GPU"},   {'b', "BATCH"},
-               {'V', "SUBMITTED"},  {'S', "STARTED"}, {'e', "ENDED"},    {'M', "ELAPSED"},
-               {'D', "DEVICES"},    {'p', "PRIO"},   {'r', "REASON"}};
+} headers[] = {{'i', "ID"},        {'u', "USER"},    {'t', "STATE"},   {'j', "NAME"},
+               {'c', "COMMAND"},   {'g', "GPUS"},    {'m', "MEM/GPU"}, {'b', "BATCH"},
+               {'V', "SUBMITTED"}, {'S', "STARTED"}, {'e', "ENDED"},   {'M', "ELAPSED"},
+               {'D', "DEVICES"},   {'p', "PRIO"},    {'r', "REASON"}};
 
 static const char *header_of(char letter)
 {
@@ -278,15 +278,17 @@ void jobs_print_detail(const jobs_ctx_t *ctx, json_t *job, json_t *events)
     static const struct {
         char letter;
         const char *label;
-    } lines[] = {{'i', "id"},         {'j', "name"},      {'c', "command"}, {'u', "user"},
-                 {'t', "state"},      {'r', "reason"},    {'g', "gpus"},    {'D', "devices"},
-                 {'m', "mem per GPU"}, {'b', "batch"},    {'p', "priority"}, {'V', "submitted"},
-                 {'S', "started"},    {'e', "ended"},     {'M', "elapsed"}};
+    } lines[] = {{'i', "id"},          {'j', "name"},   {'c', "command"},  {'u', "user"},
+                 {'t', "state"},       {'r', "reason"}, {'g', "gpus"},     {'D', "devices"},
+                 {'m', "mem per GPU"}, {'b', "batch"},  {'p', "priority"}, {'V', "submitted"},
+                 {'S', "started"},     {'e', "ended"},  {'M', "elapsed"}};
     char buf[700];
     for (size_t i = 0; i < sizeof lines / sizeof lines[0]; i++)
-        printf("%-12s %s\n", lines[i].label, jobs_field(ctx, job, lines[i].letter, buf, sizeof buf));
+        printf("%-12s %s\n", lines[i].label,
+               jobs_field(ctx, job, lines[i].letter, buf, sizeof buf));
     json_t *status = json_object_get(job, "exit_status");
-    if (json_is_integer(status)) printf("%-12s %lld\n", "exit status", (long long)json_integer_value(status));
+    if (json_is_integer(status))
+        printf("%-12s %lld\n", "exit status", (long long)json_integer_value(status));
     printf("\nevents:\n");
     size_t i;
     json_t *e;

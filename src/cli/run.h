@@ -6,8 +6,8 @@
 #include "cli/daemon_client.h"
 
 typedef struct {
-    const char *cmd;  /* "run" or "submit" */
-    json_t *request;  /* POST /v1/jobs body without the batch fields */
+    const char *cmd; /* "run" or "submit" */
+    json_t *request; /* POST /v1/jobs body without the batch fields */
     uint32_t batch, min_batch;
     uint64_t mem, per_sample;
     int retry_oom, oom_exit_code; /* oom_exit_code -1 = none */
@@ -31,11 +31,11 @@ void run_say(const run_opts_t *o, const char *fmt, ...) __attribute__((format(pr
 
 /* How COMMAND ended. */
 typedef struct {
-    int code;          /* exit status, 128+signal when killed */
-    const char *oom;   /* the out-of-memory message seen on stderr, or NULL */
-    bool oom_status;   /* the status was --oom-exit-code */
-    int interrupted;   /* vram run got this signal (forwarded), or SIGINT from the terminal */
-    bool cancelled;    /* cancelled through vramd while running */
+    int code;        /* exit status, 128+signal when killed */
+    const char *oom; /* the out-of-memory message seen on stderr, or NULL */
+    bool oom_status; /* the status was --oom-exit-code */
+    int interrupted; /* vram run got this signal (forwarded), or SIGINT from the terminal */
+    bool cancelled;  /* cancelled through vramd while running */
 } run_outcome_t;
 
 /* Signals vram run handles (INT, TERM, HUP, CHLD, WINCH) go to a self-pipe. */

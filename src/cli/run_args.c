@@ -23,12 +23,15 @@ enum { BOTH, RUN_ONLY, SUBMIT_ONLY };
     X("per-sample-mem", 1, 's', BOTH, "SIZE     memory per sample of the batch (degradation)")     \
     X("name", 1, 'n', BOTH, "NAME     job name (default: COMMAND)")                                \
     X("quiet", 0, 'q', BOTH, "         only COMMAND's output and errors")                          \
-    X("retry-oom", 1, 'r', RUN_ONLY, "N        on out-of-memory rerun with half the batch, N times") \
-    X("oom-exit-code", 1, 'o', RUN_ONLY, "C        with --retry-oom: exit status C also means OOM") \
-    X("grace", 1, 'k', RUN_ONLY, "S        after SIGTERM to the job, SIGKILL after S (default 10)") \
-    X("output", 1, 'O', SUBMIT_ONLY, "FILE     COMMAND's stdout (default vram-%j.out; %j = id)")  \
-    X("error", 1, 'E', SUBMIT_ONLY, "FILE     COMMAND's stderr (default: with stdout)")           \
-    X("parsable", 0, 'P', SUBMIT_ONLY, "         print only the job id")                          \
+    X("retry-oom", 1, 'r', RUN_ONLY,                                                               \
+      "N        on out-of-memory rerun with half the batch, N times")                              \
+    X("oom-exit-code", 1, 'o', RUN_ONLY,                                                           \
+      "C        with --retry-oom: exit status C also means OOM")                                   \
+    X("grace", 1, 'k', RUN_ONLY,                                                                   \
+      "S        after SIGTERM to the job, SIGKILL after S (default 10)")                           \
+    X("output", 1, 'O', SUBMIT_ONLY, "FILE     COMMAND's stdout (default vram-%j.out; %j = id)")   \
+    X("error", 1, 'E', SUBMIT_ONLY, "FILE     COMMAND's stderr (default: with stdout)")            \
+    X("parsable", 0, 'P', SUBMIT_ONLY, "         print only the job id")                           \
     X("help", 0, 'h', BOTH, "         this help")
 
 static const struct {
@@ -83,9 +86,10 @@ static void usage(const char *cmd, FILE *out)
             "python train.py\n",
             cmd, cmd, cmd);
     if (submit)
-        fprintf(out, "  id=$(vram submit --parsable --mem 4GiB --output run-%%j.log -- ./train.sh)\n"
-                     "  vram attach $id\n"
-                     "  vram wait $id\n");
+        fprintf(out,
+                "  id=$(vram submit --parsable --mem 4GiB --output run-%%j.log -- ./train.sh)\n"
+                "  vram attach $id\n"
+                "  vram wait $id\n");
     else
         fprintf(out, "  vram run --mem 40GiB --batch-size 64 --per-sample-mem 512MiB --retry-oom 2 "
                      "-- python train.py\n");
@@ -155,7 +159,8 @@ static int one_option(run_opts_t *o, seen_t *seen, int c, const char *name, char
             char piece[16];
             size_t len = strcspn(t, ",");
             snprintf(piece, sizeof piece, "%.*s", (int)(len < 15 ? len : 15), t);
-            if (!(rc = parse_count(cmd, name, piece, &n))) json_array_append_new(list, json_integer(n));
+            if (!(rc = parse_count(cmd, name, piece, &n)))
+                json_array_append_new(list, json_integer(n));
             t += len + (t[len] == ',');
         }
         seen->ndevices = (int)json_array_size(list);
@@ -260,7 +265,8 @@ static int parse_options(run_opts_t *o, int argc, char **argv, seen_t *seen)
             usage(o->cmd, stdout);
             return -1;
         }
-        if (c == ':') return cli_usage_error(o->cmd, "option \"%s\" needs a value", argv[optind - 1]);
+        if (c == ':')
+            return cli_usage_error(o->cmd, "option \"%s\" needs a value", argv[optind - 1]);
         if (c == '?') return cli_unknown_option(o->cmd, argv[optind - 1], longopts);
         for (int i = 0; i < N_OPTIONS; i++)
             if (table[i].code == c && table[i].where == (submit ? RUN_ONLY : SUBMIT_ONLY))
@@ -307,8 +313,8 @@ static void describe_command(run_opts_t *o)
     char cmdline[512] = "";
     size_t at = 0;
     for (char **a = o->command; *a && at < sizeof cmdline; a++)
-        at += (size_t)snprintf(cmdline + at, sizeof cmdline - at, a == o->command ? "%s" : " %s",
-                               *a);
+        at +=
+            (size_t)snprintf(cmdline + at, sizeof cmdline - at, a == o->command ? "%s" : " %s", *a);
     if (!json_object_get(o->request, "name"))
         json_object_set_new(o->request, "name", json_stringn(cmdline, strnlen(cmdline, 63)));
     json_object_set_new(o->request, "command", json_string(cmdline));

@@ -342,8 +342,9 @@ int run_command(const run_opts_t *o, json_t *job, run_outcome_t *out)
     vram_format_size((uint64_t)int_of(job, "reserved_bytes"), size, sizeof size);
     long long batch = int_of(job, "granted_batch_size");
     if (batch)
-        run_say(o, "job %lld running on GPU %s with batch %lld x %lld accumulation steps (%s "
-                   "reserved per GPU), pid %d",
+        run_say(o,
+                "job %lld running on GPU %s with batch %lld x %lld accumulation steps (%s "
+                "reserved per GPU), pid %d",
                 int_of(job, "id"), devices_text(job, devs, sizeof devs), batch,
                 int_of(job, "grad_accum"), size, (int)child);
     else

@@ -72,7 +72,8 @@ int vram_cli_submit(int argc, char **argv)
         goto out;
     }
     if (status != 201) {
-        fprintf(stderr, "vram submit: vramd refused the job: %s\n", cli_daemon_error_message(reply));
+        fprintf(stderr, "vram submit: vramd refused the job: %s\n",
+                cli_daemon_error_message(reply));
         code = status == 400 || status == 422 ? CLI_USAGE : CLI_RUNTIME;
         goto out;
     }

@@ -80,8 +80,7 @@ static bool check_spawn(json_t *spawn, char *why, size_t len)
         return snprintf(why, len, "\"spawn.error\" %s", bad), false;
     json_t *env = json_object_get(spawn, "env");
     if (env && (!json_is_object(env) || json_object_size(env) > 64))
-        return snprintf(why, len, "\"spawn.env\" must be an object of at most 64 variables"),
-               false;
+        return snprintf(why, len, "\"spawn.env\" must be an object of at most 64 variables"), false;
     json_object_foreach(env, key, v)
     {
         if (!vram_spawn_env_allowed(key))

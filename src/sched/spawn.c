@@ -10,10 +10,22 @@
  * USER, LOGNAME and SHELL come from the password database instead, and
  * CUDA_VISIBLE_DEVICES and VRAM_* from the scheduler. */
 static const char *const env_names[] = {
-    "PATH",          "LANG",         "LANGUAGE",        "TZ",
-    "TERM",          "TMPDIR",       "PYTHONPATH",      "VIRTUAL_ENV",
-    "CONDA_PREFIX",  "CONDA_DEFAULT_ENV", "LD_LIBRARY_PATH", "CUDA_HOME",
-    "CUDA_PATH",     "OMP_NUM_THREADS", "MKL_NUM_THREADS", "PYTORCH_CUDA_ALLOC_CONF",
+    "PATH",
+    "LANG",
+    "LANGUAGE",
+    "TZ",
+    "TERM",
+    "TMPDIR",
+    "PYTHONPATH",
+    "VIRTUAL_ENV",
+    "CONDA_PREFIX",
+    "CONDA_DEFAULT_ENV",
+    "LD_LIBRARY_PATH",
+    "CUDA_HOME",
+    "CUDA_PATH",
+    "OMP_NUM_THREADS",
+    "MKL_NUM_THREADS",
+    "PYTORCH_CUDA_ALLOC_CONF",
 };
 static const char *const env_prefixes[] = {"LC_", "NCCL_", "HF_", "TORCH_"};
 

@@ -137,7 +137,8 @@ static int plan_job(plan_t *p, const vram_job_t *job, const char *spec_text)
     }
     snprintf(p->cwd, sizeof p->cwd, "%s", cwd);
     int rc = vram_spawn_expand_path(out, job->id, p->output, sizeof p->output);
-    if (!rc) rc = vram_spawn_expand_path(err && *err ? err : out, job->id, p->error, sizeof p->error);
+    if (!rc)
+        rc = vram_spawn_expand_path(err && *err ? err : out, job->id, p->error, sizeof p->error);
     if (!rc) rc = plan_user(p, job->req.uid);
     const char *key, *path = "/usr/local/bin:/usr/bin:/bin";
     json_object_foreach(env, key, v)
@@ -242,8 +243,8 @@ static void run_command(const plan_t *p, int errfd)
     int null = open("/dev/null", O_RDONLY);
     int out = open(p->output, O_WRONLY | O_CREAT | O_TRUNC, 0666);
     if (out < 0) fail_to(errfd, "cannot open the output file ", p->output, errno);
-    int err = strcmp(p->output, p->error) ? open(p->error, O_WRONLY | O_CREAT | O_TRUNC, 0666)
-                                          : dup(out);
+    int err =
+        strcmp(p->output, p->error) ? open(p->error, O_WRONLY | O_CREAT | O_TRUNC, 0666) : dup(out);
     if (err < 0) fail_to(errfd, "cannot open the error file ", p->error, errno);
     if (null < 0 || dup2(null, 0) < 0 || dup2(out, 1) < 0 || dup2(err, 2) < 0)
         fail_to(errfd, "cannot set up stdio", "", errno);

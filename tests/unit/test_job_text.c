@@ -90,7 +90,9 @@ static void escape_controls(void **state)
     char out[64];
     assert_string_equal(vram_escape_text("a\033[2Jb\n\\c\x7f", out, sizeof out),
                         "a\\x1b[2Jb\\x0a\\\\c\\x7f");
-    assert_string_equal(vram_escape_text("\xc2\x9b" "31m caf\xc3\xa9", out, sizeof out),
+    assert_string_equal(vram_escape_text("\xc2\x9b"
+                                         "31m caf\xc3\xa9",
+                                         out, sizeof out),
                         "\\x9b31m caf\xc3\xa9");
     assert_string_equal(vram_escape_text(NULL, out, sizeof out), "");
     /* cut whole: never half an escape */
@@ -111,8 +113,11 @@ static void distance_pairs(void **state)
 static void cap_keeps_effective_batch(void **state)
 {
     (void)state;
-    vram_job_request_t r = {.mem_bytes = 10ull << 30, .gpus = 1, .batch_size = 8,
-                            .per_sample_bytes = 4ull << 30, .min_batch_size = 4,
+    vram_job_request_t r = {.mem_bytes = 10ull << 30,
+                            .gpus = 1,
+                            .batch_size = 8,
+                            .per_sample_bytes = 4ull << 30,
+                            .min_batch_size = 4,
                             .max_batch_size = 4};
     uint32_t acc = 0;
     assert_int_equal(vram_job_degrade(&r, 80ull << 30, &acc), 4);
@@ -120,8 +125,11 @@ static void cap_keeps_effective_batch(void **state)
     /* the library's clamp: never below one sample's memory */
     assert_int_equal(vram_job_mem_at_batch(&r, 4), 4ull << 30);
     /* no per-sample size: the cap alone, the memory unchanged */
-    vram_job_request_t f = {.mem_bytes = 1ull << 30, .gpus = 1, .batch_size = 64,
-                            .min_batch_size = 16, .max_batch_size = 16};
+    vram_job_request_t f = {.mem_bytes = 1ull << 30,
+                            .gpus = 1,
+                            .batch_size = 64,
+                            .min_batch_size = 16,
+                            .max_batch_size = 16};
     assert_int_equal(vram_job_degrade(&f, 2ull << 30, &acc), 16);
     assert_int_equal(acc, 4);
     assert_int_equal(vram_job_degrade(&f, 1ull << 29, &acc), 0);
@@ -141,8 +149,8 @@ static void cap_against_brute_force(void **state)
         r.mem_bytes = r.per_sample_bytes * r.batch_size + (uint64_t)(rand() % 500) + 1;
         uint64_t avail = (uint64_t)(rand() % 20000);
         uint32_t lo = r.min_batch_size ? r.min_batch_size : 1;
-        uint32_t top = r.max_batch_size && r.max_batch_size < r.batch_size ? r.max_batch_size
-                                                                           : r.batch_size;
+        uint32_t top =
+            r.max_batch_size && r.max_batch_size < r.batch_size ? r.max_batch_size : r.batch_size;
         uint32_t best_acc = 0;
         for (uint32_t b = lo; b <= top; b++) {
             bool fits = vram_job_mem_at_batch(&r, b) <= avail;
@@ -178,8 +186,11 @@ static void pending_reasons(void **state)
     assert_string_equal(vram_job_pending_reason(&r, free_b, 2, 3, buf, sizeof buf),
                         "fits now; 2 job(s) ahead in the queue go first");
     /* a degradable job counts at its smallest batch */
-    r = (vram_job_request_t){.mem_bytes = 40ull << 30, .gpus = 1, .batch_size = 64,
-                             .min_batch_size = 8, .per_sample_bytes = 1ull << 29};
+    r = (vram_job_request_t){.mem_bytes = 40ull << 30,
+                             .gpus = 1,
+                             .batch_size = 64,
+                             .min_batch_size = 8,
+                             .per_sample_bytes = 1ull << 29};
     assert_string_equal(vram_job_pending_reason(&r, free_b, 1, 1, buf, sizeof buf),
                         "fits now; admitted at the next pass");
     r.min_batch_size = 40;
