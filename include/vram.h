@@ -175,6 +175,15 @@ VRAM_API double vram_gib(uint64_t bytes);
 /* Monotonic clock in nanoseconds. */
 VRAM_API uint64_t vram_now_ns(void);
 
+/* Levenshtein distance of the first 63 bytes of a and b (for "did you
+ * mean"). Neither may be NULL. Thread-safe. */
+VRAM_API size_t vram_edit_distance(const char *a, const char *b);
+/* Copies `in` (NULL = "") into out[len] with control characters, DEL and C1
+ * controls written as \xNN and '\' as "\\", so a client's string cannot
+ * move a terminal's cursor or forge a log line; cut at len-1. Returns out.
+ * Thread-safe. */
+VRAM_API const char *vram_escape_text(const char *in, char *out, size_t len);
+
 /* ===================================================================== */
 /* core: the table of common GPU models (sim specs, `vram plan --gpu-name`) */
 /* ===================================================================== */
@@ -623,6 +632,13 @@ typedef struct {
     int npinned;
     uint32_t batch_size, min_batch_size; /* 0 = no degradation */
     uint64_t per_sample_bytes;
+    /* Largest micro-batch the scheduler may grant (0 = batch_size): a retry
+     * after out-of-memory asks for less while batch_size stays the effective
+     * batch, so grad_accum covers it. */
+    uint32_t max_batch_size;
+    /* vram submit: what vramd starts when the job is admitted (JSON, see
+     * src/sched/spawn.c); stored with the job, NULL in memory. */
+    const char *spawn;
 } vram_job_request_t;
 
 /* A job as stored. devices/ndevices and granted batch are set once running. */
@@ -724,6 +740,47 @@ VRAM_API char *vram_sched_devices_json(vram_sched_t *s);
 /* The event log of one job, oldest first: {"id", "events": [{"at", "kind",
  * "message"}]}; NULL for an unknown id (ENOENT) or a store error. */
 VRAM_API char *vram_sched_events_json(vram_sched_t *s, int64_t id);
+/* vram submit (src/sched/spawn.c): a job submitted with a spawn spec
+ * (vram_job_request_t.spawn, JSON {"argv": [..], "cwd": "/abs", "env": {..},
+ * "output": "path with %j", "error": "" or path}) is started by vramd once
+ * admitted. The spec of job `id` (*spec malloc'd; NULL when it has none);
+ * ENOENT for an unknown id. Thread-safe. */
+VRAM_API int vram_sched_spawn_spec(vram_sched_t *s, int64_t id, char **spec);
+/* Records `pid` as the process of running job `id` started by vramd (its
+ * exit releases the job, its usage is the job's). ESTATE when the job is not
+ * running or already has a process. Thread-safe. */
+VRAM_API int vram_sched_attach_pid(vram_sched_t *s, int64_t id, pid_t pid);
+/* Waits until job `id` has ended (done, failed, cancelled, timeout) or
+ * timeout_ms passes or the scheduler shuts down; copies it. ENOENT if
+ * unknown. Thread-safe. */
+VRAM_API int vram_sched_wait_end(vram_sched_t *s, int64_t id, int timeout_ms, vram_job_t *out);
+/* True for the environment variables a submitted job may take from the
+ * submitting shell (PATH, LANG, LC_*, PYTHONPATH, ...; docs/cli.md). */
+VRAM_API bool vram_spawn_env_allowed(const char *name);
+
+/* A job's process started by vramd: the monitor's pid, the pipe it reports
+ * the exit status on, and the pipe whose closing lets it exit. */
+typedef struct {
+    pid_t pid;
+    int status_fd, ack_fd;
+} vram_spawn_t;
+/* Starts running `job` (admitted, with its spec) as the job's uid: a
+ * monitor process in a new session becomes the uid (vramd as root) or must
+ * already be it, then runs argv in cwd with stdout/stderr to the output
+ * files, stdin /dev/null, the whitelisted environment, CUDA_VISIBLE_DEVICES
+ * and VRAM_JOB_ID/VRAM_BATCH_SIZE/VRAM_GRAD_ACCUM. Call from a thread that
+ * may fork. EPARSE for a bad spec, ENOENT for an unknown uid, EIO. */
+VRAM_API int vram_spawn_job(const vram_job_t *job, const char *spec, vram_spawn_t *out);
+/* Non-blocking: 1 when the monitor reported (exit status, or -1 and a reason
+ * if it died; message[len] gets the reason a command could not start), 0 when
+ * it has not yet. */
+VRAM_API int vram_spawn_collect(vram_spawn_t *sp, int *exit_status, char *message, size_t len);
+/* An output file name of a submitted job: "%j" becomes the job id and "%%" a
+ * percent sign (as in sbatch's --output). EINVAL when out[len] is too small. */
+VRAM_API int vram_spawn_expand_path(const char *pattern, int64_t id, char *out, size_t len);
+/* After collect returned 1 (and the status is recorded): lets the monitor
+ * exit, reaps it and closes the pipes. */
+VRAM_API void vram_spawn_release(vram_spawn_t *sp);
 /* Checks the ledger invariants (reserved <= usable per device, no job both
  * queued and running, per-device job counts); 0 or ESTATE with a message. */
 VRAM_API int vram_sched_check(vram_sched_t *s);
@@ -731,11 +788,37 @@ VRAM_API const char *vram_job_state_name(vram_job_state_t st);
 /* Parses "queued", "running", ...; -1 if unknown. */
 VRAM_API int vram_job_state_parse(const char *name);
 
+/* Why a queued job waits, for people: "waiting for 50.00 GiB on 1 GPU; GPU 0
+ * has 16.00 GiB free for admission" (the smallest batch it accepts counts),
+ * or "fits now; N job(s) ahead in the queue go first". free_bytes[d] is each
+ * device's free memory for admission; position is 1-based in the queue.
+ * Writes buf[len] and returns it. Thread-safe. */
+VRAM_API const char *vram_job_pending_reason(const vram_job_request_t *req,
+                                             const uint64_t *free_bytes, int ndev, int position,
+                                             char *buf, size_t len);
+
+/* Out-of-memory messages of GPU programs (PyTorch, CUDA driver and runtime,
+ * cuDNN, cuBLAS) found in a stream read in pieces, e.g. a job's stderr.
+ * Only the exact messages listed by vram_oom_message() count. One scanner
+ * per stream; not thread-safe. */
+typedef struct {
+    char tail[63]; /* end of the previous piece (longer than any message) */
+    size_t keep;
+    const char *match; /* the message found, NULL until one is */
+} vram_oom_scan_t;
+VRAM_API void vram_oom_scan_init(vram_oom_scan_t *s);
+/* Feeds n bytes (any content, NULs included); returns the recognized message
+ * once one has been seen (and from then on), else NULL. */
+VRAM_API const char *vram_oom_scan_feed(vram_oom_scan_t *s, const char *data, size_t n);
+/* The i-th recognized message (static), NULL past the end. */
+VRAM_API const char *vram_oom_message(size_t i);
+
 /* Memory per GPU of a job at batch b (degradation formula above). */
 VRAM_API uint64_t vram_job_mem_at_batch(const vram_job_request_t *req, uint32_t batch);
-/* Largest batch in [min_batch_size, batch_size] whose memory fits in `avail`
- * and the accumulation steps that keep the effective batch >= batch_size;
- * returns 0 when none fits (or the request does not allow degradation). */
+/* Largest batch in [min_batch_size, max_batch_size or batch_size] whose
+ * memory fits in `avail` and the accumulation steps that keep the effective
+ * batch >= batch_size; returns 0 when none fits (or the request does not
+ * allow degradation). */
 VRAM_API uint32_t vram_job_degrade(const vram_job_request_t *req, uint64_t avail,
                                    uint32_t *grad_accum);
 

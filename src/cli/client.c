@@ -1,11 +1,21 @@
-/* HTTP/JSON client of vramd over its Unix socket. */
+/* HTTP/JSON client of vramd: finds the daemon (VRAM_URL over TCP with a
+ * token file, else VRAM_SOCKET, the user's own socket, the system socket),
+ * tells a socket it may not open from a daemon that is not running, and
+ * retries refused connections with backoff where asked. */
 #include "cli/daemon_client.h"
-#include "daemon/daemon.h"
 
 #include <curl/curl.h>
+#include <errno.h>
 #include <pthread.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#define SYSTEM_SOCKET "/run/vram/vramd.sock"
+
+const char *cli_token_file; /* --token-file (main.c) */
 
 typedef struct {
     char *data;
@@ -33,21 +43,118 @@ static void curl_init(void)
 
 static __thread CURL *handle;
 
+typedef struct {
+    bool tcp;
+    char where[600]; /* socket path or base URL */
+    const char *why; /* how it was chosen, for -v */
+    char auth[300];  /* "Authorization: Bearer ..." or "" */
+} endpoint_t;
+
+/* The token for TCP: never from the command line (ps shows it). */
+static int read_token(char *auth, size_t len)
+{
+    const char *file = cli_token_file ? cli_token_file : getenv("VRAM_TOKEN_FILE");
+    const char *env = getenv("VRAM_TOKEN");
+    char token[256] = "";
+    if (file && *file) {
+        struct stat st;
+        FILE *f = NULL;
+        if (stat(file, &st) != 0 || !(f = fopen(file, "r")))
+            return vram_fail(VRAM_EINVAL, "token file %s: %s", file, strerror(errno));
+        int rc = 0;
+        if (st.st_uid != getuid() || (st.st_mode & 077))
+            rc = vram_fail(VRAM_EPERM, "token file %s must be yours and mode 0600 (chmod 600 %s)",
+                           file, file);
+        else if (!fgets(token, sizeof token, f))
+            rc = vram_fail(VRAM_EINVAL, "token file %s is empty", file);
+        fclose(f);
+        if (rc) return rc;
+        token[strcspn(token, "\r\n")] = 0;
+    } else if (env) {
+        snprintf(token, sizeof token, "%s", env);
+    }
+    auth[0] = 0;
+    if (*token) snprintf(auth, len, "Authorization: Bearer %s", token);
+    return 0;
+}
+
+/* A socket exists when lstat finds it, or when its directory hides it. */
+static bool exists(const char *path, int *err)
+{
+    struct stat st;
+    *err = lstat(path, &st) == 0 ? 0 : errno;
+    return *err == 0 || *err == EACCES;
+}
+
+static int find_endpoint(endpoint_t *e)
+{
+    const char *url = getenv("VRAM_URL");
+    memset(e, 0, sizeof *e);
+    if (url && *url) {
+        e->tcp = true;
+        snprintf(e->where, sizeof e->where, "%s", url);
+        e->why = "VRAM_URL";
+        return read_token(e->auth, sizeof e->auth);
+    }
+    const char *opt = vram_option_str(VRAM_OPT_SOCKET), *rt = getenv("XDG_RUNTIME_DIR");
+    char own[560] = "";
+    if (rt && *rt) snprintf(own, sizeof own, "%s/vram/vramd.sock", rt);
+    int err = 0;
+    if (*opt) {
+        snprintf(e->where, sizeof e->where, "%s", opt);
+        e->why = "VRAM_SOCKET";
+        exists(opt, &err);
+    } else if (*own && exists(own, &err)) {
+        snprintf(e->where, sizeof e->where, "%s", own);
+        e->why = "your own vramd, $XDG_RUNTIME_DIR";
+    } else if (exists(SYSTEM_SOCKET, &err)) {
+        snprintf(e->where, sizeof e->where, "%s", SYSTEM_SOCKET);
+        e->why = "the system vramd";
+    } else {
+        return vram_fail(VRAM_ECONN,
+                         "vramd is not running: no socket at %s%s%s; start it with `vramd` or "
+                         "`vram serve` (or set VRAM_SOCKET)",
+                         *own ? own : "", *own ? " or " : "", SYSTEM_SOCKET);
+    }
+    if (err == EACCES || (err == 0 && access(e->where, R_OK | W_OK) != 0 && errno == EACCES))
+        return vram_fail(VRAM_EPERM,
+                         "permission denied on %s: ask the administrator to add you to group vram",
+                         e->where);
+    if (err == ENOENT)
+        return vram_fail(VRAM_ECONN,
+                         "vramd is not running at %s (%s); start it with `vramd` or `vram serve`",
+                         e->where, e->why);
+    return 0;
+}
+
+static void say_endpoint(const endpoint_t *e)
+{
+    static bool said;
+    if (!cli_verbose || said) return;
+    said = true;
+    fprintf(stderr, "vram: using %s %s (%s)%s\n", e->tcp ? "address" : "socket", e->where, e->why,
+            e->tcp && *e->auth ? " with a token" : "");
+}
+
 int cli_daemon_call(const char *method, const char *path, json_t *body, long *status,
                     json_t **reply)
 {
     *reply = NULL;
     *status = 0;
+    endpoint_t e;
+    int rc = find_endpoint(&e);
+    if (rc) return rc;
+    say_endpoint(&e);
     pthread_once(&curl_once, curl_init);
     if (!handle && !(handle = curl_easy_init())) return vram_fail(VRAM_ENOMEM, "curl init failed");
-    char sock[512], url[1024];
-    vramd_socket_path(sock, sizeof sock);
-    snprintf(url, sizeof url, "http://localhost%s", path);
+    char url[1200];
+    snprintf(url, sizeof url, "%s%s", e.tcp ? e.where : "http://localhost", path);
     char *text = body ? json_dumps(body, JSON_COMPACT) : NULL;
     buffer_t b = {0};
     struct curl_slist *hdr = curl_slist_append(NULL, "Content-Type: application/json");
+    if (*e.auth) hdr = curl_slist_append(hdr, e.auth);
     curl_easy_reset(handle);
-    curl_easy_setopt(handle, CURLOPT_UNIX_SOCKET_PATH, sock);
+    if (!e.tcp) curl_easy_setopt(handle, CURLOPT_UNIX_SOCKET_PATH, e.where);
     curl_easy_setopt(handle, CURLOPT_URL, url);
     curl_easy_setopt(handle, CURLOPT_CUSTOMREQUEST, method);
     curl_easy_setopt(handle, CURLOPT_HTTPHEADER, hdr);
@@ -66,23 +173,45 @@ int cli_daemon_call(const char *method, const char *path, json_t *body, long *st
     CURLcode cc = curl_easy_perform(handle);
     curl_slist_free_all(hdr);
     free(text);
-    int rc = 0;
     if (cc == CURLE_COULDNT_CONNECT || cc == CURLE_COULDNT_RESOLVE_HOST) {
         rc = vram_fail(VRAM_ECONN,
-                       "vramd is not running at %s; start it with `vramd` or `vram serve` "
-                       "(or set VRAM_SOCKET)",
-                       sock);
+                       "vramd is not running at %s (%s); start it with `vramd` or `vram serve`",
+                       e.where, e.why);
     } else if (cc != CURLE_OK) {
-        rc = vram_fail(VRAM_EIO, "request to vramd at %s failed: %s", sock, curl_easy_strerror(cc));
+        rc = vram_fail(VRAM_EIO, "request to vramd at %s failed: %s", e.where,
+                       curl_easy_strerror(cc));
     } else {
         curl_easy_getinfo(handle, CURLINFO_RESPONSE_CODE, status);
-        json_error_t e;
-        *reply = b.data ? json_loads(b.data, 0, &e) : NULL;
+        json_error_t je;
+        *reply = b.data ? json_loads(b.data, 0, &je) : NULL;
         if (!*reply)
             rc = vram_fail(VRAM_EPARSE, "vramd answered %ld with a body that is not JSON", *status);
     }
     free(b.data);
     return rc;
+}
+
+int cli_daemon_call_patiently(const char *cmd, bool quiet, const char *method, const char *path,
+                              json_t *body, long *status, json_t **reply)
+{
+    /* 0.1 s doubling to 2 s, for about 30 s: a restarting vramd is back by
+     * then. A connection cut during the request (vramd killed while it
+     * answered) is retried too, except for a submission, which might have
+     * been registered: submitting it again could make two jobs. */
+    bool may_resend = strcmp(method, "POST") || strcmp(path, "/v1/jobs");
+    double waited = 0, step = 0.1;
+    bool warned = false;
+    for (;;) {
+        int rc = cli_daemon_call(method, path, body, status, reply);
+        bool again = rc == VRAM_ECONN || (rc == VRAM_EIO && may_resend);
+        if (!again || waited >= 30) return rc;
+        if (!warned && !quiet)
+            fprintf(stderr, "vram %s: %s; retrying for 30 s\n", cmd, vram_last_error());
+        warned = true;
+        usleep((useconds_t)(step * 1e6));
+        waited += step;
+        step = step * 2 > 2 ? 2 : step * 2;
+    }
 }
 
 const char *cli_daemon_error_message(json_t *reply)

@@ -1,8 +1,14 @@
-/* Error reporting and output helpers shared by the subcommands. */
+/* Error reporting, size and id parsing, and "did you mean" shared by the subcommands. */
 #include "cli.h"
 
+#include <ctype.h>
+#include <errno.h>
 #include <stdarg.h>
 #include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+bool cli_verbose;
 
 int cli_usage_error(const char *cmd, const char *fmt, ...)
 {
@@ -42,5 +48,66 @@ int cli_open_ctx(const char *cmd, bool quiet, vram_ctx_t **ctx)
         return cli_runtime_error(cmd, "%s", vram_last_error());
     }
     if (!quiet && *vram_ctx_reason(*ctx)) fprintf(stderr, "vram: %s\n", vram_ctx_reason(*ctx));
+    return 0;
+}
+
+int cli_parse_size(const char *cmd, const char *flag, const char *text, uint64_t *out)
+{
+    /* People mean gigabytes far more often than bytes: a unit is required,
+     * and "20 GB" (two words, or one with a space) would otherwise leave
+     * "GB" behind as the command. */
+    size_t number = strspn(text, "0123456789.");
+    bool has_space = false;
+    for (const char *p = text; *p; p++)
+        if (isspace((unsigned char)*p)) has_space = true;
+    if (number > 0 && (!text[number] || has_space))
+        return cli_usage_error(cmd, "%s: \"%s\" has no unit; give a unit, e.g. 20GiB", flag, text);
+    if (vram_parse_size(text, out) != 0)
+        return cli_usage_error(cmd, "%s: %s; give a unit, e.g. 20GiB", flag, vram_last_error());
+    return 0;
+}
+
+const char *cli_closest(const char *word, const char *const *names, size_t n)
+{
+    const char *best = NULL;
+    size_t best_d = (size_t)-1;
+    for (size_t i = 0; i < n; i++) {
+        size_t d = vram_edit_distance(word, names[i]);
+        if (d < best_d) {
+            best_d = d;
+            best = names[i];
+        }
+    }
+    /* a third of the word, at least 2 (a swap) and at most 3 edits */
+    size_t limit = strlen(word) / 3;
+    limit = limit < 2 ? 2 : limit > 3 ? 3 : limit;
+    return best_d <= limit ? best : NULL;
+}
+
+int cli_unknown_option(const char *cmd, const char *arg, const struct option *longopts)
+{
+    const char *names[64];
+    size_t n = 0;
+    for (; longopts[n].name && n < 64; n++)
+        names[n] = longopts[n].name;
+    char word[64];
+    const char *bare = arg;
+    while (*bare == '-')
+        bare++;
+    snprintf(word, sizeof word, "%.*s", (int)strcspn(bare, "="), bare);
+    const char *near = cli_closest(word, names, n);
+    if (near) return cli_usage_error(cmd, "unknown option \"%s\"; did you mean --%s?", arg, near);
+    return cli_usage_error(cmd, "unknown option \"%s\"", arg);
+}
+
+int cli_parse_job_id(const char *cmd, const char *text, long long *id)
+{
+    char *end;
+    errno = 0;
+    long long n = strtoll(text, &end, 10);
+    if (errno || end == text || *end || n <= 0)
+        return cli_usage_error(cmd, "\"%s\" is not a job id (a positive number, see `vram jobs`)",
+                               text);
+    *id = n;
     return 0;
 }

@@ -1,127 +1,329 @@
-/* vram jobs: the queue and recent jobs; vram cancel ID. */
+/* vram jobs [ID] [--user U] [--state S,...] [--all] [--format F] [--json];
+ * vram cancel ID... | --user U --state S. */
 #include "cli/daemon_client.h"
+#include "cli/jobs_view.h"
 
 #include <errno.h>
+#include <pwd.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
 
-static void print_devices(json_t *devs, char *buf, size_t len)
+typedef struct {
+    const char *cmd;
+    long long id;   /* one job, 0 = all */
+    long long uid;  /* -1 = everybody */
+    bool states[8]; /* by vram_job_state_t; none set = all */
+    bool any_state;
+    long limit;         /* ended jobs */
+    const char *format; /* NULL = the table */
+    bool json, header;
+} jobs_opts_t;
+
+static const char *const state_names[] = {"queued", "running",   "done",
+                                          "failed", "cancelled", "timeout"};
+
+static int parse_user(const char *cmd, const char *text, long long *uid)
 {
-    size_t at = 0, i;
-    json_t *d;
-    buf[0] = 0;
-    json_array_foreach(devs, i, d)
-    {
-        if (at < len)
-            at += (size_t)snprintf(buf + at, len - at, i ? ",%lld" : "%lld",
-                                   (long long)json_integer_value(d));
+    struct passwd pw, *res = NULL;
+    char buf[1024];
+    if (getpwnam_r(text, &pw, buf, sizeof buf, &res) == 0 && res) {
+        *uid = pw.pw_uid;
+        return 0;
     }
-    if (!at) snprintf(buf, len, "-");
+    char *end;
+    errno = 0;
+    long long v = strtoll(text, &end, 10);
+    if (errno || end == text || *end || v < 0)
+        return cli_usage_error(cmd, "--user: no user \"%s\"", text);
+    *uid = v;
+    return 0;
 }
 
-/* One table row per job, like `nvidia-smi`: sizes in GiB. */
-static void print_jobs(json_t *jobs)
+static int parse_states(const char *cmd, const char *text, jobs_opts_t *o)
 {
-    printf("%6s  %-10s %-16s %6s %5s %10s %5s %8s %-8s %s\n", "ID", "STATE", "NAME", "UID", "GPUS",
-           "MEM/GPU", "PRIO", "BATCH", "DEVICES", "INFO");
-    size_t i;
-    json_t *j;
-    json_array_foreach(jobs, i, j)
-    {
-        char devs[64], mem[32], batch[32] = "-", info[300] = "";
-        print_devices(json_object_get(j, "devices"), devs, sizeof devs);
-        json_int_t reserved = json_integer_value(json_object_get(j, "reserved_bytes"));
-        json_int_t asked = json_integer_value(json_object_get(j, "mem_bytes"));
-        vram_format_size((uint64_t)(reserved ? reserved : asked), mem, sizeof mem);
-        json_int_t gb = json_integer_value(json_object_get(j, "granted_batch_size"));
-        json_int_t acc = json_integer_value(json_object_get(j, "grad_accum"));
-        if (gb) snprintf(batch, sizeof batch, "%lldx%lld", (long long)gb, (long long)acc);
-        const char *state = json_string_value(json_object_get(j, "state"));
-        json_int_t pos = json_integer_value(json_object_get(j, "queue_position"));
-        const char *err = json_string_value(json_object_get(j, "error"));
-        if (pos)
-            snprintf(info, sizeof info, "queue position %lld", (long long)pos);
-        else if (err && *err)
-            snprintf(info, sizeof info, "%s", err);
-        printf("%6lld  %-10s %-16.16s %6lld %5lld %10s %5lld %8s %-8s %s\n",
-               (long long)json_integer_value(json_object_get(j, "id")), state ? state : "?",
-               json_string_value(json_object_get(j, "name")),
-               (long long)json_integer_value(json_object_get(j, "owner_uid")),
-               (long long)json_integer_value(json_object_get(j, "gpus")), mem,
-               (long long)json_integer_value(json_object_get(j, "priority")), batch, devs, info);
+    char copy[128];
+    snprintf(copy, sizeof copy, "%s", text);
+    for (char *save, *t = strtok_r(copy, ",", &save); t; t = strtok_r(NULL, ",", &save)) {
+        int st = vram_job_state_parse(!strcmp(t, "pending") ? "queued" : t);
+        if (st < 0) {
+            const char *near = cli_closest(t, state_names, 6);
+            return cli_usage_error(cmd,
+                                   "--state: no state \"%s\"%s%s%s (queued, running, done, "
+                                   "failed, cancelled, timeout)",
+                                   t, near ? "; did you mean " : "", near ? near : "",
+                                   near ? "?" : "");
+        }
+        o->states[st] = o->any_state = true;
     }
-    if (json_array_size(jobs) == 0) printf("(no jobs)\n");
+    return 0;
+}
+
+static void jobs_usage(void)
+{
+    printf("usage: vram jobs [ID] [--user U] [--state S,...] [--all | --limit N]\n"
+           "                 [--format FMT] [--noheader] [--json]\n\n"
+           "Jobs sorted by id: queued and running ones, and the N most recent ended ones\n"
+           "(default 20). With ID, that job's details and event log. USER is a name or uid;\n"
+           "states: queued, running, done, failed, cancelled, timeout. '!' after MEM/GPU\n"
+           "marks a job using more than it reserved; REASON says why a queued job waits.\n\n"
+           "--format letters (like squeue -o; %%10j pads, %%.10j aligns right):\n%s\n"
+           "Examples:\n"
+           "  vram jobs --state queued,running --user $USER\n"
+           "  vram jobs --format '%%i %%t %%M %%r'\n"
+           "  vram jobs $id\n",
+           jobs_field_help);
+}
+
+static int parse_jobs(int argc, char **argv, jobs_opts_t *o)
+{
+    static const struct option opts[] = {
+        {"user", 1, 0, 'u'},     {"state", 1, 0, 's'},  {"all", 0, 0, 'a'},
+        {"limit", 1, 0, 'l'},    {"format", 1, 0, 'f'}, {"json", 0, 0, 'j'},
+        {"noheader", 0, 0, 'H'}, {"help", 0, 0, 'h'},   {0, 0, 0, 0}};
+    *o = (jobs_opts_t){.cmd = "jobs", .uid = -1, .limit = 20, .header = true};
+    int c, rc = 0;
+    bool all = false, limit = false;
+    opterr = 0;
+    optind = 1;
+    while (!rc && (c = getopt_long(argc, argv, ":u:s:af:jHh", opts, NULL)) != -1) {
+        switch (c) {
+        case 'u':
+            rc = parse_user("jobs", optarg, &o->uid);
+            break;
+        case 's':
+            rc = parse_states("jobs", optarg, o);
+            break;
+        case 'a':
+            all = true;
+            o->limit = 100000;
+            break;
+        case 'l': {
+            char *end;
+            errno = 0;
+            o->limit = strtol(optarg, &end, 10);
+            limit = true;
+            if (errno || *end || end == optarg || o->limit < 0 || o->limit > 100000)
+                rc = cli_usage_error("jobs", "--limit: \"%s\" is not a count (0-100000)", optarg);
+            break;
+        }
+        case 'f':
+            o->format = optarg;
+            break;
+        case 'j':
+            o->json = true;
+            break;
+        case 'H':
+            o->header = false;
+            break;
+        case 'h':
+            jobs_usage();
+            return -1;
+        case ':':
+            return cli_usage_error("jobs", "option \"%s\" needs a value", argv[optind - 1]);
+        default:
+            return cli_unknown_option("jobs", argv[optind - 1], opts);
+        }
+    }
+    if (rc) return rc;
+    if (all && limit) return cli_usage_error("jobs", "--all and --limit contradict: keep one");
+    if (o->json && o->format)
+        return cli_usage_error("jobs", "--json and --format contradict: keep one");
+    if (optind < argc && (rc = cli_parse_job_id("jobs", argv[optind++], &o->id))) return rc;
+    if (optind < argc) return cli_usage_error("jobs", "unexpected argument \"%s\"", argv[optind]);
+    if (o->id && (o->uid >= 0 || o->any_state || all || limit))
+        return cli_usage_error("jobs", "a job ID shows that job: --user, --state, --all and "
+                                       "--limit do not apply");
+    return 0;
+}
+
+static int by_id(const void *a, const void *b)
+{
+    json_int_t x = json_integer_value(json_object_get(*(json_t *const *)a, "id"));
+    json_int_t y = json_integer_value(json_object_get(*(json_t *const *)b, "id"));
+    return x < y ? -1 : x > y;
+}
+
+/* The jobs that pass the filters, sorted by id (a new array). */
+static json_t *select_jobs(json_t *all, const jobs_opts_t *o)
+{
+    size_t n = json_array_size(all), k = 0;
+    json_t **v = calloc(n + 1, sizeof *v), *out = json_array();
+    for (size_t i = 0; v && i < n; i++) {
+        json_t *j = json_array_get(all, i);
+        int st = vram_job_state_parse(json_string_value(json_object_get(j, "state")));
+        if (o->uid >= 0 && json_integer_value(json_object_get(j, "owner_uid")) != o->uid) continue;
+        if (o->any_state && (st < 0 || !o->states[st])) continue;
+        v[k++] = j;
+    }
+    if (v) qsort(v, k, sizeof *v, by_id);
+    for (size_t i = 0; i < k; i++)
+        json_array_append(out, v[i]);
+    free(v);
+    return out;
+}
+
+/* The views' context: free memory per device from /v1/status (none when
+ * the status cannot be read: the reasons are then left out). */
+static void fetch_ctx(jobs_ctx_t *ctx)
+{
+    json_t *status = NULL;
+    long st;
+    if (cli_daemon_call("GET", "/v1/status", NULL, &st, &status) != 0 || st != 200) {
+        json_decref(status);
+        status = NULL;
+    }
+    jobs_ctx_init(ctx, status);
+    json_decref(status);
+}
+
+/* All jobs (active and `limit` ended ones) and, with ctx, the context. */
+static int fetch(const char *cmd, long limit, json_t **jobs, jobs_ctx_t *ctx)
+{
+    char path[64];
+    snprintf(path, sizeof path, "/v1/jobs?limit=%ld", limit);
+    int rc = cli_daemon_request(cmd, "GET", path, jobs);
+    if (!rc && ctx) fetch_ctx(ctx);
+    return rc;
+}
+
+static int show_one(const jobs_opts_t *o)
+{
+    char path[96];
+    json_t *job = NULL, *events = NULL;
+    snprintf(path, sizeof path, "/v1/jobs/%lld", o->id);
+    int rc = cli_daemon_request("jobs", "GET", path, &job);
+    if (rc) return rc;
+    snprintf(path, sizeof path, "/v1/jobs/%lld/events", o->id);
+    if ((rc = cli_daemon_request("jobs", "GET", path, &events))) goto out;
+    jobs_ctx_t ctx;
+    fetch_ctx(&ctx);
+    if (o->json) {
+        json_object_set(job, "events", json_object_get(events, "events"));
+        cli_print_json(json_incref(job));
+    } else if (o->format) {
+        json_t *one = json_pack("[O]", job);
+        rc = jobs_print_format(&ctx, one, o->format, o->header)
+                 ? cli_usage_error("jobs", "--format: unknown field in \"%s\"", o->format)
+                 : 0;
+        json_decref(one);
+    } else {
+        jobs_print_detail(&ctx, job, events);
+    }
+out:
+    json_decref(job);
+    json_decref(events);
+    return rc;
 }
 
 int vram_cli_jobs(int argc, char **argv)
 {
-    bool as_json = false;
-    long limit = 20;
-    for (int i = 1; i < argc; i++) {
-        if (!strcmp(argv[i], "--json"))
-            as_json = true;
-        else if (!strcmp(argv[i], "--all"))
-            limit = 100000;
-        else if (!strcmp(argv[i], "--limit") && i + 1 < argc) {
-            char *end;
-            errno = 0;
-            limit = strtol(argv[++i], &end, 10);
-            if (errno || *end || limit < 0 || limit > 100000)
-                return cli_usage_error("jobs", "--limit: \"%s\" is not a count", argv[i]);
-        } else if (!strcmp(argv[i], "-h") || !strcmp(argv[i], "--help")) {
-            printf("usage: vram jobs [--json] [--all | --limit N]\n\n"
-                   "Queued and running jobs, then the N most recent ended ones (default 20).\n");
-            return CLI_OK;
-        } else
-            return cli_usage_error("jobs", "unknown argument \"%s\"", argv[i]);
-    }
-    char path[64];
-    snprintf(path, sizeof path, "/v1/jobs?limit=%ld", limit);
-    json_t *reply;
-    int rc = cli_daemon_request("jobs", "GET", path, &reply);
-    if (rc) return rc;
-    if (as_json) {
-        cli_print_json(reply);
-        return CLI_OK;
-    }
-    print_jobs(json_object_get(reply, "jobs"));
+    jobs_opts_t o;
+    int rc = parse_jobs(argc, argv, &o);
+    if (rc) return rc < 0 ? CLI_OK : rc;
+    if (o.id) return show_one(&o);
+    json_t *reply = NULL;
+    jobs_ctx_t ctx;
+    if ((rc = fetch("jobs", o.limit, &reply, &ctx))) return rc;
+    json_t *jobs = select_jobs(json_object_get(reply, "jobs"), &o);
+    if (o.json)
+        cli_print_json(json_pack("{s:O}", "jobs", jobs));
+    else if (o.format && jobs_print_format(&ctx, jobs, o.format, o.header) != 0)
+        rc = cli_usage_error("jobs", "--format: unknown field in \"%s\" (see vram jobs --help)",
+                             o.format);
+    else if (!o.format)
+        jobs_print_table(&ctx, jobs);
+    json_decref(jobs);
     json_decref(reply);
-    return CLI_OK;
+    return rc;
 }
 
-int vram_cli_cancel(int argc, char **argv)
+/* ---- vram cancel ----------------------------------------------------------------- */
+
+static int cancel_one(long long id, bool as_json)
 {
-    bool as_json = false;
-    const char *id = NULL;
-    for (int i = 1; i < argc; i++) {
-        if (!strcmp(argv[i], "--json"))
-            as_json = true;
-        else if (!strcmp(argv[i], "-h") || !strcmp(argv[i], "--help")) {
-            printf("usage: vram cancel [--json] ID\n\n"
-                   "Cancels a queued or running job (its owner or root only).\n");
-            return CLI_OK;
-        } else if (!id && argv[i][0] != '-')
-            id = argv[i];
-        else
-            return cli_usage_error("cancel", "unexpected argument \"%s\"", argv[i]);
-    }
-    if (!id) return cli_usage_error("cancel", "which job? give its ID (see `vram jobs`)");
-    char *end;
-    errno = 0;
-    long long n = strtoll(id, &end, 10);
-    if (errno || *end || n <= 0) return cli_usage_error("cancel", "bad job id \"%s\"", id);
     char path[64];
-    snprintf(path, sizeof path, "/v1/jobs/%lld", n);
+    snprintf(path, sizeof path, "/v1/jobs/%lld", id);
     json_t *reply;
     int rc = cli_daemon_request("cancel", "DELETE", path, &reply);
     if (rc) return rc;
     if (as_json)
         cli_print_json(reply);
     else {
-        printf("job %lld cancelled\n", n);
+        printf("job %lld cancelled\n", id);
         json_decref(reply);
     }
     return CLI_OK;
+}
+
+int vram_cli_cancel(int argc, char **argv)
+{
+    static const struct option opts[] = {{"user", 1, 0, 'u'},
+                                         {"state", 1, 0, 's'},
+                                         {"json", 0, 0, 'j'},
+                                         {"help", 0, 0, 'h'},
+                                         {0, 0, 0, 0}};
+    jobs_opts_t o = {.cmd = "cancel", .uid = -1};
+    int c, rc = 0;
+    opterr = 0;
+    optind = 1;
+    while (!rc && (c = getopt_long(argc, argv, ":u:s:jh", opts, NULL)) != -1) {
+        if (c == 'u')
+            rc = parse_user("cancel", optarg, &o.uid);
+        else if (c == 's')
+            rc = parse_states("cancel", optarg, &o);
+        else if (c == 'j')
+            o.json = true;
+        else if (c == 'h') {
+            printf("usage: vram cancel [--json] ID...\n"
+                   "       vram cancel [--user U] [--state queued|running]\n\n"
+                   "Cancels jobs (their owner or root only). A running job's processes get\n"
+                   "SIGTERM, then SIGKILL after a grace period. With --user/--state, every\n"
+                   "queued or running job that matches.\n\n"
+                   "Examples:\n"
+                   "  id=$(vram submit --parsable --mem 4GiB -- sleep 600)\n"
+                   "  vram cancel $id\n"
+                   "  vram cancel --user $USER --state queued\n");
+            return CLI_OK;
+        } else if (c == ':')
+            return cli_usage_error("cancel", "option \"%s\" needs a value", argv[optind - 1]);
+        else
+            return cli_unknown_option("cancel", argv[optind - 1], opts);
+    }
+    if (rc) return rc;
+    for (int st = VRAM_JOB_DONE; st <= VRAM_JOB_TIMEOUT; st++)
+        if (o.states[st])
+            return cli_usage_error("cancel",
+                                   "--state %s: only queued and running jobs can be "
+                                   "cancelled",
+                                   state_names[st]);
+    bool filter = o.uid >= 0 || o.any_state;
+    if (filter && optind < argc)
+        return cli_usage_error("cancel", "give job IDs or --user/--state, not both");
+    if (!filter && optind >= argc)
+        return cli_usage_error("cancel", "which jobs? give IDs, or --user U and/or --state S");
+    int code = CLI_OK;
+    for (int i = optind; i < argc; i++) {
+        long long id;
+        if ((rc = cli_parse_job_id("cancel", argv[i], &id))) return rc;
+    }
+    for (int i = optind; i < argc; i++) {
+        long long id = strtoll(argv[i], NULL, 10);
+        if ((rc = cancel_one(id, o.json))) code = rc;
+    }
+    if (!filter) return code;
+    json_t *reply = NULL;
+    if ((rc = fetch("cancel", 0, &reply, NULL))) return rc;
+    if (!o.any_state) o.states[VRAM_JOB_QUEUED] = o.states[VRAM_JOB_RUNNING] = o.any_state = true;
+    json_t *jobs = select_jobs(json_object_get(reply, "jobs"), &o);
+    size_t i;
+    json_t *j;
+    json_array_foreach(jobs, i, j)
+    {
+        if ((rc = cancel_one(json_integer_value(json_object_get(j, "id")), o.json))) code = rc;
+    }
+    if (!json_array_size(jobs) && !o.json) printf("no job matches\n");
+    json_decref(jobs);
+    json_decref(reply);
+    return code;
 }

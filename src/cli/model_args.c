@@ -86,8 +86,7 @@ static int apply(cli_model_args_t *a, const char *flag, const char *v)
         return 0;
     }
     if (!strcmp(flag, "--overhead")) {
-        if (vram_parse_size(v, &e->overhead_bytes))
-            return cli_usage_error(a->cmd, "--overhead: %s", vram_last_error());
+        if (cli_parse_size(a->cmd, "--overhead", v, &e->overhead_bytes)) return CLI_USAGE;
         if (e->overhead_bytes > (uint64_t)VRAM_MAX_BYTES)
             return cli_usage_error(a->cmd, "--overhead must be at most 1EiB (2^60 bytes)");
         return 0;

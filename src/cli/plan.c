@@ -43,8 +43,7 @@ static int target_device(const char *gpu, const char *mem, const char *name, boo
         return cli_usage_error("plan", "give exactly one of --gpu N, --gpu-mem SIZE, --gpu-name "
                                        "NAME");
     if (mem) {
-        if (vram_parse_size(mem, &pc->total_bytes))
-            return cli_usage_error("plan", "--gpu-mem: %s", vram_last_error());
+        if (cli_parse_size("plan", "--gpu-mem", mem, &pc->total_bytes)) return CLI_USAGE;
         if (!pc->total_bytes) return cli_usage_error("plan", "--gpu-mem must be positive");
         pc->free_bytes = pc->total_bytes;
         snprintf(label, len, "%s GPU", mem);

@@ -139,9 +139,8 @@ int vram_cli_replay(int argc, char **argv)
             break;
         }
         case 'm':
-            if (vram_parse_size(optarg, &device_mem) || device_mem == 0)
-                return cli_usage_error("replay", "--device-mem \"%s\": a size such as 8GiB",
-                                       optarg);
+            if (cli_parse_size("replay", "--device-mem", optarg, &device_mem)) return CLI_USAGE;
+            if (device_mem == 0) return cli_usage_error("replay", "--device-mem must be positive");
             break;
         case 'j':
             json = true;

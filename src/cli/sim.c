@@ -106,8 +106,7 @@ static int sim_alloc(int argc, char **argv)
         switch (c) {
         case 'm':
             mem_text = optarg;
-            if (vram_parse_size(optarg, &bytes) != 0)
-                return cli_usage_error("sim alloc", "%s", vram_last_error());
+            if (cli_parse_size("sim alloc", "--mem", optarg, &bytes) != 0) return CLI_USAGE;
             if (bytes == 0) return cli_usage_error("sim alloc", "--mem must be more than 0");
             break;
         case 'd':

@@ -54,6 +54,20 @@ typedef struct {
 /* routes.c: answers one request; always fills resp (status and body). */
 void vramd_route(vramd_state_t *d, const vramd_request_t *req, vramd_response_t *resp);
 
+/* submit.c (vram submit): the spawn part of POST /v1/jobs checked and
+ * serialized (malloc'd; NULL with resp filled when refused: TCP, another
+ * uid than a non-root vramd's, bad fields); the starter thread of admitted
+ * submitted jobs; the scheduler's event hook for it (admitted, cancelled);
+ * GET /v1/jobs/{id}/output. */
+#include <jansson.h>
+char *vramd_submit_spec(const vramd_state_t *d, const vramd_request_t *req,
+                        vramd_response_t *resp, json_t *spawn);
+int vramd_submit_start(vram_sched_t *sched);
+void vramd_submit_stop(void);
+void vramd_submit_event(const vram_job_t *job, const char *kind);
+void vramd_job_output(vramd_state_t *d, const vramd_request_t *req, vramd_response_t *resp,
+                      int64_t id);
+
 /* http.c: listeners. Each takes an already listening socket. */
 typedef struct vramd_http vramd_http_t;
 int vramd_http_start(vramd_state_t *d, int fd, vramd_transport_t transport, vramd_http_t **out);

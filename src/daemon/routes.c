@@ -230,7 +230,8 @@ static bool parse_job_request(json_t *o, vramd_response_t *r, vram_job_request_t
 {
     static const char *const known[] = {
         "name",    "mem_bytes",  "gpus",           "priority",         "timeout_s", "pid",
-        "command", "batch_size", "min_batch_size", "per_sample_bytes", "devices",   NULL};
+        "command", "batch_size", "min_batch_size", "per_sample_bytes", "devices",   "max_batch_size",
+        NULL};
     check_t c = {r, false};
     memset(q, 0, sizeof *q);
     q->timeout_s = -1;
@@ -240,7 +241,7 @@ static bool parse_job_request(json_t *o, vramd_response_t *r, vram_job_request_t
         error(r, 422, "invalid_value", "field \"mem_bytes\" is required (bytes per GPU)");
         return false;
     }
-    long long gpus = 0, prio = 0, pid = 0, batch = 0, minb = 0;
+    long long gpus = 0, prio = 0, pid = 0, batch = 0, minb = 0, maxb = 0;
     get_string(&c, o, "name", q->name, sizeof q->name);
     get_string(&c, o, "command", q->command, sizeof q->command);
     get_size(&c, o, "mem_bytes", &q->mem_bytes);
@@ -250,6 +251,7 @@ static bool parse_job_request(json_t *o, vramd_response_t *r, vram_job_request_t
     get_int(&c, o, "pid", 0, (1LL << 31) - 1, &pid); /* pid_t range */
     get_int(&c, o, "batch_size", 0, 1LL << 30, &batch);
     get_int(&c, o, "min_batch_size", 0, 1LL << 30, &minb);
+    get_int(&c, o, "max_batch_size", 0, 1LL << 30, &maxb);
     get_size(&c, o, "per_sample_bytes", &q->per_sample_bytes);
     json_t *devs = json_object_get(o, "devices");
     if (!c.failed && devs && !json_is_null(devs)) {
@@ -286,6 +288,7 @@ static bool parse_job_request(json_t *o, vramd_response_t *r, vram_job_request_t
     q->pid = (pid_t)pid;
     q->batch_size = (uint32_t)batch;
     q->min_batch_size = (uint32_t)minb;
+    q->max_batch_size = (uint32_t)maxb;
     return true;
 }
 
@@ -320,13 +323,21 @@ static void submit(vramd_state_t *d, const vramd_request_t *q, vramd_response_t 
     if (!mutation_allowed(q, r)) return;
     json_t *o = parse_body(q, r, true);
     if (!o) return;
+    /* vram submit: what vramd starts itself (submit.c) */
+    json_t *spawn = json_incref(json_object_get(o, "spawn"));
+    json_object_del(o, "spawn");
     vram_job_request_t req;
     bool ok = parse_job_request(o, r, &req);
     json_decref(o);
-    if (!ok) return;
+    char *spec = ok && spawn ? vramd_submit_spec(d, q, r, spawn) : NULL;
+    json_decref(spawn);
+    if (!ok || (spawn && !spec)) return;
     req.uid = q->transport == VRAMD_UNIX ? q->uid : d->daemon_uid;
+    if (spec) req.pid = 0; /* vramd's own process will be the job's */
+    req.spawn = spec;
     vram_job_t job;
     int rc = vram_sched_submit(d->sched, &req, &job);
+    free(spec);
     if (rc) {
         vram_error(r, rc);
         return;
@@ -367,7 +378,10 @@ static void get_job(vramd_state_t *d, const vramd_request_t *q, vramd_response_t
             return;
         }
         vram_job_t job;
-        int rc = vram_sched_wait(d->sched, id, (int)(s * 1000), &job);
+        const char *until = q->query ? q->query(q->query_arg, "until") : NULL;
+        int rc = until && !strcmp(until, "end") /* vram wait */
+                     ? vram_sched_wait_end(d->sched, id, (int)(s * 1000), &job)
+                     : vram_sched_wait(d->sched, id, (int)(s * 1000), &job);
         if (rc) {
             vram_error(r, rc);
             return;
@@ -527,6 +541,14 @@ void vramd_route(vramd_state_t *d, const vramd_request_t *q, vramd_response_t *r
                 finish(d, q, r, id);
                 return;
             }
+        }
+        if (!strcmp(slash, "/output")) { /* vram attach (submit.c) */
+            if (!get) {
+                method_not_allowed(r, m, "GET");
+                return;
+            }
+            vramd_job_output(d, q, r, id);
+            return;
         }
         if (!strcmp(slash, "/events")) {
             if (!get) {

@@ -154,6 +154,7 @@ static void *scheduler_thread(void *arg)
 static void log_event(void *arg, const vram_job_t *job, const char *kind, const char *message)
 {
     (void)arg;
+    vramd_submit_event(job, kind); /* vram submit: start or stop its process */
     char devs[64] = "";
     size_t at = 0;
     for (int i = 0; i < job->ndevices && at < sizeof devs; i++)
@@ -318,6 +319,10 @@ int vramd_main(int argc, char **argv, const char *prog)
         vramd_log("error", "%s", vram_last_error());
         goto out;
     }
+    if (vramd_submit_start(sched) != 0) {
+        vramd_log("error", "%s", vram_last_error());
+        goto out;
+    }
     if (pthread_create(&thread, NULL, scheduler_thread, sched) != 0) goto out;
     thread_started = true;
     if (vramd_http_start(&d, ufd, VRAMD_UNIX, &unix_http) != 0 ||
@@ -351,6 +356,7 @@ out:
         vram_sched_wake(sched);
         pthread_join(thread, NULL);
     }
+    vramd_submit_stop();
     if (ufd >= 0) {
         close(ufd);
         unlink(d.socket_path);

@@ -118,26 +118,6 @@ static void normalize(const char *in, char *out, size_t len)
     out[i] = '\0';
 }
 
-static size_t edit_distance(const char *a, const char *b)
-{
-    size_t la = strlen(a), lb = strlen(b);
-    if (la > 63) la = 63;
-    if (lb > 63) lb = 63;
-    size_t prev[64], cur[64];
-    for (size_t j = 0; j <= lb; j++)
-        prev[j] = j;
-    for (size_t i = 1; i <= la; i++) {
-        cur[0] = i;
-        for (size_t j = 1; j <= lb; j++) {
-            size_t sub = prev[j - 1] + (a[i - 1] != b[j - 1]);
-            size_t del = prev[j] + 1, ins = cur[j - 1] + 1;
-            cur[j] = sub < del ? (sub < ins ? sub : ins) : (del < ins ? del : ins);
-        }
-        memcpy(prev, cur, (lb + 1) * sizeof prev[0]);
-    }
-    return prev[lb];
-}
-
 int vram_model_find(const char *name, vram_model_t *out)
 {
     if (!name || !*name) return vram_fail(VRAM_EINVAL, "empty model name");
@@ -153,7 +133,7 @@ int vram_model_find(const char *name, vram_model_t *out)
     /* the three closest names */
     size_t best[3] = {0, 0, 0}, dist[3] = {SIZE_MAX, SIZE_MAX, SIZE_MAX};
     for (size_t i = 0; i < CATALOG_LEN; i++) {
-        size_t d = edit_distance(key, catalog[i].model.name);
+        size_t d = vram_edit_distance(key, catalog[i].model.name);
         for (int k = 0; k < 3; k++)
             if (d < dist[k]) {
                 for (int j = 2; j > k; j--) {

@@ -13,17 +13,18 @@ uint64_t vram_job_mem_at_batch(const vram_job_request_t *req, uint32_t batch)
 uint32_t vram_job_degrade(const vram_job_request_t *req, uint64_t avail, uint32_t *grad_accum)
 {
     uint32_t full = req->batch_size, lo = req->min_batch_size ? req->min_batch_size : 1;
-    if (!full || !req->per_sample_bytes || lo > full) return 0;
-    if (req->mem_bytes <= avail) {
-        if (grad_accum) *grad_accum = 1;
-        return full;
+    uint32_t top = req->max_batch_size && req->max_batch_size < full ? req->max_batch_size : full;
+    if (!full || lo > top) return 0;
+    uint32_t b = top;
+    uint64_t at_top = vram_job_mem_at_batch(req, top);
+    if (at_top > avail) {
+        if (!req->per_sample_bytes) return 0;
+        /* memory falls by per_sample_bytes per sample removed */
+        uint64_t cut = (at_top - avail + req->per_sample_bytes - 1) / req->per_sample_bytes;
+        if (cut >= top) return 0;
+        b = (uint32_t)(top - cut);
+        if (b < lo || vram_job_mem_at_batch(req, b) > avail) return 0;
     }
-    /* memory falls by per_sample_bytes per sample removed */
-    uint64_t over = req->mem_bytes - avail;
-    uint64_t cut = (over + req->per_sample_bytes - 1) / req->per_sample_bytes;
-    if (cut >= full) return 0;
-    uint32_t b = (uint32_t)(full - cut);
-    if (b < lo || vram_job_mem_at_batch(req, b) > avail) return 0;
     /* Accumulate to keep the effective batch; then take the smallest batch
      * that still reaches it (b*accum closest to full, never below). */
     uint32_t accum = (full + b - 1) / b;

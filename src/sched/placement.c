@@ -60,12 +60,20 @@ bool vram_place(const vram_sched_t *s, const sched_dev_t *devs, const vram_job_r
     bool placed = false;
     if (n < need || need <= 0) goto out;
 
-    /* The need-th largest free amount bounds what every chosen GPU can hold. */
-    qsort(c, (size_t)n, sizeof *c, by_free_desc);
-    uint64_t bound = c[need - 1].free;
+    /* The need-th largest free amount bounds what every chosen GPU can hold
+     * (pinned: the smallest, keeping the order the client gave). */
+    uint64_t bound = c[0].free;
+    if (req->npinned > 0) {
+        for (int i = 1; i < n; i++)
+            if (c[i].free < bound) bound = c[i].free;
+    } else {
+        qsort(c, (size_t)n, sizeof *c, by_free_desc);
+        bound = c[need - 1].free;
+    }
     uint64_t mem = req->mem_bytes;
     uint32_t b = req->batch_size, acc = 1;
-    if (mem > bound) {
+    bool capped = req->max_batch_size && req->max_batch_size < req->batch_size;
+    if (mem > bound || capped) {
         b = vram_job_degrade(req, bound, &acc);
         if (!b) goto out;
         mem = vram_job_mem_at_batch(req, b);

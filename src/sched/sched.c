@@ -404,6 +404,11 @@ static int validate(vram_sched_t *s, vram_job_request_t *r)
     if (r->batch_size && r->min_batch_size > r->batch_size)
         return vram_fail(VRAM_EINVAL, "min_batch_size: %u is larger than batch_size %u",
                          r->min_batch_size, r->batch_size);
+    if (r->max_batch_size && (!r->batch_size || r->max_batch_size > r->batch_size ||
+                              r->max_batch_size < r->min_batch_size))
+        return vram_fail(VRAM_EINVAL,
+                         "max_batch_size: %u must be between min_batch_size %u and batch_size %u",
+                         r->max_batch_size, r->min_batch_size, r->batch_size);
     if (!isfinite(r->timeout_s)) return vram_fail(VRAM_EINVAL, "timeout_s: must be finite");
     if (r->pid < 0) return vram_fail(VRAM_EINVAL, "pid: must not be negative");
     if (r->pid > 0 && !vram_proc_alive(r->pid, 0))
@@ -462,7 +467,9 @@ static int do_submit(vram_sched_t *s, void *arg)
     j->pid_start = r.pid > 0 ? vram_proc_start_time(r.pid) : 0;
     j->deadline = r.timeout_s > 0 ? now + r.timeout_s : 0;
     s->dirty = true;
-    if ((rc = vram_store_insert_job(s->store, &j->job, j->pid_start)) != 0 ||
+    int stored = vram_store_insert_job(s->store, &j->job, j->pid_start);
+    j->job.req.spawn = NULL; /* stored; the caller's text is not kept */
+    if ((rc = stored) != 0 ||
         (rc = vram_store_event(s->store, j->job.id, now, "submitted", "queued")) != 0 ||
         (rc = add_active(s, j)) != 0) {
         free(j);
@@ -705,7 +712,8 @@ int vram_sched_job(vram_sched_t *s, int64_t id, vram_job_t *out)
     return rc;
 }
 
-int vram_sched_wait(vram_sched_t *s, int64_t id, int timeout_ms, vram_job_t *out)
+/* Waits until job `id` leaves QUEUED (or, until_end, any active state). */
+static int wait_for(vram_sched_t *s, int64_t id, int timeout_ms, bool until_end, vram_job_t *out)
 {
     struct timespec until;
     clock_gettime(CLOCK_MONOTONIC, &until);
@@ -723,7 +731,9 @@ int vram_sched_wait(vram_sched_t *s, int64_t id, int timeout_ms, vram_job_t *out
             rc = vram_store_get_job(s->store, id, out);
             break;
         }
-        if (j->job.state != VRAM_JOB_QUEUED || s->shutting_down) {
+        bool waiting = j->job.state == VRAM_JOB_QUEUED ||
+                       (until_end && j->job.state == VRAM_JOB_RUNNING);
+        if (!waiting || s->shutting_down) {
             *out = j->job;
             break;
         }
@@ -734,6 +744,16 @@ int vram_sched_wait(vram_sched_t *s, int64_t id, int timeout_ms, vram_job_t *out
     }
     pthread_mutex_unlock(&s->lock);
     return rc;
+}
+
+int vram_sched_wait(vram_sched_t *s, int64_t id, int timeout_ms, vram_job_t *out)
+{
+    return wait_for(s, id, timeout_ms, false, out);
+}
+
+int vram_sched_wait_end(vram_sched_t *s, int64_t id, int timeout_ms, vram_job_t *out)
+{
+    return wait_for(s, id, timeout_ms, true, out);
 }
 
 int vram_sched_check(vram_sched_t *s)
@@ -768,4 +788,15 @@ int vram_sched_check(vram_sched_t *s)
     free(devs);
     pthread_mutex_unlock(&s->lock);
     return rc;
+}
+
+/* For the other files of the scheduler (spawn.c). */
+int vram_sched_locked(vram_sched_t *s, int (*fn)(vram_sched_t *, void *), void *arg)
+{
+    return locked_op(s, fn, arg);
+}
+
+sched_job_t *vram_sched_find(vram_sched_t *s, int64_t id)
+{
+    return find_active(s, id);
 }

@@ -67,6 +67,9 @@ double vram_sched_now(const vram_sched_t *s);
 int vram_sched_transition(vram_sched_t *s, sched_job_t *j, vram_job_state_t to, const char *kind,
                           const char *message);
 void vram_sched_drop_ended(vram_sched_t *s);
+/* locked_op and the active-job look-up, for spawn.c. */
+int vram_sched_locked(vram_sched_t *s, int (*fn)(vram_sched_t *, void *), void *arg);
+sched_job_t *vram_sched_find(vram_sched_t *s, int64_t id);
 
 /* pid.c: exit notification through pidfds (liveness: core/proc.h). */
 int vram_pid_open_fd(pid_t pid); /* -1 if unavailable */
@@ -92,5 +95,9 @@ int vram_store_get_job(vram_store_t *st, int64_t id, vram_job_t *out);
 typedef void (*vram_store_event_fn)(void *arg, double at, const char *kind, const char *message);
 int vram_store_list_events(vram_store_t *st, int64_t job_id, vram_store_event_fn fn, void *arg);
 int vram_store_count_events(vram_store_t *st, int64_t job_id, const char *kind, int *count);
+/* vram submit: the spawn spec stored with a job (*spec malloc'd, NULL when
+ * the job has none), and the pid of the process vramd started for it. */
+int vram_store_get_spawn(vram_store_t *st, int64_t id, char **spec);
+int vram_store_set_pid(vram_store_t *st, int64_t id, pid_t pid, uint64_t pid_start);
 
 #endif

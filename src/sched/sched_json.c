@@ -31,6 +31,7 @@ static json_t *job_json(const vram_job_t *j)
     json_object_set_new(o, "batch_size", json_integer(r->batch_size));
     json_object_set_new(o, "min_batch_size", json_integer(r->min_batch_size));
     json_object_set_new(o, "per_sample_bytes", json_integer((json_int_t)r->per_sample_bytes));
+    json_object_set_new(o, "max_batch_size", json_integer(r->max_batch_size));
     json_object_set_new(o, "devices", int_array(j->devices, j->ndevices));
     json_object_set_new(o, "reserved_bytes", json_integer((json_int_t)j->reserved_bytes));
     json_object_set_new(o, "granted_batch_size", json_integer(j->granted_batch));

@@ -9,14 +9,26 @@
 #include <stdlib.h>
 #include <string.h>
 
-enum { ST_INSERT, ST_UPDATE, ST_EVENT, ST_GET, ST_ACTIVE, ST_ENDED, ST_COUNT_EV, ST_EVENTS, ST_N };
+enum {
+    ST_INSERT,
+    ST_UPDATE,
+    ST_EVENT,
+    ST_GET,
+    ST_ACTIVE,
+    ST_ENDED,
+    ST_COUNT_EV,
+    ST_EVENTS,
+    ST_SPAWN,
+    ST_SET_PID,
+    ST_N
+};
 
 static const char *const sql_text[ST_N] = {
     [ST_INSERT] = "INSERT INTO jobs(name,command,uid,pid,pid_start,mem_bytes,gpus,priority,"
                   "timeout_s,pinned,batch_size,min_batch_size,per_sample_bytes,state,devices,"
                   "reserved_bytes,granted_batch,grad_accum,submitted_at,started_at,ended_at,"
-                  "exit_status,error) VALUES(?1,?2,?3,?4,?5,?6,?7,?8,?9,?10,?11,?12,?13,?14,?15,"
-                  "?16,?17,?18,?19,?20,?21,?22,?23)",
+                  "exit_status,error,max_batch_size,spawn) VALUES(?1,?2,?3,?4,?5,?6,?7,?8,?9,?10,"
+                  "?11,?12,?13,?14,?15,?16,?17,?18,?19,?20,?21,?22,?23,?25,?26)",
     [ST_UPDATE] = "UPDATE jobs SET state=?14,devices=?15,reserved_bytes=?16,granted_batch=?17,"
                   "grad_accum=?18,started_at=?20,ended_at=?21,exit_status=?22,error=?23 "
                   "WHERE id=?24",
@@ -27,6 +39,8 @@ static const char *const sql_text[ST_N] = {
                  "LIMIT ?1",
     [ST_COUNT_EV] = "SELECT count(*) FROM events WHERE job_id=?1 AND kind=?2",
     [ST_EVENTS] = "SELECT at, kind, message FROM events WHERE job_id=?1 ORDER BY id",
+    [ST_SPAWN] = "SELECT spawn FROM jobs WHERE id=?1",
+    [ST_SET_PID] = "UPDATE jobs SET pid=?2, pid_start=?3 WHERE id=?1",
 };
 
 static const char schema[] =
@@ -41,7 +55,8 @@ static const char schema[] =
     " state TEXT NOT NULL, devices TEXT NOT NULL, reserved_bytes INTEGER NOT NULL,"
     " granted_batch INTEGER NOT NULL, grad_accum INTEGER NOT NULL,"
     " submitted_at REAL NOT NULL, started_at REAL NOT NULL, ended_at REAL NOT NULL,"
-    " exit_status INTEGER NOT NULL, error TEXT NOT NULL);"
+    " exit_status INTEGER NOT NULL, error TEXT NOT NULL,"
+    " max_batch_size INTEGER NOT NULL DEFAULT 0, spawn TEXT NOT NULL DEFAULT '');"
     "CREATE INDEX IF NOT EXISTS jobs_state ON jobs(state);"
     "CREATE TABLE IF NOT EXISTS events("
     " id INTEGER PRIMARY KEY AUTOINCREMENT, job_id INTEGER NOT NULL, at REAL NOT NULL,"
@@ -58,6 +73,34 @@ struct vram_store {
 static int db_fail(vram_store_t *st, const char *what)
 {
     return vram_fail(VRAM_EIO, "%s: %s: %s", st->path, what, sqlite3_errmsg(st->db));
+}
+
+/* Columns added after the first release: a database made before them gets
+ * them (with their defaults) when opened, so old databases keep working. */
+static const struct {
+    const char *name, *decl;
+} added_columns[] = {
+    {"max_batch_size", "INTEGER NOT NULL DEFAULT 0"},
+    {"spawn", "TEXT NOT NULL DEFAULT ''"},
+};
+
+static int migrate(vram_store_t *st)
+{
+    for (size_t i = 0; i < sizeof added_columns / sizeof added_columns[0]; i++) {
+        char sql[160];
+        sqlite3_stmt *q;
+        snprintf(sql, sizeof sql, "SELECT count(*) FROM pragma_table_info('jobs') WHERE name='%s'",
+                 added_columns[i].name);
+        if (sqlite3_prepare_v2(st->db, sql, -1, &q, NULL) != SQLITE_OK) return db_fail(st, sql);
+        int have = sqlite3_step(q) == SQLITE_ROW ? sqlite3_column_int(q, 0) : -1;
+        sqlite3_finalize(q);
+        if (have < 0) return db_fail(st, sql);
+        if (have) continue;
+        snprintf(sql, sizeof sql, "ALTER TABLE jobs ADD COLUMN %s %s", added_columns[i].name,
+                 added_columns[i].decl);
+        if (sqlite3_exec(st->db, sql, NULL, NULL, NULL) != SQLITE_OK) return db_fail(st, sql);
+    }
+    return 0;
 }
 
 int vram_store_open(const char *path, vram_store_t **out)
@@ -82,6 +125,10 @@ int vram_store_open(const char *path, vram_store_t **out)
     if (sqlite3_exec(st->db, schema, NULL, NULL, &err) != SQLITE_OK) {
         rc = vram_fail(VRAM_EIO, "database %s: %s", path, err ? err : "schema failed");
         sqlite3_free(err);
+        vram_store_close(st);
+        return rc;
+    }
+    if ((rc = migrate(st)) != 0) {
         vram_store_close(st);
         return rc;
     }
@@ -191,6 +238,8 @@ static void bind_job(sqlite3_stmt *q, const vram_job_t *j, uint64_t pid_start)
     sqlite3_bind_double(q, 21, j->ended_at);
     sqlite3_bind_int(q, 22, j->exit_status);
     sqlite3_bind_text(q, 23, j->error, -1, SQLITE_TRANSIENT);
+    sqlite3_bind_int64(q, 25, r->max_batch_size);
+    sqlite3_bind_text(q, 26, r->spawn ? r->spawn : "", -1, SQLITE_TRANSIENT);
 }
 
 static int step_done(vram_store_t *st, sqlite3_stmt *q, const char *what)
@@ -265,6 +314,7 @@ static void row_to_job(sqlite3_stmt *q, vram_job_t *j, uint64_t *pid_start)
     j->ended_at = sqlite3_column_double(q, 21);
     j->exit_status = sqlite3_column_int(q, 22);
     snprintf(j->error, sizeof j->error, "%s", col_text(q, 23));
+    j->req.max_batch_size = (uint32_t)sqlite3_column_int64(q, 24);
 }
 
 static int for_rows(vram_store_t *st, sqlite3_stmt *q, vram_store_job_fn fn, void *arg)
@@ -332,4 +382,32 @@ int vram_store_list_events(vram_store_t *st, int64_t job_id, vram_store_event_fn
     sqlite3_reset(q);
     sqlite3_clear_bindings(q);
     return rc;
+}
+
+int vram_store_get_spawn(vram_store_t *st, int64_t id, char **spec)
+{
+    sqlite3_stmt *q = st->st[ST_SPAWN];
+    sqlite3_bind_int64(q, 1, id);
+    int s = sqlite3_step(q), rc = 0;
+    *spec = NULL;
+    if (s == SQLITE_ROW) {
+        const char *t = col_text(q, 0);
+        if (*t && !(*spec = strdup(t))) rc = vram_fail(VRAM_ENOMEM, "out of memory");
+    } else if (s == SQLITE_DONE) {
+        rc = vram_fail(VRAM_ENOENT, "no job %lld", (long long)id);
+    } else {
+        rc = db_fail(st, "read spawn");
+    }
+    sqlite3_reset(q);
+    sqlite3_clear_bindings(q);
+    return rc;
+}
+
+int vram_store_set_pid(vram_store_t *st, int64_t id, pid_t pid, uint64_t pid_start)
+{
+    sqlite3_stmt *q = st->st[ST_SET_PID];
+    sqlite3_bind_int64(q, 1, id);
+    sqlite3_bind_int64(q, 2, pid);
+    sqlite3_bind_int64(q, 3, (sqlite3_int64)pid_start);
+    return step_done(st, q, "set pid");
 }

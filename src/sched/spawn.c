@@ -1,0 +1,86 @@
+/* vram submit, the scheduler's side: the spawn spec stored with a job, the
+ * pid of the process vramd started for it, and the environment variables a
+ * submitted job may carry. */
+#include "sched_internal.h"
+
+#include <stdio.h>
+#include <string.h>
+
+/* What `vram submit` passes from the submitting shell (docs/cli.md). HOME,
+ * USER, LOGNAME and SHELL come from the password database instead, and
+ * CUDA_VISIBLE_DEVICES and VRAM_* from the scheduler. */
+static const char *const env_names[] = {
+    "PATH",
+    "LANG",
+    "LANGUAGE",
+    "TZ",
+    "TERM",
+    "TMPDIR",
+    "PYTHONPATH",
+    "VIRTUAL_ENV",
+    "CONDA_PREFIX",
+    "CONDA_DEFAULT_ENV",
+    "LD_LIBRARY_PATH",
+    "CUDA_HOME",
+    "CUDA_PATH",
+    "OMP_NUM_THREADS",
+    "MKL_NUM_THREADS",
+    "PYTORCH_CUDA_ALLOC_CONF",
+};
+static const char *const env_prefixes[] = {"LC_", "NCCL_", "HF_", "TORCH_"};
+
+bool vram_spawn_env_allowed(const char *name)
+{
+    if (!name) return false;
+    for (size_t i = 0; i < sizeof env_names / sizeof env_names[0]; i++)
+        if (!strcmp(name, env_names[i])) return true;
+    for (size_t i = 0; i < sizeof env_prefixes / sizeof env_prefixes[0]; i++)
+        if (!strncmp(name, env_prefixes[i], strlen(env_prefixes[i])) &&
+            name[strlen(env_prefixes[i])])
+            return true;
+    return false;
+}
+
+int vram_sched_spawn_spec(vram_sched_t *s, int64_t id, char **spec)
+{
+    if (!s || !spec) return vram_fail(VRAM_EINVAL, "NULL argument");
+    pthread_mutex_lock(&s->lock);
+    int rc = vram_store_get_spawn(s->store, id, spec);
+    pthread_mutex_unlock(&s->lock);
+    return rc;
+}
+
+typedef struct {
+    int64_t id;
+    pid_t pid;
+} attach_arg_t;
+
+static int do_attach(vram_sched_t *s, void *arg)
+{
+    attach_arg_t *a = arg;
+    sched_job_t *j = vram_sched_find(s, a->id);
+    if (!j || j->job.state != VRAM_JOB_RUNNING)
+        return vram_fail(VRAM_ESTATE, "job %lld is not running", (long long)a->id);
+    if (j->job.req.pid > 0)
+        return vram_fail(VRAM_ESTATE, "job %lld already has process %d", (long long)a->id,
+                         (int)j->job.req.pid);
+    uint64_t start = vram_proc_start_time(a->pid);
+    int rc = vram_store_set_pid(s->store, a->id, a->pid, start);
+    if (rc) return rc;
+    char msg[64];
+    snprintf(msg, sizeof msg, "started by vramd as process %d", (int)a->pid);
+    if ((rc = vram_store_event(s->store, a->id, vram_sched_now(s), "started", msg))) return rc;
+    j->job.req.pid = a->pid;
+    j->pid_start = start;
+    j->pidfd = vram_pid_open_fd(a->pid);
+    s->obs_valid = false; /* its usage now belongs to the job */
+    return 0;
+}
+
+int vram_sched_attach_pid(vram_sched_t *s, int64_t id, pid_t pid)
+{
+    if (!s || pid <= 0) return vram_fail(VRAM_EINVAL, "bad argument");
+    attach_arg_t a = {id, pid};
+    int rc = vram_sched_locked(s, do_attach, &a);
+    return rc < 0 ? rc : 0;
+}

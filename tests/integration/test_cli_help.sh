@@ -1,0 +1,70 @@
+#!/bin/bash
+# Help that can be trusted: `vram help CMD` is CMD's own help, mistyped
+# commands get "did you mean", and every example in the README and in the
+# --help of run, submit, wait, attach, jobs and cancel runs (exit 0) against
+# a live vramd with simulated GPUs, in order, in one shell.
+source "$(dirname "$0")/daemon_lib.sh"
+cd "$T"
+run_rc() { local __v=$1 __rc=0; shift; "$@" || __rc=$?; printf -v "$__v" %s "$__rc"; }
+mkdir bin && ln -s "$VRAM" bin/vram && ln -s "$VRAMD" bin/vramd
+export PATH=$T/bin:$PATH USER=${USER:-$(id -un)}
+# as on a user's machine: sim state files by spec, under the runtime directory
+unset VRAM_SIM_STATE
+mkdir -m 700 "$T/xdg" && export XDG_RUNTIME_DIR=$T/xdg
+
+# ---- vram help CMD, did you mean -------------------------------------------------
+for cmd in info run submit wait attach jobs cancel status; do
+    [ "$(vram help "$cmd")" = "$(vram "$cmd" --help)" ] || fail "vram help $cmd differs from vram $cmd --help"
+done
+vram help | grep -q '^usage: vram ' || fail "vram help"
+run_rc rc vram stauts 2>"$T/err"
+[ "$rc" = 2 ] && grep -q 'unknown command "stauts"; did you mean "status"?' "$T/err" || fail "$(cat "$T/err")"
+run_rc rc vram help jbos 2>"$T/err"
+[ "$rc" = 2 ] && grep -q 'did you mean "jobs"?' "$T/err" || fail "$(cat "$T/err")"
+run_rc rc vram jobs --stae queued 2>"$T/err"
+[ "$rc" = 2 ] && grep -q 'did you mean --state?' "$T/err" || fail "$(cat "$T/err")"
+pass "vram help CMD is CMD --help; did you mean for commands and flags"
+
+# ---- what the examples need: a training script, a trace ------------------------------
+cat >train.py <<'PY'
+import os
+print("train.py on GPU", os.environ.get("CUDA_VISIBLE_DEVICES"), "batch", os.environ.get("VRAM_BATCH_SIZE"))
+PY
+printf '#!/bin/sh\necho train.sh on GPU "$CUDA_VISIBLE_DEVICES"\n' >train.sh
+chmod +x train.sh
+printf 'a 1 1048576\na 2 4096\nf 1\nf 2\n' >trace.txt
+
+# run_examples NAME: runs stdin's lines one by one in this shell (so $id
+# carries over); each must exit 0.
+run_examples() {
+    local name=$1 line n=0
+    while IFS= read -r line; do
+        [ -n "$line" ] || continue
+        n=$((n + 1))
+        set +e
+        eval "$line" >"$T/ex.out" 2>&1
+        local rc=$?
+        set -e
+        [ $rc = 0 ] || { cat "$T/ex.out" >&2; fail "$name example exited $rc: $line"; }
+        # a daemon started by an example: wait until it answers
+        if [[ "$line" == *vramd*"&"* ]]; then
+            for _ in $(seq 100); do curl -sf --unix-socket "$VRAM_SOCKET" http://x/v1/health >/dev/null && break; sleep 0.05; done
+            DAEMON_PID=$(pgrep -n -f "vramd --foreground")
+        fi
+    done
+    [ $n -gt 0 ] || fail "no examples found in $name"
+    echo "$n" >"$T/count"
+}
+
+# README: every "$ " line of its code blocks, in order (it starts vramd itself)
+sed -n 's/^\$ //p' "$VRAM_SOURCE_DIR/README.md" >"$T/readme-examples"
+run_examples README <"$T/readme-examples"
+pass "README: $(cat "$T/count") examples ran"
+
+# the --help examples of the job commands, in an order where $id makes sense
+for cmd in run submit wait attach jobs cancel; do
+    vram "$cmd" --help | sed -n '/^Examples*:$/,/^$/p' | sed -n 's/^  //p'
+done >"$T/help-examples"
+run_examples "--help" <"$T/help-examples"
+pass "--help of run, submit, wait, attach, jobs, cancel: $(cat "$T/count") examples ran"
+grep -q "train.sh on GPU" run-*.log || fail "submit example's output file"

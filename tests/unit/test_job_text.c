@@ -1,0 +1,214 @@
+/* What the job front ends rely on in libvram: the out-of-memory messages
+ * (each one, split anywhere, never a look-alike), escaping of client strings,
+ * edit distance, the micro-batch cap of a retry against a brute-force model,
+ * and the pending reason. */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <cmocka.h>
+
+#include "vram.h"
+
+static const char *feed_in_two(const char *text, size_t cut)
+{
+    vram_oom_scan_t s;
+    vram_oom_scan_init(&s);
+    vram_oom_scan_feed(&s, text, cut);
+    return vram_oom_scan_feed(&s, text + cut, strlen(text) - cut);
+}
+
+static void oom_each_message_split_anywhere(void **state)
+{
+    (void)state;
+    size_t n = 0;
+    for (const char *m; (m = vram_oom_message(n)); n++) {
+        char line[256];
+        snprintf(line, sizeof line, "Traceback ...\n  File x.py\n%s: more text\n", m);
+        for (size_t cut = 0; cut <= strlen(line); cut++)
+            assert_string_equal(feed_in_two(line, cut), m);
+    }
+    assert_true(n >= 8);
+}
+
+static void oom_look_alikes_ignored(void **state)
+{
+    (void)state;
+    static const char *lines[] = {
+        "avoid out of memory fragmentation\nModuleNotFoundError: No module named 'x'\n",
+        "out of memory\n",
+        "OUT OF MEMORY\n",
+        "cuda out of memory\n",
+        "torch.cuda.OutOfMemory\n",
+        "CUDA_ERROR_OUT_OF_MEMOR\n",
+        "Killed (oom-killer)\n",
+    };
+    for (size_t i = 0; i < sizeof lines / sizeof lines[0]; i++)
+        for (size_t cut = 0; cut <= strlen(lines[i]); cut++)
+            assert_null(feed_in_two(lines[i], cut));
+}
+
+static void oom_random_streams(void **state)
+{
+    (void)state;
+    srand(7);
+    char buf[20000];
+    for (int round = 0; round < 300; round++) {
+        size_t len = (size_t)(rand() % 15000);
+        for (size_t i = 0; i < len; i++) /* lower case and bytes: no message by chance */
+            buf[i] = (char)(rand() % 3 ? 'a' + rand() % 26 : rand() % 256 & 0x7f & ~0x40);
+        const char *m = vram_oom_message((size_t)(rand() % 8));
+        bool put = rand() % 2;
+        if (put) {
+            size_t at = len ? (size_t)rand() % len : 0;
+            memmove(buf + at + strlen(m), buf + at, len - at);
+            memcpy(buf + at, m, strlen(m));
+            len += strlen(m);
+        }
+        vram_oom_scan_t s;
+        vram_oom_scan_init(&s);
+        const char *found = NULL;
+        for (size_t at = 0; at < len;) {
+            size_t piece = 1 + (size_t)rand() % 9000;
+            if (piece > len - at) piece = len - at;
+            found = vram_oom_scan_feed(&s, buf + at, piece);
+            at += piece;
+        }
+        if (put)
+            assert_string_equal(found, m);
+        else
+            assert_null(found);
+    }
+}
+
+static void escape_controls(void **state)
+{
+    (void)state;
+    char out[64];
+    assert_string_equal(vram_escape_text("a\033[2Jb\n\\c\x7f", out, sizeof out),
+                        "a\\x1b[2Jb\\x0a\\\\c\\x7f");
+    assert_string_equal(vram_escape_text("\xc2\x9b"
+                                         "31m caf\xc3\xa9",
+                                         out, sizeof out),
+                        "\\x9b31m caf\xc3\xa9");
+    assert_string_equal(vram_escape_text(NULL, out, sizeof out), "");
+    /* cut whole: never half an escape */
+    assert_string_equal(vram_escape_text("ab\033", out, 5), "ab");
+    assert_string_equal(vram_escape_text("abcdef", out, 4), "abc");
+}
+
+static void distance_pairs(void **state)
+{
+    (void)state;
+    assert_int_equal(vram_edit_distance("status", "status"), 0);
+    assert_int_equal(vram_edit_distance("stauts", "status"), 2);
+    assert_int_equal(vram_edit_distance("mme", "mem"), 2);
+    assert_int_equal(vram_edit_distance("", "jobs"), 4);
+    assert_int_equal(vram_edit_distance("kitten", "sitting"), 3);
+}
+
+static void cap_keeps_effective_batch(void **state)
+{
+    (void)state;
+    vram_job_request_t r = {.mem_bytes = 10ull << 30,
+                            .gpus = 1,
+                            .batch_size = 8,
+                            .per_sample_bytes = 4ull << 30,
+                            .min_batch_size = 4,
+                            .max_batch_size = 4};
+    uint32_t acc = 0;
+    assert_int_equal(vram_job_degrade(&r, 80ull << 30, &acc), 4);
+    assert_int_equal(acc, 2);
+    /* the library's clamp: never below one sample's memory */
+    assert_int_equal(vram_job_mem_at_batch(&r, 4), 4ull << 30);
+    /* no per-sample size: the cap alone, the memory unchanged */
+    vram_job_request_t f = {.mem_bytes = 1ull << 30,
+                            .gpus = 1,
+                            .batch_size = 64,
+                            .min_batch_size = 16,
+                            .max_batch_size = 16};
+    assert_int_equal(vram_job_degrade(&f, 2ull << 30, &acc), 16);
+    assert_int_equal(acc, 4);
+    assert_int_equal(vram_job_degrade(&f, 1ull << 29, &acc), 0);
+}
+
+/* Reference: the smallest accumulation any allowed batch that fits gives. */
+static void cap_against_brute_force(void **state)
+{
+    (void)state;
+    srand(11);
+    for (int round = 0; round < 20000; round++) {
+        vram_job_request_t r = {.gpus = 1};
+        r.batch_size = 1 + (uint32_t)(rand() % 128);
+        r.min_batch_size = (uint32_t)(rand() % (r.batch_size + 1));
+        r.max_batch_size = rand() % 3 ? (uint32_t)(rand() % (r.batch_size + 1)) : 0;
+        r.per_sample_bytes = rand() % 4 ? (uint64_t)(1 + rand() % 100) : 0;
+        r.mem_bytes = r.per_sample_bytes * r.batch_size + (uint64_t)(rand() % 500) + 1;
+        uint64_t avail = (uint64_t)(rand() % 20000);
+        uint32_t lo = r.min_batch_size ? r.min_batch_size : 1;
+        uint32_t top =
+            r.max_batch_size && r.max_batch_size < r.batch_size ? r.max_batch_size : r.batch_size;
+        uint32_t best_acc = 0;
+        for (uint32_t b = lo; b <= top; b++) {
+            bool fits = vram_job_mem_at_batch(&r, b) <= avail;
+            if (!r.per_sample_bytes && b != top) fits = false; /* only the cap itself */
+            uint32_t acc = (r.batch_size + b - 1) / b;
+            if (fits && (!best_acc || acc < best_acc)) best_acc = acc;
+        }
+        uint32_t acc = 0, b = vram_job_degrade(&r, avail, &acc);
+        if (!best_acc) {
+            assert_int_equal(b, 0);
+            continue;
+        }
+        assert_true(b >= lo && b <= top);
+        assert_true(vram_job_mem_at_batch(&r, b) <= avail);
+        assert_int_equal(acc, best_acc);
+        assert_true((uint64_t)b * acc >= r.batch_size);
+    }
+}
+
+static void pending_reasons(void **state)
+{
+    (void)state;
+    char buf[200];
+    uint64_t free_b[2] = {16ull << 30, 4ull << 30};
+    vram_job_request_t r = {.mem_bytes = 50ull << 30, .gpus = 1};
+    assert_string_equal(vram_job_pending_reason(&r, free_b, 2, 1, buf, sizeof buf),
+                        "waiting for 50.00 GiB on 1 GPU; GPU 0 has 16.00 GiB free for admission");
+    r.gpus = 2;
+    assert_string_equal(vram_job_pending_reason(&r, free_b, 2, 1, buf, sizeof buf),
+                        "waiting for 50.00 GiB on 2 GPUs; GPU 0 has 16.00 GiB free for admission, "
+                        "GPU 1 has 4.00 GiB free for admission");
+    r = (vram_job_request_t){.mem_bytes = 2ull << 30, .gpus = 1, .npinned = 1, .pinned = {1}};
+    assert_string_equal(vram_job_pending_reason(&r, free_b, 2, 3, buf, sizeof buf),
+                        "fits now; 2 job(s) ahead in the queue go first");
+    /* a degradable job counts at its smallest batch */
+    r = (vram_job_request_t){.mem_bytes = 40ull << 30,
+                             .gpus = 1,
+                             .batch_size = 64,
+                             .min_batch_size = 8,
+                             .per_sample_bytes = 1ull << 29};
+    assert_string_equal(vram_job_pending_reason(&r, free_b, 1, 1, buf, sizeof buf),
+                        "fits now; admitted at the next pass");
+    r.min_batch_size = 40;
+    assert_string_equal(vram_job_pending_reason(&r, free_b, 1, 1, buf, sizeof buf),
+                        "waiting for 28.00 GiB on 1 GPU; GPU 0 has 16.00 GiB free for admission");
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(oom_each_message_split_anywhere),
+        cmocka_unit_test(oom_look_alikes_ignored),
+        cmocka_unit_test(oom_random_streams),
+        cmocka_unit_test(escape_controls),
+        cmocka_unit_test(distance_pairs),
+        cmocka_unit_test(cap_keeps_effective_batch),
+        cmocka_unit_test(cap_against_brute_force),
+        cmocka_unit_test(pending_reasons),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
