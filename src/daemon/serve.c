@@ -153,7 +153,8 @@ static void *scheduler_thread(void *arg)
 
 static void log_event(void *arg, const vram_job_t *job, const char *kind, const char *message)
 {
-    (void)arg;
+    vramd_state_t *d = arg;
+    if (d && d->watch) vram_watch_job_event(d->watch, job, kind, message); /* watch counters */
     char devs[64] = "";
     size_t at = 0;
     for (int i = 0; i < job->ndevices && at < sizeof devs; i++)
@@ -304,6 +305,7 @@ int vramd_main(int argc, char **argv, const char *prog)
     cfg.ctx = ctx;
     cfg.db_path = db;
     cfg.on_event = log_event;
+    cfg.event_arg = &d;
     if (vram_sched_open(&cfg, &sched) != 0) {
         vramd_log("error", "%s", vram_last_error());
         goto out;
@@ -315,6 +317,10 @@ int vramd_main(int argc, char **argv, const char *prog)
     }
     const char *listen_spec = vram_option_str(VRAM_OPT_LISTEN);
     if (*listen_spec && listen_tcp(listen_spec, &tfd, d.tcp_address, sizeof d.tcp_address) != 0) {
+        vramd_log("error", "%s", vram_last_error());
+        goto out;
+    }
+    if (vramd_watch_start(&d, ctx, sched, db) != 0) { /* watch: monitoring */
         vramd_log("error", "%s", vram_last_error());
         goto out;
     }
@@ -356,6 +362,8 @@ out:
         unlink(d.socket_path);
     }
     if (tfd >= 0) close(tfd);
+    vram_watch_close(d.watch); /* watch: before the scheduler it reads */
+    d.watch = NULL;
     vram_sched_close(sched);
     vram_ctx_close(ctx);
     if (notify >= 0) close(notify);
