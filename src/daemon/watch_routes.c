@@ -15,7 +15,8 @@
 static void send_json(vramd_response_t *r, int status, char *body)
 {
     r->status = body ? status : 500;
-    r->body = body ? body : strdup("{\"error\":{\"code\":\"internal\",\"message\":\"out of memory\"}}");
+    r->body =
+        body ? body : strdup("{\"error\":{\"code\":\"internal\",\"message\":\"out of memory\"}}");
 }
 
 static void fail(vramd_response_t *r, int status, const char *code, const char *fmt, ...)
@@ -54,8 +55,8 @@ static bool only_get(const vramd_request_t *q, vramd_response_t *r)
 }
 
 /* A number query parameter; `def` when absent. */
-static bool query_number(const vramd_request_t *q, vramd_response_t *r, const char *key,
-                         double lo, double hi, double def, double *out)
+static bool query_number(const vramd_request_t *q, vramd_response_t *r, const char *key, double lo,
+                         double hi, double def, double *out)
 {
     const char *v = q->query ? q->query(q->query_arg, key) : NULL;
     *out = def;
@@ -132,8 +133,8 @@ static void reset_peaks(vramd_state_t *d, const vramd_request_t *q, vramd_respon
         return;
     }
     json_error_t e;
-    json_t *o = q->body_len ? json_loadb(q->body, q->body_len, JSON_REJECT_DUPLICATES, &e)
-                            : json_object();
+    json_t *o =
+        q->body_len ? json_loadb(q->body, q->body_len, JSON_REJECT_DUPLICATES, &e) : json_object();
     if (!json_is_object(o)) {
         json_decref(o);
         fail(r, 400, "bad_json", "the body must be a JSON object like {\"device\": 0}");
@@ -176,8 +177,9 @@ static void reset_peaks(vramd_state_t *d, const vramd_request_t *q, vramd_respon
             return;
         }
     } else if (!admin) {
-        fail(r, 403, "forbidden", "only root or vramd's user may reset device peaks; give "
-                                  "{\"job\": ID} to reset one of your jobs");
+        fail(r, 403, "forbidden",
+             "only root or vramd's user may reset device peaks; give "
+             "{\"job\": ID} to reset one of your jobs");
         return;
     }
     int rc = vram_watch_reset_peaks(d->watch, device, job_id);

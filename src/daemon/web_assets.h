@@ -5,8 +5,8 @@
 #include <stddef.h>
 
 typedef struct {
-    const char *url;          /* "/", "/static/dygraph.min.js" */
-    const char *content_type; /* "text/html; charset=utf-8" */
+    const char *url;           /* "/", "/static/dygraph.min.js" */
+    const char *content_type;  /* "text/html; charset=utf-8" */
     const unsigned char *data; /* NUL-terminated */
     size_t size;               /* without the NUL */
 } vramd_asset_t;

@@ -38,12 +38,12 @@ static const char *const metric_names[WATCH_M_COUNT_] = {
     [WATCH_M_QUEUE_WAIT] = "queue_wait_seconds",
 };
 
-const char *watch_metric_name(watch_metric_t m)
+const char *vram_watch_metric_name(watch_metric_t m)
 {
     return (unsigned)m < WATCH_M_COUNT_ ? metric_names[m] : "unknown";
 }
 
-int watch_metric_parse(const char *name)
+int vram_watch_metric_parse(const char *name)
 {
     for (int i = 0; name && i < WATCH_M_COUNT_; i++)
         if (!strcmp(name, metric_names[i])) return i;
@@ -89,21 +89,24 @@ static bool cleared(const watch_rule_t *r, double v)
 static void transition(vram_watch_t *w, const vram_alert_t *a)
 {
     char value[48];
-    describe((watch_metric_t)watch_metric_parse(a->metric), a->value, value, sizeof value);
-    watch_log(w, a->level >= VRAM_ALERT_ERROR ? "error" : a->level == VRAM_ALERT_WARNING ? "warn" : "info",
-              "alert %s %s [%s] on %s: %s", a->rule, a->resolved_at > 0 ? "resolved" : "firing",
-              vram_alert_level_name(a->level), a->subject,
-              a->resolved_at > 0 ? value : a->message);
-    watch_outbox_push(w->local, a);
-    watch_outbox_push(w->webhook, a);
+    describe((watch_metric_t)vram_watch_metric_parse(a->metric), a->value, value, sizeof value);
+    vram_watch_log(w,
+                   a->level >= VRAM_ALERT_ERROR     ? "error"
+                   : a->level == VRAM_ALERT_WARNING ? "warn"
+                                                    : "info",
+                   "alert %s %s [%s] on %s: %s", a->rule,
+                   a->resolved_at > 0 ? "resolved" : "firing", vram_alert_level_name(a->level),
+                   a->subject, a->resolved_at > 0 ? value : a->message);
+    vram_watch_outbox_push(w->local, a);
+    vram_watch_outbox_push(w->webhook, a);
 }
 
 static void resolve(vram_watch_t *w, watch_alert_state_t *st, double now, double value)
 {
     st->alert.resolved_at = now;
     st->alert.value = value;
-    if (w->store && watch_store_alert_resolve(w->store, &st->alert) != 0)
-        watch_log(w, "warn", "alerts: %s", vram_last_error());
+    if (w->store && vram_watch_store_alert_resolve(w->store, &st->alert) != 0)
+        vram_watch_log(w, "warn", "alerts: %s", vram_last_error());
     transition(w, &st->alert);
 }
 
@@ -131,7 +134,8 @@ static void observe(vram_watch_t *w, size_t ri, const subject_t *sub, double val
     bool cond = holds(r, value);
     if (!st) {
         if (!cond) return;
-        if (!watch_grow((void **)&w->alerts, &w->alerts_cap, w->nalerts + 1, sizeof *w->alerts))
+        if (!vram_watch_grow((void **)&w->alerts, &w->alerts_cap, w->nalerts + 1,
+                             sizeof *w->alerts))
             return;
         st = &w->alerts[w->nalerts++];
         memset(st, 0, sizeof *st);
@@ -141,7 +145,7 @@ static void observe(vram_watch_t *w, size_t ri, const subject_t *sub, double val
         st->pending = true;
         vram_alert_t *a = &st->alert;
         snprintf(a->rule, sizeof a->rule, "%s", r->name);
-        snprintf(a->metric, sizeof a->metric, "%s", watch_metric_name(r->metric));
+        snprintf(a->metric, sizeof a->metric, "%s", vram_watch_metric_name(r->metric));
         snprintf(a->subject, sizeof a->subject, "%s", sub->subject);
         a->level = r->level;
         a->device = sub->device;
@@ -169,15 +173,14 @@ static void observe(vram_watch_t *w, size_t ri, const subject_t *sub, double val
     describe(r->metric, value, v, sizeof v);
     describe(r->metric, r->threshold, t, sizeof t);
     snprintf(a->message, sizeof a->message, "%.47s%s%.95s: %.28s %.20s %s %.20s for %.0f s",
-             sub->subject,
-             *sub->detail ? " " : "", sub->detail, watch_metric_name(r->metric), v,
-             r->below ? "<" : ">", t, now - a->pending_since);
+             sub->subject, *sub->detail ? " " : "", sub->detail, vram_watch_metric_name(r->metric),
+             v, r->below ? "<" : ">", t, now - a->pending_since);
     a->fired_at = now;
     st->pending = false;
     st->firing = true;
     atomic_fetch_add(&w->alerts_fired, 1);
-    if (w->store && watch_store_alert_insert(w->store, a) != 0)
-        watch_log(w, "warn", "alerts: %s", vram_last_error());
+    if (w->store && vram_watch_store_alert_insert(w->store, a) != 0)
+        vram_watch_log(w, "warn", "alerts: %s", vram_last_error());
     transition(w, a);
 }
 
@@ -223,7 +226,8 @@ static void eval_rule(vram_watch_t *w, size_t ri, const watch_sample_t *s)
                 v = 0; /* the worst of its devices */
                 for (size_t k = 0; k < s->nuses; k++)
                     if (s->uses[k].job_id == j->id && s->uses[k].reserved_bytes)
-                        v = fmax(v, (double)s->uses[k].used_bytes / (double)s->uses[k].reserved_bytes);
+                        v = fmax(v,
+                                 (double)s->uses[k].used_bytes / (double)s->uses[k].reserved_bytes);
             } else
                 continue;
             sub = (subject_t){.device = j->ndevices == 1 ? j->devices[0] : -1, .job_id = j->id};
@@ -243,7 +247,7 @@ static void eval_rule(vram_watch_t *w, size_t ri, const watch_sample_t *s)
     }
 }
 
-void watch_alerts_eval(vram_watch_t *w, const watch_sample_t *s)
+void vram_watch_alerts_eval(vram_watch_t *w, const watch_sample_t *s)
 {
     for (size_t i = 0; i < w->nalerts; i++)
         w->alerts[i].seen = false;
@@ -265,7 +269,8 @@ static void reload_one(void *arg, const vram_alert_t *a)
     vram_watch_t *w = arg;
     for (size_t ri = 0; ri < w->rules.nrules; ri++) {
         if (strcmp(w->rules.rules[ri].name, a->rule) ||
-            !watch_grow((void **)&w->alerts, &w->alerts_cap, w->nalerts + 1, sizeof *w->alerts))
+            !vram_watch_grow((void **)&w->alerts, &w->alerts_cap, w->nalerts + 1,
+                             sizeof *w->alerts))
             continue;
         watch_alert_state_t *st = &w->alerts[w->nalerts++];
         memset(st, 0, sizeof *st);
@@ -278,16 +283,16 @@ static void reload_one(void *arg, const vram_alert_t *a)
     }
     /* Its rule is gone: nothing can resolve it any more, so it ends now. */
     vram_alert_t done = *a;
-    done.resolved_at = watch_now(w);
-    (void)watch_store_alert_resolve(w->store, &done);
+    done.resolved_at = vram_watch_now(w);
+    (void)vram_watch_store_alert_resolve(w->store, &done);
 }
 
-int watch_alerts_reload(vram_watch_t *w)
+int vram_watch_alerts_reload(vram_watch_t *w)
 {
-    return w->store ? watch_store_alerts(w->store, true, 0, reload_one, w) : 0;
+    return w->store ? vram_watch_store_alerts(w->store, true, 0, reload_one, w) : 0;
 }
 
-int watch_alerts_firing_by_level(vram_watch_t *w, int counts[4])
+int vram_watch_alerts_firing_by_level(vram_watch_t *w, int counts[4])
 {
     memset(counts, 0, 4 * sizeof *counts);
     int n = 0;
@@ -322,7 +327,7 @@ static json_t *alert_json(const vram_alert_t *a, const char *state)
     return o;
 }
 
-char *watch_alert_json_text(const vram_alert_t *a)
+char *vram_watch_alert_json_text(const vram_alert_t *a)
 {
     json_t *o = alert_json(a, a->resolved_at > 0 ? "resolved" : "firing");
     char *text = json_dumps(o, JSON_COMPACT | JSON_PRESERVE_ORDER);
@@ -350,11 +355,12 @@ char *vram_watch_alerts_json(vram_watch_t *w, int limit)
                               alert_json(&st->alert, st->firing ? "firing" : "pending"));
     }
     int rc = w->store && limit > 0
-                 ? watch_store_alerts(w->store, false, limit, append_resolved, resolved)
+                 ? vram_watch_store_alerts(w->store, false, limit, append_resolved, resolved)
                  : 0;
     for (size_t i = 0; i < w->rules.nrules; i++) {
         const watch_rule_t *r = &w->rules.rules[i];
-        json_t *o = json_pack("{s:s,s:s}", "name", r->name, "metric", watch_metric_name(r->metric));
+        json_t *o =
+            json_pack("{s:s,s:s}", "name", r->name, "metric", vram_watch_metric_name(r->metric));
         json_object_set_new(o, r->below ? "below" : "above", json_real(r->threshold));
         json_object_set_new(o, "clear", json_real(r->clear));
         json_object_set_new(o, "for_s", json_real(r->for_s));

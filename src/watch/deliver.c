@@ -15,14 +15,14 @@
 #include <time.h>
 #include <unistd.h>
 
-#define OUTBOX_CAP 256
+#define OUTBOX_CAP     256
 #define EXEC_TIMEOUT_S 30
 
 extern char **environ;
 
-struct watch_outbox {
+struct vram_watch_outbox {
     vram_watch_t *w;
-    watch_deliver_fn fn;
+    vram_watch_deliver_fn fn;
     pthread_mutex_t lock;
     pthread_cond_t cond;
     vram_alert_t items[OUTBOX_CAP];
@@ -53,7 +53,7 @@ static void *outbox_thread(void *arg)
     return NULL;
 }
 
-int watch_outbox_start(vram_watch_t *w, watch_deliver_fn fn, watch_outbox_t **out)
+int vram_watch_outbox_start(vram_watch_t *w, vram_watch_deliver_fn fn, watch_outbox_t **out)
 {
     watch_outbox_t *o = calloc(1, sizeof *o);
     if (!o) return vram_fail(VRAM_ENOMEM, "out of memory");
@@ -72,7 +72,7 @@ int watch_outbox_start(vram_watch_t *w, watch_deliver_fn fn, watch_outbox_t **ou
 }
 
 /* Delivers what is queued, then ends the thread. */
-void watch_outbox_stop(watch_outbox_t *o)
+void vram_watch_outbox_stop(watch_outbox_t *o)
 {
     if (!o) return;
     pthread_mutex_lock(&o->lock);
@@ -85,7 +85,7 @@ void watch_outbox_stop(watch_outbox_t *o)
     free(o);
 }
 
-void watch_outbox_push(watch_outbox_t *o, const vram_alert_t *a)
+void vram_watch_outbox_push(watch_outbox_t *o, const vram_alert_t *a)
 {
     if (!o) return;
     pthread_mutex_lock(&o->lock);
@@ -101,7 +101,7 @@ void watch_outbox_push(watch_outbox_t *o, const vram_alert_t *a)
     pthread_mutex_unlock(&o->lock);
 }
 
-bool watch_outbox_idle(watch_outbox_t *o)
+bool vram_watch_outbox_idle(watch_outbox_t *o)
 {
     if (!o) return true;
     pthread_mutex_lock(&o->lock);
@@ -163,7 +163,7 @@ static void free_environ(char **env)
  * the environment, never into the command line) and waits up to 30 s. */
 static void run_hook(vram_watch_t *w, const char *command, const vram_alert_t *a)
 {
-    char *json = watch_alert_json_text(a);
+    char *json = vram_watch_alert_json_text(a);
     char **env = alert_environ(a, json);
     free(json);
     if (!env) return;
@@ -172,7 +172,7 @@ static void run_hook(vram_watch_t *w, const char *command, const vram_alert_t *a
     int rc = posix_spawn(&pid, "/bin/sh", NULL, NULL, argv, env);
     free_environ(env);
     if (rc != 0) {
-        watch_log(w, "warn", "alert exec hook \"%s\": %s", command, strerror(rc));
+        vram_watch_log(w, "warn", "alert exec hook \"%s\": %s", command, strerror(rc));
         atomic_fetch_add(&w->deliveries_failed, 1);
         return;
     }
@@ -183,19 +183,19 @@ static void run_hook(vram_watch_t *w, const char *command, const vram_alert_t *a
         if (waited_ms >= EXEC_TIMEOUT_S * 1000) {
             kill(pid, SIGKILL);
             waitpid(pid, &status, 0);
-            watch_log(w, "warn", "alert exec hook \"%s\" killed after %d s", command,
-                      EXEC_TIMEOUT_S);
+            vram_watch_log(w, "warn", "alert exec hook \"%s\" killed after %d s", command,
+                           EXEC_TIMEOUT_S);
             break;
         }
         nanosleep(&(struct timespec){0, 10 * 1000 * 1000}, NULL);
     }
     if (!WIFEXITED(status) || WEXITSTATUS(status) != 0) {
-        watch_log(w, "warn", "alert exec hook \"%s\" failed (status %d)", command, status);
+        vram_watch_log(w, "warn", "alert exec hook \"%s\" failed (status %d)", command, status);
         atomic_fetch_add(&w->deliveries_failed, 1);
     }
 }
 
-void watch_deliver_local(vram_watch_t *w, const vram_alert_t *a)
+void vram_watch_deliver_local(vram_watch_t *w, const vram_alert_t *a)
 {
     pthread_mutex_lock(&w->lock);
     int n = w->ncallbacks;
@@ -279,13 +279,13 @@ static void deliver_one(vram_watch_t *w, const char *url, const char *body)
         if (post(w, url, body, why, sizeof why)) return;
     }
     atomic_fetch_add(&w->deliveries_failed, 1);
-    watch_log(w, "warn", "alert webhook %s: gave up after %d attempt(s): %s", url,
-              w->rules.webhook_retries + 1, why);
+    vram_watch_log(w, "warn", "alert webhook %s: gave up after %d attempt(s): %s", url,
+                   w->rules.webhook_retries + 1, why);
 }
 
-void watch_deliver_webhooks(vram_watch_t *w, const vram_alert_t *a)
+void vram_watch_deliver_webhooks(vram_watch_t *w, const vram_alert_t *a)
 {
-    char *body = watch_alert_json_text(a);
+    char *body = vram_watch_alert_json_text(a);
     if (!body) return;
     for (size_t i = 0; i < w->rules.nwebhooks; i++)
         deliver_one(w, w->rules.webhooks[i], body);

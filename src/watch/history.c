@@ -8,12 +8,12 @@
 #include <stdlib.h>
 #include <string.h>
 
-#define FLUSH_EVERY_S 5.0
+#define FLUSH_EVERY_S  5.0
 #define EXPIRE_EVERY_S 60.0
-#define MAX_POINTS 10000
+#define MAX_POINTS     10000
 #define DEFAULT_POINTS 1000
 
-int watch_ring_init(watch_ring_t *r, size_t cap)
+int vram_watch_ring_init(watch_ring_t *r, size_t cap)
 {
     memset(r, 0, sizeof *r);
     r->rows = calloc(cap ? cap : 1, sizeof *r->rows);
@@ -22,7 +22,7 @@ int watch_ring_init(watch_ring_t *r, size_t cap)
     return 0;
 }
 
-void watch_ring_push(watch_ring_t *r, const watch_row_t *row)
+void vram_watch_ring_push(watch_ring_t *r, const watch_row_t *row)
 {
     r->rows[r->head] = *row;
     r->head = (r->head + 1) % r->cap;
@@ -88,26 +88,26 @@ static watch_minute_t *bucket(watch_minute_t **arr, size_t *n, size_t *cap, int6
 {
     for (size_t i = *n; i-- > 0 && (*arr)[i].minute == start;)
         if ((*arr)[i].job_id == job_id && (*arr)[i].device == device) return &(*arr)[i];
-    if (!watch_grow((void **)arr, cap, *n + 1, sizeof **arr)) return NULL;
+    if (!vram_watch_grow((void **)arr, cap, *n + 1, sizeof **arr)) return NULL;
     (*arr)[*n] = empty_bucket(job_id, device, start);
     return &(*arr)[(*n)++];
 }
 
 static void add_row(vram_watch_t *w, watch_ring_t *ring, const watch_row_t *row)
 {
-    watch_ring_push(ring, row);
+    vram_watch_ring_push(ring, row);
     double minute = floor(row->t / 60) * 60;
     if (w->nminutes && w->minutes[0].minute != minute) {
         /* A new minute: the finished one goes to the store in one batch. */
-        if (w->store && watch_store_minutes(w->store, w->minutes, w->nminutes) != 0)
-            watch_log(w, "warn", "history: %s", vram_last_error());
+        if (w->store && vram_watch_store_minutes(w->store, w->minutes, w->nminutes) != 0)
+            vram_watch_log(w, "warn", "history: %s", vram_last_error());
         w->nminutes = 0;
     }
-    watch_minute_t *m = bucket(&w->minutes, &w->nminutes, &w->minutes_cap, row->job_id,
-                               row->device, minute);
+    watch_minute_t *m =
+        bucket(&w->minutes, &w->nminutes, &w->minutes_cap, row->job_id, row->device, minute);
     if (m) accumulate(m, row);
-    if (w->store && watch_grow((void **)&w->pending, &w->pending_cap, w->npending + 1,
-                               sizeof *w->pending))
+    if (w->store &&
+        vram_watch_grow((void **)&w->pending, &w->pending_cap, w->npending + 1, sizeof *w->pending))
         w->pending[w->npending++] = *row;
 }
 
@@ -116,7 +116,7 @@ static double figure_u64(uint64_t v)
     return v == VRAM_UNKNOWN_U64 ? -1 : (double)v;
 }
 
-void watch_history_add(vram_watch_t *w, const watch_sample_t *s)
+void vram_watch_history_add(vram_watch_t *w, const watch_sample_t *s)
 {
     for (int d = 0; d < s->ndev; d++) {
         const vram_device_info_t *i = &s->devs[d];
@@ -146,25 +146,25 @@ void watch_history_add(vram_watch_t *w, const watch_sample_t *s)
                            .power = -1};
         add_row(w, &w->job_ring, &row);
     }
-    if (w->store && s->t - w->last_flush >= FLUSH_EVERY_S) (void)watch_history_flush(w, false);
+    if (w->store && s->t - w->last_flush >= FLUSH_EVERY_S) (void)vram_watch_history_flush(w, false);
 }
 
-int watch_history_flush(vram_watch_t *w, bool close_minutes)
+int vram_watch_history_flush(vram_watch_t *w, bool close_minutes)
 {
     if (!w->store) return 0;
-    double now = watch_now(w);
+    double now = vram_watch_now(w);
     w->last_flush = now;
-    int rc = watch_store_samples(w->store, w->pending, w->npending);
+    int rc = vram_watch_store_samples(w->store, w->pending, w->npending);
     w->npending = 0;
     if (rc == 0 && close_minutes) {
         /* The minute in progress is written as it stands (a restart keeps it). */
-        rc = watch_store_minutes(w->store, w->minutes, w->nminutes);
+        rc = vram_watch_store_minutes(w->store, w->minutes, w->nminutes);
     }
     if (rc == 0 && now - w->last_expire >= EXPIRE_EVERY_S) {
         w->last_expire = now;
-        rc = watch_store_expire(w->store, now - w->cfg.history_s, now - w->cfg.retention_s);
+        rc = vram_watch_store_expire(w->store, now - w->cfg.history_s, now - w->cfg.retention_s);
     }
-    if (rc) watch_log(w, "warn", "history: %s", vram_last_error());
+    if (rc) vram_watch_log(w, "warn", "history: %s", vram_last_error());
     return rc;
 }
 
@@ -172,13 +172,14 @@ static void reload_row(void *arg, const watch_row_t *row)
 {
     vram_watch_t *w = arg;
     if (row->device < 0 || row->device >= w->ndev) return;
-    watch_ring_push(row->job_id ? &w->job_ring : &w->ring, row);
+    vram_watch_ring_push(row->job_id ? &w->job_ring : &w->ring, row);
 }
 
-int watch_history_reload(vram_watch_t *w)
+int vram_watch_history_reload(vram_watch_t *w)
 {
     if (!w->store) return 0;
-    return watch_store_load_samples(w->store, watch_now(w) - w->cfg.history_s, reload_row, w);
+    return vram_watch_store_load_samples(w->store, vram_watch_now(w) - w->cfg.history_s, reload_row,
+                                         w);
 }
 
 /* ---- the query ------------------------------------------------------------- */
@@ -265,14 +266,14 @@ char *vram_watch_history_json(vram_watch_t *w, int device, double from, double t
     pthread_mutex_lock(&w->lock);
     /* Full rate while the ring covers `from` (it holds WATCH_HISTORY); the
      * minutes in the store otherwise. */
-    bool minutes = w->store && from < watch_now(w) - w->cfg.history_s - w->cfg.interval_s;
+    bool minutes = w->store && from < vram_watch_now(w) - w->cfg.history_s - w->cfg.interval_s;
     double finest = minutes ? 60 : w->cfg.interval_s;
     if (step <= 0) step = fmax(finest, (to - from) / DEFAULT_POINTS);
     if (step < finest) step = finest;
     query_t q = {.from = from, .step = step};
     int rc = 0;
     if (minutes) {
-        rc = watch_store_load_minutes(w->store, device, from, to, query_minute, &q);
+        rc = vram_watch_store_load_minutes(w->store, device, from, to, query_minute, &q);
     } else {
         const watch_ring_t *rings[2] = {&w->ring, &w->job_ring};
         for (int k = 0; k < 2; k++)

@@ -9,7 +9,7 @@
 /* Processes come and go: past this many the table starts over rather than
  * grow without bound. */
 #define MAX_PROCESS_PEAKS 65536
-#define MAX_JOB_PEAKS 65536
+#define MAX_JOB_PEAKS     65536
 
 static uint64_t process_key(int device, pid_t pid)
 {
@@ -24,7 +24,7 @@ static void raise_to(vram_map_t *m, uint64_t key, uint64_t v, size_t cap)
     (void)vram_map_put(m, key, v);
 }
 
-void watch_peaks_add(watch_peaks_t *p, const watch_sample_t *s)
+void vram_watch_peaks_add(watch_peaks_t *p, const watch_sample_t *s)
 {
     for (int d = 0; d < s->ndev; d++) {
         uint64_t u = s->devs[d].used_bytes;
@@ -36,7 +36,7 @@ void watch_peaks_add(watch_peaks_t *p, const watch_sample_t *s)
                      s->procs[i].used_bytes, MAX_PROCESS_PEAKS);
     for (size_t i = 0; i < s->njobs; i++)
         if (s->jobs[i].state == VRAM_JOB_RUNNING)
-            raise_to(&p->job, (uint64_t)s->jobs[i].id, watch_job_used(s, s->jobs[i].id),
+            raise_to(&p->job, (uint64_t)s->jobs[i].id, vram_watch_job_used(s, s->jobs[i].id),
                      MAX_JOB_PEAKS);
 }
 
@@ -59,7 +59,7 @@ int vram_watch_reset_peaks(vram_watch_t *w, int device, int64_t job_id)
     int rc = 0;
     pthread_mutex_lock(&w->lock);
     watch_peaks_t *p = &w->peaks;
-    double now = watch_now(w);
+    double now = vram_watch_now(w);
     if (job_id > 0) {
         if (!vram_map_take(&p->job, (uint64_t)job_id, NULL))
             rc = vram_fail(VRAM_ENOENT, "job %lld has no peak (not seen running)",
@@ -107,9 +107,9 @@ char *vram_watch_peaks_json(vram_watch_t *w)
     pthread_mutex_lock(&w->lock);
     const watch_peaks_t *p = &w->peaks;
     for (int d = 0; d < w->ndev; d++)
-        json_array_append_new(devs, json_pack("{s:i,s:I,s:f}", "index", d, "peak_used_bytes",
-                                              (json_int_t)p->device[d], "since",
-                                              p->device_since[d]));
+        json_array_append_new(devs,
+                              json_pack("{s:i,s:I,s:f}", "index", d, "peak_used_bytes",
+                                        (json_int_t)p->device[d], "since", p->device_since[d]));
     vram_map_each(&p->process, process_json, procs);
     vram_map_each(&p->job, job_json, jobs);
     double since = p->since;

@@ -142,7 +142,7 @@ static const char *user_of(users_t *u, uid_t uid)
         if (u->uid[i] == uid) return u->name[i];
     int slot = u->n < 16 ? u->n++ : (int)(uid % 16);
     u->uid[slot] = uid;
-    watch_user_name(uid, u->name[slot], sizeof u->name[slot]);
+    vram_watch_user_name(uid, u->name[slot], sizeof u->name[slot]);
     return u->name[slot];
 }
 
@@ -198,10 +198,11 @@ char *vram_watch_metrics_text(vram_watch_t *w)
     device_gauge(&o, s, "vram_device_power_watts", "Device power draw.", power_of, w);
     family(&o, "vram_device_health", "gauge",
            "Device health: 1 for the current state (available, busy, error, disabled).");
+    static const char *const states[] = {"available", "busy", "error", "disabled"};
     for (int d = 0; d < s->ndev; d++)
         for (int h = VRAM_HEALTH_AVAILABLE; h <= VRAM_HEALTH_DISABLED; h++)
-            put(&o, "vram_device_health{gpu=\"%d\",state=\"%s\"} %d\n", d,
-                vram_health_name((vram_health_t)h), (int)s->devs[d].health == h);
+            put(&o, "vram_device_health{gpu=\"%d\",state=\"%s\"} %d\n", d, states[h],
+                (int)s->devs[d].health == h);
     job_gauge(&o, s, &users, "vram_job_memory_reserved_bytes",
               "Memory vramd reserved for a running job on a device.", false);
     job_gauge(&o, s, &users, "vram_job_memory_used_bytes",
@@ -214,11 +215,11 @@ char *vram_watch_metrics_text(vram_watch_t *w)
     family(&o, "vram_jobs", "gauge", "vramd's jobs by state.");
     put(&o, "vram_jobs{state=\"queued\"} %d\nvram_jobs{state=\"running\"} %d\n", queued, running);
     int levels[4];
-    watch_alerts_firing_by_level(w, levels);
+    vram_watch_alerts_firing_by_level(w, levels);
     family(&o, "vram_alerts_firing", "gauge", "Alerts firing now, by level.");
     for (int l = 0; l < 4; l++)
-        put(&o, "vram_alerts_firing{level=\"%s\"} %d\n", vram_alert_level_name((vram_alert_level_t)l),
-            levels[l]);
+        put(&o, "vram_alerts_firing{level=\"%s\"} %d\n",
+            vram_alert_level_name((vram_alert_level_t)l), levels[l]);
     double sample_t = s->t, sample_cost = s->duration_s;
     pthread_mutex_unlock(&w->lock);
     counter(&o, "vram_job_admissions_total", "Jobs admitted (memory reserved) by vramd.",

@@ -12,17 +12,16 @@
 
 #define MAX_RULES 256
 #define MAX_SINKS 16
-#define MAX_FILE (1 << 20)
+#define MAX_FILE  (1 << 20)
 
 static const watch_rule_t defaults[] = {
     {"gpu-memory-high", WATCH_M_MEMORY_USED_RATIO, false, 0.90, 0.85, 30, VRAM_ALERT_WARNING},
     {"gpu-memory-critical", WATCH_M_MEMORY_USED_RATIO, false, 0.97, 0.95, 10, VRAM_ALERT_CRITICAL},
-    {"job-over-reservation", WATCH_M_JOB_OVER_RESERVATION, false, 1.0, 1.0, 10,
-     VRAM_ALERT_WARNING},
+    {"job-over-reservation", WATCH_M_JOB_OVER_RESERVATION, false, 1.0, 1.0, 10, VRAM_ALERT_WARNING},
     {"gpu-error", WATCH_M_DEVICE_ERROR, false, 0.5, 0.5, 0, VRAM_ALERT_ERROR},
 };
 
-void watch_rules_free(watch_rules_t *r)
+void vram_watch_rules_free(watch_rules_t *r)
 {
     for (size_t i = 0; i < r->nwebhooks; i++)
         free(r->webhooks[i]);
@@ -41,7 +40,7 @@ static void rules_init(watch_rules_t *r)
     r->webhook_timeout_s = 5;
 }
 
-int watch_rules_default(watch_rules_t *out)
+int vram_watch_rules_default(watch_rules_t *out)
 {
     rules_init(out);
     out->rules = malloc(sizeof defaults);
@@ -167,8 +166,8 @@ static yaml_node_t *get(const pair_t *p, size_t n, const char *key)
 
 static int parse_rule(const file_t *f, yaml_node_t *node, watch_rule_t *r)
 {
-    static const char *const known[] = {"name", "metric", "above", "below", "clear",
-                                        "for",  "level",  NULL};
+    static const char *const known[] = {"name",  "metric", "above", "below",
+                                        "clear", "for",    "level", NULL};
     pair_t p[8];
     size_t n;
     int rc = pairs(f, node, "rule", known, p, 8, &n);
@@ -178,9 +177,10 @@ static int parse_rule(const file_t *f, yaml_node_t *node, watch_rule_t *r)
     if (!(v = get(p, n, "name"))) return bad(f, node, "name", "every rule needs a name");
     if ((rc = text(f, v, "name", r->name, sizeof r->name))) return rc;
     char metric[40];
-    if (!(v = get(p, n, "metric"))) return bad(f, node, "metric", "rule %s needs a metric", r->name);
+    if (!(v = get(p, n, "metric")))
+        return bad(f, node, "metric", "rule %s needs a metric", r->name);
     if ((rc = text(f, v, "metric", metric, sizeof metric))) return rc;
-    int m = watch_metric_parse(metric);
+    int m = vram_watch_metric_parse(metric);
     if (m < 0)
         return bad(f, v, "metric",
                    "unknown metric \"%s\" (memory_used_ratio, memory_free_bytes, "
@@ -234,8 +234,8 @@ static int text_list(const file_t *f, yaml_node_t *seq, const char *key, char **
 
 static int parse_root(file_t *f, watch_rules_t *out)
 {
-    static const char *const known[] = {"rules", "webhooks", "exec", "webhook_retries",
-                                        "webhook_timeout", NULL};
+    static const char *const known[] = {"rules",           "webhooks",        "exec",
+                                        "webhook_retries", "webhook_timeout", NULL};
     yaml_node_t *root = yaml_document_get_root_node(&f->doc);
     if (!root) return bad(f, NULL, NULL, "the file is empty (expected \"rules:\")");
     pair_t p[8];
@@ -279,7 +279,7 @@ static int parse_root(file_t *f, watch_rules_t *out)
     return 0;
 }
 
-int watch_rules_load(const char *path, watch_rules_t *out)
+int vram_watch_rules_load(const char *path, watch_rules_t *out)
 {
     char *buf = NULL;
     size_t len = 0;
@@ -303,7 +303,7 @@ int watch_rules_load(const char *path, watch_rules_t *out)
     yaml_parser_delete(&parser);
     free(buf);
     if (rc) {
-        watch_rules_free(&r);
+        vram_watch_rules_free(&r);
         return rc;
     }
     *out = r;
@@ -313,26 +313,26 @@ int watch_rules_load(const char *path, watch_rules_t *out)
 int vram_watch_check_rules(const char *path, char **text_out)
 {
     watch_rules_t r;
-    int rc = path && *path ? watch_rules_load(path, &r) : watch_rules_default(&r);
+    int rc = path && *path ? vram_watch_rules_load(path, &r) : vram_watch_rules_default(&r);
     if (rc) return rc;
     if (text_out) {
         size_t cap = 128 * (r.nrules + 1), at = 0;
         char *t = malloc(cap);
         if (!t) {
-            watch_rules_free(&r);
+            vram_watch_rules_free(&r);
             return vram_fail(VRAM_ENOMEM, "out of memory");
         }
         t[0] = 0;
         for (size_t i = 0; i < r.nrules; i++) {
             const watch_rule_t *x = &r.rules[i];
             at += (size_t)snprintf(t + at, cap - at, "%s: %s %s %g (clear %g) for %gs -> %s\n",
-                                   x->name, watch_metric_name(x->metric),
+                                   x->name, vram_watch_metric_name(x->metric),
                                    x->below ? "below" : "above", x->threshold, x->clear, x->for_s,
                                    vram_alert_level_name(x->level));
             if (at >= cap) at = cap - 1;
         }
         *text_out = t;
     }
-    watch_rules_free(&r);
+    vram_watch_rules_free(&r);
     return 0;
 }

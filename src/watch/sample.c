@@ -9,9 +9,9 @@
 #include <sys/stat.h>
 
 #define MAX_PROCS_PER_DEVICE 1024
-#define MAX_DEPTH 64
+#define MAX_DEPTH            64
 
-void watch_pids_free(watch_pids_t *c)
+void vram_watch_pids_free(watch_pids_t *c)
 {
     free(c->entries);
     vram_map_clear(&c->index);
@@ -58,7 +58,7 @@ static watch_pid_t *pid_facts(watch_pids_t *c, pid_t pid, const vram_job_t *jobs
         c->entries[at].seen = true;
         return &c->entries[at];
     }
-    if (!watch_grow((void **)&c->entries, &c->cap, c->n + 1, sizeof *c->entries) ||
+    if (!vram_watch_grow((void **)&c->entries, &c->cap, c->n + 1, sizeof *c->entries) ||
         !vram_map_put(&c->index, (uint64_t)pid + 1, c->n))
         return NULL;
     watch_pid_t *e = &c->entries[c->n++];
@@ -84,7 +84,7 @@ static void pids_sweep(watch_pids_t *c)
         vram_map_put(&c->index, (uint64_t)c->entries[i].pid + 1, i);
 }
 
-void watch_sample_free(watch_sample_t *s)
+void vram_watch_sample_free(watch_sample_t *s)
 {
     free(s->devs);
     free(s->reserved);
@@ -94,7 +94,7 @@ void watch_sample_free(watch_sample_t *s)
     memset(s, 0, sizeof *s);
 }
 
-uint64_t watch_job_used(const watch_sample_t *s, int64_t job_id)
+uint64_t vram_watch_job_used(const watch_sample_t *s, int64_t job_id)
 {
     uint64_t used = 0;
     for (size_t i = 0; i < s->nuses; i++)
@@ -150,16 +150,15 @@ static int read_processes(vram_watch_t *w, watch_sample_t *s, int d, vram_proces
         p->used_bytes = buf[i].used_bytes;
         p->job_id = facts->job_id;
         snprintf(p->name, sizeof p->name, "%s", buf[i].name);
-        if (p->job_id && p->used_bytes != VRAM_UNKNOWN_U64)
-            credit(s, p->job_id, d, p->used_bytes);
+        if (p->job_id && p->used_bytes != VRAM_UNKNOWN_U64) credit(s, p->job_id, d, p->used_bytes);
     }
     return 0;
 }
 
-int watch_take_sample(vram_watch_t *w, watch_sample_t *out)
+int vram_watch_take_sample(vram_watch_t *w, watch_sample_t *out)
 {
     uint64_t t0 = vram_now_ns();
-    watch_sample_t s = {.t = watch_now(w), .ndev = w->ndev};
+    watch_sample_t s = {.t = vram_watch_now(w), .ndev = w->ndev};
     vram_process_info_t *buf = NULL;
     int rc = 0;
     s.devs = calloc((size_t)s.ndev + 1, sizeof *s.devs);
@@ -174,7 +173,7 @@ int watch_take_sample(vram_watch_t *w, watch_sample_t *out)
     if ((rc = job_uses(&s)) != 0) goto out;
     uint64_t key = jobs_key(s.jobs, s.njobs);
     if (key != w->pids.jobs_key) { /* jobs came or went: find owners again */
-        watch_pids_free(&w->pids);
+        vram_watch_pids_free(&w->pids);
         w->pids.jobs_key = key;
     }
     for (int d = 0; d < s.ndev; d++) {
@@ -196,7 +195,7 @@ out:
     free(buf);
     s.duration_s = (double)(vram_now_ns() - t0) / 1e9;
     if (rc)
-        watch_sample_free(&s);
+        vram_watch_sample_free(&s);
     else
         *out = s;
     return rc;

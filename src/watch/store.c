@@ -67,7 +67,7 @@ static const char schema[] =
     " threshold REAL NOT NULL, pending_since REAL NOT NULL, fired_at REAL NOT NULL,"
     " resolved_at REAL NOT NULL, message TEXT NOT NULL);";
 
-struct watch_store {
+struct vram_watch_store {
     sqlite3 *db;
     sqlite3_stmt *q[Q_N];
     char path[512];
@@ -78,7 +78,7 @@ static int db_fail(watch_store_t *st, const char *what)
     return vram_fail(VRAM_EIO, "%s: %s: %s", st->path, what, sqlite3_errmsg(st->db));
 }
 
-int watch_store_open(const char *path, watch_store_t **out)
+int vram_watch_store_open(const char *path, watch_store_t **out)
 {
     *out = NULL;
     watch_store_t *st = calloc(1, sizeof *st);
@@ -107,11 +107,11 @@ int watch_store_open(const char *path, watch_store_t **out)
     *out = st;
     return 0;
 fail:
-    watch_store_close(st);
+    vram_watch_store_close(st);
     return rc;
 }
 
-void watch_store_close(watch_store_t *st)
+void vram_watch_store_close(watch_store_t *st)
 {
     if (!st) return;
     for (int i = 0; i < Q_N; i++)
@@ -147,7 +147,7 @@ static int exec(watch_store_t *st, const char *sql)
     return sqlite3_exec(st->db, sql, NULL, NULL, NULL) == SQLITE_OK ? 0 : db_fail(st, sql);
 }
 
-int watch_store_samples(watch_store_t *st, const watch_row_t *rows, size_t n)
+int vram_watch_store_samples(watch_store_t *st, const watch_row_t *rows, size_t n)
 {
     if (n == 0) return 0;
     int rc = exec(st, "BEGIN");
@@ -171,7 +171,7 @@ int watch_store_samples(watch_store_t *st, const watch_row_t *rows, size_t n)
     return rc;
 }
 
-int watch_store_minutes(watch_store_t *st, const watch_minute_t *m, size_t n)
+int vram_watch_store_minutes(watch_store_t *st, const watch_minute_t *m, size_t n)
 {
     if (n == 0) return 0;
     int rc = exec(st, "BEGIN");
@@ -200,7 +200,7 @@ int watch_store_minutes(watch_store_t *st, const watch_minute_t *m, size_t n)
     return rc;
 }
 
-int watch_store_expire(watch_store_t *st, double samples_before, double minutes_before)
+int vram_watch_store_expire(watch_store_t *st, double samples_before, double minutes_before)
 {
     sqlite3_bind_double(st->q[Q_EXPIRE_SAMPLES], 1, samples_before);
     int rc = step_done(st, st->q[Q_EXPIRE_SAMPLES], "expire samples");
@@ -209,7 +209,7 @@ int watch_store_expire(watch_store_t *st, double samples_before, double minutes_
     return step_done(st, st->q[Q_EXPIRE_MINUTES], "expire minutes");
 }
 
-int watch_store_load_samples(watch_store_t *st, double from, watch_row_fn fn, void *arg)
+int vram_watch_store_load_samples(watch_store_t *st, double from, vram_watch_row_fn fn, void *arg)
 {
     sqlite3_stmt *q = st->q[Q_LOAD_SAMPLES];
     sqlite3_bind_double(q, 1, from);
@@ -233,8 +233,8 @@ int watch_store_load_samples(watch_store_t *st, double from, watch_row_fn fn, vo
     return rc == SQLITE_DONE ? 0 : db_fail(st, "load samples");
 }
 
-int watch_store_load_minutes(watch_store_t *st, int device, double from, double to,
-                             watch_minute_fn fn, void *arg)
+int vram_watch_store_load_minutes(watch_store_t *st, int device, double from, double to,
+                                  vram_watch_minute_fn fn, void *arg)
 {
     sqlite3_stmt *q = st->q[Q_LOAD_MINUTES];
     sqlite3_bind_int(q, 1, device);
@@ -265,7 +265,7 @@ int watch_store_load_minutes(watch_store_t *st, int device, double from, double 
     return rc == SQLITE_DONE ? 0 : db_fail(st, "load minutes");
 }
 
-int watch_store_alert_insert(watch_store_t *st, vram_alert_t *a)
+int vram_watch_store_alert_insert(watch_store_t *st, vram_alert_t *a)
 {
     sqlite3_stmt *q = st->q[Q_ALERT_INSERT];
     sqlite3_bind_text(q, 1, a->rule, -1, SQLITE_TRANSIENT);
@@ -285,7 +285,7 @@ int watch_store_alert_insert(watch_store_t *st, vram_alert_t *a)
     return rc;
 }
 
-int watch_store_alert_resolve(watch_store_t *st, const vram_alert_t *a)
+int vram_watch_store_alert_resolve(watch_store_t *st, const vram_alert_t *a)
 {
     sqlite3_stmt *q = st->q[Q_ALERT_RESOLVE];
     sqlite3_bind_double(q, 1, a->resolved_at);
@@ -300,7 +300,8 @@ static void column_text(sqlite3_stmt *q, int at, char *buf, size_t len)
     snprintf(buf, len, "%s", t ? (const char *)t : "");
 }
 
-int watch_store_alerts(watch_store_t *st, bool firing, int limit, watch_alert_fn fn, void *arg)
+int vram_watch_store_alerts(watch_store_t *st, bool firing, int limit, vram_watch_alert_fn fn,
+                            void *arg)
 {
     sqlite3_stmt *q = st->q[firing ? Q_ALERTS_FIRING : Q_ALERTS_RESOLVED];
     if (!firing) sqlite3_bind_int(q, 1, limit);

@@ -22,12 +22,12 @@ static double real_clock(void)
     return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
 }
 
-double watch_now(const vram_watch_t *w)
+double vram_watch_now(const vram_watch_t *w)
 {
     return w->cfg.clock ? w->cfg.clock() : real_clock();
 }
 
-void watch_log(vram_watch_t *w, const char *level, const char *fmt, ...)
+void vram_watch_log(vram_watch_t *w, const char *level, const char *fmt, ...)
 {
     char msg[768];
     va_list ap;
@@ -40,7 +40,7 @@ void watch_log(vram_watch_t *w, const char *level, const char *fmt, ...)
         fprintf(stderr, "vram watch %s: %s\n", level, msg);
 }
 
-bool watch_grow(void **array, size_t *cap, size_t need, size_t elem)
+bool vram_watch_grow(void **array, size_t *cap, size_t need, size_t elem)
 {
     if (need <= *cap) return true;
     size_t n = *cap ? *cap * 2 : 16;
@@ -60,8 +60,8 @@ static int seconds_option(vram_option_t opt, double lo, double hi, double *out)
     int rc = vram_option_double(opt, out);
     if (rc) return rc;
     if (!(*out >= lo && *out <= hi))
-        return vram_fail(VRAM_EINVAL, "%s: %g s is out of range (%g to %g s)",
-                         vram_option_env(opt), *out, lo, hi);
+        return vram_fail(VRAM_EINVAL, "%s: %g s is out of range (%g to %g s)", vram_option_env(opt),
+                         *out, lo, hi);
     return 0;
 }
 
@@ -134,8 +134,8 @@ int vram_watch_open(const vram_watch_config_t *cfg, vram_watch_t **out)
         rc = vram_fail(VRAM_ENODEV, "device count %d is not usable", w->ndev);
         goto fail;
     }
-    rc = cfg->rules_path && *cfg->rules_path ? watch_rules_load(cfg->rules_path, &w->rules)
-                                             : watch_rules_default(&w->rules);
+    rc = cfg->rules_path && *cfg->rules_path ? vram_watch_rules_load(cfg->rules_path, &w->rules)
+                                             : vram_watch_rules_default(&w->rules);
     if (rc) goto fail;
     size_t samples = (size_t)ceil(cfg->history_s / cfg->interval_s) + 1;
     size_t ndev = w->ndev ? (size_t)w->ndev : 1;
@@ -145,14 +145,14 @@ int vram_watch_open(const vram_watch_config_t *cfg, vram_watch_t **out)
         rc = vram_fail(VRAM_ENOMEM, "out of memory");
         goto fail;
     }
-    w->peaks.since = watch_now(w);
+    w->peaks.since = vram_watch_now(w);
     for (size_t d = 0; d < ndev; d++)
         w->peaks.device_since[d] = w->peaks.since;
-    if ((rc = watch_ring_init(&w->ring, samples * ndev)) ||
-        (rc = watch_ring_init(&w->job_ring, samples * ndev * JOB_ROWS_PER_DEVICE)))
+    if ((rc = vram_watch_ring_init(&w->ring, samples * ndev)) ||
+        (rc = vram_watch_ring_init(&w->job_ring, samples * ndev * JOB_ROWS_PER_DEVICE)))
         goto fail;
-    if (cfg->db_path && (rc = watch_store_open(cfg->db_path, &w->store))) goto fail;
-    if ((rc = watch_history_reload(w)) || (rc = watch_alerts_reload(w))) goto fail;
+    if (cfg->db_path && (rc = vram_watch_store_open(cfg->db_path, &w->store))) goto fail;
+    if ((rc = vram_watch_history_reload(w)) || (rc = vram_watch_alerts_reload(w))) goto fail;
     w->last_flush = w->last_expire = 0;
     *out = w;
     return 0;
@@ -168,18 +168,20 @@ static void *sampler_thread(void *arg)
     clock_gettime(CLOCK_MONOTONIC, &next);
     uint64_t period_ns = (uint64_t)(w->cfg.interval_s * 1e9);
     pthread_mutex_lock(&w->stop_lock);
-    while (!w->stopping) {
+    for (bool first = true; !w->stopping; first = false) {
         pthread_mutex_unlock(&w->stop_lock);
-        if (vram_watch_sample(w) != 0) {
+        /* vram_watch_start took the first sample */
+        if (!first && vram_watch_sample(w) != 0) {
             if (atomic_fetch_add(&w->sample_errors, 1) % 60 == 0)
-                watch_log(w, "warn", "sampler: %s", vram_last_error());
+                vram_watch_log(w, "warn", "sampler: %s", vram_last_error());
         }
         /* Fixed schedule, so samples do not drift by their own cost; a
          * sampler that fell behind skips ahead instead of bursting. */
         struct timespec now;
         clock_gettime(CLOCK_MONOTONIC, &now);
         uint64_t n_now = (uint64_t)now.tv_sec * 1000000000ull + (uint64_t)now.tv_nsec;
-        uint64_t n_next = (uint64_t)next.tv_sec * 1000000000ull + (uint64_t)next.tv_nsec + period_ns;
+        uint64_t n_next =
+            (uint64_t)next.tv_sec * 1000000000ull + (uint64_t)next.tv_nsec + period_ns;
         if (n_next <= n_now) n_next = n_now + period_ns;
         next.tv_sec = (time_t)(n_next / 1000000000ull);
         next.tv_nsec = (long)(n_next % 1000000000ull);
@@ -196,8 +198,11 @@ int vram_watch_start(vram_watch_t *w)
     if (!w) return vram_fail(VRAM_EINVAL, "NULL watch");
     if (w->started) return vram_fail(VRAM_ESTATE, "the watch is already started");
     curl_global_init(CURL_GLOBAL_DEFAULT);
-    int rc = watch_outbox_start(w, watch_deliver_local, &w->local);
-    if (rc == 0) rc = watch_outbox_start(w, watch_deliver_webhooks, &w->webhook);
+    int rc = vram_watch_outbox_start(w, vram_watch_deliver_local, &w->local);
+    /* One sample before returning: /metrics and /v1/watch have data at once. */
+    if (rc == 0 && vram_watch_sample(w) != 0)
+        vram_watch_log(w, "warn", "sampler: %s", vram_last_error());
+    if (rc == 0) rc = vram_watch_outbox_start(w, vram_watch_deliver_webhooks, &w->webhook);
     if (rc == 0 && pthread_create(&w->thread, NULL, sampler_thread, w) != 0)
         rc = vram_fail(VRAM_EIO, "cannot start the sampler thread");
     if (rc) return rc;
@@ -213,15 +218,15 @@ void vram_watch_close(vram_watch_t *w)
     pthread_cond_broadcast(&w->stop_cond);
     pthread_mutex_unlock(&w->stop_lock);
     if (w->started) pthread_join(w->thread, NULL);
-    watch_outbox_stop(w->local);
-    watch_outbox_stop(w->webhook);
+    vram_watch_outbox_stop(w->local);
+    vram_watch_outbox_stop(w->webhook);
     pthread_mutex_lock(&w->lock);
-    (void)watch_history_flush(w, true);
+    (void)vram_watch_history_flush(w, true);
     pthread_mutex_unlock(&w->lock);
-    watch_store_close(w->store);
-    watch_rules_free(&w->rules);
-    watch_sample_free(&w->last);
-    watch_pids_free(&w->pids);
+    vram_watch_store_close(w->store);
+    vram_watch_rules_free(&w->rules);
+    vram_watch_sample_free(&w->last);
+    vram_watch_pids_free(&w->pids);
     free(w->ring.rows);
     free(w->job_ring.rows);
     free(w->minutes);
@@ -243,13 +248,13 @@ int vram_watch_sample(vram_watch_t *w)
     if (!w) return vram_fail(VRAM_EINVAL, "NULL watch");
     pthread_mutex_lock(&w->sample_lock);
     watch_sample_t s;
-    int rc = watch_take_sample(w, &s);
+    int rc = vram_watch_take_sample(w, &s);
     if (rc == 0) {
         pthread_mutex_lock(&w->lock);
-        watch_history_add(w, &s);
-        watch_peaks_add(&w->peaks, &s);
-        watch_alerts_eval(w, &s);
-        watch_sample_free(&w->last);
+        vram_watch_history_add(w, &s);
+        vram_watch_peaks_add(&w->peaks, &s);
+        vram_watch_alerts_eval(w, &s);
+        vram_watch_sample_free(&w->last);
         w->last = s;
         pthread_mutex_unlock(&w->lock);
         atomic_fetch_add(&w->samples, 1);
@@ -262,7 +267,7 @@ int vram_watch_flush(vram_watch_t *w, int timeout_ms)
 {
     if (!w) return vram_fail(VRAM_EINVAL, "NULL watch");
     for (int waited = 0;; waited += 5) {
-        if (watch_outbox_idle(w->local) && watch_outbox_idle(w->webhook)) return 0;
+        if (vram_watch_outbox_idle(w->local) && vram_watch_outbox_idle(w->webhook)) return 0;
         if (waited >= timeout_ms) return vram_fail(VRAM_ETIMEDOUT, "alert delivery still busy");
         nanosleep(&(struct timespec){0, 5 * 1000 * 1000}, NULL);
     }
@@ -296,7 +301,7 @@ void vram_watch_job_event(vram_watch_t *w, const vram_job_t *job, const char *ki
 
 /* ---- JSON of the last sample ----------------------------------------------------- */
 
-void watch_user_name(uid_t uid, char *buf, size_t len)
+void vram_watch_user_name(uid_t uid, char *buf, size_t len)
 {
     struct passwd pw, *res = NULL;
     char tmp[1024];
@@ -348,7 +353,7 @@ static json_t *jobs_json(const watch_sample_t *s)
     for (size_t i = 0; i < s->njobs; i++) {
         const vram_job_t *j = &s->jobs[i];
         char user[64];
-        watch_user_name(j->req.uid, user, sizeof user);
+        vram_watch_user_name(j->req.uid, user, sizeof user);
         json_t *devs = json_array();
         for (int k = 0; k < j->ndevices; k++)
             json_array_append_new(devs, json_integer(j->devices[k]));
@@ -361,7 +366,8 @@ static json_t *jobs_json(const watch_sample_t *s)
         json_object_set_new(o, "gpus", json_integer(j->req.gpus));
         json_object_set_new(o, "mem_bytes", json_integer((json_int_t)j->req.mem_bytes));
         json_object_set_new(o, "reserved_bytes", json_integer((json_int_t)j->reserved_bytes));
-        json_object_set_new(o, "used_bytes", json_integer((json_int_t)watch_job_used(s, j->id)));
+        json_object_set_new(o, "used_bytes",
+                            json_integer((json_int_t)vram_watch_job_used(s, j->id)));
         json_object_set_new(o, "priority", json_integer(j->req.priority));
         json_object_set_new(o, "submitted_at", json_real(j->submitted_at));
         json_object_set_new(o, "started_at",
@@ -377,11 +383,11 @@ static json_t *processes_json(const watch_sample_t *s)
     for (size_t i = 0; i < s->nprocs; i++) {
         const watch_proc_t *p = &s->procs[i];
         char user[64];
-        watch_user_name(p->uid, user, sizeof user);
-        json_array_append_new(
-            a, json_pack("{s:i,s:i,s:s,s:s,s:o,s:o}", "device", p->device, "pid", (int)p->pid,
-                         "user", user, "name", p->name, "used_bytes", u64_or_null(p->used_bytes),
-                         "job_id", p->job_id ? json_integer(p->job_id) : json_null()));
+        vram_watch_user_name(p->uid, user, sizeof user);
+        json_array_append_new(a, json_pack("{s:i,s:i,s:s,s:s,s:o,s:o}", "device", p->device, "pid",
+                                           (int)p->pid, "user", user, "name", p->name, "used_bytes",
+                                           u64_or_null(p->used_bytes), "job_id",
+                                           p->job_id ? json_integer(p->job_id) : json_null()));
     }
     return a;
 }
@@ -395,12 +401,12 @@ char *vram_watch_sample_json(vram_watch_t *w)
     pthread_mutex_lock(&w->lock);
     const watch_sample_t *s = &w->last;
     int levels[4];
-    watch_alerts_firing_by_level(w, levels);
-    json_t *o = json_pack("{s:f,s:f,s:o,s:o,s:o,s:{s:i,s:i,s:i,s:i}}", "t", s->t, "interval_s",
-                          w->cfg.interval_s, "devices", devices_json(w, s), "processes",
-                          processes_json(s), "jobs", jobs_json(s), "alerts_firing", "info",
-                          levels[0], "warning", levels[1], "error", levels[2], "critical",
-                          levels[3]);
+    vram_watch_alerts_firing_by_level(w, levels);
+    json_t *o =
+        json_pack("{s:f,s:f,s:o,s:o,s:o,s:{s:i,s:i,s:i,s:i}}", "t", s->t, "interval_s",
+                  w->cfg.interval_s, "devices", devices_json(w, s), "processes", processes_json(s),
+                  "jobs", jobs_json(s), "alerts_firing", "info", levels[0], "warning", levels[1],
+                  "error", levels[2], "critical", levels[3]);
     pthread_mutex_unlock(&w->lock);
     char *text = json_dumps(o, JSON_COMPACT | JSON_PRESERVE_ORDER);
     json_decref(o);

@@ -1,6 +1,6 @@
 /* Internal state of the watch module shared by its files: the sampler
  * (sample.c), history (history.c, store.c), alerts (alerts.c, rules_yaml.c,
- * deliver.c), peaks (peaks.c) and the renderers (prometheus.c, watch_json.c). */
+ * deliver.c), peaks (peaks.c) and the renderers (prometheus.c, vram_watch_json.c). */
 #ifndef VRAM_WATCH_INTERNAL_H
 #define VRAM_WATCH_INTERNAL_H
 
@@ -60,13 +60,13 @@ typedef struct {
     uint64_t jobs_key; /* running jobs' (id, pid) when the owners were found */
 } watch_pids_t;
 
-void watch_pids_free(watch_pids_t *c);
+void vram_watch_pids_free(watch_pids_t *c);
 
 /* sample.c: takes a sample (no watch lock held: it queries the devices). */
-int watch_take_sample(vram_watch_t *w, watch_sample_t *out);
-void watch_sample_free(watch_sample_t *s);
+int vram_watch_take_sample(vram_watch_t *w, watch_sample_t *out);
+void vram_watch_sample_free(watch_sample_t *s);
 /* Used bytes of a job over all its devices in a sample. */
-uint64_t watch_job_used(const watch_sample_t *s, int64_t job_id);
+uint64_t vram_watch_job_used(const watch_sample_t *s, int64_t job_id);
 
 /* ---- history ---------------------------------------------------------------- */
 
@@ -96,35 +96,36 @@ typedef struct {
 } watch_minute_t;
 
 /* store.c: the watch's tables in vramd's database. Callers hold w->lock. */
-typedef struct watch_store watch_store_t;
-int watch_store_open(const char *path, watch_store_t **out);
-void watch_store_close(watch_store_t *st);
-int watch_store_samples(watch_store_t *st, const watch_row_t *rows, size_t n);
-int watch_store_minutes(watch_store_t *st, const watch_minute_t *m, size_t n);
-int watch_store_expire(watch_store_t *st, double samples_before, double minutes_before);
-typedef void (*watch_row_fn)(void *arg, const watch_row_t *row);
-int watch_store_load_samples(watch_store_t *st, double from, watch_row_fn fn, void *arg);
+typedef struct vram_watch_store watch_store_t;
+int vram_watch_store_open(const char *path, watch_store_t **out);
+void vram_watch_store_close(watch_store_t *st);
+int vram_watch_store_samples(watch_store_t *st, const watch_row_t *rows, size_t n);
+int vram_watch_store_minutes(watch_store_t *st, const watch_minute_t *m, size_t n);
+int vram_watch_store_expire(watch_store_t *st, double samples_before, double minutes_before);
+typedef void (*vram_watch_row_fn)(void *arg, const watch_row_t *row);
+int vram_watch_store_load_samples(watch_store_t *st, double from, vram_watch_row_fn fn, void *arg);
 /* Minute rows of one device (and its jobs) in [from, to), as rows holding
  * the means; *max rows (optional) get the maxima. */
-typedef void (*watch_minute_fn)(void *arg, const watch_minute_t *m);
-int watch_store_load_minutes(watch_store_t *st, int device, double from, double to,
-                             watch_minute_fn fn, void *arg);
-int watch_store_alert_insert(watch_store_t *st, vram_alert_t *a);
-int watch_store_alert_resolve(watch_store_t *st, const vram_alert_t *a);
-typedef void (*watch_alert_fn)(void *arg, const vram_alert_t *a);
+typedef void (*vram_watch_minute_fn)(void *arg, const watch_minute_t *m);
+int vram_watch_store_load_minutes(watch_store_t *st, int device, double from, double to,
+                                  vram_watch_minute_fn fn, void *arg);
+int vram_watch_store_alert_insert(watch_store_t *st, vram_alert_t *a);
+int vram_watch_store_alert_resolve(watch_store_t *st, const vram_alert_t *a);
+typedef void (*vram_watch_alert_fn)(void *arg, const vram_alert_t *a);
 /* Firing alerts (resolved_at 0) then up to `limit` resolved, newest first. */
-int watch_store_alerts(watch_store_t *st, bool firing, int limit, watch_alert_fn fn, void *arg);
+int vram_watch_store_alerts(watch_store_t *st, bool firing, int limit, vram_watch_alert_fn fn,
+                            void *arg);
 
 /* history.c */
-int watch_ring_init(watch_ring_t *r, size_t cap);
-void watch_ring_push(watch_ring_t *r, const watch_row_t *row);
+int vram_watch_ring_init(watch_ring_t *r, size_t cap);
+void vram_watch_ring_push(watch_ring_t *r, const watch_row_t *row);
 /* Records a sample in the rings, the minute accumulators and the pending
  * database rows; writes to the store every few seconds. Holds w->lock. */
-void watch_history_add(vram_watch_t *w, const watch_sample_t *s);
+void vram_watch_history_add(vram_watch_t *w, const watch_sample_t *s);
 /* Writes pending rows and expires old ones (w->lock held). */
-int watch_history_flush(vram_watch_t *w, bool close_minutes);
+int vram_watch_history_flush(vram_watch_t *w, bool close_minutes);
 /* Reloads the rings from the store at open. */
-int watch_history_reload(vram_watch_t *w);
+int vram_watch_history_reload(vram_watch_t *w);
 
 /* ---- alerts ------------------------------------------------------------------- */
 
@@ -161,12 +162,12 @@ typedef struct {
     double webhook_timeout_s;
 } watch_rules_t;
 
-const char *watch_metric_name(watch_metric_t m);
-int watch_metric_parse(const char *name); /* -1 if unknown */
-void watch_rules_free(watch_rules_t *r);
+const char *vram_watch_metric_name(watch_metric_t m);
+int vram_watch_metric_parse(const char *name); /* -1 if unknown */
+void vram_watch_rules_free(watch_rules_t *r);
 /* rules_yaml.c: the built-in rules, or a YAML file's. */
-int watch_rules_default(watch_rules_t *out);
-int watch_rules_load(const char *path, watch_rules_t *out);
+int vram_watch_rules_default(watch_rules_t *out);
+int vram_watch_rules_load(const char *path, watch_rules_t *out);
 
 /* The state of one rule on one subject. */
 typedef struct {
@@ -181,34 +182,34 @@ typedef struct {
 
 /* alerts.c: evaluates the rules on a sample (w->lock held); transitions go
  * to the store and the delivery queues. */
-void watch_alerts_eval(vram_watch_t *w, const watch_sample_t *s);
-int watch_alerts_reload(vram_watch_t *w);
-int watch_alerts_firing_by_level(vram_watch_t *w, int counts[4]);
+void vram_watch_alerts_eval(vram_watch_t *w, const watch_sample_t *s);
+int vram_watch_alerts_reload(vram_watch_t *w);
+int vram_watch_alerts_firing_by_level(vram_watch_t *w, int counts[4]);
 
 /* deliver.c: queues of alert transitions, each drained by its own thread so
  * a slow webhook never holds the sampler or the other sinks. */
-typedef struct watch_outbox watch_outbox_t;
-typedef void (*watch_deliver_fn)(vram_watch_t *w, const vram_alert_t *a);
-int watch_outbox_start(vram_watch_t *w, watch_deliver_fn fn, watch_outbox_t **out);
-void watch_outbox_stop(watch_outbox_t *o);
-void watch_outbox_push(watch_outbox_t *o, const vram_alert_t *a);
-bool watch_outbox_idle(watch_outbox_t *o);
-void watch_deliver_local(vram_watch_t *w, const vram_alert_t *a);
-void watch_deliver_webhooks(vram_watch_t *w, const vram_alert_t *a);
+typedef struct vram_watch_outbox watch_outbox_t;
+typedef void (*vram_watch_deliver_fn)(vram_watch_t *w, const vram_alert_t *a);
+int vram_watch_outbox_start(vram_watch_t *w, vram_watch_deliver_fn fn, watch_outbox_t **out);
+void vram_watch_outbox_stop(watch_outbox_t *o);
+void vram_watch_outbox_push(watch_outbox_t *o, const vram_alert_t *a);
+bool vram_watch_outbox_idle(watch_outbox_t *o);
+void vram_watch_deliver_local(vram_watch_t *w, const vram_alert_t *a);
+void vram_watch_deliver_webhooks(vram_watch_t *w, const vram_alert_t *a);
 /* The alert as the JSON object webhooks receive (malloc'd). */
-char *watch_alert_json_text(const vram_alert_t *a);
+char *vram_watch_alert_json_text(const vram_alert_t *a);
 
 /* ---- peaks ---------------------------------------------------------------------- */
 
 typedef struct {
     uint64_t *device;     /* per device */
     double *device_since; /* per device: last reset */
-    vram_map_t process; /* (device << 32 | pid) + 1 -> bytes */
-    vram_map_t job;     /* job id -> bytes over its devices */
-    double since;       /* last reset of everything */
+    vram_map_t process;   /* (device << 32 | pid) + 1 -> bytes */
+    vram_map_t job;       /* job id -> bytes over its devices */
+    double since;         /* last reset of everything */
 } watch_peaks_t;
 
-void watch_peaks_add(watch_peaks_t *p, const watch_sample_t *s);
+void vram_watch_peaks_add(watch_peaks_t *p, const watch_sample_t *s);
 
 /* ---- the watch ---------------------------------------------------------------------- */
 
@@ -226,15 +227,15 @@ struct vram_watch {
     int ndev;
     watch_store_t *store; /* NULL without a database */
     watch_rules_t rules;
-    watch_ring_t ring;      /* device rows */
-    watch_ring_t job_ring;  /* job rows */
+    watch_ring_t ring;       /* device rows */
+    watch_ring_t job_ring;   /* job rows */
     watch_minute_t *minutes; /* accumulators of the current minute */
     size_t nminutes, minutes_cap;
     watch_row_t *pending; /* rows not yet in the store */
     size_t npending, pending_cap;
     double last_flush, last_expire;
-    watch_sample_t last; /* the latest sample (t == 0: none yet) */
-    watch_pids_t pids;   /* sampler thread only (sample_lock) */
+    watch_sample_t last;         /* the latest sample (t == 0: none yet) */
+    watch_pids_t pids;           /* sampler thread only (sample_lock) */
     pthread_mutex_t sample_lock; /* one sample at a time */
     watch_peaks_t peaks;
     watch_alert_state_t *alerts;
@@ -252,13 +253,13 @@ struct vram_watch {
     _Atomic uint64_t alerts_fired, deliveries_failed;
 };
 
-double watch_now(const vram_watch_t *w);
+double vram_watch_now(const vram_watch_t *w);
 /* The login name of uid, or its number; "?" for (uid_t)-1. */
-void watch_user_name(uid_t uid, char *buf, size_t len);
+void vram_watch_user_name(uid_t uid, char *buf, size_t len);
 /* A log line through cfg.log (or stderr). */
-void watch_log(vram_watch_t *w, const char *level, const char *fmt, ...)
+void vram_watch_log(vram_watch_t *w, const char *level, const char *fmt, ...)
     __attribute__((format(printf, 3, 4)));
 /* Appends to a growing array (elem bytes each); false on ENOMEM. */
-bool watch_grow(void **array, size_t *cap, size_t need, size_t elem);
+bool vram_watch_grow(void **array, size_t *cap, size_t need, size_t elem);
 
 #endif
