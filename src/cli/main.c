@@ -14,6 +14,11 @@ int vram_cli_status(int argc, char **argv);
 int vram_cli_cancel(int argc, char **argv);
 int vram_cli_serve(int argc, char **argv);
 int vram_cli_replay(int argc, char **argv);
+/* watch: monitoring */
+int vram_cli_top(int argc, char **argv);
+int vram_cli_history(int argc, char **argv);
+int vram_cli_alerts(int argc, char **argv);
+int vram_cli_peaks(int argc, char **argv);
 
 static const struct {
     const char *name;
@@ -32,6 +37,11 @@ static const struct {
     {"cancel", vram_cli_cancel, "cancel a vramd job: vram cancel ID"},
     {"serve", vram_cli_serve, "run the vramd daemon (same options as vramd)"},
     {"replay", vram_cli_replay, "replay an allocation trace through the pool"},
+    /* watch: monitoring */
+    {"top", vram_cli_top, "live view of GPUs, processes and vramd's jobs (ncurses)"},
+    {"history", vram_cli_history, "a GPU's memory over time, from vramd (--json)"},
+    {"alerts", vram_cli_alerts, "vramd's firing and recent alerts (--json, --check FILE)"},
+    {"peaks", vram_cli_peaks, "peak memory per GPU, process and job (--reset)"},
 };
 
 static void usage(FILE *out)
