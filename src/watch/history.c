@@ -216,16 +216,23 @@ static void query_minute(void *arg, const watch_minute_t *src)
         q->failed = true;
 }
 
+/* Whole numbers (bytes, most means) as JSON integers: exact at any print
+ * precision, and shorter. */
+static json_t *number(double v)
+{
+    return v == floor(v) && fabs(v) < 9e15 ? json_integer((json_int_t)v) : json_real(v);
+}
+
 static json_t *figure(double sum, int n, double max)
 {
-    return max < 0 || n == 0 ? json_null() : json_real(sum / n);
+    return max < 0 || n == 0 ? json_null() : number(sum / n);
 }
 
 static json_t *device_point(const watch_minute_t *m)
 {
     return json_pack("[f,o,o,o,o,o,o,o]", m->minute, figure(m->used_sum, m->n, m->used_max),
-                     m->used_max < 0 ? json_null() : json_real(m->used_max),
-                     figure(m->free_sum, m->n, m->free_sum), json_real(m->reserved_sum / m->n),
+                     m->used_max < 0 ? json_null() : number(m->used_max),
+                     figure(m->free_sum, m->n, m->free_sum), number(m->reserved_sum / m->n),
                      figure(m->util_sum, m->n, m->util_max), figure(m->temp_sum, m->n, m->temp_max),
                      figure(m->power_sum, m->n, m->power_max));
 }
@@ -297,8 +304,9 @@ char *vram_watch_history_json(vram_watch_t *w, int device, double from, double t
                 json_array_append_new(points, device_point(m));
             else if (pass == 1 && m->job_id != 0)
                 json_array_append_new(json_object_get(job_series(jobs, w, m->job_id), "points"),
-                                      json_pack("[f,f,f,f]", m->minute, m->used_sum / m->n,
-                                                m->used_max, m->reserved_sum / m->n));
+                                      json_pack("[f,o,o,o]", m->minute, number(m->used_sum / m->n),
+                                                number(m->used_max),
+                                                number(m->reserved_sum / m->n)));
         }
     free(q.b);
     json_t *cols = json_pack("[s,s,s,s,s,s,s,s]", "t", "used_bytes", "used_max_bytes", "free_bytes",

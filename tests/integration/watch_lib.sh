@@ -13,7 +13,8 @@ wait_for() {
 
 # metric NAME_WITH_LABELS: the value in vramd's /metrics (socket), "" if absent
 metric() {
-    curl -s --unix-socket "$VRAM_SOCKET" http://x/metrics | awk -v k="$1" '$1 == k { print $2 }'
+    # the key through the environment: awk -v would unescape its backslashes
+    curl -s --unix-socket "$VRAM_SOCKET" http://x/metrics | K="$1" awk '$1 == ENVIRON["K"] { print $2 }'
 }
 
 # wait_samples N: waits until the sampler has taken N more samples
