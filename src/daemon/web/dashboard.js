@@ -110,7 +110,7 @@ async function drawHistory(index) {
   const t = (x) => new Date(x * 1000);
   const G = 1073741824;
   chart("chart-mem" + index, h.points.map(p => [t(p[0]), p[1] / G, p[4] / G]),
-        ["time", "used GiB", "reserved GiB"], {title: "memory", ylabel: "GiB"});
+        ["time", "used GiB", "reserved GiB"], {title: "memory", ylabel: "GiB", includeZero: true});
   // per-job stacked: one column per job, aligned on the device's timestamps
   const times = h.points.map(p => p[0]);
   if (h.jobs.length && times.length) {
@@ -119,7 +119,7 @@ async function drawHistory(index) {
     h.jobs.forEach((j, k) => j.points.forEach(p => { const i = at.get(p[0]); if (i != null) rows[i][k + 1] = p[1] / G; }));
     chart("chart-jobs" + index, rows,
           ["time"].concat(h.jobs.map(j => "job " + j.id + " " + (j.name || jobNames[j.id] || ""))),
-          {title: "memory by job (stacked)", stackedGraph: true, fillGraph: true, ylabel: "GiB"});
+          {title: "memory by job (stacked)", stackedGraph: true, fillGraph: true, ylabel: "GiB", includeZero: true});
   } else {
     const e = document.getElementById("chart-jobs" + index);
     if (charts["chart-jobs" + index]) { charts["chart-jobs" + index].destroy(); delete charts["chart-jobs" + index]; }
