@@ -8,7 +8,8 @@ CMAKE_FLAGS ?= -DVRAM_WERROR=ON
 # Debian packages the build and the tests need (installed by `make deps`).
 DEPS := cmake make gcc pkg-config libcmocka-dev libjansson-dev libmicrohttpd-dev \
         libcurl4-openssl-dev libsqlite3-dev libncurses-dev libyaml-dev sqlite3 \
-        procps python3 curl
+        procps python3 curl \
+        libjs-dygraphs prometheus tmux chromium chromium-driver python3-selenium
 
 .PHONY: all build deps test test-unit asan tsan fuzz run bench format clean
 
