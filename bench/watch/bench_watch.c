@@ -88,6 +88,35 @@ static double sampler_cost(vram_watch_t *w, double seconds)
     return 100.0 * (c1 - c0) / (t1 - t0);
 }
 
+/* CPU milliseconds per vram_watch_sample (no database, median-free mean of 100). */
+static double synchronous_ms(vram_ctx_t *ctx)
+{
+    vram_watch_config_t cfg = {.ctx = ctx, .interval_s = 0.1, .history_s = 60, .retention_s = 60};
+    vram_watch_t *w;
+    if (vram_watch_open(&cfg, &w) != 0 || vram_watch_sample(w) != 0) exit(1);
+    double c0 = cpu_seconds();
+    for (int i = 0; i < 100; i++)
+        vram_watch_sample(w);
+    double ms = (cpu_seconds() - c0) * 10;
+    vram_watch_close(w);
+    return ms;
+}
+
+/* CPU milliseconds per round of the device queries a sample makes. */
+static double queries_ms(vram_ctx_t *ctx)
+{
+    static vram_process_info_t procs[1024];
+    double c0 = cpu_seconds();
+    for (int i = 0; i < 100; i++)
+        for (int d = 0; d < NDEV; d++) {
+            vram_device_info_t info;
+            size_t n;
+            vram_device_info(ctx, d, &info);
+            vram_device_processes(ctx, d, procs, 1024, &n);
+        }
+    return (cpu_seconds() - c0) * 10;
+}
+
 static void spawn_children(bool sim)
 {
     for (int i = 0; i < NPROC; i++) {
@@ -221,26 +250,18 @@ int main(int argc, char **argv)
         listed++;
     free(sample);
     vram_watch_close(w);
-    /* the same device queries without the watch: the backend's share */
-    double c0 = cpu_seconds(), t0 = wall_seconds();
-    vram_process_info_t procs[NPROC];
-    for (int k = 0; k < (int)(seconds * 10); k++) {
-        for (int d = 0; d < NDEV; d++) {
-            vram_device_info_t info;
-            size_t n;
-            vram_device_info(ctx, d, &info);
-            vram_device_processes(ctx, d, procs, NPROC, &n);
-        }
-        nanosleep(&(struct timespec){0, 100 * 1000 * 1000}, NULL);
-    }
-    double backend = 100.0 * (cpu_seconds() - c0) / (wall_seconds() - t0);
+    /* Per sample, synchronously: a whole watch sample against the bare
+     * device queries it makes (the backend's share), same devices. */
+    double per_sample = synchronous_ms(ctx), per_query = queries_ms(ctx);
     vram_ctx_close(ctx);
     reap_children();
     printf("sampler, sim backend, %d devices, %d processes seen, 10 Hz, %.0f s: %.3f%% of one "
            "core\n",
            NDEV, listed, seconds, sim);
-    printf("  the sim backend's queries alone (info + processes of %d devices, 10 Hz): %.3f%%\n",
-           NDEV, backend);
+    printf("  per sample: %.3f ms for the whole sample, %.3f ms of it the backend's queries "
+           "(info + processes of %d devices): the sampler's own share %.1f%%\n",
+           per_sample, per_query, NDEV,
+           per_sample > 0 ? 100 * (per_sample - per_query) / per_sample : 0);
 
     /* (b) the in-memory source: the sampler's own work */
     spawn_children(false);
