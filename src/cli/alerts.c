@@ -1,6 +1,7 @@
 /* vram alerts: what vramd's alert rules found (GET /v1/alerts), or a check of
  * a rules file before vramd is pointed at it. */
 #include "cli/daemon_client.h"
+#include "cli/proc_text.h"
 
 #include <getopt.h>
 #include <stdio.h>
@@ -65,10 +66,8 @@ int vram_cli_alerts(int argc, char **argv)
         case 'h':
             usage(stdout);
             return CLI_OK;
-        case ':':
-            return cli_usage_error("alerts", "option \"%s\" needs a value", argv[optind - 1]);
         default:
-            return cli_usage_error("alerts", "unknown option \"%s\"", argv[optind - 1]);
+            return cli_getopt_error("alerts", c, argv);
         }
     }
     if (optind < argc) return cli_usage_error("alerts", "unexpected argument \"%s\"", argv[optind]);

@@ -1,6 +1,7 @@
 /* vram history: one GPU's memory, utilization and temperature over time, from
  * vramd (GET /v1/history). */
 #include "cli/daemon_client.h"
+#include "cli/proc_text.h"
 
 #include <getopt.h>
 #include <math.h>
@@ -70,10 +71,8 @@ int vram_cli_history(int argc, char **argv)
         case 'h':
             usage(stdout);
             return CLI_OK;
-        case ':':
-            return cli_usage_error("history", "option \"%s\" needs a value", argv[optind - 1]);
         default:
-            return cli_usage_error("history", "unknown option \"%s\"", argv[optind - 1]);
+            return cli_getopt_error("history", c, argv);
         }
     }
     if (optind < argc)

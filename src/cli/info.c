@@ -2,16 +2,15 @@
  * (schema: docs/info-json.md). */
 #include "cli.h"
 #include "cli/daemon_client.h"
+#include "cli/proc_text.h"
 
 #include <errno.h>
 #include <getopt.h>
 #include <math.h>
-#include <pwd.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/stat.h>
 #include <time.h>
 
 static const char *query_field_names(void);
@@ -106,62 +105,30 @@ static uint64_t vramd_bytes(json_t *dev, const char *key)
     return json_is_integer(v) ? (uint64_t)json_integer_value(v) : VRAM_UNKNOWN_U64;
 }
 
-/* ---- processes: user and command line -------------------------------- */
-
-static void process_user(pid_t pid, char *buf, size_t len)
-{
-    char path[32], tmp[1024];
-    struct stat st;
-    struct passwd pw, *res = NULL;
-    snprintf(path, sizeof path, "/proc/%d", (int)pid);
-    if (stat(path, &st) != 0)
-        buf[0] = 0;
-    else if (getpwuid_r(st.st_uid, &pw, tmp, sizeof tmp, &res) == 0 && res)
-        snprintf(buf, len, "%s", res->pw_name);
-    else
-        snprintf(buf, len, "%u", (unsigned)st.st_uid);
-}
-
-/* The command line, arguments joined by spaces; "" when unreadable. */
-static void process_command(pid_t pid, char *buf, size_t len)
-{
-    char path[32];
-    snprintf(path, sizeof path, "/proc/%d/cmdline", (int)pid);
-    FILE *f = fopen(path, "re");
-    size_t n = f ? fread(buf, 1, len - 1, f) : 0;
-    if (f) fclose(f);
-    buf[n] = 0;
-    for (size_t i = 0; i + 1 < n; i++)
-        if (buf[i] == 0 || buf[i] == '\n') buf[i] = ' ';
-}
-
 /* ---- --query: nvidia-smi --query-gpu style CSV ----------------------- */
 
-typedef enum { Q_TEXT, Q_INT, Q_MIB, Q_PCT, Q_TEMP, Q_WATT } qkind_t;
-
-/* X(name, kind, unit): the fields of --query. */
+/* X(name, unit): the fields of --query, in the order of query_value's switch. */
 #define QUERY_FIELDS(X)                                                                            \
-    X("index", Q_INT, "")                                                                          \
-    X("name", Q_TEXT, "")                                                                          \
-    X("uuid", Q_TEXT, "")                                                                          \
-    X("backend", Q_TEXT, "")                                                                       \
-    X("memory.total", Q_MIB, "MiB")                                                                \
-    X("memory.used", Q_MIB, "MiB")                                                                 \
-    X("memory.free", Q_MIB, "MiB")                                                                 \
-    X("memory.reserved", Q_MIB, "MiB")                                                             \
-    X("memory.free_for_admission", Q_MIB, "MiB")                                                   \
-    X("utilization.gpu", Q_PCT, "%")                                                               \
-    X("temperature.gpu", Q_TEMP, "")                                                               \
-    X("power.draw", Q_WATT, "W")                                                                   \
-    X("compute_cap", Q_TEXT, "")                                                                   \
-    X("health", Q_TEXT, "")
+    X("index", "")                                                                                 \
+    X("name", "")                                                                                  \
+    X("uuid", "")                                                                                  \
+    X("backend", "")                                                                               \
+    X("memory.total", "MiB")                                                                       \
+    X("memory.used", "MiB")                                                                        \
+    X("memory.free", "MiB")                                                                        \
+    X("memory.reserved", "MiB")                                                                    \
+    X("memory.free_for_admission", "MiB")                                                          \
+    X("utilization.gpu", "%")                                                                      \
+    X("temperature.gpu", "")                                                                       \
+    X("power.draw", "W")                                                                           \
+    X("compute_cap", "")                                                                           \
+    X("health", "")
 
 static const struct {
     const char *name;
-    qkind_t kind;
     const char *unit;
 } qfields[] = {
-#define QROW_(n, k, u) {n, k, u},
+#define QROW_(n, u) {n, u},
     QUERY_FIELDS(QROW_)
 #undef QROW_
 };
@@ -360,8 +327,8 @@ static json_t *device_json(vram_ctx_t *ctx, const vram_device_info_t *d, json_t 
                 json_object_set_new(p, "name", json_text(procs[i].name));
                 json_object_set_new(p, "used_bytes", json_u64(procs[i].used_bytes));
                 char user[64], cmd[1024];
-                process_user(procs[i].pid, user, sizeof user);
-                process_command(procs[i].pid, cmd, sizeof cmd);
+                cli_process_user(procs[i].pid, user, sizeof user);
+                cli_process_command(procs[i].pid, cmd, sizeof cmd);
                 json_object_set_new(p, "user", json_text(user));
                 json_object_set_new(p, "command", json_text(cmd));
                 json_array_append_new(list, p);
@@ -438,8 +405,8 @@ static void print_processes(vram_ctx_t *ctx, const vram_device_info_t *devs, int
         for (size_t k = 0; k < count; k++) {
             char used[32], user[64], cmd[256];
             vram_format_size(procs[k].used_bytes, used, sizeof used);
-            process_user(procs[k].pid, user, sizeof user);
-            process_command(procs[k].pid, cmd, sizeof cmd);
+            cli_process_user(procs[k].pid, user, sizeof user);
+            cli_process_command(procs[k].pid, cmd, sizeof cmd);
             printf("%3d  %8d  %-10s  %-16s  %12s  %s\n", devs[i].index, (int)procs[k].pid,
                    *user ? user : "-", *procs[k].name ? procs[k].name : "-", used,
                    *cmd ? cmd : "-");
@@ -559,11 +526,8 @@ int vram_cli_info(int argc, char **argv)
         case 'h':
             usage(stdout);
             return CLI_OK;
-        case ':':
-            return cli_usage_error("info", "option \"%s\" needs a value", argv[optind - 1]);
         default:
-            if (optopt) return cli_usage_error("info", "unknown option \"-%c\"", optopt);
-            return cli_usage_error("info", "unknown option \"%s\"", argv[optind - 1]);
+            return cli_getopt_error("info", c, argv);
         }
     }
     if (optind < argc) return cli_usage_error("info", "unexpected argument \"%s\"", argv[optind]);

@@ -1,6 +1,7 @@
 /* vram peaks: the most memory seen per GPU, process and job since the last
  * reset (GET /v1/peaks, POST /v1/peaks/reset). */
 #include "cli/daemon_client.h"
+#include "cli/proc_text.h"
 
 #include <getopt.h>
 #include <stdio.h>
@@ -54,10 +55,8 @@ int vram_cli_peaks(int argc, char **argv)
         case 'h':
             usage(stdout);
             return CLI_OK;
-        case ':':
-            return cli_usage_error("peaks", "option \"%s\" needs a value", argv[optind - 1]);
         default:
-            return cli_usage_error("peaks", "unknown option \"%s\"", argv[optind - 1]);
+            return cli_getopt_error("peaks", c, argv);
         }
     }
     if (optind < argc) return cli_usage_error("peaks", "unexpected argument \"%s\"", argv[optind]);

@@ -3,17 +3,16 @@
  * processes with user, pid, memory and command, and vramd's jobs and queue.
  * Devices come from the local backend, so it works without vramd. */
 #include "cli/daemon_client.h"
+#include "cli/proc_text.h"
 
 #include <curses.h>
 #include <getopt.h>
 #include <langinfo.h>
 #include <locale.h>
 #include <math.h>
-#include <pwd.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/stat.h>
 #include <time.h>
 
 #define SPARK_LEN 60 /* samples per sparkline */
@@ -58,38 +57,6 @@ static void usage(FILE *out)
 
 /* ---- data --------------------------------------------------------------- */
 
-static void user_of(pid_t pid, char *buf, size_t len)
-{
-    char path[32];
-    struct stat st;
-    snprintf(path, sizeof path, "/proc/%d", (int)pid);
-    struct passwd pw, *res = NULL;
-    char tmp[1024];
-    if (stat(path, &st) != 0)
-        snprintf(buf, len, "?");
-    else if (getpwuid_r(st.st_uid, &pw, tmp, sizeof tmp, &res) == 0 && res)
-        snprintf(buf, len, "%s", res->pw_name);
-    else
-        snprintf(buf, len, "%u", (unsigned)st.st_uid);
-}
-
-/* The command line from /proc (NULs as spaces), or the name. */
-static void command_of(pid_t pid, const char *name, char *buf, size_t len)
-{
-    char path[32];
-    snprintf(path, sizeof path, "/proc/%d/cmdline", (int)pid);
-    FILE *f = fopen(path, "re");
-    size_t n = f ? fread(buf, 1, len - 1, f) : 0;
-    if (f) fclose(f);
-    if (!n) {
-        snprintf(buf, len, "%s", *name ? name : "?");
-        return;
-    }
-    buf[n] = 0;
-    for (size_t i = 0; i + 1 < n; i++)
-        if (buf[i] == 0 || buf[i] == '\n' || buf[i] == '\t') buf[i] = ' ';
-}
-
 static int compare_procs(const void *a, const void *b, void *arg)
 {
     const proc_row_t *x = a, *y = b;
@@ -126,8 +93,9 @@ static void refresh_data(top_t *t)
             r->device = d;
             r->pid = p[k].pid;
             r->used = p[k].used_bytes;
-            user_of(p[k].pid, r->user, sizeof r->user);
-            command_of(p[k].pid, p[k].name, r->command, sizeof r->command);
+            cli_process_user(p[k].pid, r->user, sizeof r->user);
+            cli_process_command(p[k].pid, r->command, sizeof r->command);
+            if (!r->command[0]) snprintf(r->command, sizeof r->command, "%s", p[k].name);
         }
     }
     if (t->nspark < SPARK_LEN) t->nspark++;
@@ -370,10 +338,8 @@ int vram_cli_top(int argc, char **argv)
         case 'h':
             usage(stdout);
             return CLI_OK;
-        case ':':
-            return cli_usage_error("top", "option \"%s\" needs a value", argv[optind - 1]);
         default:
-            return cli_usage_error("top", "unknown option \"%s\"", argv[optind - 1]);
+            return cli_getopt_error("top", c, argv);
         }
     }
     if (optind < argc) return cli_usage_error("top", "unexpected argument \"%s\"", argv[optind]);

@@ -248,32 +248,13 @@ static bool post(vram_watch_t *w, const char *url, const char *body, char *why, 
     return status >= 200 && status < 300;
 }
 
-/* Sleeps unless the watch is closing (then delivery gives up at once). */
-static bool backoff(vram_watch_t *w, double seconds)
-{
-    struct timespec until;
-    clock_gettime(CLOCK_MONOTONIC, &until);
-    until.tv_sec += (time_t)seconds;
-    until.tv_nsec += (long)((seconds - (double)(time_t)seconds) * 1e9);
-    if (until.tv_nsec >= 1000000000L) {
-        until.tv_sec++;
-        until.tv_nsec -= 1000000000L;
-    }
-    pthread_mutex_lock(&w->stop_lock);
-    while (!w->stopping && pthread_cond_timedwait(&w->stop_cond, &w->stop_lock, &until) == 0) {
-    }
-    bool go_on = !w->stopping;
-    pthread_mutex_unlock(&w->stop_lock);
-    return go_on;
-}
-
 static void deliver_one(vram_watch_t *w, const char *url, const char *body)
 {
     char why[128] = "";
     double wait = 0.5;
     for (int attempt = 0; attempt <= w->rules.webhook_retries; attempt++) {
         if (attempt > 0) {
-            if (!backoff(w, wait)) break;
+            if (!vram_watch_sleep(w, wait)) break; /* closing: give up */
             wait = wait * 2 > 30 ? 30 : wait * 2;
         }
         if (post(w, url, body, why, sizeof why)) return;

@@ -1,6 +1,7 @@
 /* The watch object: configuration, the sampler thread, callbacks, counters
  * and the JSON of the last sample. */
 #include "watch_internal.h"
+#include "device/source.h"
 
 #include <curl/curl.h>
 #include <errno.h>
@@ -86,21 +87,6 @@ int vram_watch_config_from_options(vram_watch_config_t *cfg)
     return 0;
 }
 
-/* ---- device source over a context ------------------------------------------- */
-
-static int ctx_count(void *arg)
-{
-    return vram_ctx_device_count(arg);
-}
-static int ctx_info(void *arg, int index, vram_device_info_t *out)
-{
-    return vram_device_info(arg, index, out);
-}
-static int ctx_procs(void *arg, int index, vram_process_info_t *p, size_t cap, size_t *n)
-{
-    return vram_device_processes(arg, index, p, cap, n);
-}
-
 /* ---- open / close ------------------------------------------------------------- */
 
 int vram_watch_open(const vram_watch_config_t *cfg, vram_watch_t **out)
@@ -118,8 +104,7 @@ int vram_watch_open(const vram_watch_config_t *cfg, vram_watch_t **out)
     if (!w) return vram_fail(VRAM_ENOMEM, "out of memory");
     w->cfg = *cfg;
     w->cfg.db_path = w->cfg.rules_path = NULL; /* not kept: the caller owns them */
-    w->dev = cfg->devices ? *cfg->devices
-                          : (vram_sched_devices_t){ctx_count, ctx_info, ctx_procs, cfg->ctx};
+    w->dev = cfg->devices ? *cfg->devices : vram_ctx_device_source(cfg->ctx);
     pthread_mutex_init(&w->lock, NULL);
     pthread_mutex_init(&w->sample_lock, NULL);
     pthread_mutex_init(&w->stop_lock, NULL);
@@ -161,35 +146,43 @@ fail:
     return rc;
 }
 
+static uint64_t monotonic_ns(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
+}
+
+bool vram_watch_wait_until(vram_watch_t *w, uint64_t until_ns)
+{
+    struct timespec until = {(time_t)(until_ns / 1000000000ull), (long)(until_ns % 1000000000ull)};
+    pthread_mutex_lock(&w->stop_lock);
+    while (!w->stopping && pthread_cond_timedwait(&w->stop_cond, &w->stop_lock, &until) == 0) {
+    }
+    bool running = !w->stopping;
+    pthread_mutex_unlock(&w->stop_lock);
+    return running;
+}
+
+bool vram_watch_sleep(vram_watch_t *w, double seconds)
+{
+    return vram_watch_wait_until(w, monotonic_ns() + (uint64_t)(seconds * 1e9));
+}
+
 static void *sampler_thread(void *arg)
 {
     vram_watch_t *w = arg;
-    struct timespec next;
-    clock_gettime(CLOCK_MONOTONIC, &next);
-    uint64_t period_ns = (uint64_t)(w->cfg.interval_s * 1e9);
-    pthread_mutex_lock(&w->stop_lock);
-    for (bool first = true; !w->stopping; first = false) {
-        pthread_mutex_unlock(&w->stop_lock);
-        /* vram_watch_start took the first sample */
-        if (!first && vram_watch_sample(w) != 0) {
-            if (atomic_fetch_add(&w->sample_errors, 1) % 60 == 0)
-                vram_watch_log(w, "warn", "sampler: %s", vram_last_error());
-        }
-        /* Fixed schedule, so samples do not drift by their own cost; a
-         * sampler that fell behind skips ahead instead of bursting. */
-        struct timespec now;
-        clock_gettime(CLOCK_MONOTONIC, &now);
-        uint64_t n_now = (uint64_t)now.tv_sec * 1000000000ull + (uint64_t)now.tv_nsec;
-        uint64_t n_next =
-            (uint64_t)next.tv_sec * 1000000000ull + (uint64_t)next.tv_nsec + period_ns;
-        if (n_next <= n_now) n_next = n_now + period_ns;
-        next.tv_sec = (time_t)(n_next / 1000000000ull);
-        next.tv_nsec = (long)(n_next % 1000000000ull);
-        pthread_mutex_lock(&w->stop_lock);
-        while (!w->stopping && pthread_cond_timedwait(&w->stop_cond, &w->stop_lock, &next) == 0) {
-        }
+    uint64_t period = (uint64_t)(w->cfg.interval_s * 1e9), next = monotonic_ns();
+    /* vram_watch_start took the first sample. A fixed schedule, so samples do
+     * not drift by their own cost; one that fell behind skips ahead instead
+     * of bursting. */
+    for (;;) {
+        next += period;
+        if (next <= monotonic_ns()) next = monotonic_ns() + period;
+        if (!vram_watch_wait_until(w, next)) break;
+        if (vram_watch_sample(w) != 0 && atomic_fetch_add(&w->sample_errors, 1) % 60 == 0)
+            vram_watch_log(w, "warn", "sampler: %s", vram_last_error());
     }
-    pthread_mutex_unlock(&w->stop_lock);
     return NULL;
 }
 
