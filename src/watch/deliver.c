@@ -112,8 +112,8 @@ bool vram_watch_outbox_idle(watch_outbox_t *o)
 
 /* ---- exec hooks ------------------------------------------------------------ */
 
-/* The child's environment: ours plus VRAM_ALERT_*. Built in a copy so the
- * daemon's own environment never changes. */
+/* The child's environment: ours (but the API token) plus VRAM_ALERT_*.
+ * Built in a copy so the daemon's own environment never changes. */
 static char **alert_environ(const vram_alert_t *a, char *json)
 {
     size_t n = 0;
@@ -123,7 +123,8 @@ static char **alert_environ(const vram_alert_t *a, char *json)
     if (!env) return NULL;
     size_t k = 0;
     for (size_t i = 0; i < n; i++)
-        if (strncmp(environ[i], "VRAM_ALERT_", 11)) env[k++] = strdup(environ[i]);
+        if (strncmp(environ[i], "VRAM_ALERT_", 11) && strncmp(environ[i], "VRAM_TOKEN=", 11))
+            env[k++] = strdup(environ[i]);
     char buf[512];
 #define PUT(fmt, ...)                                                                              \
     do {                                                                                           \

@@ -192,10 +192,10 @@ int vram_watch_start(vram_watch_t *w)
     if (w->started) return vram_fail(VRAM_ESTATE, "the watch is already started");
     curl_global_init(CURL_GLOBAL_DEFAULT);
     int rc = vram_watch_outbox_start(w, vram_watch_deliver_local, &w->local);
+    if (rc == 0) rc = vram_watch_outbox_start(w, vram_watch_deliver_webhooks, &w->webhook);
     /* One sample before returning: /metrics and /v1/watch have data at once. */
     if (rc == 0 && vram_watch_sample(w) != 0)
         vram_watch_log(w, "warn", "sampler: %s", vram_last_error());
-    if (rc == 0) rc = vram_watch_outbox_start(w, vram_watch_deliver_webhooks, &w->webhook);
     if (rc == 0 && pthread_create(&w->thread, NULL, sampler_thread, w) != 0)
         rc = vram_fail(VRAM_EIO, "cannot start the sampler thread");
     if (rc) return rc;

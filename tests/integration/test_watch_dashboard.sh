@@ -20,6 +20,9 @@ start_daemon --watch-interval 0.2 --alert-rules "$T/rules.yaml"
 TCP=$(tcp_address)
 "$VRAM" run --mem 10GiB --name dashjob -- "$VRAM" sim alloc --mem 6GiB >/dev/null 2>&1 &
 "$VRAM" sim alloc --mem 75GiB --device 1 >/dev/null &
+# a hostile job name: shown as text everywhere, never run as HTML
+"$VRAM" run --mem 1GiB --name '<img id=pwn src=x onerror=document.title="pwned">' -- \
+    "$VRAM" sim alloc --mem 512MiB >/dev/null 2>&1 &
 firing() { field "$(api GET /v1/alerts)" 'len(d["firing"]) == 1' | grep -qx True; }
 wait_for "the alert on GPU 1" firing
 wait_samples 5 # some history for the charts

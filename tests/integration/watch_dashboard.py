@@ -67,6 +67,12 @@ try:
     count = driver.find_element(By.ID, "alert-count").text
     assert count == str(len(api("/v1/alerts")["firing"])), count
     print("ok - the firing alert is shown")
+    hostile = [j for j in api("/v1/jobs")["jobs"] if j["name"].startswith("<img")]
+    if hostile:
+        wait.until(lambda d: d.find_elements(By.ID, "job%d" % hostile[0]["id"]))
+        assert not driver.find_elements(By.ID, "pwn"), "a job name was run as HTML"
+        assert driver.title != "pwned"
+        print("ok - a job name with HTML in it stays text")
     driver.save_screenshot(shot)
     print("ok - screenshot in " + shot)
 finally:

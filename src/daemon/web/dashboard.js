@@ -7,6 +7,8 @@ const REFRESH_MS = 2000, HISTORY_S = 600;
 const charts = {};  // per GPU: {mem, jobs, util}
 let jobNames = {};
 
+// dygraphs writes series labels into its legend as HTML: job names go in escaped
+function esc(s) { return String(s).replace(/[&<>"']/g, c => "&#" + c.charCodeAt(0) + ";"); }
 function gib(b) { return b == null ? "–" : (b / 1073741824).toFixed(2) + " GiB"; }
 function ago(s) { s = Math.max(0, s); return s < 120 ? s.toFixed(0) + " s" : (s / 60).toFixed(0) + " min"; }
 function el(tag, attrs, text) {
@@ -118,7 +120,7 @@ async function drawHistory(index) {
     const at = new Map(times.map((x, i) => [x, i]));
     h.jobs.forEach((j, k) => j.points.forEach(p => { const i = at.get(p[0]); if (i != null) rows[i][k + 1] = p[1] / G; }));
     chart("chart-jobs" + index, rows,
-          ["time"].concat(h.jobs.map(j => "job " + j.id + " " + (j.name || jobNames[j.id] || ""))),
+          ["time"].concat(h.jobs.map(j => esc("job " + j.id + " " + (j.name || jobNames[j.id] || "")))),
           {title: "memory by job (stacked)", stackedGraph: true, fillGraph: true, ylabel: "GiB", includeZero: true});
   } else {
     const e = document.getElementById("chart-jobs" + index);
