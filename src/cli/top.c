@@ -15,8 +15,9 @@
 #include <string.h>
 #include <time.h>
 
-#define SPARK_LEN 60 /* samples per sparkline */
-#define MAX_PROCS 256
+#define SPARK_LEN    30  /* points per sparkline */
+#define SPARK_SPAN_S 300 /* with vramd: the last 5 minutes, from its history */
+#define MAX_PROCS    256
 
 typedef enum { SORT_MEMORY, SORT_PID, SORT_USER, SORT_GPU, SORT_COMMAND, SORT_COUNT_ } sort_t;
 static const char *const sort_names[] = {"memory", "pid", "user", "gpu", "command"};
@@ -35,6 +36,7 @@ typedef struct {
     vram_device_info_t *devs;
     double (*spark)[SPARK_LEN]; /* used fraction per device, oldest first */
     int nspark;
+    bool spark_from_vramd; /* else: this view's own samples */
     proc_row_t procs[MAX_PROCS];
     size_t nprocs;
     json_t *status, *watch; /* vramd's views, NULL when it does not answer */
@@ -49,7 +51,8 @@ static void usage(FILE *out)
 {
     fprintf(out, "usage: vram top [-d|--delay SECONDS]\n\n"
                  "A live view of the GPUs (memory bar: used, reserved by vramd, free for\n"
-                 "admission; a sparkline of the last minute), their processes and vramd's jobs.\n"
+                 "admission; a sparkline of the last 5 minutes from vramd's history, else of\n"
+                 "the samples of this view), their processes and vramd's jobs.\n"
                  "Without vramd it shows the devices and processes only.\n\n"
                  "Keys: q quit, s next sort key (memory, pid, user, gpu, command), up/down or\n"
                  "j/k select a job, c cancel the selected job (asks first).\n");
@@ -72,6 +75,36 @@ static int compare_procs(const void *a, const void *b, void *arg)
     default:
         return (x->used < y->used) - (x->used > y->used);
     }
+}
+
+/* The sparkline of device d from vramd's history: the peak of each of
+ * SPARK_LEN buckets over the last SPARK_SPAN_S seconds. */
+static void spark_from_history(top_t *t, int d)
+{
+    char path[128];
+    snprintf(path, sizeof path, "/v1/history?device=%d&from=-%d&step=%d", d, SPARK_SPAN_S,
+             SPARK_SPAN_S / SPARK_LEN);
+    long status = 0;
+    json_t *h = NULL;
+    double total = (double)t->devs[d].total_bytes;
+    if (cli_daemon_call("GET", path, NULL, &status, &h) != 0 || status != 200 || !(total > 0)) {
+        json_decref(h);
+        return;
+    }
+    double from = json_number_value(json_object_get(h, "from"));
+    for (int i = 0; i < SPARK_LEN; i++)
+        t->spark[d][i] = -1;
+    size_t i;
+    json_t *p;
+    json_array_foreach(json_object_get(h, "points"), i, p)
+    {
+        int slot =
+            (int)((json_number_value(json_array_get(p, 0)) - from) / (SPARK_SPAN_S / SPARK_LEN));
+        if (slot >= 0 && slot < SPARK_LEN)
+            t->spark[d][slot] = json_number_value(json_array_get(p, 2)) / total;
+    }
+    t->nspark = SPARK_LEN;
+    json_decref(h);
 }
 
 static void refresh_data(top_t *t)
@@ -117,6 +150,9 @@ static void refresh_data(top_t *t)
         json_decref(a);
         json_decref(b);
     }
+    t->spark_from_vramd = t->status != NULL;
+    for (int d = 0; t->status && d < t->ndev; d++)
+        spark_from_history(t, d);
     size_t njobs = t->watch ? json_array_size(json_object_get(t->watch, "jobs")) : 0;
     if (t->selected >= (int)njobs) t->selected = (int)njobs - 1;
     if (t->selected < 0 && njobs) t->selected = 0;
@@ -164,8 +200,10 @@ static void draw_spark(top_t *t, int d, int y, int x, int width)
     int from = SPARK_LEN - (width < t->nspark ? width : t->nspark);
     for (int i = from; i < SPARK_LEN; i++) {
         double v = t->spark[d][i];
-        int level = v < 0 ? 0 : (int)(v * 7.999);
-        if (t->utf8)
+        int level = (int)(v * 7.999);
+        if (v < 0) /* no sample there */
+            addch(' ');
+        else if (t->utf8)
             addstr(blocks[level]);
         else
             addch((chtype)ascii[level]);
@@ -188,11 +226,12 @@ static int draw_devices(top_t *t, int y, int cols)
         if (i->utilization_pct >= 0) printw("  %d%%", i->utilization_pct);
         if (i->temperature_c >= 0) printw(" %dC", i->temperature_c);
         if (i->power_w >= 0) printw(" %.0fW", i->power_w);
-        int bar = cols - 16 - 2 - SPARK_LEN / 2 - 2;
+        int bar = cols - 6 - 2 - 4 - SPARK_LEN - 7;
         if (bar < 10) bar = 10;
         draw_bar(y + 1, 6, bar, i->total_bytes,
                  i->used_bytes == VRAM_UNKNOWN_U64 ? 0 : i->used_bytes, reserved, free_adm);
-        draw_spark(t, d, y + 1, 6 + bar + 4, SPARK_LEN / 2);
+        draw_spark(t, d, y + 1, 6 + bar + 4, SPARK_LEN);
+        printw(" %s", t->spark_from_vramd ? "5 min" : "");
     }
     return y;
 }
