@@ -175,11 +175,23 @@ static void reload_row(void *arg, const watch_row_t *row)
     vram_watch_ring_push(row->job_id ? &w->job_ring : &w->ring, row);
 }
 
+/* The minute in progress when vramd stopped goes on from what it had. */
+static void reload_minute(void *arg, const watch_minute_t *src)
+{
+    vram_watch_t *w = arg;
+    watch_minute_t *m =
+        bucket(&w->minutes, &w->nminutes, &w->minutes_cap, src->job_id, src->device, src->minute);
+    if (m) merge(m, src);
+}
+
 int vram_watch_history_reload(vram_watch_t *w)
 {
     if (!w->store) return 0;
-    return vram_watch_store_load_samples(w->store, vram_watch_now(w) - w->cfg.history_s, reload_row,
-                                         w);
+    double now = vram_watch_now(w), minute = floor(now / 60) * 60;
+    int rc = vram_watch_store_load_samples(w->store, now - w->cfg.history_s, reload_row, w);
+    for (int d = 0; rc == 0 && d < w->ndev; d++)
+        rc = vram_watch_store_load_minutes(w->store, d, minute, minute + 60, reload_minute, w);
+    return rc;
 }
 
 /* ---- the query ------------------------------------------------------------- */

@@ -242,21 +242,23 @@ int vram_watch_store_load_minutes(watch_store_t *st, int device, double from, do
     sqlite3_bind_double(q, 3, to);
     int rc;
     while ((rc = sqlite3_step(q)) == SQLITE_ROW) {
-        /* The accumulator form, with n = 1 and the means as sums. */
+        /* The accumulator form: sums are mean * n, maxima as stored. */
+        int n = sqlite3_column_int(q, 3);
+        double k = n > 0 ? n : 1;
         watch_minute_t m = {
             .minute = sqlite3_column_double(q, 0),
             .device = sqlite3_column_int(q, 1),
             .job_id = sqlite3_column_int64(q, 2),
-            .n = 1,
-            .used_sum = column_figure(q, 4),
+            .n = n > 0 ? n : 1,
+            .used_sum = column_figure(q, 4) * k,
             .used_max = column_figure(q, 5),
-            .free_sum = column_figure(q, 6),
-            .reserved_sum = column_figure(q, 7),
-            .util_sum = column_figure(q, 8),
+            .free_sum = column_figure(q, 6) * k,
+            .reserved_sum = column_figure(q, 7) * k,
+            .util_sum = column_figure(q, 8) * k,
             .util_max = column_figure(q, 9),
-            .temp_sum = column_figure(q, 10),
+            .temp_sum = column_figure(q, 10) * k,
             .temp_max = column_figure(q, 11),
-            .power_sum = column_figure(q, 12),
+            .power_sum = column_figure(q, 12) * k,
             .power_max = column_figure(q, 13),
         };
         fn(arg, &m);

@@ -306,6 +306,41 @@ static void test_history_persists(void **state)
     assert_int_equal(count_rows(db, "watch_samples"), 2);
 }
 
+static long long minute_n(const char *db, double minute, int device)
+{
+    sqlite3 *h;
+    assert_int_equal(sqlite3_open(db, &h), SQLITE_OK);
+    sqlite3_stmt *q;
+    assert_int_equal(sqlite3_prepare_v2(h,
+                                        "SELECT n FROM watch_minutes WHERE t = ?1 AND device = ?2 "
+                                        "AND job_id = 0",
+                                        -1, &q, NULL),
+                     SQLITE_OK);
+    sqlite3_bind_double(q, 1, minute);
+    sqlite3_bind_int(q, 2, device);
+    long long n = sqlite3_step(q) == SQLITE_ROW ? sqlite3_column_int64(q, 0) : -1;
+    sqlite3_finalize(q);
+    sqlite3_close(h);
+    return n;
+}
+
+/* A restart in the middle of a minute: the minute goes on from its samples. */
+static void test_minute_across_restart(void **state)
+{
+    (void)state;
+    char db[128];
+    snprintf(db, sizeof db, "%s/minute.db", dir);
+    fake_now = 1.89e9; /* a whole minute */
+    double minute = fake_now;
+    for (int run = 0; run < 2; run++) {
+        vram_watch_t *w = open_watch("", db, 1);
+        for (int i = 0; i < 30; i++, fake_now += 1)
+            assert_int_equal(vram_watch_sample(w), 0);
+        vram_watch_close(w);
+        assert_int_equal(minute_n(db, minute, 0), 30 * (run + 1));
+    }
+}
+
 static void test_peaks_and_metrics(void **state)
 {
     (void)state;
@@ -351,8 +386,11 @@ int main(void)
     snprintf(dir, sizeof dir, "/tmp/vram-watch-XXXXXX");
     if (!mkdtemp(dir)) return 1;
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_lifecycle),         cmocka_unit_test(test_random_against_model),
-        cmocka_unit_test(test_rules_errors),      cmocka_unit_test(test_history_persists),
+        cmocka_unit_test(test_lifecycle),
+        cmocka_unit_test(test_random_against_model),
+        cmocka_unit_test(test_rules_errors),
+        cmocka_unit_test(test_history_persists),
+        cmocka_unit_test(test_minute_across_restart),
         cmocka_unit_test(test_peaks_and_metrics),
     };
     int rc = cmocka_run_group_tests(tests, NULL, NULL);
