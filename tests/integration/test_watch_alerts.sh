@@ -23,6 +23,11 @@ rules:
     above: 0.97
     for: 1s
     level: critical
+  - name: job-over
+    metric: job_used_over_reserved_ratio
+    above: 1.0
+    for: 0.5s
+    level: warning
 webhooks:
   - http://127.0.0.1:$HOOK_PORT/alert
 webhook_retries: 3
@@ -82,3 +87,15 @@ stop_daemon
 start_daemon --watch-interval 0.1 --alert-rules "$T/rules.yaml"
 field "$(api GET /v1/alerts?limit=10)" 'len(d["resolved"]) == 1' | grep -qx True || fail "alert lost"
 pass "alerts are kept across a restart"
+
+# a job using more than it reserved fires job-over; it resolves when the job ends
+"$VRAM" run --mem 2GiB --name greedy -- "$VRAM" sim alloc --mem 3GiB >/dev/null 2>&1 &
+RUN=$!
+job_over() { field "$(api GET /v1/alerts)" '[x["subject"] for x in d["firing"] if x["rule"] == "job-over"] == ["job 1"]' | grep -qx True; }
+wait_for "job-over fires for job 1" job_over
+field "$(api GET /v1/alerts)" '[x for x in d["firing"] if x["rule"] == "job-over"][0]["value"] == 1.5' \
+    | grep -qx True || fail "job-over value: $(api GET /v1/alerts)"
+kill -TERM $RUN; wait $RUN || true
+job_over_resolved() { field "$(api GET /v1/alerts?limit=10)" 'd["firing"] == [] and any(x["rule"] == "job-over" for x in d["resolved"])' | grep -qx True; }
+wait_for "job-over resolves when the job ends" job_over_resolved
+pass "a job over its reservation fires, and resolves when the job ends"
