@@ -819,8 +819,9 @@ VRAM_API char *vram_watch_metrics_text(vram_watch_t *w);
  * EPARSE the message names the file, the line and the key. *text_out gets a
  * one-line-per-rule description (malloc'd; caller frees; may be NULL). */
 VRAM_API int vram_watch_check_rules(const char *path, char **text_out);
+/* Static lower-case name of a level ("warning"); "unknown" if out of range. */
 VRAM_API const char *vram_alert_level_name(vram_alert_level_t level);
-/* "info", "WARNING", ... (case-insensitive); -1 if unknown. */
+/* "info", "WARNING", ... (case-insensitive); -1 if unknown or NULL. */
 VRAM_API int vram_alert_level_parse(const char *name);
 /* Active (queued and running) jobs, copied under the scheduler lock
  * (malloc'd array; caller frees). */

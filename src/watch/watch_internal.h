@@ -104,8 +104,8 @@ int vram_watch_store_minutes(watch_store_t *st, const watch_minute_t *m, size_t 
 int vram_watch_store_expire(watch_store_t *st, double samples_before, double minutes_before);
 typedef void (*vram_watch_row_fn)(void *arg, const watch_row_t *row);
 int vram_watch_store_load_samples(watch_store_t *st, double from, vram_watch_row_fn fn, void *arg);
-/* Minute rows of one device (and its jobs) in [from, to), as rows holding
- * the means; *max rows (optional) get the maxima. */
+/* Minute rows of one device (and its jobs) in [from, to), handed to fn as
+ * accumulators (sums = mean * n, maxima as stored). */
 typedef void (*vram_watch_minute_fn)(void *arg, const watch_minute_t *m);
 int vram_watch_store_load_minutes(watch_store_t *st, int device, double from, double to,
                                   vram_watch_minute_fn fn, void *arg);
