@@ -147,57 +147,65 @@ static int exec(watch_store_t *st, const char *sql)
     return sqlite3_exec(st->db, sql, NULL, NULL, NULL) == SQLITE_OK ? 0 : db_fail(st, sql);
 }
 
-int vram_watch_store_samples(watch_store_t *st, const watch_row_t *rows, size_t n)
+static void bind_sample(sqlite3_stmt *q, const void *rows, size_t i)
+{
+    const watch_row_t *r = (const watch_row_t *)rows + i;
+    sqlite3_bind_double(q, 1, r->t);
+    sqlite3_bind_int(q, 2, r->device);
+    sqlite3_bind_int64(q, 3, r->job_id);
+    sqlite3_bind_int(q, 4, r->health);
+    bind_figure(q, 5, r->used);
+    bind_figure(q, 6, r->free);
+    bind_figure(q, 7, r->reserved);
+    bind_figure(q, 8, r->util);
+    bind_figure(q, 9, r->temp);
+    bind_figure(q, 10, r->power);
+}
+
+/* A minute row holds the means: sums over n. */
+static void bind_minute(sqlite3_stmt *q, const void *minutes, size_t i)
+{
+    const watch_minute_t *a = (const watch_minute_t *)minutes + i;
+    double k = a->n ? a->n : 1;
+    sqlite3_bind_double(q, 1, a->minute);
+    sqlite3_bind_int(q, 2, a->device);
+    sqlite3_bind_int64(q, 3, a->job_id);
+    sqlite3_bind_int(q, 4, a->n);
+    bind_figure(q, 5, a->used_sum / k);
+    bind_figure(q, 6, a->used_max);
+    bind_figure(q, 7, a->free_sum / k);
+    bind_figure(q, 8, a->reserved_sum / k);
+    bind_figure(q, 9, a->util_sum / k);
+    bind_figure(q, 10, a->util_max);
+    bind_figure(q, 11, a->temp_sum / k);
+    bind_figure(q, 12, a->temp_max);
+    bind_figure(q, 13, a->power_sum / k);
+    bind_figure(q, 14, a->power_max);
+}
+
+/* Inserts n rows with statement `which` in one transaction: all or none. */
+static int insert_batch(watch_store_t *st, int which, const void *rows, size_t n,
+                        void (*bind)(sqlite3_stmt *, const void *, size_t), const char *what)
 {
     if (n == 0) return 0;
     int rc = exec(st, "BEGIN");
-    sqlite3_stmt *q = st->q[Q_SAMPLE];
     for (size_t i = 0; rc == 0 && i < n; i++) {
-        const watch_row_t *r = &rows[i];
-        sqlite3_bind_double(q, 1, r->t);
-        sqlite3_bind_int(q, 2, r->device);
-        sqlite3_bind_int64(q, 3, r->job_id);
-        sqlite3_bind_int(q, 4, r->health);
-        bind_figure(q, 5, r->used);
-        bind_figure(q, 6, r->free);
-        bind_figure(q, 7, r->reserved);
-        bind_figure(q, 8, r->util);
-        bind_figure(q, 9, r->temp);
-        bind_figure(q, 10, r->power);
-        rc = step_done(st, q, "insert sample");
+        bind(st->q[which], rows, i);
+        rc = step_done(st, st->q[which], what);
     }
     if (rc == 0) return exec(st, "COMMIT");
     (void)exec(st, "ROLLBACK");
     return rc;
 }
 
+int vram_watch_store_samples(watch_store_t *st, const watch_row_t *rows, size_t n)
+{
+    return insert_batch(st, Q_SAMPLE, rows, n, bind_sample, "insert sample");
+}
+
 int vram_watch_store_minutes(watch_store_t *st, const watch_minute_t *m, size_t n)
 {
-    if (n == 0) return 0;
-    int rc = exec(st, "BEGIN");
-    sqlite3_stmt *q = st->q[Q_MINUTE];
-    for (size_t i = 0; rc == 0 && i < n; i++) {
-        const watch_minute_t *a = &m[i];
-        double k = a->n ? a->n : 1;
-        sqlite3_bind_double(q, 1, a->minute);
-        sqlite3_bind_int(q, 2, a->device);
-        sqlite3_bind_int64(q, 3, a->job_id);
-        sqlite3_bind_int(q, 4, a->n);
-        bind_figure(q, 5, a->used_sum / k);
-        bind_figure(q, 6, a->used_max);
-        bind_figure(q, 7, a->free_sum / k);
-        bind_figure(q, 8, a->reserved_sum / k);
-        bind_figure(q, 9, a->util_sum / k);
-        bind_figure(q, 10, a->util_max);
-        bind_figure(q, 11, a->temp_sum / k);
-        bind_figure(q, 12, a->temp_max);
-        bind_figure(q, 13, a->power_sum / k);
-        bind_figure(q, 14, a->power_max);
-        rc = step_done(st, q, "insert minute");
-    }
-    if (rc == 0) return exec(st, "COMMIT");
-    (void)exec(st, "ROLLBACK");
-    return rc;
+    return insert_batch(st, Q_MINUTE, m, n, bind_minute, "insert minute");
 }
 
 int vram_watch_store_expire(watch_store_t *st, double samples_before, double minutes_before)
