@@ -20,6 +20,11 @@ int vram_cli_serve(int argc, char **argv);
 int vram_cli_replay(int argc, char **argv);
 int vram_cli_version(int argc, char **argv);
 int vram_cli_version_line(void);
+/* watch: monitoring */
+int vram_cli_top(int argc, char **argv);
+int vram_cli_history(int argc, char **argv);
+int vram_cli_alerts(int argc, char **argv);
+int vram_cli_peaks(int argc, char **argv);
 
 static const struct {
     const char *name;
@@ -43,6 +48,11 @@ static const struct {
     {"serve", vram_cli_serve, "run the vramd daemon (same options as vramd)"},
     {"replay", vram_cli_replay, "replay an allocation trace through the pool"},
     {"version", vram_cli_version, "versions of vram, libvram, the API and the running vramd"},
+    /* watch: monitoring */
+    {"top", vram_cli_top, "live view of GPUs, processes and vramd's jobs (ncurses)"},
+    {"history", vram_cli_history, "a GPU's memory over time, from vramd (--json)"},
+    {"alerts", vram_cli_alerts, "vramd's firing and recent alerts (--json, --check FILE)"},
+    {"peaks", vram_cli_peaks, "peak memory per GPU, process and job (--reset)"},
 };
 enum { N_COMMANDS = sizeof commands / sizeof commands[0] };
 

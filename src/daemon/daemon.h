@@ -41,6 +41,7 @@ typedef struct {
     int status;
     char *body;        /* malloc'd JSON */
     const char *allow; /* Allow header for 405 */
+    const char *content_type; /* NULL = application/json */
 } vramd_response_t;
 
 typedef struct {
@@ -49,6 +50,7 @@ typedef struct {
     char socket_path[512];
     char tcp_address[96]; /* "127.0.0.1:7878", "" when none */
     uid_t daemon_uid;
+    vram_watch_t *watch; /* monitoring (watch_routes.c); NULL until started */
 } vramd_state_t;
 
 /* routes.c: answers one request; always fills resp (status and body). */
@@ -67,6 +69,13 @@ void vramd_submit_stop(void);
 void vramd_submit_event(const vram_job_t *job, const char *kind);
 void vramd_job_output(vramd_state_t *d, const vramd_request_t *req, vramd_response_t *resp,
                       int64_t id);
+/* watch_routes.c, dashboard.c: monitoring routes (/metrics, /v1/history,
+ * /v1/alerts, /v1/peaks, /v1/watch, the dashboard). true when the request was
+ * theirs and resp is filled. */
+bool vramd_watch_route(vramd_state_t *d, const vramd_request_t *req, vramd_response_t *resp);
+bool vramd_dashboard_route(vramd_state_t *d, const vramd_request_t *req, vramd_response_t *resp);
+/* Opens and starts the watch on the daemon's devices, scheduler and database. */
+int vramd_watch_start(vramd_state_t *d, vram_ctx_t *ctx, vram_sched_t *sched, const char *db);
 
 /* http.c: listeners. Each takes an already listening socket. */
 typedef struct vramd_http vramd_http_t;

@@ -112,7 +112,8 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *c, const cha
         free(r.body);
         return MHD_NO;
     }
-    MHD_add_response_header(resp, "Content-Type", "application/json");
+    MHD_add_response_header(resp, "Content-Type",
+                            r.content_type ? r.content_type : "application/json");
     if (r.allow) MHD_add_response_header(resp, "Allow", r.allow);
     if (r.status >= 400 && strcmp(method, "GET"))
         vramd_log("debug", "%s %s -> %d", method, url, r.status);

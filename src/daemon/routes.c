@@ -431,6 +431,8 @@ void vramd_route(vramd_state_t *d, const vramd_request_t *q, vramd_response_t *r
     bool get = !strcmp(m, "GET") || !strcmp(m, "HEAD"), post = !strcmp(m, "POST"),
          del = !strcmp(m, "DELETE");
     vram_clear_error();
+    /* watch: monitoring routes live in watch_routes.c and dashboard.c */
+    if (vramd_watch_route(d, q, r) || vramd_dashboard_route(d, q, r)) return;
     if (!strcmp(p, "/v1/health")) {
         if (!get) {
             method_not_allowed(r, m, "GET");

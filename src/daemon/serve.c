@@ -153,8 +153,9 @@ static void *scheduler_thread(void *arg)
 
 static void log_event(void *arg, const vram_job_t *job, const char *kind, const char *message)
 {
-    (void)arg;
+    vramd_state_t *d = arg;
     vramd_submit_event(job, kind); /* vram submit: start or stop its process */
+    if (d && d->watch) vram_watch_job_event(d->watch, job, kind, message); /* watch counters */
     char devs[64] = "";
     size_t at = 0;
     for (int i = 0; i < job->ndevices && at < sizeof devs; i++)
@@ -305,6 +306,7 @@ int vramd_main(int argc, char **argv, const char *prog)
     cfg.ctx = ctx;
     cfg.db_path = db;
     cfg.on_event = log_event;
+    cfg.event_arg = &d;
     if (vram_sched_open(&cfg, &sched) != 0) {
         vramd_log("error", "%s", vram_last_error());
         goto out;
@@ -320,6 +322,10 @@ int vramd_main(int argc, char **argv, const char *prog)
         goto out;
     }
     if (vramd_submit_start(sched) != 0) {
+        vramd_log("error", "%s", vram_last_error());
+        goto out;
+    }
+    if (vramd_watch_start(&d, ctx, sched, db) != 0) { /* watch: monitoring */
         vramd_log("error", "%s", vram_last_error());
         goto out;
     }
@@ -362,6 +368,8 @@ out:
         unlink(d.socket_path);
     }
     if (tfd >= 0) close(tfd);
+    vram_watch_close(d.watch); /* watch: before the scheduler it reads */
+    d.watch = NULL;
     vram_sched_close(sched);
     vram_ctx_close(ctx);
     if (notify >= 0) close(notify);

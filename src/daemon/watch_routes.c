@@ -1,0 +1,241 @@
+/* Monitoring routes of vramd (docs/monitoring.md): GET /metrics (Prometheus,
+ * on both listeners, read-only), GET /v1/history, GET /v1/alerts,
+ * GET /v1/peaks, POST /v1/peaks/reset and GET /v1/watch (the last sample,
+ * which the dashboard and `vram top` poll). */
+#include "daemon/daemon.h"
+
+#include <errno.h>
+#include <jansson.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+static void send_json(vramd_response_t *r, int status, char *body)
+{
+    r->status = body ? status : 500;
+    r->body =
+        body ? body : strdup("{\"error\":{\"code\":\"internal\",\"message\":\"out of memory\"}}");
+}
+
+static void fail(vramd_response_t *r, int status, const char *code, const char *fmt, ...)
+    __attribute__((format(printf, 4, 5)));
+static void fail(vramd_response_t *r, int status, const char *code, const char *fmt, ...)
+{
+    char msg[512];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(msg, sizeof msg, fmt, ap);
+    va_end(ap);
+    json_t *o = json_pack("{s:{s:s,s:s}}", "error", "code", code, "message", msg);
+    /* the message quotes client input: jansson refuses invalid UTF-8 */
+    if (!o) o = json_pack("{s:{s:s,s:s}}", "error", "code", code, "message", "invalid request");
+    send_json(r, status, json_dumps(o, JSON_COMPACT | JSON_PRESERVE_ORDER));
+    json_decref(o);
+}
+
+static void libvram_fail(vramd_response_t *r, int rc)
+{
+    const char *msg = *vram_last_error() ? vram_last_error() : vram_strerror(rc);
+    if (rc == VRAM_EINVAL)
+        fail(r, 400, "bad_query", "%s", msg);
+    else if (rc == VRAM_ENODEV || rc == VRAM_ENOENT)
+        fail(r, 404, "not_found", "%s", msg);
+    else
+        fail(r, 500, "internal", "%s", msg);
+}
+
+static bool only_get(const vramd_request_t *q, vramd_response_t *r)
+{
+    if (!strcmp(q->method, "GET") || !strcmp(q->method, "HEAD")) return true;
+    fail(r, 405, "method_not_allowed", "%.16s is not allowed here (allowed: GET)", q->method);
+    r->allow = "GET";
+    return false;
+}
+
+/* A number query parameter; `def` when absent. */
+static bool query_number(const vramd_request_t *q, vramd_response_t *r, const char *key, double lo,
+                         double hi, double def, double *out)
+{
+    const char *v = q->query ? q->query(q->query_arg, key) : NULL;
+    *out = def;
+    if (!v) return true;
+    char *end;
+    errno = 0;
+    double x = strtod(v, &end);
+    if (errno || end == v || *end || !isfinite(x) || x < lo || x > hi) {
+        fail(r, 400, "bad_query", "%s=%.40s: expected a number from %g to %g", key, v, lo, hi);
+        return false;
+    }
+    *out = x;
+    return true;
+}
+
+static double unix_now(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_REALTIME, &ts);
+    return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
+}
+
+static void history(vramd_state_t *d, const vramd_request_t *q, vramd_response_t *r)
+{
+    double now = unix_now(), device, to, from, step;
+    if (!query_number(q, r, "device", 0, 1023, 0, &device) ||
+        !query_number(q, r, "to", 0, 1e11, now, &to) ||
+        !query_number(q, r, "from", -1e11, 1e11, to - 600, &from) ||
+        !query_number(q, r, "step", 0, 1e9, 0, &step))
+        return;
+    if (device != floor(device)) {
+        fail(r, 400, "bad_query", "device=%g: expected a device index", device);
+        return;
+    }
+    if (from < 0) from = to + from; /* from=-3600: the last hour */
+    char *text = vram_watch_history_json(d->watch, (int)device, from, to, step);
+    if (!text) {
+        libvram_fail(r, *vram_last_error() && strstr(vram_last_error(), "no such device")
+                            ? VRAM_ENODEV
+                            : VRAM_EINVAL);
+        return;
+    }
+    send_json(r, 200, text);
+}
+
+static void alerts(vramd_state_t *d, const vramd_request_t *q, vramd_response_t *r)
+{
+    double limit;
+    if (!query_number(q, r, "limit", 0, 10000, 50, &limit)) return;
+    char *text = vram_watch_alerts_json(d->watch, (int)limit);
+    if (!text)
+        libvram_fail(r, VRAM_EIO);
+    else
+        send_json(r, 200, text);
+}
+
+/* POST /v1/peaks/reset {"device": N} | {"job": ID} | {}: a job's peak may be
+ * reset by its owner; device and global peaks, which every user sees, by
+ * root or the daemon's own user. */
+static void reset_peaks(vramd_state_t *d, const vramd_request_t *q, vramd_response_t *r)
+{
+    if (strcmp(q->method, "POST")) {
+        fail(r, 405, "method_not_allowed", "%.16s is not allowed here (allowed: POST)", q->method);
+        r->allow = "POST";
+        return;
+    }
+    if (!q->may_mutate) {
+        fail(r, 403, "forbidden", "%s",
+             q->deny_reason ? q->deny_reason : "mutations are not allowed here");
+        return;
+    }
+    if (q->body_too_large) {
+        fail(r, 413, "too_large", "request body is larger than %d bytes", VRAMD_MAX_BODY);
+        return;
+    }
+    json_error_t e;
+    json_t *o =
+        q->body_len ? json_loadb(q->body, q->body_len, JSON_REJECT_DUPLICATES, &e) : json_object();
+    if (!json_is_object(o)) {
+        json_decref(o);
+        fail(r, 400, "bad_json", "the body must be a JSON object like {\"device\": 0}");
+        return;
+    }
+    json_t *dev = json_object_get(o, "device"), *job = json_object_get(o, "job");
+    const char *key;
+    json_t *v;
+    json_object_foreach(o, key, v) if (strcmp(key, "device") && strcmp(key, "job"))
+    {
+        fail(r, 400, "unknown_field", "unknown field \"%.40s\" (device or job)", key);
+        json_decref(o);
+        return;
+    }
+    if ((dev && !json_is_integer(dev)) || (job && !json_is_integer(job)) || (dev && job)) {
+        json_decref(o);
+        fail(r, 400, "bad_type", "give one integer field: \"device\" or \"job\"");
+        return;
+    }
+    int device = dev ? (int)json_integer_value(dev) : -1;
+    int64_t job_id = job ? (int64_t)json_integer_value(job) : 0;
+    bool bad = (dev && json_integer_value(dev) < 0) || (job && job_id <= 0);
+    json_decref(o);
+    if (bad) {
+        fail(r, 422, "invalid_value", "device must be >= 0 and job > 0");
+        return;
+    }
+    uid_t uid = q->transport == VRAMD_UNIX ? q->uid : 0;
+    bool admin = uid == 0 || uid == d->daemon_uid;
+    if (job_id) {
+        vram_job_t j;
+        int rc = vram_sched_job(d->sched, job_id, &j);
+        if (rc) {
+            libvram_fail(r, rc);
+            return;
+        }
+        if (!admin && j.req.uid != uid) {
+            fail(r, 403, "forbidden", "job %lld belongs to uid %u", (long long)job_id,
+                 (unsigned)j.req.uid);
+            return;
+        }
+    } else if (!admin) {
+        fail(r, 403, "forbidden",
+             "only root or vramd's user may reset device peaks; give "
+             "{\"job\": ID} to reset one of your jobs");
+        return;
+    }
+    int rc = vram_watch_reset_peaks(d->watch, device, job_id);
+    if (rc) {
+        libvram_fail(r, rc);
+        return;
+    }
+    send_json(r, 200, vram_watch_peaks_json(d->watch));
+}
+
+bool vramd_watch_route(vramd_state_t *d, const vramd_request_t *q, vramd_response_t *r)
+{
+    const char *p = q->path;
+    if (!d->watch) return false;
+    if (!strcmp(p, "/metrics")) {
+        if (!only_get(q, r)) return true;
+        char *text = vram_watch_metrics_text(d->watch);
+        send_json(r, 200, text);
+        if (text) r->content_type = "text/plain; version=0.0.4; charset=utf-8";
+    } else if (!strcmp(p, "/v1/history")) {
+        if (only_get(q, r)) history(d, q, r);
+    } else if (!strcmp(p, "/v1/alerts")) {
+        if (only_get(q, r)) alerts(d, q, r);
+    } else if (!strcmp(p, "/v1/peaks")) {
+        if (only_get(q, r)) send_json(r, 200, vram_watch_peaks_json(d->watch));
+    } else if (!strcmp(p, "/v1/peaks/reset")) {
+        reset_peaks(d, q, r);
+    } else if (!strcmp(p, "/v1/watch")) {
+        if (only_get(q, r)) send_json(r, 200, vram_watch_sample_json(d->watch));
+    } else {
+        return false;
+    }
+    return true;
+}
+
+static void watch_log_line(void *arg, const char *level, const char *message)
+{
+    (void)arg;
+    vramd_log(level, "%s", message);
+}
+
+int vramd_watch_start(vramd_state_t *d, vram_ctx_t *ctx, vram_sched_t *sched, const char *db)
+{
+    vram_watch_config_t cfg;
+    int rc = vram_watch_config_from_options(&cfg);
+    if (rc) return rc;
+    cfg.ctx = ctx;
+    cfg.sched = sched;
+    cfg.db_path = db;
+    cfg.log = watch_log_line;
+    vram_watch_t *w = NULL;
+    if ((rc = vram_watch_open(&cfg, &w)) != 0) return rc;
+    if ((rc = vram_watch_start(w)) != 0) {
+        vram_watch_close(w);
+        return rc;
+    }
+    d->watch = w;
+    return 0;
+}

@@ -1,0 +1,79 @@
+#!/usr/bin/env bash
+# /metrics for Prometheus: promtool accepts it, a real Prometheus on loopback
+# scrapes a vramd on sim GPUs and finds the used bytes a `vram sim alloc`
+# changed; job series carry id, name and user (escaped) but no command line.
+# Also: history survives a vramd restart; peaks and their reset.
+source "$(dirname "$0")/daemon_lib.sh"
+source "$(dirname "$0")/watch_lib.sh"
+command -v promtool >/dev/null || fail "promtool missing (apt-get install prometheus)"
+
+start_daemon --watch-interval 0.2
+TCP=$(tcp_address)
+
+# a job with a name that needs escaping, using 8 GiB of its 10 GiB on GPU 0
+"$VRAM" run --mem 10GiB --name 'tr"ain\er' -- "$VRAM" sim alloc --mem 8GiB >/dev/null 2>&1 &
+job_used() { [ "$(metric 'vram_job_memory_used_bytes{job_id="1",job_name="tr\"ain\\er",user="'"$(id -un)"'",gpu="0"}')" = $((8 * GiB)) ]; }
+wait_for "the job's usage in /metrics" job_used
+[ "$(metric 'vram_jobs{state="running"}')" = 1 ] || fail "running jobs"
+[ "$(metric vram_job_admissions_total)" = 1 ] || fail "admissions counter"
+curl -s "http://$TCP/metrics" >"$T/tcp.prom"
+curl -s --unix-socket "$VRAM_SOCKET" http://x/metrics >"$T/unix.prom"
+promtool check metrics <"$T/tcp.prom" || fail "promtool rejected /metrics (TCP)"
+promtool check metrics <"$T/unix.prom" || fail "promtool rejected /metrics (socket)"
+grep -q 'vram_job_memory_reserved_bytes{job_id="1",job_name="tr\\"ain\\\\er"' "$T/tcp.prom" || fail "job labels"
+grep -q "sim alloc" "$T/tcp.prom" && fail "a command line leaked into /metrics"
+ctype=$(curl -s -o /dev/null -w '%{content_type}' "http://$TCP/metrics")
+[[ $ctype == text/plain* ]] || fail "content type $ctype"
+[ "$(curl -s -o /dev/null -w '%{http_code}' -X POST "http://$TCP/metrics")" = 405 ] || fail "POST /metrics"
+pass "promtool accepts /metrics on TCP and the socket; job labels escaped, no command lines"
+
+# a real Prometheus scraping vramd
+PROM_PORT=$(free_port)
+cat >"$T/prometheus.yml" <<YAML
+global:
+  scrape_interval: 1s
+scrape_configs:
+  - job_name: vramd
+    static_configs:
+      - targets: ['$TCP']
+YAML
+promtool check config "$T/prometheus.yml" >/dev/null || fail "prometheus config"
+prometheus --config.file="$T/prometheus.yml" --storage.tsdb.path="$T/prom" \
+    --web.listen-address="127.0.0.1:$PROM_PORT" >"$T/prometheus.log" 2>&1 &
+"$VRAM" sim alloc --mem 12GiB --device 1 >/dev/null &
+ALLOC=$!
+prom_sees() {
+    curl -s "http://127.0.0.1:$PROM_PORT/api/v1/query" \
+        --data-urlencode 'query=vram_device_memory_used_bytes{gpu="1"}' |
+        python3 -c "import json,sys; r=json.load(sys.stdin)['data']['result']; sys.exit(0 if r and float(r[0]['value'][1]) == $((12 * GiB)) else 1)"
+}
+wait_for "Prometheus to scrape 12 GiB used on GPU 1" prom_sees || { cat "$T/prometheus.log"; exit 1; }
+pass "a real Prometheus scraped the used bytes vram sim alloc changed"
+
+# peaks
+field "$(api GET /v1/peaks)" "d['devices'][1]['peak_used_bytes'] == 12 * $GiB" | grep -qx True || fail "peak"
+kill -TERM $ALLOC; wait $ALLOC || true
+free_again() { [ "$(metric 'vram_device_memory_used_bytes{gpu="1",name="H100-80GB"}')" = 0 ]; }
+wait_for "GPU 1 free again" free_again
+"$VRAM" peaks | grep -q "^1 *12.00" || fail "vram peaks: $("$VRAM" peaks)"
+"$VRAM" peaks --reset -i 1 >/dev/null || fail "peaks --reset"
+field "$(api GET /v1/peaks)" "d['devices'][1]['peak_used_bytes'] == 0 and d['devices'][0]['peak_used_bytes'] == 8 * $GiB" \
+    | grep -qx True || fail "reset of GPU 1 only: $(api GET /v1/peaks)"
+api POST /v1/peaks/reset '{"device": "x"}' >/dev/null; [ "$(status)" = 400 ] || fail "bad reset body"
+curl -s -o /dev/null -w '%{http_code}' -X POST "http://$TCP/v1/peaks/reset" | grep -qx 403 || fail "TCP reset allowed"
+pass "peaks per device, process and job; reset of one device"
+
+# history survives a restart (the samples are in vramd's database)
+"$VRAM" history -i 1 --since 10m --json >"$T/h1.json"
+python3 -c "import json; d=json.load(open('$T/h1.json')); assert any(p[1] == 12 * $GiB for p in d['points']), d" \
+    || fail "history lacks the 12 GiB"
+stop_daemon
+start_daemon --watch-interval 0.2
+"$VRAM" history -i 1 --since 10m --json >"$T/h2.json"
+python3 -c "import json; d=json.load(open('$T/h2.json')); assert any(p[1] == 12 * $GiB for p in d['points']), d" \
+    || fail "history lost at the restart"
+"$VRAM" history -i 1 --since 10m | grep -q "sample resolution" || fail "vram history table"
+api GET '/v1/history?device=9' >/dev/null; [ "$(status)" = 404 ] || fail "unknown device: $(status)"
+api GET '/v1/history?device=0&from=10&to=5' >/dev/null; [ "$(status)" = 400 ] || fail "bad range"
+api GET '/v1/history?step=abc' >/dev/null; [ "$(status)" = 400 ] || fail "bad step"
+pass "history survives a restart; bad queries are refused"

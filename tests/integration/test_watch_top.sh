@@ -1,0 +1,61 @@
+#!/usr/bin/env bash
+# vram top in tmux: the devices, a vramd job, a sort key, cancelling a job
+# with confirmation and quitting with q; then without vramd (devices only).
+source "$(dirname "$0")/daemon_lib.sh"
+source "$(dirname "$0")/watch_lib.sh"
+command -v tmux >/dev/null || fail "tmux missing"
+TMUX_SOCK="vram-top-$$"
+tmx() { tmux -L "$TMUX_SOCK" "$@"; }
+trap 'rc=$?; tmx kill-server >/dev/null 2>&1; (exit $rc); cleanup' EXIT
+
+start_daemon
+"$VRAM" run --mem 10GiB --name topjob -- "$VRAM" sim alloc --mem 6GiB >/dev/null 2>&1 &
+job_is() { [ "$(job_state "$1")" = "$2" ]; }
+wait_for "job 1 running" job_is 1 running
+
+screen() { tmx capture-pane -p -t top; }
+shows() { screen | grep -q -- "$1"; }
+start_top() {
+    tmx new-session -d -s top -x 160 -y 45 \
+        "env VRAM_BACKEND=sim VRAM_SIM=$VRAM_SIM VRAM_SIM_STATE=$VRAM_SIM_STATE VRAM_SOCKET=$VRAM_SOCKET LANG=C.UTF-8 $VRAM top --delay 0.2; echo EXITED $?; sleep 30"
+}
+start_top
+wait_for "devices on screen" shows "GPU0  H100-80GB"
+wait_for "the job on screen" shows "topjob"
+shows "GPU1  H100-80GB" || fail "GPU1 missing: $(screen)"
+shows "vramd connected" || fail "not connected: $(screen)"
+shows "10.0 reserved" || fail "reserved missing: $(screen)"
+screen | grep -E "^1 +topjob +$(id -un) +running" >/dev/null || fail "job row: $(screen)"
+screen | grep -q "sim alloc --mem 6GiB" || fail "process command line missing: $(screen)"
+pass "devices, memory bars, the job and its process"
+
+tmx send-keys -t top s
+wait_for "sort key shown" shows "sort: pid"
+tmx send-keys -t top s
+wait_for "next sort key" shows "sort: user"
+pass "s cycles the sort key"
+
+tmx send-keys -t top c
+wait_for "the confirmation" shows 'Cancel job 1 "topjob"? \[y/N\]'
+tmx send-keys -t top n
+wait_for "declined" shows "not cancelled"
+[ "$(job_state 1)" = running ] || fail "cancelled without a yes"
+tmx send-keys -t top c
+wait_for "the confirmation again" shows "Cancel job 1"
+tmx send-keys -t top y
+wait_for "the job cancelled" job_is 1 cancelled
+wait_for "the message" shows "job 1 cancelled"
+pass "c cancels the selected job after a y"
+
+tmx send-keys -t top q
+wait_for "top exits on q" shows "EXITED 0"
+tmx kill-session -t top
+pass "q quits"
+
+stop_daemon
+start_top
+wait_for "devices without vramd" shows "GPU0  H100-80GB"
+wait_for "says vramd is not running" shows "vramd: not running - devices only"
+tmx send-keys -t top q
+wait_for "top exits on q" shows "EXITED 0"
+pass "without vramd: devices only, and says so"

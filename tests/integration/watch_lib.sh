@@ -1,0 +1,30 @@
+# Helpers of the monitoring tests (sourced after daemon_lib.sh).
+
+# wait_for DESCRIPTION COMMAND...: runs COMMAND until it succeeds; fails after
+# 60 s (a bound for a stuck test, not a timing the test relies on).
+wait_for() {
+    local what=$1; shift
+    for _ in $(seq 1 600); do
+        if "$@" >/dev/null 2>&1; then return 0; fi
+        sleep 0.1
+    done
+    fail "timed out waiting for: $what"
+}
+
+# metric NAME_WITH_LABELS: the value in vramd's /metrics (socket), "" if absent
+metric() {
+    # the key through the environment: awk -v would unescape its backslashes
+    curl -s --unix-socket "$VRAM_SOCKET" http://x/metrics | K="$1" awk '$1 == ENVIRON["K"] { print $2 }'
+}
+
+# wait_samples N: waits until the sampler has taken N more samples
+samples_at_least() { [ "$(metric vram_watch_samples_total)" -ge "$1" ]; }
+wait_samples() {
+    local start; start=$(metric vram_watch_samples_total)
+    wait_for "$1 more samples" samples_at_least $((start + $1))
+}
+
+# free_port: a free loopback TCP port (for servers that cannot take port 0)
+free_port() {
+    python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'
+}
