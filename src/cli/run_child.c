@@ -4,7 +4,6 @@
  * pseudo-terminal when stderr is a terminal (so isatty(2) stays true in the
  * job), else through a pipe. Signals to vram run become SIGTERM to the
  * group, then SIGKILL after --grace. */
-#define _XOPEN_SOURCE 700
 #include "cli/run.h"
 
 #include <errno.h>
