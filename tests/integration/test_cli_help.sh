@@ -7,6 +7,9 @@ source "$(dirname "$0")/daemon_lib.sh"
 cd "$T"
 run_rc() { local __v=$1 __rc=0; shift; "$@" || __rc=$?; printf -v "$__v" %s "$__rc"; }
 mkdir bin && ln -s "$VRAM" bin/vram && ln -s "$VRAMD" bin/vramd
+# the Python examples: the package from the tree on Debian's python3 (which has torch)
+ln -s /usr/bin/python3 bin/python3
+export PYTHONPATH=$VRAM_SOURCE_DIR/python VRAM_LIBRARY=$VRAM_BUILD_DIR/libvram.so
 export PATH=$T/bin:$PATH USER=${USER:-$(id -un)}
 # as on a user's machine: sim state files by spec, under the runtime directory
 unset VRAM_SIM_STATE
