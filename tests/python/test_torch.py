@@ -318,8 +318,8 @@ def test_real_oom_under_rlimit_data_matches_the_plan(tmp_path):
     assert failures and all("can't allocate memory" in t[2] for t in failures)
     # the profile through the CLI planner on the same cap
     out = subprocess.run([os.path.join(BUILD, "vram"), "plan", "--profile", str(prof_path),
-                          "--gpu-mem", str(cap + d["resident_bytes"]), "--target", "1",
-                          "--no-power-of-two", "--overhead", "0", "--json"],
+                          "--gpu-mem", f"{cap + d['resident_bytes']}B", "--target", "1",
+                          "--no-power-of-two", "--overhead", "0B", "--json"],
                          capture_output=True, text=True, check=True)
     planned = json.loads(out.stdout)["recommendations"]["largest_fitting"]
     assert planned / 2 <= d["maximum"] <= planned * 2, (planned, d)
