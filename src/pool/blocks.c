@@ -86,12 +86,22 @@ int vram_blocks_reserve(vram_block_table_t *t)
         return vram_fail(VRAM_ENOMEM, "pool: out of host memory for the block free map");
     }
     t->used = 1; /* id 0 is "none" */
+    t->mapped = BLOCKS_PER_GROWTH;
     t->level = LEVEL_MIN;
-    if (map_buckets(t)) {
+    if (map_chunk(t->base, 0) || map_buckets(t)) {
         munmap(map, bytes);
         t->reservation = NULL;
-        return vram_fail(VRAM_ENOMEM, "pool: out of host memory for block buckets");
+        return vram_fail(VRAM_ENOMEM, "pool: out of host memory for blocks");
     }
+    /* The pages every first allocation touches (the slab's first blocks, the
+     * first buckets, the free map's first word) are faulted in now, at
+     * creation, rather than one page fault each (2-3 µs on a VM) inside the
+     * first allocation. A hint: without it the first use just pays. */
+#ifdef MADV_POPULATE_WRITE
+    madvise(t->base, 4096, MADV_POPULATE_WRITE);
+    madvise(t->base + t->slab_max, 4096, MADV_POPULATE_WRITE);
+    madvise(t->free_map, 4096, MADV_POPULATE_WRITE);
+#endif
     return 0;
 }
 

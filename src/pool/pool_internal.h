@@ -286,12 +286,14 @@ typedef struct {
 
 _Static_assert(sizeof(vram_free_bin_t) == 128, "a bin must fit two cache lines");
 
+/* The bitmaps come first so that they share a page with the first bins: a
+ * heap is mapped zeroed and its pages are faulted in as they are used. */
 typedef struct vram_free_heap {
-    vram_free_bin_t bins[VRAM_FREE_BINS];
     uintptr_t stream;
+    struct vram_free_heap *next;
     uint64_t summary; /* bit w: bitmap[w] != 0 */
     uint64_t bitmap[VRAM_FREE_BINS / 64];
-    struct vram_free_heap *next;
+    vram_free_bin_t bins[VRAM_FREE_BINS];
 } vram_free_heap_t;
 
 typedef struct {
@@ -303,8 +305,10 @@ typedef struct {
 } vram_free_index_t;
 
 vram_free_heap_t *vram_free_index_heap(vram_free_index_t *x, uintptr_t stream);
-/* Makes sure `stream` has bins; VRAM_ENOMEM when host memory runs out. */
-int vram_free_index_reserve(vram_free_index_t *x, uintptr_t stream);
+/* Makes sure `stream` has bins; VRAM_ENOMEM when host memory runs out.
+ * `prefault`: fault every page in now (else only the bitmaps' page; the
+ * bins' pages are faulted in as they are first used). */
+int vram_free_index_reserve(vram_free_index_t *x, uintptr_t stream, bool prefault);
 void vram_free_index_insert(vram_free_index_t *x, vram_pool_block_t *b, unsigned bin);
 void vram_free_index_remove(vram_free_index_t *x, vram_pool_block_t *b, unsigned bin);
 /* First block of `stream` with rank >= `rank`, searching from bin `bin`. */
