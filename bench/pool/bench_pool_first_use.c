@@ -6,33 +6,10 @@
  *
  * Usage: bench_pool_first_use [pools per row (default 200)] */
 #include "pool/pool_internal.h"
+#include "space_source.h"
 
 #include <stdio.h>
 #include <stdlib.h>
-
-static uintptr_t next_addr = (uintptr_t)1 << 44;
-
-static int space_alloc(void *user, size_t size, void **ptr)
-{
-    (void)user;
-    *ptr = (void *)next_addr;
-    next_addr += (size + ((size_t)2 << 20)) & ~(((size_t)2 << 20) - 1);
-    return 0;
-}
-
-static int space_free(void *user, void *ptr)
-{
-    (void)user;
-    (void)ptr;
-    return 0;
-}
-
-static int space_memory(void *user, uint64_t *total, uint64_t *free_bytes)
-{
-    (void)user;
-    *total = *free_bytes = (uint64_t)1 << 46;
-    return 0;
-}
 
 static int cmp_u64(const void *a, const void *b)
 {
@@ -47,7 +24,7 @@ int main(int argc, char **argv)
     uint64_t *pair = malloc((size_t)n * sizeof *pair), *second = malloc((size_t)n * sizeof *second);
     uint64_t *create = malloc((size_t)n * sizeof *create);
     if (!pair || !second || !create) return 1;
-    vram_pool_source_t src = {space_alloc, space_free, space_memory, NULL, 0};
+    vram_pool_source_t src = {.alloc = space_alloc, .free = space_free, .memory = space_memory};
     const size_t sizes[] = {4096, 64u << 20};
     printf("# bench_pool_first_use: median of %d fresh pools; ns, clock included\n", n);
     printf("%-22s %-6s %12s %12s %12s\n", "strategy", "size", "create", "first pair",

@@ -29,6 +29,7 @@
  *
  * Usage: bench_pool_mix [pairs per size (default 200000)] [rounds (default 3)] */
 #include "pool/pool_internal.h"
+#include "space_source.h"
 
 #include <math.h>
 #include <stdbool.h>
@@ -36,30 +37,6 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
-
-static uintptr_t next_addr = (uintptr_t)1 << 44;
-
-static int space_alloc(void *user, size_t size, void **ptr)
-{
-    (void)user;
-    *ptr = (void *)next_addr;
-    next_addr += (size + ((size_t)2 << 20)) & ~(((size_t)2 << 20) - 1);
-    return 0;
-}
-
-static int space_free(void *user, void *ptr)
-{
-    (void)user;
-    (void)ptr;
-    return 0;
-}
-
-static int space_memory(void *user, uint64_t *total, uint64_t *free_bytes)
-{
-    (void)user;
-    *total = *free_bytes = (uint64_t)1 << 46;
-    return 0;
-}
 
 static uint64_t rng = 0x2545F4914F6CDD1Dull;
 
@@ -162,7 +139,7 @@ static void run_empty(const workload_t *w, uint32_t *ns, figures_t *out)
 static int run_pool(const workload_t *w, vram_pool_strategy_t strategy, bool harness_timed,
                     uint32_t *ns, figures_t *out, vram_pool_stats_t *stats)
 {
-    vram_pool_source_t src = {space_alloc, space_free, space_memory, NULL, 0};
+    vram_pool_source_t src = {.alloc = space_alloc, .free = space_free, .memory = space_memory};
     vram_pool_config_t cfg = {.strategy = strategy};
     vram_pool_t *pool;
     if (vram_pool_create_on(&src, &cfg, &pool)) return -1;

@@ -170,7 +170,10 @@ vram_pool_block_t *vram_blocks_move(vram_block_table_t *t, vram_pool_block_t *b,
         t->base[to->prev].next = id;
     else
         to->segment->first = id;
-    if (to->next) t->base[to->next].prev = id;
+    if (to->next)
+        t->base[to->next].prev = id;
+    else
+        to->segment->last = id;
     if (vram_blocks_homed(t, to)) t->homed++;
     return to;
 }

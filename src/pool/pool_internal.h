@@ -188,6 +188,8 @@ static inline bool vram_pool_block_spans_segment(const vram_pool_block_t *b)
     return !b->prev && !b->next;
 }
 
+typedef struct vram_pool_reservation vram_pool_reservation_t;
+
 struct vram_pool_segment {
     uintptr_t base;
     size_t size;
@@ -195,7 +197,23 @@ struct vram_pool_segment {
     int kind;
     uint64_t seq;                     /* creation order: lower = older */
     vram_block_id_t first;            /* lowest block */
+    vram_block_id_t last;             /* highest block */
     vram_pool_segment_t *prev, *next; /* the pool's list of segments */
+    /* Expandable: the reservation whose mapped prefix this segment is
+     * (it grows and shrinks at its end, granule by granule); NULL for a
+     * segment from one device allocation. */
+    vram_pool_reservation_t *reservation;
+};
+
+/* Address space reserved for the expandable segment of one stream and pool
+ * kind (docs/pool.md, "Expandable segments"). */
+struct vram_pool_reservation {
+    uintptr_t base;
+    size_t size;
+    uintptr_t stream;
+    int kind;
+    vram_pool_segment_t *segment; /* its mapped prefix; NULL while nothing is mapped */
+    vram_pool_reservation_t *next;
 };
 
 /* Bin of a block size: 2^bits bins per doubling (the top bits after the
@@ -333,6 +351,13 @@ typedef struct {
     int (*memory)(void *user, uint64_t *total, uint64_t *free_bytes);
     void *user;
     int device; /* reported in messages and snapshots */
+    /* Virtual memory for expandable segments; all NULL when the source has
+     * none (the contract of vram_device_vmm_* in vram.h). */
+    int (*vmm_granularity)(void *user, size_t *granularity);
+    int (*vmm_reserve)(void *user, size_t size, void **va);
+    int (*vmm_unreserve)(void *user, void *va, size_t size);
+    int (*vmm_map)(void *user, void *addr, size_t size);
+    int (*vmm_unmap)(void *user, void *addr, size_t size);
 } vram_pool_source_t;
 
 int vram_pool_create_on(const vram_pool_source_t *src, const vram_pool_config_t *cfg,
@@ -365,6 +390,10 @@ struct vram_pool {
     size_t idle_count[2];        /* their number per kind */
     uint64_t free_ops;           /* frees since the last fragmentation check */
     vram_pool_stats_t stats;     /* counters and current/peak values */
+    /* Expandable segments: the granule mapped at a time (0 = off) and one
+     * reservation per stream and kind in use. */
+    size_t granularity;
+    vram_pool_reservation_t *reservations;
     vram_block_table_t blocks;   /* every block struct */
     /* OOM handlers (copied before being called without the lock) */
     vram_pool_handler_t handlers[VRAM_POOL_MAX_OOM_HANDLERS];
@@ -394,6 +423,8 @@ static inline vram_pool_block_t *vram_pool_prev_block(const vram_pool_t *pool,
 }
 
 /* Strategy policy (strategy.c). */
+/* "auto", "true"/"on"/"yes"/"1", "false"/"off"/"no"/"0" (any case). */
+int vram_pool_expandable_parse(const char *text, vram_pool_expandable_t *out);
 /* Request size after rounding (512 B, or size classes), 0 on overflow. */
 size_t vram_pool_round(vram_pool_strategy_t s, size_t size);
 /* Size of the segment to ask the device for, given the rounded request. */

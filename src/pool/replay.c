@@ -84,6 +84,58 @@ static int ctx_free(void *user, void *ptr)
     return rc;
 }
 
+/* The device's virtual memory, timed like its allocations. */
+static int ctx_vmm(timed_source_t *s, int op, void *addr, size_t size, void **out)
+{
+    vram_ctx_t *ctx = s->cfg->ctx;
+    int dev = s->cfg->device, rc;
+    uint64_t t0 = vram_now_ns();
+    switch (op) {
+    case 'g':
+        rc = vram_device_vmm_granularity(ctx, dev, (size_t *)out);
+        break;
+    case 'r':
+        rc = vram_device_vmm_reserve(ctx, dev, size, out);
+        break;
+    case 'u':
+        rc = vram_device_vmm_unreserve(ctx, dev, addr, size);
+        break;
+    case 'm':
+        rc = vram_device_vmm_map(ctx, dev, addr, size);
+        break;
+    default:
+        rc = vram_device_vmm_unmap(ctx, dev, addr, size);
+        break;
+    }
+    s->ns += vram_now_ns() - t0;
+    return rc;
+}
+
+static int ctx_vmm_granularity(void *user, size_t *granularity)
+{
+    return ctx_vmm(user, 'g', NULL, 0, (void **)granularity);
+}
+
+static int ctx_vmm_reserve(void *user, size_t size, void **va)
+{
+    return ctx_vmm(user, 'r', NULL, size, va);
+}
+
+static int ctx_vmm_unreserve(void *user, void *va, size_t size)
+{
+    return ctx_vmm(user, 'u', va, size, NULL);
+}
+
+static int ctx_vmm_map(void *user, void *addr, size_t size)
+{
+    return ctx_vmm(user, 'm', addr, size, NULL);
+}
+
+static int ctx_vmm_unmap(void *user, void *addr, size_t size)
+{
+    return ctx_vmm(user, 'x', addr, size, NULL);
+}
+
 static int ctx_memory(void *user, uint64_t *total, uint64_t *free_bytes)
 {
     timed_source_t *s = user;
@@ -170,6 +222,8 @@ static void device_calls(const replayer_t *r, uint64_t calls[4])
         vram_pool_stats(r->pool, &s);
         calls[0] = s.num_device_alloc;
         calls[1] = s.num_device_free;
+        calls[2] = s.num_device_map;
+        calls[3] = s.num_device_unmap;
     } else if (r->cfg->mode == VRAM_REPLAY_DEVICE) {
         calls[0] = r->device_allocs;
         calls[1] = r->device_frees;
@@ -230,9 +284,18 @@ int vram_replay_run(const vram_trace_t *trace, const vram_replay_config_t *cfg,
     if (!trace || !cfg || !out || cfg->repeat < 1)
         return vram_fail(VRAM_EINVAL, "vram_replay_run: bad arguments");
     replayer_t r = {.cfg = cfg, .source = {.cfg = cfg}};
-    vram_pool_source_t src = {ctx_alloc, ctx_free, ctx_memory, &r.source, cfg->device};
+    vram_pool_source_t src = {.alloc = ctx_alloc,
+                              .free = ctx_free,
+                              .memory = ctx_memory,
+                              .user = &r.source,
+                              .device = cfg->device,
+                              .vmm_granularity = ctx_vmm_granularity,
+                              .vmm_reserve = ctx_vmm_reserve,
+                              .vmm_unreserve = ctx_vmm_unreserve,
+                              .vmm_map = ctx_vmm_map,
+                              .vmm_unmap = ctx_vmm_unmap};
     if (cfg->mode == VRAM_REPLAY_POOL) {
-        vram_pool_config_t pc = {.strategy = cfg->strategy};
+        vram_pool_config_t pc = {.strategy = cfg->strategy, .expandable = cfg->expandable};
         int rc = vram_pool_create_on(&src, &pc, &r.pool);
         if (rc) return rc;
     } else if (cfg->mode == VRAM_REPLAY_TORCH || cfg->mode == VRAM_REPLAY_TORCH_EXPANDABLE) {

@@ -27,7 +27,8 @@ typedef struct {
 
 typedef struct {
     vram_replay_mode_t mode;
-    vram_pool_strategy_t strategy; /* VRAM_REPLAY_POOL */
+    vram_pool_strategy_t strategy;     /* VRAM_REPLAY_POOL */
+    vram_pool_expandable_t expandable; /* VRAM_REPLAY_POOL */
     int repeat;                    /* passes over the trace (>= 1) */
     vram_ctx_t *ctx;               /* POOL, DEVICE and TORCH */
     int device;
