@@ -378,10 +378,11 @@ static int take_block(vram_pool_t *pool, vram_pool_block_t *b, size_t rounded, s
     vram_block_table_t *t = &pool->blocks;
     int kind = b->kind;
     size_t remainder = b->size - rounded;
-    /* The end of an expandable segment is always split off: it merges with
-     * the granules mapped next, so it is no sliver. */
-    bool split = vram_pool_should_split(kind, rounded, remainder) ||
-                 (remainder && !b->next && b->segment->reservation);
+    /* In an expandable segment every remainder is split off: in one
+     * contiguous range it merges with its neighbours when they are freed
+     * (and at the end with the granules mapped next), so it is not stranded
+     * the way a sliver of a fixed segment is. */
+    bool split = vram_pool_should_split(kind, rounded, remainder) || (remainder && b->expandable);
     bool homed = vram_blocks_homed(t, b);
     vram_pool_block_t *home = homed ? b : vram_blocks_home(t, b->addr);
     vram_pool_block_t *rest = NULL;
@@ -411,6 +412,7 @@ static int take_block(vram_pool_t *pool, vram_pool_block_t *b, size_t rounded, s
         rest->stream = b->stream;
         rest->segment = b->segment;
         rest->kind = b->kind;
+        rest->expandable = b->expandable;
         rest->seg_seq = b->seg_seq;
         vram_pool_block_t *after = vram_pool_next_block(pool, b);
         rest->prev = vram_block_id(t, b);
@@ -495,6 +497,7 @@ static int append_free_block(vram_pool_t *pool, vram_pool_segment_t *seg, vram_p
     b->stream = seg->stream;
     b->segment = seg;
     b->kind = (uint8_t)seg->kind;
+    b->expandable = 1;
     b->seg_seq = tail->seg_seq;
     b->prev = vram_block_id(t, tail);
     tail->next = vram_block_id(t, b);
@@ -532,6 +535,7 @@ static int expand(vram_pool_t *pool, int kind, uintptr_t stream, size_t rounded,
         }
         if (rc) return rc;
         segment_init(pool, seg, b, kind, stream, at, more);
+        b->expandable = 1;
         seg->reservation = r;
         r->segment = seg;
         *out = b;

@@ -59,7 +59,8 @@ struct vram_pool_block {
     uint32_t seg_seq; /* the segment's creation order (low 32 bits), the tree's tie */
     bool allocated;   /* also in the table's free map, which neighbours read */
     unsigned red : 1;
-    unsigned kind : 1; /* the segment's, copied so the hot paths need not touch it */
+    unsigned kind : 1;       /* the segment's, copied so the hot paths need not touch it */
+    unsigned expandable : 1; /* the segment is expandable (copied likewise) */
 } __attribute__((aligned(64)));
 
 _Static_assert(sizeof(vram_pool_block_t) == 64, "a block must fit one cache line");
