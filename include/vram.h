@@ -381,7 +381,7 @@ typedef struct {
     uint64_t limit_bytes;        /* 0 = none */
     double fragmentation;        /* 1 - largest free block / (reserved - allocated); 0 if none */
     double efficiency;           /* requested / reserved bytes; 1 when nothing is reserved */
-    uint64_t num_device_map, num_device_unmap; /* granules mapped / unmapped (expandable) */
+    uint64_t num_device_map, num_device_unmap; /* chunks mapped / unmapped (expandable) */
 } vram_pool_stats_t;
 
 /* A consistent copy of the statistics. Thread-safe. */

@@ -162,26 +162,35 @@ static int segment_create(vram_pool_t *pool, int kind, uintptr_t stream, size_t 
 
 /* ---- expandable segments: granules of a reservation ------------------ */
 
-/* Each granule is mapped by its own call, so any of them can be unmapped
- * alone (the contract unmaps exactly what one call mapped). */
-static void unmap_granules(vram_pool_t *pool, uintptr_t addr, size_t size)
+/* The segment grows by one chunk per growth, mapped by one call (a device
+ * call costs tens of µs whatever its size), and shrinks by whole chunks
+ * from its end. Unmaps the chunks that start at or after `from`; returns
+ * where the mapped range ends now. */
+static uintptr_t unmap_chunks_from(vram_pool_t *pool, vram_pool_reservation_t *r, uintptr_t from)
 {
-    for (size_t off = 0; off < size; off += pool->granularity) {
-        pool->src.vmm_unmap(pool->src.user, (void *)(addr + off), pool->granularity);
+    uintptr_t end = r->base + (r->segment ? r->segment->size : 0);
+    while (r->nchunks && end - r->chunks[r->nchunks - 1] >= from) {
+        size_t size = r->chunks[--r->nchunks];
+        end -= size;
+        pool->src.vmm_unmap(pool->src.user, (void *)end, size);
         pool->stats.num_device_unmap++;
     }
+    return end;
 }
 
-static int map_granules(vram_pool_t *pool, uintptr_t addr, size_t size)
+static int map_chunk(vram_pool_t *pool, vram_pool_reservation_t *r, uintptr_t addr, size_t size)
 {
-    for (size_t off = 0; off < size; off += pool->granularity) {
-        int rc = pool->src.vmm_map(pool->src.user, (void *)(addr + off), pool->granularity);
-        if (rc) {
-            unmap_granules(pool, addr, off);
-            return rc;
-        }
-        pool->stats.num_device_map++;
+    if (r->nchunks == r->chunks_cap) {
+        size_t cap = r->chunks_cap ? 2 * r->chunks_cap : 16;
+        size_t *chunks = realloc(r->chunks, cap * sizeof *chunks);
+        if (!chunks) return vram_fail(VRAM_ENOMEM, "pool: out of host memory for chunk metadata");
+        r->chunks = chunks;
+        r->chunks_cap = cap;
     }
+    int rc = pool->src.vmm_map(pool->src.user, (void *)addr, size);
+    if (rc) return rc;
+    r->chunks[r->nchunks++] = size;
+    pool->stats.num_device_map++;
     return 0;
 }
 
@@ -195,7 +204,7 @@ static void segment_release(vram_pool_t *pool, vram_pool_segment_t *seg)
     /* A refused free (a driver error) cannot be retried meaningfully; the
      * segment is forgotten either way so the pool stays consistent. */
     if (seg->reservation) {
-        unmap_granules(pool, seg->base, seg->size);
+        unmap_chunks_from(pool, seg->reservation, seg->base);
         seg->reservation->segment = NULL;
     } else {
         pool->src.free(pool->src.user, (void *)seg->base);
@@ -226,8 +235,8 @@ static uint64_t release_idle(vram_pool_t *pool, int kind, uintptr_t stream, bool
     return released;
 }
 
-/* Unmaps the whole granules at the end of each expandable segment that no
- * block uses (a segment without any allocated block goes whole through
+/* Unmaps the chunks at the end of each expandable segment that no block
+ * uses (a segment without any allocated block goes whole through
  * release_idle). Returns bytes. */
 static uint64_t shrink_expandable(vram_pool_t *pool, uint64_t want)
 {
@@ -240,12 +249,13 @@ static uint64_t shrink_expandable(vram_pool_t *pool, uint64_t want)
         uintptr_t end = seg->base + seg->size;
         uintptr_t from = (tail->addr + g - 1) / g * g;
         if (from >= end) continue;
-        size_t cut = end - from;
+        uintptr_t new_end = unmap_chunks_from(pool, r, from);
+        if (new_end == end) continue; /* the last chunk holds allocated bytes too */
+        size_t cut = end - new_end;
         tree_take(pool, tail);
-        unmap_granules(pool, from, cut);
         seg->size -= cut;
         vram_pool_stat_update(pool->stats.reserved_bytes, seg->kind, -(int64_t)cut);
-        if (from == tail->addr) {
+        if (new_end == tail->addr) {
             /* Its neighbour before is allocated (free ones merge). */
             vram_pool_prev_block(pool, tail)->next = 0;
             seg->last = tail->prev;
@@ -529,7 +539,7 @@ static int expand(vram_pool_t *pool, int kind, uintptr_t stream, size_t rounded,
     if (!seg) {
         vram_pool_block_t *b;
         rc = segment_prepare(pool, kind, stream, &seg, &b);
-        if (!rc && (rc = map_granules(pool, at, more))) {
+        if (!rc && (rc = map_chunk(pool, r, at, more))) {
             free(seg);
             vram_blocks_delete(&pool->blocks, b);
         }
@@ -541,7 +551,7 @@ static int expand(vram_pool_t *pool, int kind, uintptr_t stream, size_t rounded,
         *out = b;
         return 0;
     }
-    rc = map_granules(pool, at, more);
+    rc = map_chunk(pool, r, at, more);
     if (rc) return rc;
     seg->size += more;
     vram_pool_stat_update(pool->stats.reserved_bytes, kind, (int64_t)more);
@@ -899,7 +909,7 @@ void vram_pool_destroy(vram_pool_t *pool)
     for (; seg; seg = next) {
         next = seg->next;
         if (seg->reservation)
-            unmap_granules(pool, seg->base, seg->size);
+            unmap_chunks_from(pool, seg->reservation, seg->base);
         else
             pool->src.free(pool->src.user, (void *)seg->base);
         free(seg);
@@ -907,6 +917,7 @@ void vram_pool_destroy(vram_pool_t *pool)
     for (vram_pool_reservation_t *r = pool->reservations, *rn; r; r = rn) {
         rn = r->next;
         pool->src.vmm_unreserve(pool->src.user, (void *)r->base, r->size);
+        free(r->chunks);
         free(r);
     }
     vram_blocks_release(&pool->blocks);

@@ -214,6 +214,11 @@ struct vram_pool_reservation {
     uintptr_t stream;
     int kind;
     vram_pool_segment_t *segment; /* its mapped prefix; NULL while nothing is mapped */
+    /* The chunks mapped, in address order from base, each by one map call
+     * (so each is unmapped whole): a stack, as the segment grows and
+     * shrinks only at its end. */
+    size_t *chunks;
+    size_t nchunks, chunks_cap;
     vram_pool_reservation_t *next;
 };
 
