@@ -312,6 +312,10 @@ int vram_torch_policy_alloc(vram_torch_policy_t *p, size_t size, uintptr_t strea
 {
     *ptr = NULL;
     if (!size) return 0;
+    if (size > p->device_total || size > SIZE_MAX / 2) {
+        p->stats.ooms++;
+        return vram_fail(VRAM_ENOMEM, "torch policy: %zu bytes is more than the device has", size);
+    }
     size_t rounded = round_size(size);
     int kind = rounded <= TP_SMALL_SIZE ? VRAM_POOL_KIND_SMALL : VRAM_POOL_KIND_LARGE;
     tp_block_t *b = set_best_fit(p->free_set[kind], stream, rounded);
