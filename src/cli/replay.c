@@ -11,13 +11,16 @@
 
 static void usage(FILE *out)
 {
-    fprintf(out, "usage: vram replay TRACE [--strategy S] [--baseline B] [--repeat N]\n"
-                 "                   [--device-mem SIZE] [--device-cost COSTS] [--json]\n\n"
+    fprintf(out, "usage: vram replay TRACE [--strategy S] [--expandable auto|true|false]\n"
+                 "                   [--baseline B] [--repeat N] [--device-mem SIZE]\n"
+                 "                   [--device-cost COSTS] [--json]\n\n"
                  "Replays an allocation trace (\"a <id> <size>\" / \"f <id>\" lines, see\n"
                  "docs/pool.md) through the caching pool on a private simulated GPU and prints\n"
                  "the cost of each request and how much memory the pool reserved.\n\n"
                  "  --strategy S      greedy, balanced (default), consolidated or\n"
                  "                    fragmentation-aware\n"
+                 "  --expandable E    the pool's expandable segments: auto (default: on, the\n"
+                 "                    simulated GPU has virtual memory), true or false\n"
                  "  --baseline B      none (the pool, default), device (every request straight\n"
                  "                    to the device, no caching), malloc (the C library),\n"
                  "                    torch (PyTorch's default caching policy) or\n"
@@ -54,6 +57,10 @@ static void print_json(const char *path, const vram_replay_config_t *cfg, uint64
                         cfg->mode == VRAM_REPLAY_POOL
                             ? json_string(vram_pool_strategy_name(cfg->strategy))
                             : json_null());
+    json_object_set_new(o, "expandable", cfg->mode == VRAM_REPLAY_POOL
+                                             ? json_boolean(cfg->expandable !=
+                                                            VRAM_POOL_EXPANDABLE_OFF)
+                                             : json_null());
     json_object_set_new(o, "repeat", json_integer(cfg->repeat));
     json_object_set_new(o, "device_mem_bytes", json_integer((json_int_t)device_mem));
     json_object_set_new(o, "ops", json_integer((json_int_t)r->ops));
@@ -91,7 +98,8 @@ static void print_table(const char *path, const vram_replay_config_t *cfg, uint6
     char a[32], b[32], c[32];
     printf("trace      %s\n", path);
     if (cfg->mode == VRAM_REPLAY_POOL)
-        printf("allocator  pool, strategy %s\n", vram_pool_strategy_name(cfg->strategy));
+        printf("allocator  pool, strategy %s, %s\n", vram_pool_strategy_name(cfg->strategy),
+               cfg->expandable == VRAM_POOL_EXPANDABLE_OFF ? "segments" : "expandable segments");
     else
         printf("allocator  baseline %s\n", vram_replay_mode_name(cfg->mode));
     printf("device     simulated, %s; %d pass%s\n", vram_format_size(device_mem, a, sizeof a),
@@ -126,6 +134,7 @@ int vram_cli_replay(int argc, char **argv)
 {
     static const struct option longopts[] = {{"strategy", required_argument, NULL, 's'},
                                              {"baseline", required_argument, NULL, 'b'},
+                                             {"expandable", required_argument, NULL, 'e'},
                                              {"repeat", required_argument, NULL, 'r'},
                                              {"device-mem", required_argument, NULL, 'm'},
                                              {"device-cost", required_argument, NULL, 'c'},
@@ -149,6 +158,10 @@ int vram_cli_replay(int argc, char **argv)
         case 'b':
             if (vram_replay_mode_parse(optarg, &cfg.mode))
                 return cli_usage_error("replay", "--baseline: %s", vram_last_error());
+            break;
+        case 'e':
+            if (vram_pool_expandable_parse(optarg, &cfg.expandable))
+                return cli_usage_error("replay", "--expandable: %s", vram_last_error());
             break;
         case 'c':
             if (vram_device_cost_parse(optarg, &cfg.cost))
