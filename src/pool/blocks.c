@@ -172,8 +172,8 @@ vram_pool_block_t *vram_blocks_move(vram_block_table_t *t, vram_pool_block_t *b,
         to->segment->first = id;
     if (to->next)
         t->base[to->next].prev = id;
-    else
-        to->segment->last = id;
+    else if (to->expandable)
+        to->segment->last = id; /* kept for expandable segments only: they grow at the end */
     if (vram_blocks_homed(t, to)) t->homed++;
     return to;
 }

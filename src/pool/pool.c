@@ -429,7 +429,7 @@ static int take_block(vram_pool_t *pool, vram_pool_block_t *b, size_t rounded, s
         rest->next = b->next;
         if (after)
             after->prev = vram_block_id(t, rest);
-        else
+        else if (b->expandable)
             b->segment->last = vram_block_id(t, rest);
         b->next = vram_block_id(t, rest);
         b->size = rounded;
@@ -709,7 +709,7 @@ static void absorb_next(vram_pool_t *pool, vram_pool_block_t *b, vram_pool_block
     b->next = n->next;
     if (after)
         after->prev = vram_block_id(&pool->blocks, b);
-    else
+    else if (b->expandable)
         b->segment->last = vram_block_id(&pool->blocks, b);
     vram_blocks_delete(&pool->blocks, n);
 }

@@ -198,7 +198,7 @@ struct vram_pool_segment {
     int kind;
     uint64_t seq;                     /* creation order: lower = older */
     vram_block_id_t first;            /* lowest block */
-    vram_block_id_t last;             /* highest block */
+    vram_block_id_t last;             /* highest block (kept for expandable segments only) */
     vram_pool_segment_t *prev, *next; /* the pool's list of segments */
     /* Expandable: the reservation whose mapped prefix this segment is
      * (it grows and shrinks at its end, granule by granule); NULL for a

@@ -169,7 +169,7 @@ static int check_segment(const vram_pool_t *pool, const vram_pool_segment_t *seg
     }
     if (expect != seg->base + seg->size)
         FAIL("blocks of segment 0x%" PRIxPTR " do not cover it", seg->base);
-    if (vram_block_at(&pool->blocks, seg->last) != prev)
+    if (seg->reservation && vram_block_at(&pool->blocks, seg->last) != prev)
         FAIL("segment 0x%" PRIxPTR " names the wrong last block", seg->base);
     const vram_pool_reservation_t *r = seg->reservation;
     if (r && (r->segment != seg || seg->base != r->base || seg->size > r->size ||
