@@ -346,7 +346,11 @@ static vram_pool_block_t *find_free(vram_pool_t *pool, int kind, uintptr_t strea
     uint64_t rank = vram_pool_request_rank(pool->strategy, rounded);
     vram_pool_block_t *b = vram_free_index_find(&pool->free_blocks[kind], stream, rank,
                                                 vram_pool_rank_bin(pool->strategy, rank));
-    if (b && !vram_pool_block_eligible(pool->strategy, b->size, rounded)) return NULL;
+    /* The strategies' eligibility rules keep big blocks of fixed segments
+     * whole; in an expandable segment any free block is address space that
+     * coalesces again, so best fit alone decides there. */
+    if (b && !b->expandable && !vram_pool_block_eligible(pool->strategy, b->size, rounded))
+        return NULL;
     /* An ineligible idle segment is released by alloc_slow before it grows. */
     if (b && vram_pool_block_spans_segment(b) && !b->segment->reservation &&
         !vram_pool_idle_segment_eligible(pool->strategy, b->size, rounded))
@@ -530,7 +534,11 @@ static int expand(vram_pool_t *pool, int kind, uintptr_t stream, size_t rounded,
     vram_pool_segment_t *seg = r->segment;
     vram_pool_block_t *tail = seg ? vram_block_at(&pool->blocks, seg->last) : NULL;
     size_t g = pool->granularity, have = tail && !tail->allocated ? tail->size : 0;
-    size_t more = rounded > have ? (rounded - have + g - 1) / g * g : g;
+    if (have >= rounded) { /* the search passed it over (a fixed segment's rule): no growth */
+        *out = tail;
+        return 0;
+    }
+    size_t more = (rounded - have + g - 1) / g * g;
     size_t used = seg ? seg->size : 0;
     if (more > r->size - used) return vram_fail(VRAM_ENOMEM, "expandable segment is full");
     int rc = limit_refuses(pool, more);
