@@ -24,7 +24,7 @@ int main(int argc, char **argv)
     uint64_t *pair = malloc((size_t)n * sizeof *pair), *second = malloc((size_t)n * sizeof *second);
     uint64_t *create = malloc((size_t)n * sizeof *create);
     if (!pair || !second || !create) return 1;
-    vram_pool_source_t src = {.alloc = space_alloc, .free = space_free, .memory = space_memory};
+    vram_pool_source_t src = space_source(false);
     const size_t sizes[] = {4096, 64u << 20};
     printf("# bench_pool_first_use: median of %d fresh pools; ns, clock included\n", n);
     printf("%-22s %-6s %12s %12s %12s\n", "strategy", "size", "create", "first pair",

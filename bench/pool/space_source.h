@@ -30,4 +30,46 @@ static int space_memory(void *user, uint64_t *total, uint64_t *free_bytes)
     return 0;
 }
 
+/* Virtual memory for expandable segments: reservations are ranges of the
+ * same synthetic space; mapping costs nothing. */
+static int space_granularity(void *user, size_t *granularity)
+{
+    (void)user;
+    *granularity = (size_t)2 << 20;
+    return 0;
+}
+
+static int space_reserve(void *user, size_t size, void **va)
+{
+    return space_alloc(user, size, va);
+}
+
+static int space_unreserve(void *user, void *va, size_t size)
+{
+    (void)size;
+    return space_free(user, va);
+}
+
+static int space_map(void *user, void *addr, size_t size)
+{
+    (void)user;
+    (void)addr;
+    (void)size;
+    return 0;
+}
+
+/* The source, with or without virtual memory. */
+static inline vram_pool_source_t space_source(bool vmm)
+{
+    vram_pool_source_t src = {.alloc = space_alloc, .free = space_free, .memory = space_memory};
+    if (vmm) {
+        src.vmm_granularity = space_granularity;
+        src.vmm_reserve = space_reserve;
+        src.vmm_unreserve = space_unreserve;
+        src.vmm_map = space_map;
+        src.vmm_unmap = space_map;
+    }
+    return src;
+}
+
 #endif
