@@ -2,9 +2,12 @@
  * (`device`: each request straight to a simulated GPU, no caching; `malloc`;
  * `torch` and `torch-expandable`: our re-implementation of PyTorch's default
  * caching policy without and with expandable segments), in one run: the
- * same figures as `vram replay --json`. "cost ns" is the time per operation
- * with every device call at the default device cost model (the simulated
- * device's own time taken out), "2nd" the device calls of the second pass.
+ * same figures as `vram replay --json`. "cost ns" is the mean time per
+ * operation with every device call at the default device cost model (the
+ * simulated device's own time taken out); "p50+dev" the median operation
+ * plus the calls' modelled cost spread over the operations (robust when
+ * other work preempts the replay, which inflates means); "2nd" the device
+ * calls of the second pass.
  *
  * Usage: bench_pool_traces [DIR with *.trace (default ../shared/traces)] [repeat (default 3)] */
 #include "pool/replay.h"
@@ -21,8 +24,11 @@ static int by_name(const void *a, const void *b)
 
 static void row(const char *label, const vram_replay_result_t *r)
 {
-    printf("  %-24s %7.0f %7.0f %8.1f %7.0f %8.1f %9.1f %9.1f %7.3f %6llu %6llu %6llu %5llu\n",
+    double device_per_op = r->ops ? r->device_cost_ns / (double)r->ops : 0;
+    printf("  %-24s %7.0f %7.0f %8.1f %7.0f %8.1f %8.1f %9.1f %9.1f %7.3f %6llu %6llu %6llu "
+           "%5llu\n",
            label, r->all.p50, r->all.p99, r->all.mean, r->pair.p50, r->ns_per_op_with_cost,
+           r->all.p50 + device_per_op,
            (double)r->peak_requested_bytes / 1048576.0,
            (double)r->peak_reserved_bytes / 1048576.0, r->fragmentation_ratio,
            (unsigned long long)r->device_allocs, (unsigned long long)(r->device_maps),
@@ -47,9 +53,9 @@ static int bench_trace(const char *path, int repeat)
     }
     printf("\n%s: %zu events, %zu allocations, peak live %.1f MiB; %d passes\n", path, trace.count,
            trace.allocs, (double)trace.peak_live_bytes / 1048576.0, repeat);
-    printf("  %-24s %7s %7s %8s %7s %8s %9s %9s %7s %6s %6s %6s %5s\n", "allocator", "p50 ns",
-           "p99 ns", "mean ns", "pair50", "cost ns", "req MiB", "res MiB", "ratio", "allocs",
-           "maps", "2nd", "OOMs");
+    printf("  %-24s %7s %7s %8s %7s %8s %8s %9s %9s %7s %6s %6s %6s %5s\n", "allocator",
+           "p50 ns", "p99 ns", "mean ns", "pair50", "cost ns", "p50+dev", "req MiB", "res MiB",
+           "ratio", "allocs", "maps", "2nd", "OOMs");
     int rc = 0;
     vram_replay_result_t r;
     for (int s = 0; s < VRAM_POOL_STRATEGY_COUNT_ && !rc; s++) {
