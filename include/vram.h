@@ -333,11 +333,13 @@ VRAM_API int vram_pool_alloc(vram_pool_t *pool, size_t size, void *stream, void 
  * num_invalid_frees, the pool unchanged) for a pointer the pool did not hand
  * out or that was already freed. Thread-safe. */
 VRAM_API int vram_pool_free(vram_pool_t *pool, void *ptr);
-/* Returns every wholly unused segment to the device; *released (may be NULL)
+/* Returns every wholly unused segment to the device, and unmaps the unused
+ * chunks at the end of each expandable segment; *released (may be NULL)
  * gets the bytes returned. Thread-safe. */
 VRAM_API int vram_pool_trim(vram_pool_t *pool, uint64_t *released);
-/* Caps the pool's reserved bytes (0 = no limit); segments already reserved
- * above a new limit are released as they empty. Thread-safe. */
+/* Caps the pool's reserved bytes (0 = no limit; mapped bytes of expandable
+ * segments count); what is reserved above a new limit is released as it
+ * empties. Thread-safe. */
 VRAM_API int vram_pool_set_limit(vram_pool_t *pool, uint64_t limit_bytes);
 
 /* Called, in registration order, when the device (or the limit) refuses a
