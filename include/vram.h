@@ -105,6 +105,8 @@ VRAM_API const char *vram_build_id(void);
       "pool strategy: greedy, balanced, consolidated or fragmentation-aware")                      \
     X(POOL_LIMIT, SIZE_OR_FRACTION, "0", "pool memory limit (bytes or fraction; 0 = none)")        \
     X(POOL_TRACE, STRING, "", "record pool requests to this trace file")                           \
+    X(POOL_EXPANDABLE, STRING, "auto",                                                             \
+      "pool expandable segments: auto (where the device has virtual memory), true or false")       \
     X(SOCKET, STRING, "", "vramd Unix socket (default: runtime dir/vram/vramd.sock)")              \
     X(LISTEN, STRING, "127.0.0.1:7878", "vramd loopback TCP address (empty: none)")                \
     X(DB, STRING, "", "vramd SQLite database (default: state dir/vram/vramd.db)")                  \
@@ -276,6 +278,22 @@ VRAM_API int vram_device_processes(vram_ctx_t *ctx, int index, vram_process_info
  * context did not allocate on that device. Thread-safe. */
 VRAM_API int vram_device_alloc(vram_ctx_t *ctx, int index, size_t size, void **ptr);
 VRAM_API int vram_device_free(vram_ctx_t *ctx, int index, void *ptr);
+/* Virtual device memory (CUDA's VMM API: the cuda backend when the driver
+ * has it, and sim): address space reserved once, backed by physical memory
+ * in chunks mapped on demand. ENOTSUP where there is none (cpu, nvml).
+ * Every size and address is a multiple of the device's granularity
+ * (vram_device_vmm_granularity; 2 MiB on current GPUs). vmm_map backs
+ * [addr, addr + size), inside one reservation and not mapped yet, with new
+ * physical memory readable and writable by the device, counted as device
+ * memory in use (ENOMEM when the device is full); vmm_unmap takes back
+ * exactly what one vmm_map call mapped; vmm_unreserve returns a whole
+ * reservation with nothing mapped in it. EINVAL (nothing changed) for
+ * anything else. Thread-safe. */
+VRAM_API int vram_device_vmm_granularity(vram_ctx_t *ctx, int index, size_t *granularity);
+VRAM_API int vram_device_vmm_reserve(vram_ctx_t *ctx, int index, size_t size, void **va);
+VRAM_API int vram_device_vmm_unreserve(vram_ctx_t *ctx, int index, void *va, size_t size);
+VRAM_API int vram_device_vmm_map(vram_ctx_t *ctx, int index, void *addr, size_t size);
+VRAM_API int vram_device_vmm_unmap(vram_ctx_t *ctx, int index, void *addr, size_t size);
 /* Operator switch (per context): DISABLED devices are skipped by selection
  * and refuse allocations. */
 VRAM_API int vram_device_set_disabled(vram_ctx_t *ctx, int index, bool disabled);
@@ -314,16 +332,26 @@ VRAM_API int vram_pool_strategy_parse(const char *text, vram_pool_strategy_t *ou
 /* Creation parameters. limit_bytes (0 = none) wins over limit_fraction (of the
  * device's total, 0 = none). trace_path: record requests there (NULL = none;
  * "%d" is replaced by the device index). */
+typedef enum {
+    VRAM_POOL_EXPANDABLE_AUTO, /* on where the device has virtual memory (cuda with VMM, sim) */
+    VRAM_POOL_EXPANDABLE_ON,   /* on; the pool falls back to segments where unsupported */
+    VRAM_POOL_EXPANDABLE_OFF,  /* one device allocation per segment */
+} vram_pool_expandable_t;
+
+/* expandable: whether segments are ranges of reserved address space backed
+ * granule by granule (docs/pool.md, "Expandable segments"). */
 typedef struct {
     vram_pool_strategy_t strategy;
     uint64_t limit_bytes;
     double limit_fraction;
     const char *trace_path;
+    vram_pool_expandable_t expandable;
 } vram_pool_config_t;
 
 /* Fills *cfg from the options VRAM_POOL_STRATEGY, VRAM_POOL_LIMIT (a fraction
- * stays a fraction) and VRAM_POOL_TRACE (the pointer stays valid until the
- * option changes). EINVAL names a bad option value; *cfg is untouched then. */
+ * stays a fraction), VRAM_POOL_TRACE (the pointer stays valid until the
+ * option changes) and VRAM_POOL_EXPANDABLE. EINVAL names a bad option value;
+ * *cfg is untouched then. */
 VRAM_API int vram_pool_config_from_options(vram_pool_config_t *cfg);
 
 /* Creates a pool on device `device` of `ctx` (cuda, sim or cpu backend); cfg
@@ -347,11 +375,13 @@ VRAM_API int vram_pool_alloc(vram_pool_t *pool, size_t size, void *stream, void 
  * num_invalid_frees, the pool unchanged) for a pointer the pool did not hand
  * out or that was already freed. Thread-safe. */
 VRAM_API int vram_pool_free(vram_pool_t *pool, void *ptr);
-/* Returns every wholly unused segment to the device; *released (may be NULL)
+/* Returns every wholly unused segment to the device, and unmaps the unused
+ * chunks at the end of each expandable segment; *released (may be NULL)
  * gets the bytes returned. Thread-safe. */
 VRAM_API int vram_pool_trim(vram_pool_t *pool, uint64_t *released);
-/* Caps the pool's reserved bytes (0 = no limit); segments already reserved
- * above a new limit are released as they empty. Thread-safe. */
+/* Caps the pool's reserved bytes (0 = no limit; mapped bytes of expandable
+ * segments count); what is reserved above a new limit is released as it
+ * empties. Thread-safe. */
 VRAM_API int vram_pool_set_limit(vram_pool_t *pool, uint64_t limit_bytes);
 
 /* Called, in registration order, when the device (or the limit) refuses a
@@ -395,6 +425,7 @@ typedef struct {
     uint64_t limit_bytes;        /* 0 = none */
     double fragmentation;        /* 1 - largest free block / (reserved - allocated); 0 if none */
     double efficiency;           /* requested / reserved bytes; 1 when nothing is reserved */
+    uint64_t num_device_map, num_device_unmap; /* chunks mapped / unmapped (expandable) */
 } vram_pool_stats_t;
 
 /* A consistent copy of the statistics. Thread-safe. */

@@ -1,6 +1,7 @@
 /* Cost of an alloc+free pair in the pool with 1,000 / 10,000 / 100,000 live
- * blocks, sizes log-uniform 512 B - 64 MiB, every strategy, with glibc
- * malloc on the same request stream as a reference.
+ * blocks, sizes log-uniform 512 B - 64 MiB, every strategy with segments
+ * and BALANCED with expandable segments (mapping costs nothing here), with
+ * glibc malloc on the same request stream as a reference.
  *
  * A pair frees a random live block and allocates a new one of a random size
  * in its place, so the number of live blocks stays fixed; randomness is drawn
@@ -29,6 +30,7 @@
  *
  * Usage: bench_pool_mix [pairs per size (default 200000)] [rounds (default 3)] */
 #include "pool/pool_internal.h"
+#include "space_source.h"
 
 #include <math.h>
 #include <stdbool.h>
@@ -36,30 +38,6 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
-
-static uintptr_t next_addr = (uintptr_t)1 << 44;
-
-static int space_alloc(void *user, size_t size, void **ptr)
-{
-    (void)user;
-    *ptr = (void *)next_addr;
-    next_addr += (size + ((size_t)2 << 20)) & ~(((size_t)2 << 20) - 1);
-    return 0;
-}
-
-static int space_free(void *user, void *ptr)
-{
-    (void)user;
-    (void)ptr;
-    return 0;
-}
-
-static int space_memory(void *user, uint64_t *total, uint64_t *free_bytes)
-{
-    (void)user;
-    *total = *free_bytes = (uint64_t)1 << 46;
-    return 0;
-}
 
 static uint64_t rng = 0x2545F4914F6CDD1Dull;
 
@@ -159,10 +137,10 @@ static void run_empty(const workload_t *w, uint32_t *ns, figures_t *out)
 
 /* Warm-up pairs (untimed) let the cache reach its steady state first.
  * harness_timed: whether the live array access is inside the timed region. */
-static int run_pool(const workload_t *w, vram_pool_strategy_t strategy, bool harness_timed,
-                    uint32_t *ns, figures_t *out, vram_pool_stats_t *stats)
+static int run_pool(const workload_t *w, vram_pool_strategy_t strategy, bool expandable,
+                    bool harness_timed, uint32_t *ns, figures_t *out, vram_pool_stats_t *stats)
 {
-    vram_pool_source_t src = {space_alloc, space_free, space_memory, NULL, 0};
+    vram_pool_source_t src = space_source(expandable);
     vram_pool_config_t cfg = {.strategy = strategy};
     vram_pool_t *pool;
     if (vram_pool_create_on(&src, &cfg, &pool)) return -1;
@@ -264,6 +242,14 @@ static double load_latency_ns(size_t bytes)
     return ns;
 }
 
+/* Row s of the tables: strategy s with segments, or (the last row)
+ * BALANCED with expandable segments. */
+static const char *row_name(int s)
+{
+    return s < VRAM_POOL_STRATEGY_COUNT_ ? vram_pool_strategy_name((vram_pool_strategy_t)s)
+                                         : "balanced, expandable";
+}
+
 #define LIVES      3
 #define MAX_ROUNDS 15
 
@@ -309,7 +295,10 @@ int main(int argc, char **argv)
     workload_t w[LIVES];
     for (int l = 0; l < LIVES; l++)
         make_workload(&w[l], lives[l], pairs);
-    series_t series[VRAM_POOL_STRATEGY_COUNT_][LIVES];
+    /* Rows: every strategy with segments, then BALANCED with expandable
+     * segments (the default where the device has virtual memory). */
+    enum { ROWS = VRAM_POOL_STRATEGY_COUNT_ + 1 };
+    series_t series[ROWS][LIVES];
     double latency[MAX_ROUNDS];
     for (int r = 0; r < rounds; r++) {
         latency[r] = load_latency_ns((size_t)16 << 20);
@@ -322,16 +311,19 @@ int main(int argc, char **argv)
             run_empty(&w[l], ns, &e);
             printf("%-26s %8zu %8.0f %8.0f %8.1f %10s %9s %9s\n", "empty allocator", lives[l],
                    e.p50, e.p99, e.mean, "-", "-", "-");
-            for (int s = 0; s < VRAM_POOL_STRATEGY_COUNT_; s++) {
+            for (int s = 0; s < ROWS; s++) {
                 figures_t f, own;
                 vram_pool_stats_t st, st_own;
-                if (run_pool(&w[l], (vram_pool_strategy_t)s, true, ns, &f, &st) ||
-                    run_pool(&w[l], (vram_pool_strategy_t)s, false, ns, &own, &st_own)) {
+                bool expandable = s == VRAM_POOL_STRATEGY_COUNT_;
+                vram_pool_strategy_t strategy =
+                    expandable ? VRAM_POOL_BALANCED : (vram_pool_strategy_t)s;
+                if (run_pool(&w[l], strategy, expandable, true, ns, &f, &st) ||
+                    run_pool(&w[l], strategy, expandable, false, ns, &own, &st_own)) {
                     fprintf(stderr, "pool failed: %s\n", vram_last_error());
                     return 1;
                 }
                 printf("pool %-21s %8zu %8.0f %8.0f %8.1f %10lld %9.3f %9.0f\n",
-                       vram_pool_strategy_name((vram_pool_strategy_t)s), lives[l], f.p50, f.p99,
+                       row_name(s), lives[l], f.p50, f.p99,
                        f.mean, (long long)st.segment[VRAM_POOL_STAT_ALL].current,
                        (double)st.reserved_bytes[VRAM_POOL_STAT_ALL].current /
                            (double)st.requested_bytes[VRAM_POOL_STAT_ALL].current,
@@ -356,10 +348,9 @@ int main(int argc, char **argv)
     print_spread(latency, rounds, " ns");
     printf("\n%-21s %-9s %20s %20s %20s %22s\n", "strategy", "figure", "1k live", "10k live",
            "100k live", "growth 1k -> 100k");
-    for (int s = 0; s < VRAM_POOL_STRATEGY_COUNT_; s++) {
+    for (int s = 0; s < ROWS; s++) {
         for (int own = 0; own < 2; own++) {
-            printf("%-21s %-9s", vram_pool_strategy_name((vram_pool_strategy_t)s),
-                   own ? "pool p50" : "p50");
+            printf("%-21s %-9s", row_name(s), own ? "pool p50" : "p50");
             double growth[MAX_ROUNDS];
             for (int l = 0; l < LIVES; l++) {
                 print_spread(own ? series[s][l].own : series[s][l].p50, rounds, " ns");

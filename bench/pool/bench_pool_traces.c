@@ -1,6 +1,13 @@
-/* Every strategy on every recorded trace, side by side with the `device`
- * baseline (each request straight to a simulated GPU, no caching) and the
- * `malloc` baseline, in one run: the same figures as `vram replay --json`.
+/* Every strategy on every recorded trace, side by side with the baselines
+ * (`device`: each request straight to a simulated GPU, no caching; `malloc`;
+ * `torch` and `torch-expandable`: our re-implementation of PyTorch's default
+ * caching policy without and with expandable segments), in one run: the
+ * same figures as `vram replay --json`. "cost ns" is the mean time per
+ * operation with every device call at the default device cost model (the
+ * simulated device's own time taken out); "p50+dev" the median operation
+ * plus the calls' modelled cost spread over the operations (robust when
+ * other work preempts the replay, which inflates means); "2nd" the device
+ * calls of the second pass.
  *
  * Usage: bench_pool_traces [DIR with *.trace (default ../shared/traces)] [repeat (default 3)] */
 #include "pool/replay.h"
@@ -17,10 +24,18 @@ static int by_name(const void *a, const void *b)
 
 static void row(const char *label, const vram_replay_result_t *r)
 {
-    printf("  %-22s %7.0f %7.0f %8.1f %7.0f %9.1f %9.1f %7.3f %8llu %5llu\n", label, r->all.p50,
-           r->all.p99, r->all.mean, r->pair.p50, (double)r->peak_requested_bytes / 1048576.0,
+    double device_per_op = r->ops ? r->device_cost_ns / (double)r->ops : 0;
+    printf("  %-24s %7.0f %7.0f %8.1f %7.0f %8.1f %8.1f %9.1f %9.1f %7.3f %6llu %6llu %6llu "
+           "%5llu\n",
+           label, r->all.p50, r->all.p99, r->all.mean, r->pair.p50, r->ns_per_op_with_cost,
+           r->all.p50 + device_per_op,
+           (double)r->peak_requested_bytes / 1048576.0,
            (double)r->peak_reserved_bytes / 1048576.0, r->fragmentation_ratio,
-           (unsigned long long)r->device_allocs, (unsigned long long)r->ooms);
+           (unsigned long long)r->device_allocs, (unsigned long long)(r->device_maps),
+           (unsigned long long)(r->second_pass_device_calls == UINT64_MAX
+                                    ? 0
+                                    : r->second_pass_device_calls),
+           (unsigned long long)r->ooms);
 }
 
 static int bench_trace(const char *path, int repeat)
@@ -38,23 +53,27 @@ static int bench_trace(const char *path, int repeat)
     }
     printf("\n%s: %zu events, %zu allocations, peak live %.1f MiB; %d passes\n", path, trace.count,
            trace.allocs, (double)trace.peak_live_bytes / 1048576.0, repeat);
-    printf("  %-22s %7s %7s %8s %7s %9s %9s %7s %8s %5s\n", "allocator", "p50 ns", "p99 ns",
-           "mean ns", "pair50", "req MiB", "res MiB", "ratio", "dev alloc", "OOMs");
+    printf("  %-24s %7s %7s %8s %7s %8s %8s %9s %9s %7s %6s %6s %6s %5s\n", "allocator",
+           "p50 ns", "p99 ns", "mean ns", "pair50", "cost ns", "p50+dev", "req MiB", "res MiB",
+           "ratio", "allocs", "maps", "2nd", "OOMs");
     int rc = 0;
     vram_replay_result_t r;
     for (int s = 0; s < VRAM_POOL_STRATEGY_COUNT_ && !rc; s++) {
         vram_replay_config_t cfg = {.mode = VRAM_REPLAY_POOL,
                                     .strategy = (vram_pool_strategy_t)s,
                                     .repeat = repeat,
-                                    .ctx = dev.ctx};
+                                    .ctx = dev.ctx,
+                                    .cost = VRAM_DEVICE_COST_DEFAULT};
         char label[64];
         snprintf(label, sizeof label, "pool %s", vram_pool_strategy_name(cfg.strategy));
         rc = vram_replay_run(&trace, &cfg, &r);
         if (!rc) row(label, &r);
     }
-    for (int m = VRAM_REPLAY_DEVICE; m <= VRAM_REPLAY_MALLOC && !rc; m++) {
-        vram_replay_config_t cfg = {
-            .mode = (vram_replay_mode_t)m, .repeat = repeat, .ctx = dev.ctx};
+    for (int m = VRAM_REPLAY_DEVICE; m < VRAM_REPLAY_MODE_COUNT_ && !rc; m++) {
+        vram_replay_config_t cfg = {.mode = (vram_replay_mode_t)m,
+                                    .repeat = repeat,
+                                    .ctx = dev.ctx,
+                                    .cost = VRAM_DEVICE_COST_DEFAULT};
         char label[64];
         snprintf(label, sizeof label, "baseline %s", vram_replay_mode_name(cfg.mode));
         rc = vram_replay_run(&trace, &cfg, &r);

@@ -11,17 +11,25 @@
 
 static void usage(FILE *out)
 {
-    fprintf(out, "usage: vram replay TRACE [--strategy S] [--baseline B] [--repeat N]\n"
-                 "                   [--device-mem SIZE] [--json]\n\n"
+    fprintf(out, "usage: vram replay TRACE [--strategy S] [--expandable auto|true|false]\n"
+                 "                   [--baseline B] [--repeat N] [--device-mem SIZE]\n"
+                 "                   [--device-cost COSTS] [--json]\n\n"
                  "Replays an allocation trace (\"a <id> <size>\" / \"f <id>\" lines, see\n"
                  "docs/pool.md) through the caching pool on a private simulated GPU and prints\n"
                  "the cost of each request and how much memory the pool reserved.\n\n"
                  "  --strategy S      greedy, balanced (default), consolidated or\n"
                  "                    fragmentation-aware\n"
+                 "  --expandable E    the pool's expandable segments: auto (default: on, the\n"
+                 "                    simulated GPU has virtual memory), true or false\n"
                  "  --baseline B      none (the pool, default), device (every request straight\n"
-                 "                    to the device, no caching) or malloc (the C library)\n"
+                 "                    to the device, no caching), malloc (the C library),\n"
+                 "                    torch (PyTorch's default caching policy) or\n"
+                 "                    torch-expandable (the same with expandable segments)\n"
                  "  --repeat N        replay N times through the same pool (default 1)\n"
                  "  --device-mem SIZE size of the simulated GPU (default: fits the trace)\n"
+                 "  --device-cost alloc=US,free=US,map=US\n"
+                 "                    what a real GPU's calls cost, added to the time per op\n"
+                 "                    (default alloc=50,free=14,map=20; docs/pool.md)\n"
                  "  --json            machine-readable output\n"
                  "  -h, --help        this help\n\n"
                  "Exit status: 0 ok, 1 runtime error or malformed trace, 2 usage error.\n");
@@ -49,6 +57,10 @@ static void print_json(const char *path, const vram_replay_config_t *cfg, uint64
                         cfg->mode == VRAM_REPLAY_POOL
                             ? json_string(vram_pool_strategy_name(cfg->strategy))
                             : json_null());
+    json_object_set_new(o, "expandable", cfg->mode == VRAM_REPLAY_POOL
+                                             ? json_boolean(cfg->expandable !=
+                                                            VRAM_POOL_EXPANDABLE_OFF)
+                                             : json_null());
     json_object_set_new(o, "repeat", json_integer(cfg->repeat));
     json_object_set_new(o, "device_mem_bytes", json_integer((json_int_t)device_mem));
     json_object_set_new(o, "ops", json_integer((json_int_t)r->ops));
@@ -62,6 +74,19 @@ static void print_json(const char *path, const vram_replay_config_t *cfg, uint64
     json_object_set_new(o, "fragmentation_ratio", json_real(r->fragmentation_ratio));
     json_object_set_new(o, "device_allocs", json_integer((json_int_t)r->device_allocs));
     json_object_set_new(o, "device_frees", json_integer((json_int_t)r->device_frees));
+    json_object_set_new(o, "device_maps", json_integer((json_int_t)r->device_maps));
+    json_object_set_new(o, "device_unmaps", json_integer((json_int_t)r->device_unmaps));
+    json_object_set_new(o, "first_pass_device_calls",
+                        json_integer((json_int_t)r->first_pass_device_calls));
+    json_object_set_new(o, "second_pass_device_calls",
+                        r->second_pass_device_calls == UINT64_MAX
+                            ? json_null()
+                            : json_integer((json_int_t)r->second_pass_device_calls));
+    json_object_set_new(o, "device_cost_us",
+                        json_pack("{s:f,s:f,s:f}", "alloc", cfg->cost.alloc_us, "free",
+                                  cfg->cost.free_us, "map", cfg->cost.map_us));
+    json_object_set_new(o, "device_cost_ns", json_real(r->device_cost_ns));
+    json_object_set_new(o, "ns_per_op_with_device_cost", json_real(r->ns_per_op_with_cost));
     json_object_set_new(o, "ooms", json_integer((json_int_t)r->ooms));
     json_object_set_new(o, "timer_overhead_ns", json_real(r->timer_overhead_ns));
     cli_print_json(o);
@@ -73,7 +98,8 @@ static void print_table(const char *path, const vram_replay_config_t *cfg, uint6
     char a[32], b[32], c[32];
     printf("trace      %s\n", path);
     if (cfg->mode == VRAM_REPLAY_POOL)
-        printf("allocator  pool, strategy %s\n", vram_pool_strategy_name(cfg->strategy));
+        printf("allocator  pool, strategy %s, %s\n", vram_pool_strategy_name(cfg->strategy),
+               cfg->expandable == VRAM_POOL_EXPANDABLE_OFF ? "segments" : "expandable segments");
     else
         printf("allocator  baseline %s\n", vram_replay_mode_name(cfg->mode));
     printf("device     simulated, %s; %d pass%s\n", vram_format_size(device_mem, a, sizeof a),
@@ -93,6 +119,14 @@ static void print_table(const char *path, const vram_replay_config_t *cfg, uint6
     printf("fragmentation ratio %.3f (peak reserved / peak requested)\n", r->fragmentation_ratio);
     printf("device allocs/frees %llu / %llu\n", (unsigned long long)r->device_allocs,
            (unsigned long long)r->device_frees);
+    if (r->device_maps || r->device_unmaps)
+        printf("device maps/unmaps  %llu / %llu\n", (unsigned long long)r->device_maps,
+               (unsigned long long)r->device_unmaps);
+    printf("device calls        %llu in the first pass", (unsigned long long)r->first_pass_device_calls);
+    if (r->second_pass_device_calls != UINT64_MAX)
+        printf(", %llu in the second", (unsigned long long)r->second_pass_device_calls);
+    printf("\nwith device costs   %.1f ns per op (alloc %g us, free %g us, map %g us per call)\n",
+           r->ns_per_op_with_cost, cfg->cost.alloc_us, cfg->cost.free_us, cfg->cost.map_us);
     printf("OOMs                %llu\n", (unsigned long long)r->ooms);
 }
 
@@ -100,13 +134,17 @@ int vram_cli_replay(int argc, char **argv)
 {
     static const struct option longopts[] = {{"strategy", required_argument, NULL, 's'},
                                              {"baseline", required_argument, NULL, 'b'},
+                                             {"expandable", required_argument, NULL, 'e'},
                                              {"repeat", required_argument, NULL, 'r'},
                                              {"device-mem", required_argument, NULL, 'm'},
+                                             {"device-cost", required_argument, NULL, 'c'},
                                              {"json", no_argument, NULL, 'j'},
                                              {"help", no_argument, NULL, 'h'},
                                              {NULL, 0, NULL, 0}};
-    vram_replay_config_t cfg = {
-        .mode = VRAM_REPLAY_POOL, .strategy = VRAM_POOL_BALANCED, .repeat = 1};
+    vram_replay_config_t cfg = {.mode = VRAM_REPLAY_POOL,
+                                .strategy = VRAM_POOL_BALANCED,
+                                .repeat = 1,
+                                .cost = VRAM_DEVICE_COST_DEFAULT};
     uint64_t device_mem = 0;
     bool json = false;
     int opt;
@@ -118,15 +156,16 @@ int vram_cli_replay(int argc, char **argv)
                 return cli_usage_error("replay", "--strategy: %s", vram_last_error());
             break;
         case 'b':
-            if (!strcmp(optarg, "none"))
-                cfg.mode = VRAM_REPLAY_POOL;
-            else if (!strcmp(optarg, "device"))
-                cfg.mode = VRAM_REPLAY_DEVICE;
-            else if (!strcmp(optarg, "malloc"))
-                cfg.mode = VRAM_REPLAY_MALLOC;
-            else
-                return cli_usage_error("replay", "--baseline \"%s\": use none, device or malloc",
-                                       optarg);
+            if (vram_replay_mode_parse(optarg, &cfg.mode))
+                return cli_usage_error("replay", "--baseline: %s", vram_last_error());
+            break;
+        case 'e':
+            if (vram_pool_expandable_parse(optarg, &cfg.expandable))
+                return cli_usage_error("replay", "--expandable: %s", vram_last_error());
+            break;
+        case 'c':
+            if (vram_device_cost_parse(optarg, &cfg.cost))
+                return cli_usage_error("replay", "--device-cost: %s", vram_last_error());
             break;
         case 'r': {
             char *end;

@@ -21,6 +21,14 @@ typedef struct vram_backend_ops {
     int (*processes)(void *state, int index, vram_process_info_t *procs, size_t cap, size_t *count);
     int (*alloc)(void *state, int index, size_t size, void **ptr);
     int (*free)(void *state, int index, void *ptr);
+    /* Virtual memory (CUDA's VMM API), NULL where the backend has none (cpu,
+     * nvml, a driver without it). See vram_device_vmm_* in vram.h for the
+     * contract; the context checks NULL arguments, the backend the rest. */
+    int (*vmm_granularity)(void *state, int index, size_t *granularity);
+    int (*vmm_reserve)(void *state, int index, size_t size, void **va);
+    int (*vmm_unreserve)(void *state, int index, void *va, size_t size);
+    int (*vmm_map)(void *state, int index, void *addr, size_t size);
+    int (*vmm_unmap)(void *state, int index, void *addr, size_t size);
 } vram_backend_ops_t;
 
 /* Resets *out to "nothing known yet" for device `index` of `backend`: the

@@ -396,6 +396,88 @@ int vram_device_free(vram_ctx_t *ctx, int index, void *ptr)
     return call_device(ctx, index, free_call, &args);
 }
 
+/* ---- virtual device memory (vram_device_vmm_*) ------------------------ */
+
+typedef enum { VMM_GRANULARITY, VMM_RESERVE, VMM_UNRESERVE, VMM_MAP, VMM_UNMAP } vmm_op_t;
+
+typedef struct {
+    vmm_op_t op;
+    size_t size;
+    void *addr;
+} vmm_args_t;
+
+static int vmm_call(vram_ctx_t *ctx, int index, void *arg)
+{
+    vmm_args_t *a = arg;
+    const vram_backend_ops_t *o = ctx->ops;
+    switch (a->op) {
+    case VMM_GRANULARITY:
+        return o->vmm_granularity(ctx->state, index, &a->size);
+    case VMM_RESERVE:
+        return o->vmm_reserve(ctx->state, index, a->size, &a->addr);
+    case VMM_UNRESERVE:
+        return o->vmm_unreserve(ctx->state, index, a->addr, a->size);
+    case VMM_MAP:
+        return o->vmm_map(ctx->state, index, a->addr, a->size);
+    case VMM_UNMAP:
+        return o->vmm_unmap(ctx->state, index, a->addr, a->size);
+    }
+    return VRAM_EINVAL;
+}
+
+static int vmm(vram_ctx_t *ctx, int index, vmm_args_t *a, const char *name)
+{
+    int rc = check_device(ctx, index);
+    if (rc) return rc;
+    /* A backend has all five or none. */
+    if (!ctx->ops->vmm_granularity)
+        return vram_fail(VRAM_ENOTSUP, "%s: the %s backend has no virtual memory management", name,
+                         ctx->ops->name);
+    if (a->op == VMM_MAP) {
+        pthread_mutex_lock(&ctx->lock);
+        bool disabled = ctx->devices[index].disabled;
+        pthread_mutex_unlock(&ctx->lock);
+        if (disabled) return vram_fail(VRAM_ESTATE, "device %d is disabled", index);
+    }
+    return call_device(ctx, index, vmm_call, a);
+}
+
+int vram_device_vmm_granularity(vram_ctx_t *ctx, int index, size_t *granularity)
+{
+    if (!granularity) return vram_fail(VRAM_EINVAL, "vram_device_vmm_granularity: NULL argument");
+    vmm_args_t a = {VMM_GRANULARITY, 0, NULL};
+    int rc = vmm(ctx, index, &a, "vram_device_vmm_granularity");
+    if (!rc) *granularity = a.size;
+    return rc;
+}
+
+int vram_device_vmm_reserve(vram_ctx_t *ctx, int index, size_t size, void **va)
+{
+    if (!va) return vram_fail(VRAM_EINVAL, "vram_device_vmm_reserve: NULL argument");
+    vmm_args_t a = {VMM_RESERVE, size, NULL};
+    int rc = vmm(ctx, index, &a, "vram_device_vmm_reserve");
+    if (!rc) *va = a.addr;
+    return rc;
+}
+
+int vram_device_vmm_unreserve(vram_ctx_t *ctx, int index, void *va, size_t size)
+{
+    vmm_args_t a = {VMM_UNRESERVE, size, va};
+    return vmm(ctx, index, &a, "vram_device_vmm_unreserve");
+}
+
+int vram_device_vmm_map(vram_ctx_t *ctx, int index, void *addr, size_t size)
+{
+    vmm_args_t a = {VMM_MAP, size, addr};
+    return vmm(ctx, index, &a, "vram_device_vmm_map");
+}
+
+int vram_device_vmm_unmap(vram_ctx_t *ctx, int index, void *addr, size_t size)
+{
+    vmm_args_t a = {VMM_UNMAP, size, addr};
+    return vmm(ctx, index, &a, "vram_device_vmm_unmap");
+}
+
 int vram_device_set_disabled(vram_ctx_t *ctx, int index, bool disabled)
 {
     int rc = check_device(ctx, index);

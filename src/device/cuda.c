@@ -23,7 +23,11 @@ typedef struct {
     CUdevice dev;
     CUcontext ctx;      /* retained primary context, NULL until first needed */
     vram_map_t sizes;   /* live allocations: address -> bytes */
-    uint64_t allocated; /* sum of the live allocations' bytes */
+    uint64_t allocated; /* sum of the live allocations' (and mapped chunks') bytes */
+    /* Virtual memory: reservations (address -> bytes) and mapped chunks
+     * (address -> handle, address -> bytes); granularity 0 until asked. */
+    vram_map_t reservations, chunk_handles, chunk_bytes;
+    size_t granularity;
 } cuda_device_t;
 
 typedef struct {
@@ -46,6 +50,15 @@ typedef struct {
         cu_mem_alloc_fn mem_alloc;
         cu_mem_free_fn mem_free;
         cu_get_error_text_fn error_name, error_string;
+        /* virtual memory management: all or none (see vmm_loaded) */
+        cu_mem_get_allocation_granularity_fn mem_granularity;
+        cu_mem_address_reserve_fn mem_address_reserve;
+        cu_mem_address_free_fn mem_address_free;
+        cu_mem_create_fn mem_create;
+        cu_mem_release_fn mem_release;
+        cu_mem_map_fn mem_map;
+        cu_mem_unmap_fn mem_unmap;
+        cu_mem_set_access_fn mem_set_access;
     } fn;
     int driver_version;
     int count;
@@ -150,6 +163,14 @@ static void load_symbols(cuda_state_t *st)
     VRAM_DRIVER_LOAD(lib, st->fn.mem_get_info, "cuMemGetInfo_v2");
     VRAM_DRIVER_LOAD(lib, st->fn.mem_alloc, "cuMemAlloc_v2");
     VRAM_DRIVER_LOAD(lib, st->fn.mem_free, "cuMemFree_v2");
+    VRAM_DRIVER_LOAD(lib, st->fn.mem_granularity, "cuMemGetAllocationGranularity");
+    VRAM_DRIVER_LOAD(lib, st->fn.mem_address_reserve, "cuMemAddressReserve");
+    VRAM_DRIVER_LOAD(lib, st->fn.mem_address_free, "cuMemAddressFree");
+    VRAM_DRIVER_LOAD(lib, st->fn.mem_create, "cuMemCreate");
+    VRAM_DRIVER_LOAD(lib, st->fn.mem_release, "cuMemRelease");
+    VRAM_DRIVER_LOAD(lib, st->fn.mem_map, "cuMemMap");
+    VRAM_DRIVER_LOAD(lib, st->fn.mem_unmap, "cuMemUnmap");
+    VRAM_DRIVER_LOAD(lib, st->fn.mem_set_access, "cuMemSetAccess");
     VRAM_DRIVER_LOAD(lib, st->fn.error_name, "cuGetErrorName");
     VRAM_DRIVER_LOAD(lib, st->fn.error_string, "cuGetErrorString");
 }
@@ -213,6 +234,8 @@ static void free_one(uint64_t addr, uint64_t bytes, void *arg)
     st->fn.mem_free((CUdeviceptr)addr);
 }
 
+static void cuda_vmm_close(cuda_state_t *st, cuda_device_t *d);
+
 static void cuda_close(void *state)
 {
     cuda_state_t *st = state;
@@ -223,8 +246,9 @@ static void cuda_close(void *state)
             /* Allocations left behind are freed: the primary context may outlive
              * us (the CUDA runtime shares it), and with it the memory. */
             CUcontext prev = NULL;
-            if (d->sizes.count && enter_ctx(st, i, &prev) == 0) {
+            if ((d->sizes.count || d->reservations.count) && enter_ctx(st, i, &prev) == 0) {
                 vram_map_each(&d->sizes, free_one, st);
+                cuda_vmm_close(st, d);
                 leave_ctx(st, i, prev);
             }
             /* The thread's current context is left alone even when it is
@@ -233,6 +257,9 @@ static void cuda_close(void *state)
             st->fn.ctx_release(d->dev);
         }
         vram_map_clear(&d->sizes);
+        vram_map_clear(&d->reservations);
+        vram_map_clear(&d->chunk_handles);
+        vram_map_clear(&d->chunk_bytes);
     }
     free(st->devices);
     vram_driver_dlclose(st->lib);
@@ -387,7 +414,7 @@ static int cuda_processes(void *state, int index, vram_process_info_t *procs, si
     int rc = check_index(st, index);
     if (rc) return rc;
     const cuda_device_t *d = &st->devices[index];
-    if (!d->sizes.count) return 0;
+    if (!d->allocated) return 0;
     if (cap > 0) {
         procs[0].pid = getpid();
         procs[0].used_bytes = d->allocated;
@@ -448,6 +475,209 @@ static int cuda_free(void *state, int index, void *ptr)
     return 0;
 }
 
+/* ---- virtual memory (VMM): reservations backed by mapped chunks ------- */
+
+/* Each chunk is one cuMemCreate'd handle mapped at one address and made
+ * readable and writable by its device (cuMemSetAccess, without which the
+ * device may not touch it); unmapping releases the handle too, and a
+ * reservation goes back only with nothing mapped: the order the driver API
+ * reference prescribes. Arguments are checked here against what we reserved
+ * and mapped, so a contract violation is EINVAL, not a driver error. */
+
+static bool vmm_loaded(const cuda_state_t *st)
+{
+    return st->fn.mem_granularity && st->fn.mem_address_reserve && st->fn.mem_address_free &&
+           st->fn.mem_create && st->fn.mem_release && st->fn.mem_map && st->fn.mem_unmap &&
+           st->fn.mem_set_access;
+}
+
+static CUmemAllocationProp device_prop(const cuda_device_t *d)
+{
+    CUmemAllocationProp prop;
+    memset(&prop, 0, sizeof prop);
+    prop.type = CU_MEM_ALLOCATION_TYPE_PINNED;
+    prop.requestedHandleTypes = CU_MEM_HANDLE_TYPE_NONE;
+    prop.location.type = CU_MEM_LOCATION_TYPE_DEVICE;
+    prop.location.id = d->dev;
+    return prop;
+}
+
+static int cuda_vmm_granularity(void *state, int index, size_t *granularity)
+{
+    cuda_state_t *st = state;
+    int rc = check_index(st, index);
+    if (rc) return rc;
+    cuda_device_t *d = &st->devices[index];
+    if (d->granularity) {
+        *granularity = d->granularity;
+        return 0;
+    }
+    int supported = 0;
+    if (vmm_loaded(st)) {
+        rc = read_attribute(st, index, CU_DEVICE_ATTRIBUTE_VIRTUAL_MEMORY_MANAGEMENT_SUPPORTED,
+                            &supported);
+        if (rc) return rc;
+    }
+    if (!supported)
+        return vram_fail(VRAM_ENOTSUP, "cuda: device %d (driver %s) has no virtual memory management",
+                         index, st->path);
+    CUmemAllocationProp prop = device_prop(d);
+    size_t g = 0;
+    CUresult r = st->fn.mem_granularity(&g, &prop, CU_MEM_ALLOC_GRANULARITY_MINIMUM);
+    if (r != CUDA_SUCCESS) return cuda_fail(st, r, "cuMemGetAllocationGranularity", index);
+    if (!g || (g & (g - 1)))
+        return vram_fail(VRAM_EDRIVER, "cuda: device %d reports granularity %zu", index, g);
+    d->granularity = g;
+    *granularity = g;
+    return 0;
+}
+
+/* The granularity, and whether size (and addr) are multiples of it. */
+static int check_granules(cuda_state_t *st, int index, uint64_t addr, size_t size,
+                          const char *what)
+{
+    size_t g;
+    int rc = cuda_vmm_granularity(st, index, &g);
+    if (rc) return rc;
+    if (!size || size % g || addr % g)
+        return vram_fail(VRAM_EINVAL,
+                         "cuda: %s of %zu bytes at %#llx is not a multiple of the granularity "
+                         "(%zu) on device %d",
+                         what, size, (unsigned long long)addr, g, index);
+    return 0;
+}
+
+static int cuda_vmm_reserve(void *state, int index, size_t size, void **va)
+{
+    cuda_state_t *st = state;
+    int rc = check_granules(st, index, 0, size, "a reservation");
+    if (rc) return rc;
+    cuda_device_t *d = &st->devices[index];
+    if (!vram_map_reserve(&d->reservations, 1))
+        return vram_fail(VRAM_ENOMEM, "cuda: out of host memory tracking a reservation");
+    CUcontext prev;
+    rc = enter_ctx(st, index, &prev);
+    if (rc) return rc;
+    CUdeviceptr addr = 0;
+    CUresult r = st->fn.mem_address_reserve(&addr, size, d->granularity, 0, 0);
+    leave_ctx(st, index, prev);
+    if (r != CUDA_SUCCESS) return cuda_fail(st, r, "cuMemAddressReserve", index);
+    vram_map_put(&d->reservations, addr, size);
+    *va = (void *)(uintptr_t)addr;
+    return 0;
+}
+
+static int cuda_vmm_unreserve(void *state, int index, void *va, size_t size)
+{
+    cuda_state_t *st = state;
+    int rc = check_index(st, index);
+    if (rc) return rc;
+    cuda_device_t *d = &st->devices[index];
+    uint64_t addr = (uint64_t)(uintptr_t)va, bytes = 0;
+    if (!vram_map_get(&d->reservations, addr, &bytes) || bytes != size)
+        return vram_fail(VRAM_EINVAL, "cuda: %p (%zu bytes) is not a reservation on device %d", va,
+                         size, index);
+    CUcontext prev;
+    rc = enter_ctx(st, index, &prev);
+    if (rc) return rc;
+    CUresult r = st->fn.mem_address_free(addr, size);
+    leave_ctx(st, index, prev);
+    if (r != CUDA_SUCCESS) return cuda_fail(st, r, "cuMemAddressFree", index);
+    vram_map_take(&d->reservations, addr, NULL);
+    return 0;
+}
+
+static int cuda_vmm_map(void *state, int index, void *ptr, size_t size)
+{
+    cuda_state_t *st = state;
+    uint64_t addr = (uint64_t)(uintptr_t)ptr;
+    int rc = check_granules(st, index, addr, size, "a mapping");
+    if (rc) return rc;
+    cuda_device_t *d = &st->devices[index];
+    if (!vram_map_reserve(&d->chunk_handles, 1) || !vram_map_reserve(&d->chunk_bytes, 1))
+        return vram_fail(VRAM_ENOMEM, "cuda: out of host memory tracking a mapping");
+    CUcontext prev;
+    rc = enter_ctx(st, index, &prev);
+    if (rc) return rc;
+    CUmemAllocationProp prop = device_prop(d);
+    CUmemAccessDesc access = {{CU_MEM_LOCATION_TYPE_DEVICE, d->dev},
+                              CU_MEM_ACCESS_FLAGS_PROT_READWRITE};
+    CUmemGenericAllocationHandle handle = 0;
+    const char *call = "cuMemCreate";
+    CUresult r = st->fn.mem_create(&handle, size, &prop, 0);
+    if (r == CUDA_SUCCESS) {
+        call = "cuMemMap";
+        r = st->fn.mem_map(addr, size, 0, handle, 0);
+        if (r == CUDA_SUCCESS) {
+            call = "cuMemSetAccess";
+            r = st->fn.mem_set_access(addr, size, &access, 1);
+            if (r != CUDA_SUCCESS) st->fn.mem_unmap(addr, size);
+        }
+        if (r != CUDA_SUCCESS) st->fn.mem_release(handle);
+    }
+    leave_ctx(st, index, prev);
+    if (r != CUDA_SUCCESS) {
+        char what[80], msg[160];
+        snprintf(what, sizeof what, "%s(%zu bytes)", call, size);
+        cuda_message(st, r, msg, sizeof msg);
+        return vram_fail(cuda_code(r), "%s on device %d: %s", what, index, msg);
+    }
+    vram_map_put(&d->chunk_handles, addr, handle);
+    vram_map_put(&d->chunk_bytes, addr, size);
+    d->allocated += size;
+    return 0;
+}
+
+static int cuda_vmm_unmap(void *state, int index, void *ptr, size_t size)
+{
+    cuda_state_t *st = state;
+    int rc = check_index(st, index);
+    if (rc) return rc;
+    cuda_device_t *d = &st->devices[index];
+    uint64_t addr = (uint64_t)(uintptr_t)ptr, bytes = 0, handle = 0;
+    if (!vram_map_get(&d->chunk_bytes, addr, &bytes) || bytes != size)
+        return vram_fail(VRAM_EINVAL, "cuda: %p (%zu bytes) is not a mapped chunk on device %d",
+                         ptr, size, index);
+    vram_map_get(&d->chunk_handles, addr, &handle);
+    CUcontext prev;
+    rc = enter_ctx(st, index, &prev);
+    if (rc) return rc;
+    CUresult r = st->fn.mem_unmap(addr, size);
+    if (r == CUDA_SUCCESS) r = st->fn.mem_release(handle);
+    leave_ctx(st, index, prev);
+    if (r != CUDA_SUCCESS) return cuda_fail(st, r, "cuMemUnmap", index);
+    vram_map_take(&d->chunk_handles, addr, NULL);
+    vram_map_take(&d->chunk_bytes, addr, NULL);
+    d->allocated -= size;
+    return 0;
+}
+
+static void unmap_one(uint64_t addr, uint64_t bytes, void *arg)
+{
+    void **args = arg;
+    cuda_state_t *st = args[0];
+    cuda_device_t *d = args[1];
+    uint64_t handle = 0;
+    vram_map_get(&d->chunk_handles, addr, &handle);
+    st->fn.mem_unmap(addr, bytes);
+    st->fn.mem_release(handle);
+}
+
+static void unreserve_one(uint64_t addr, uint64_t bytes, void *arg)
+{
+    cuda_state_t *st = arg;
+    st->fn.mem_address_free(addr, bytes);
+}
+
+/* At close, within the device's context: chunks, then reservations. */
+static void cuda_vmm_close(cuda_state_t *st, cuda_device_t *d)
+{
+    if (!vmm_loaded(st)) return;
+    void *args[2] = {st, d};
+    vram_map_each(&d->chunk_bytes, unmap_one, args);
+    vram_map_each(&d->reservations, unreserve_one, st);
+}
+
 const vram_backend_ops_t vram_backend_cuda = {
     .name = "cuda",
     .open = cuda_open,
@@ -457,4 +687,9 @@ const vram_backend_ops_t vram_backend_cuda = {
     .processes = cuda_processes,
     .alloc = cuda_alloc,
     .free = cuda_free,
+    .vmm_granularity = cuda_vmm_granularity,
+    .vmm_reserve = cuda_vmm_reserve,
+    .vmm_unreserve = cuda_vmm_unreserve,
+    .vmm_map = cuda_vmm_map,
+    .vmm_unmap = cuda_vmm_unmap,
 };

@@ -49,7 +49,43 @@ enum {
     CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT = 16,
     CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR = 75,
     CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MINOR = 76,
+    CU_DEVICE_ATTRIBUTE_VIRTUAL_MEMORY_MANAGEMENT_SUPPORTED = 102,
 };
+
+/* Virtual memory management (CUDA 10.2+; the driver API reference's "Virtual
+ * Memory Management" section): types and the values vram passes. */
+typedef unsigned long long CUmemGenericAllocationHandle;
+
+enum {
+    CU_MEM_ALLOCATION_TYPE_PINNED = 1,
+    CU_MEM_HANDLE_TYPE_NONE = 0,
+    CU_MEM_LOCATION_TYPE_DEVICE = 1,
+    CU_MEM_ACCESS_FLAGS_PROT_READWRITE = 3,
+    CU_MEM_ALLOC_GRANULARITY_MINIMUM = 0,
+};
+
+typedef struct {
+    int type; /* CUmemLocationType */
+    int id;   /* the device ordinal */
+} CUmemLocation;
+
+typedef struct {
+    int type;                 /* CUmemAllocationType */
+    int requestedHandleTypes; /* CUmemAllocationHandleType */
+    CUmemLocation location;
+    void *win32HandleMetaData;
+    struct {
+        unsigned char compressionType;
+        unsigned char gpuDirectRDMACapable;
+        unsigned short usage;
+        unsigned char reserved[4];
+    } allocFlags;
+} CUmemAllocationProp;
+
+typedef struct {
+    CUmemLocation location;
+    int flags; /* CUmemAccess_flags */
+} CUmemAccessDesc;
 
 typedef CUresult (*cu_init_fn)(unsigned int flags);
 typedef CUresult (*cu_driver_get_version_fn)(int *version);
@@ -67,5 +103,19 @@ typedef CUresult (*cu_mem_get_info_fn)(size_t *free_bytes, size_t *total_bytes);
 typedef CUresult (*cu_mem_alloc_fn)(CUdeviceptr *ptr, size_t bytes);
 typedef CUresult (*cu_mem_free_fn)(CUdeviceptr ptr);
 typedef CUresult (*cu_get_error_text_fn)(CUresult error, const char **text);
+typedef CUresult (*cu_mem_get_allocation_granularity_fn)(size_t *granularity,
+                                                         const CUmemAllocationProp *prop,
+                                                         int option);
+typedef CUresult (*cu_mem_address_reserve_fn)(CUdeviceptr *ptr, size_t size, size_t alignment,
+                                              CUdeviceptr addr, unsigned long long flags);
+typedef CUresult (*cu_mem_address_free_fn)(CUdeviceptr ptr, size_t size);
+typedef CUresult (*cu_mem_create_fn)(CUmemGenericAllocationHandle *handle, size_t size,
+                                     const CUmemAllocationProp *prop, unsigned long long flags);
+typedef CUresult (*cu_mem_release_fn)(CUmemGenericAllocationHandle handle);
+typedef CUresult (*cu_mem_map_fn)(CUdeviceptr ptr, size_t size, size_t offset,
+                                  CUmemGenericAllocationHandle handle, unsigned long long flags);
+typedef CUresult (*cu_mem_unmap_fn)(CUdeviceptr ptr, size_t size);
+typedef CUresult (*cu_mem_set_access_fn)(CUdeviceptr ptr, size_t size, const CUmemAccessDesc *desc,
+                                         size_t count);
 
 #endif

@@ -62,9 +62,14 @@ typedef struct {
     sim_table_t *table;
     pid_t pid; /* owner of the allocations below; changes after fork() */
     uint64_t start_time;
-    vram_map_t mine; /* address -> bytes << SLOT_BITS | slot */
+    vram_map_t mine; /* address -> bytes << SLOT_BITS | slot (| SIM_CHUNK) */
     int flaky_left[VRAM_SIM_MAX_DEVICES];
+    struct sim_reservation *reservations; /* virtual memory, see "VMM" below */
 } sim_t;
+
+/* Marks a `mine` entry as a chunk mapped into a reservation: its address
+ * space belongs to the reservation, so releasing it must not unmap it. */
+#define SIM_CHUNK ((uint64_t)1 << 63)
 
 /* ---- state file: path, lock, layout -------------------------------- */
 
@@ -239,6 +244,7 @@ static int check_index(const sim_t *s, int index)
 /* ---- backend operations ----------------------------------------- */
 
 static void sim_close(void *state);
+static void sim_vmm_close(sim_t *s);
 
 static int map_state_file(sim_t *s)
 {
@@ -321,7 +327,7 @@ static int sim_open(void **state)
 static void release_mine(sim_t *s, uint64_t addr, uint64_t packed)
 {
     uint32_t index = (uint32_t)(packed & ((1u << SLOT_BITS) - 1));
-    uint64_t bytes = packed >> SLOT_BITS;
+    uint64_t bytes = (packed & ~SIM_CHUNK) >> SLOT_BITS;
     sim_slot_t *slot = &s->table->slots[index];
     if (slot->pid == s->pid && slot->addr == addr) {
         if (slot->device >= 0 && slot->device < VRAM_SIM_MAX_DEVICES &&
@@ -330,7 +336,7 @@ static void release_mine(sim_t *s, uint64_t addr, uint64_t packed)
         if (s->table->live_slots) s->table->live_slots--;
         memset(slot, 0, sizeof *slot);
     }
-    munmap((void *)(uintptr_t)addr, bytes);
+    if (!(packed & SIM_CHUNK)) munmap((void *)(uintptr_t)addr, bytes);
 }
 
 static void release_each(uint64_t addr, uint64_t packed, void *arg)
@@ -351,6 +357,7 @@ static void sim_close(void *state)
         }
         munmap(s->table, sizeof(sim_table_t));
     }
+    sim_vmm_close(s);
     vram_map_clear(&s->mine);
     if (s->fd >= 0) close(s->fd);
     free(s);
@@ -550,10 +557,210 @@ static int sim_free(void *state, int index, void *ptr)
         return vram_fail(VRAM_EINVAL, "pointer %p belongs to sim device %d, not %d", ptr, owner,
                          index);
     }
+    if (packed & SIM_CHUNK) {
+        unlock_table(s);
+        return vram_fail(VRAM_EINVAL,
+                         "pointer %p is a mapped chunk of a reservation on sim device %d: unmap "
+                         "it, do not free it",
+                         ptr, index);
+    }
     vram_map_take(&s->mine, addr, NULL);
     release_mine(s, addr, packed);
     unlock_table(s);
     return 0;
+}
+
+/* ---- VMM: reserved ranges backed by mapped chunks ---------------------- */
+
+/* CUDA's contract, simulated: chunks are multiples of the granularity,
+ * mapped at granularity-aligned addresses inside a reservation, never over
+ * each other; a chunk is unmapped whole; a reservation goes back with
+ * nothing mapped. A mapped chunk is device memory in use, in the shared
+ * table like an allocation (so other processes see it). Reservations are
+ * real address space (PROT_NONE), like allocations, and are this process's
+ * alone. */
+#define SIM_GRANULARITY ((size_t)2 << 20)
+
+typedef struct sim_reservation {
+    uintptr_t base;
+    size_t size;
+    int device;
+    size_t mapped;   /* granules mapped */
+    uint8_t *state;  /* per granule: 0 unmapped, 1 start of a chunk, 2 inside one */
+    struct sim_reservation *next;
+} sim_reservation_t;
+
+static int sim_vmm_granularity(void *state, int index, size_t *granularity)
+{
+    int rc = check_index(state, index);
+    if (rc) return rc;
+    *granularity = SIM_GRANULARITY;
+    return 0;
+}
+
+static int sim_vmm_reserve(void *state, int index, size_t size, void **va)
+{
+    sim_t *s = state;
+    int rc = check_index(s, index);
+    if (rc) return rc;
+    if (!size || size % SIM_GRANULARITY)
+        return vram_fail(VRAM_EINVAL, "sim: reservation of %zu bytes is not a multiple of %zu",
+                         size, SIM_GRANULARITY);
+    sim_reservation_t *r = calloc(1, sizeof *r);
+    uint8_t *granules = r ? calloc(size / SIM_GRANULARITY, 1) : NULL;
+    /* Aligned: reserve one granule more and trim. */
+    void *range = MAP_FAILED;
+    if (granules)
+        range = mmap(NULL, size + SIM_GRANULARITY, PROT_NONE,
+                     MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+    if (range == MAP_FAILED) {
+        free(granules);
+        free(r);
+        return vram_fail(VRAM_ENOMEM, "sim: cannot reserve %zu bytes of address space", size);
+    }
+    uintptr_t base = ((uintptr_t)range + SIM_GRANULARITY - 1) & ~(uintptr_t)(SIM_GRANULARITY - 1);
+    if (base > (uintptr_t)range) munmap(range, base - (uintptr_t)range);
+    size_t tail = (uintptr_t)range + size + SIM_GRANULARITY - (base + size);
+    if (tail) munmap((void *)(base + size), tail);
+    r->base = base;
+    r->size = size;
+    r->device = index;
+    r->state = granules;
+    r->next = s->reservations;
+    s->reservations = r;
+    *va = (void *)base;
+    return 0;
+}
+
+static sim_reservation_t **find_reservation(sim_t *s, int index, uintptr_t addr, size_t size)
+{
+    for (sim_reservation_t **link = &s->reservations; *link; link = &(*link)->next) {
+        sim_reservation_t *r = *link;
+        if (r->device == index && addr >= r->base && addr - r->base < r->size &&
+            size <= r->size - (addr - r->base))
+            return link;
+    }
+    return NULL;
+}
+
+static int sim_vmm_unreserve(void *state, int index, void *va, size_t size)
+{
+    sim_t *s = state;
+    int rc = check_index(s, index);
+    if (rc) return rc;
+    sim_reservation_t **link = find_reservation(s, index, (uintptr_t)va, size);
+    if (!link || (*link)->base != (uintptr_t)va || (*link)->size != size)
+        return vram_fail(VRAM_EINVAL, "sim: %p (%zu bytes) is not a reservation on device %d", va,
+                         size, index);
+    if ((*link)->mapped)
+        return vram_fail(VRAM_EINVAL, "sim: reservation %p still has %zu bytes mapped", va,
+                         (*link)->mapped * SIM_GRANULARITY);
+    sim_reservation_t *r = *link;
+    *link = r->next;
+    munmap((void *)r->base, r->size);
+    free(r->state);
+    free(r);
+    return 0;
+}
+
+/* Checks a chunk against the contract: granularity multiples, inside a
+ * reservation, and all granules `want` (unmapped for map; exactly one
+ * chunk for unmap). */
+static sim_reservation_t *chunk_reservation(sim_t *s, int index, uintptr_t addr, size_t size,
+                                            bool mapping)
+{
+    if (!size || size % SIM_GRANULARITY || addr % SIM_GRANULARITY) {
+        vram_fail(VRAM_EINVAL, "sim: chunk %#zx (%zu bytes) is not granularity-aligned (%zu)",
+                  (size_t)addr, size, SIM_GRANULARITY);
+        return NULL;
+    }
+    sim_reservation_t **link = find_reservation(s, index, addr, size);
+    if (!link) {
+        vram_fail(VRAM_EINVAL, "sim: chunk %#zx (%zu bytes) is outside every reservation",
+                  (size_t)addr, size);
+        return NULL;
+    }
+    sim_reservation_t *r = *link;
+    size_t first = (addr - r->base) / SIM_GRANULARITY, n = size / SIM_GRANULARITY;
+    for (size_t g = first; g < first + n; g++) {
+        uint8_t want = mapping ? 0 : g == first ? 1 : 2;
+        if (r->state[g] != want) {
+            vram_fail(VRAM_EINVAL, "sim: chunk %#zx (%zu bytes) %s", (size_t)addr, size,
+                      mapping ? "overlaps a mapped chunk" : "is not one mapped chunk");
+            return NULL;
+        }
+    }
+    if (!mapping && first + n < r->size / SIM_GRANULARITY && r->state[first + n] == 2) {
+        vram_fail(VRAM_EINVAL, "sim: chunk %#zx (%zu bytes) is part of a larger chunk",
+                  (size_t)addr, size);
+        return NULL;
+    }
+    return r;
+}
+
+static void mark_chunk(sim_reservation_t *r, uintptr_t addr, size_t size, bool mapped)
+{
+    size_t first = (addr - r->base) / SIM_GRANULARITY, n = size / SIM_GRANULARITY;
+    for (size_t g = first; g < first + n; g++)
+        r->state[g] = mapped ? (g == first ? 1 : 2) : 0;
+    r->mapped = mapped ? r->mapped + n : r->mapped - n;
+}
+
+static int sim_vmm_map(void *state, int index, void *addr, size_t size)
+{
+    sim_t *s = state;
+    int rc = check_index(s, index);
+    if (!rc) rc = injected_failure(s, index);
+    if (rc) return rc;
+    sim_reservation_t *r = chunk_reservation(s, index, (uintptr_t)addr, size, true);
+    if (!r) return VRAM_EINVAL;
+    rc = lock_table(s);
+    if (rc) return rc;
+    if (!fits(s, index, size)) scan_table(s);
+    uint32_t slot = fits(s, index, size) ? claim_slot(s, index, size, (uintptr_t)addr) : UINT32_MAX;
+    if (slot == UINT32_MAX) {
+        char want[32];
+        unlock_table(s);
+        return vram_fail(VRAM_ENOMEM, "sim device %d (%s): cannot map %s", index,
+                         s->spec.gpus[index].name, vram_format_size(size, want, sizeof want));
+    }
+    uint64_t packed = (uint64_t)size << SLOT_BITS | slot | SIM_CHUNK;
+    if (!vram_map_put(&s->mine, (uintptr_t)addr, packed)) {
+        release_mine(s, (uintptr_t)addr, packed);
+        unlock_table(s);
+        return vram_fail(VRAM_ENOMEM, "out of memory");
+    }
+    unlock_table(s);
+    mark_chunk(r, (uintptr_t)addr, size, true);
+    return 0;
+}
+
+static int sim_vmm_unmap(void *state, int index, void *addr, size_t size)
+{
+    sim_t *s = state;
+    int rc = check_index(s, index);
+    if (rc) return rc;
+    sim_reservation_t *r = chunk_reservation(s, index, (uintptr_t)addr, size, false);
+    if (!r) return VRAM_EINVAL;
+    rc = lock_table(s);
+    if (rc) return rc;
+    uint64_t packed;
+    if (vram_map_take(&s->mine, (uintptr_t)addr, &packed)) release_mine(s, (uintptr_t)addr, packed);
+    unlock_table(s);
+    mark_chunk(r, (uintptr_t)addr, size, false);
+    return 0;
+}
+
+/* At close the chunks went back with the other allocations (release_each). */
+static void sim_vmm_close(sim_t *s)
+{
+    for (sim_reservation_t *r = s->reservations, *next; r; r = next) {
+        next = r->next;
+        munmap((void *)r->base, r->size);
+        free(r->state);
+        free(r);
+    }
+    s->reservations = NULL;
 }
 
 const vram_backend_ops_t vram_backend_sim = {
@@ -565,6 +772,11 @@ const vram_backend_ops_t vram_backend_sim = {
     .processes = sim_processes,
     .alloc = sim_alloc,
     .free = sim_free,
+    .vmm_granularity = sim_vmm_granularity,
+    .vmm_reserve = sim_vmm_reserve,
+    .vmm_unreserve = sim_vmm_unreserve,
+    .vmm_map = sim_vmm_map,
+    .vmm_unmap = sim_vmm_unmap,
 };
 
 /* ---- helpers for `vram sim` --------------------------------------- */

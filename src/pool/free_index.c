@@ -4,6 +4,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 
 vram_free_heap_t *vram_free_index_heap(vram_free_index_t *x, uintptr_t stream)
 {
@@ -14,13 +15,21 @@ vram_free_heap_t *vram_free_index_heap(vram_free_index_t *x, uintptr_t stream)
     return NULL;
 }
 
-int vram_free_index_reserve(vram_free_index_t *x, uintptr_t stream)
+int vram_free_index_reserve(vram_free_index_t *x, uintptr_t stream, bool prefault)
 {
     if (vram_free_index_heap(x, stream)) return 0;
-    /* Bins are cache-line aligned (two lines each): calloc does not promise that. */
-    vram_free_heap_t *h = aligned_alloc(_Alignof(vram_free_heap_t), sizeof *h);
-    if (!h) return vram_fail(VRAM_ENOMEM, "pool: out of host memory for a stream's free bins");
-    memset(h, 0, sizeof *h);
+    /* 513 KiB of bins, cache-line aligned. Mapped, not malloc'ed and zeroed:
+     * the kernel hands out zero pages lazily, so a fresh pool pays for the
+     * few pages its first blocks touch (~1 µs) instead of zeroing (and
+     * faulting in) all of them (0.6-0.8 ms on first use). */
+    int populate = prefault ? MAP_POPULATE : 0;
+    vram_free_heap_t *h = mmap(NULL, sizeof *h, PROT_READ | PROT_WRITE,
+                               MAP_PRIVATE | MAP_ANONYMOUS | populate, -1, 0);
+    if (h == MAP_FAILED)
+        return vram_fail(VRAM_ENOMEM, "pool: out of host memory for a stream's free bins");
+#ifdef MADV_POPULATE_WRITE
+    if (!prefault) madvise(h, 4096, MADV_POPULATE_WRITE); /* the bitmaps: every search reads them */
+#endif
     h->stream = stream;
     h->next = x->heaps;
     x->heaps = h;
@@ -250,7 +259,7 @@ void vram_free_index_release(vram_free_index_t *x)
     vram_free_heap_t *h = x->heaps, *next;
     for (; h; h = next) {
         next = h->next;
-        free(h);
+        munmap(h, sizeof *h);
     }
     x->heaps = x->last = NULL;
     x->count = 0;

@@ -59,7 +59,8 @@ struct vram_pool_block {
     uint32_t seg_seq; /* the segment's creation order (low 32 bits), the tree's tie */
     bool allocated;   /* also in the table's free map, which neighbours read */
     unsigned red : 1;
-    unsigned kind : 1; /* the segment's, copied so the hot paths need not touch it */
+    unsigned kind : 1;       /* the segment's, copied so the hot paths need not touch it */
+    unsigned expandable : 1; /* the segment is expandable (copied likewise) */
 } __attribute__((aligned(64)));
 
 _Static_assert(sizeof(vram_pool_block_t) == 64, "a block must fit one cache line");
@@ -188,6 +189,8 @@ static inline bool vram_pool_block_spans_segment(const vram_pool_block_t *b)
     return !b->prev && !b->next;
 }
 
+typedef struct vram_pool_reservation vram_pool_reservation_t;
+
 struct vram_pool_segment {
     uintptr_t base;
     size_t size;
@@ -195,7 +198,28 @@ struct vram_pool_segment {
     int kind;
     uint64_t seq;                     /* creation order: lower = older */
     vram_block_id_t first;            /* lowest block */
+    vram_block_id_t last;             /* highest block (kept for expandable segments only) */
     vram_pool_segment_t *prev, *next; /* the pool's list of segments */
+    /* Expandable: the reservation whose mapped prefix this segment is
+     * (it grows and shrinks at its end, granule by granule); NULL for a
+     * segment from one device allocation. */
+    vram_pool_reservation_t *reservation;
+};
+
+/* Address space reserved for the expandable segment of one stream and pool
+ * kind (docs/pool.md, "Expandable segments"). */
+struct vram_pool_reservation {
+    uintptr_t base;
+    size_t size;
+    uintptr_t stream;
+    int kind;
+    vram_pool_segment_t *segment; /* its mapped prefix; NULL while nothing is mapped */
+    /* The chunks mapped, in address order from base, each by one map call
+     * (so each is unmapped whole): a stack, as the segment grows and
+     * shrinks only at its end. */
+    size_t *chunks;
+    size_t nchunks, chunks_cap;
+    vram_pool_reservation_t *next;
 };
 
 /* Bin of a block size: 2^bits bins per doubling (the top bits after the
@@ -286,12 +310,14 @@ typedef struct {
 
 _Static_assert(sizeof(vram_free_bin_t) == 128, "a bin must fit two cache lines");
 
+/* The bitmaps come first so that they share a page with the first bins: a
+ * heap is mapped zeroed and its pages are faulted in as they are used. */
 typedef struct vram_free_heap {
-    vram_free_bin_t bins[VRAM_FREE_BINS];
     uintptr_t stream;
+    struct vram_free_heap *next;
     uint64_t summary; /* bit w: bitmap[w] != 0 */
     uint64_t bitmap[VRAM_FREE_BINS / 64];
-    struct vram_free_heap *next;
+    vram_free_bin_t bins[VRAM_FREE_BINS];
 } vram_free_heap_t;
 
 typedef struct {
@@ -303,8 +329,10 @@ typedef struct {
 } vram_free_index_t;
 
 vram_free_heap_t *vram_free_index_heap(vram_free_index_t *x, uintptr_t stream);
-/* Makes sure `stream` has bins; VRAM_ENOMEM when host memory runs out. */
-int vram_free_index_reserve(vram_free_index_t *x, uintptr_t stream);
+/* Makes sure `stream` has bins; VRAM_ENOMEM when host memory runs out.
+ * `prefault`: fault every page in now (else only the bitmaps' page; the
+ * bins' pages are faulted in as they are first used). */
+int vram_free_index_reserve(vram_free_index_t *x, uintptr_t stream, bool prefault);
 void vram_free_index_insert(vram_free_index_t *x, vram_pool_block_t *b, unsigned bin);
 void vram_free_index_remove(vram_free_index_t *x, vram_pool_block_t *b, unsigned bin);
 /* First block of `stream` with rank >= `rank`, searching from bin `bin`. */
@@ -329,6 +357,13 @@ typedef struct {
     int (*memory)(void *user, uint64_t *total, uint64_t *free_bytes);
     void *user;
     int device; /* reported in messages and snapshots */
+    /* Virtual memory for expandable segments; all NULL when the source has
+     * none (the contract of vram_device_vmm_* in vram.h). */
+    int (*vmm_granularity)(void *user, size_t *granularity);
+    int (*vmm_reserve)(void *user, size_t size, void **va);
+    int (*vmm_unreserve)(void *user, void *va, size_t size);
+    int (*vmm_map)(void *user, void *addr, size_t size);
+    int (*vmm_unmap)(void *user, void *addr, size_t size);
 } vram_pool_source_t;
 
 int vram_pool_create_on(const vram_pool_source_t *src, const vram_pool_config_t *cfg,
@@ -361,6 +396,10 @@ struct vram_pool {
     size_t idle_count[2];        /* their number per kind */
     uint64_t free_ops;           /* frees since the last fragmentation check */
     vram_pool_stats_t stats;     /* counters and current/peak values */
+    /* Expandable segments: the granule mapped at a time (0 = off) and one
+     * reservation per stream and kind in use. */
+    size_t granularity;
+    vram_pool_reservation_t *reservations;
     vram_block_table_t blocks;   /* every block struct */
     /* OOM handlers (copied before being called without the lock) */
     vram_pool_handler_t handlers[VRAM_POOL_MAX_OOM_HANDLERS];
@@ -390,6 +429,8 @@ static inline vram_pool_block_t *vram_pool_prev_block(const vram_pool_t *pool,
 }
 
 /* Strategy policy (strategy.c). */
+/* "auto", "true"/"on"/"yes"/"1", "false"/"off"/"no"/"0" (any case). */
+int vram_pool_expandable_parse(const char *text, vram_pool_expandable_t *out);
 /* Request size after rounding (512 B, or size classes), 0 on overflow. */
 size_t vram_pool_round(vram_pool_strategy_t s, size_t size);
 /* Size of the segment to ask the device for, given the rounded request. */

@@ -8,22 +8,150 @@
 #include <string.h>
 #include <unistd.h>
 
+static const char *const mode_names[VRAM_REPLAY_MODE_COUNT_] = {
+    "none", "device", "malloc", "torch", "torch-expandable"};
+
 const char *vram_replay_mode_name(vram_replay_mode_t mode)
 {
-    switch (mode) {
-    case VRAM_REPLAY_POOL:
-        return "none";
-    case VRAM_REPLAY_DEVICE:
-        return "device";
-    case VRAM_REPLAY_MALLOC:
-        return "malloc";
+    return (unsigned)mode < VRAM_REPLAY_MODE_COUNT_ ? mode_names[mode] : "?";
+}
+
+int vram_replay_mode_parse(const char *name, vram_replay_mode_t *out)
+{
+    for (int m = 0; m < VRAM_REPLAY_MODE_COUNT_; m++) {
+        if (name && !strcmp(name, mode_names[m])) {
+            *out = (vram_replay_mode_t)m;
+            return 0;
+        }
     }
-    return "?";
+    return vram_fail(VRAM_EINVAL,
+                     "unknown baseline \"%s\": use none, device, malloc, torch or "
+                     "torch-expandable",
+                     name ? name : "(null)");
+}
+
+int vram_device_cost_parse(const char *text, vram_device_cost_t *cost)
+{
+    vram_device_cost_t c = *cost;
+    const char *p = text;
+    while (p && *p) {
+        size_t len = strcspn(p, ",");
+        const char *eq = memchr(p, '=', len);
+        double *field = NULL;
+        size_t key = eq ? (size_t)(eq - p) : len;
+        if (key == 5 && !strncmp(p, "alloc", 5)) field = &c.alloc_us;
+        if (key == 4 && !strncmp(p, "free", 4)) field = &c.free_us;
+        if (key == 3 && !strncmp(p, "map", 3)) field = &c.map_us;
+        char *end = NULL;
+        double v = eq ? strtod(eq + 1, &end) : -1;
+        if (!field || !eq || end == eq + 1 || end != p + len || !(v >= 0 && v <= 1e7))
+            return vram_fail(VRAM_EINVAL,
+                             "device cost \"%.*s\": use alloc=US, free=US or map=US with a number "
+                             "of microseconds from 0 to 1e7",
+                             (int)len, p);
+        *field = v;
+        p += len;
+        if (*p == ',') p++;
+    }
+    if (!text || !*text) return vram_fail(VRAM_EINVAL, "device cost: empty");
+    *cost = c;
+    return 0;
+}
+
+/* The device of the replay as the segment source of the pool and the torch
+ * baselines, timing its calls: the simulated device's own cost is replaced
+ * by the cost model in the figures "with device costs". */
+typedef struct {
+    const vram_replay_config_t *cfg;
+    uint64_t ns; /* spent in device calls */
+} timed_source_t;
+
+static int ctx_alloc(void *user, size_t size, void **ptr)
+{
+    timed_source_t *s = user;
+    uint64_t t0 = vram_now_ns();
+    int rc = vram_device_alloc(s->cfg->ctx, s->cfg->device, size, ptr);
+    s->ns += vram_now_ns() - t0;
+    return rc;
+}
+
+static int ctx_free(void *user, void *ptr)
+{
+    timed_source_t *s = user;
+    uint64_t t0 = vram_now_ns();
+    int rc = vram_device_free(s->cfg->ctx, s->cfg->device, ptr);
+    s->ns += vram_now_ns() - t0;
+    return rc;
+}
+
+/* The device's virtual memory, timed like its allocations. */
+static int ctx_vmm(timed_source_t *s, int op, void *addr, size_t size, void **out)
+{
+    vram_ctx_t *ctx = s->cfg->ctx;
+    int dev = s->cfg->device, rc;
+    uint64_t t0 = vram_now_ns();
+    switch (op) {
+    case 'g':
+        rc = vram_device_vmm_granularity(ctx, dev, (size_t *)out);
+        break;
+    case 'r':
+        rc = vram_device_vmm_reserve(ctx, dev, size, out);
+        break;
+    case 'u':
+        rc = vram_device_vmm_unreserve(ctx, dev, addr, size);
+        break;
+    case 'm':
+        rc = vram_device_vmm_map(ctx, dev, addr, size);
+        break;
+    default:
+        rc = vram_device_vmm_unmap(ctx, dev, addr, size);
+        break;
+    }
+    s->ns += vram_now_ns() - t0;
+    return rc;
+}
+
+static int ctx_vmm_granularity(void *user, size_t *granularity)
+{
+    return ctx_vmm(user, 'g', NULL, 0, (void **)granularity);
+}
+
+static int ctx_vmm_reserve(void *user, size_t size, void **va)
+{
+    return ctx_vmm(user, 'r', NULL, size, va);
+}
+
+static int ctx_vmm_unreserve(void *user, void *va, size_t size)
+{
+    return ctx_vmm(user, 'u', va, size, NULL);
+}
+
+static int ctx_vmm_map(void *user, void *addr, size_t size)
+{
+    return ctx_vmm(user, 'm', addr, size, NULL);
+}
+
+static int ctx_vmm_unmap(void *user, void *addr, size_t size)
+{
+    return ctx_vmm(user, 'x', addr, size, NULL);
+}
+
+static int ctx_memory(void *user, uint64_t *total, uint64_t *free_bytes)
+{
+    timed_source_t *s = user;
+    vram_device_info_t info;
+    int rc = vram_device_info(s->cfg->ctx, s->cfg->device, &info);
+    if (rc) return rc;
+    *total = info.total_bytes;
+    *free_bytes = info.free_bytes;
+    return 0;
 }
 
 typedef struct {
     const vram_replay_config_t *cfg;
     vram_pool_t *pool;
+    vram_torch_policy_t *torch;
+    timed_source_t source;
     uint64_t device_held, device_peak; /* DEVICE: bytes allocated on the device */
     uint64_t malloc_peak;              /* MALLOC: the heap's footprint */
     uint64_t device_allocs, device_frees, ooms;
@@ -39,10 +167,15 @@ static int do_alloc(replayer_t *r, size_t size, void **ptr)
             *ptr = NULL;
             return 0;
         }
-        return vram_device_alloc(r->cfg->ctx, r->cfg->device, size, ptr);
+        return ctx_alloc(&r->source, size, ptr);
     case VRAM_REPLAY_MALLOC:
         *ptr = malloc(size);
         return *ptr || !size ? 0 : VRAM_ENOMEM;
+    case VRAM_REPLAY_TORCH:
+    case VRAM_REPLAY_TORCH_EXPANDABLE:
+        return vram_torch_policy_alloc(r->torch, size, 0, ptr);
+    case VRAM_REPLAY_MODE_COUNT_:
+        break;
     }
     return VRAM_EINVAL;
 }
@@ -53,10 +186,15 @@ static int do_free(replayer_t *r, void *ptr)
     case VRAM_REPLAY_POOL:
         return vram_pool_free(r->pool, ptr);
     case VRAM_REPLAY_DEVICE:
-        return vram_device_free(r->cfg->ctx, r->cfg->device, ptr);
+        return ctx_free(&r->source, ptr);
     case VRAM_REPLAY_MALLOC:
         free(ptr);
         return 0;
+    case VRAM_REPLAY_TORCH:
+    case VRAM_REPLAY_TORCH_EXPANDABLE:
+        return vram_torch_policy_free(r->torch, ptr);
+    case VRAM_REPLAY_MODE_COUNT_:
+        break;
     }
     return VRAM_EINVAL;
 }
@@ -73,6 +211,35 @@ static void after_alloc(replayer_t *r, size_t size)
         uint64_t footprint = (uint64_t)mi.arena + (uint64_t)mi.hblkhd;
         if (footprint > r->malloc_peak) r->malloc_peak = footprint;
     }
+}
+
+/* Device calls so far: allocs, frees, maps, unmaps. */
+static void device_calls(const replayer_t *r, uint64_t calls[4])
+{
+    memset(calls, 0, 4 * sizeof *calls);
+    if (r->cfg->mode == VRAM_REPLAY_POOL) {
+        vram_pool_stats_t s;
+        vram_pool_stats(r->pool, &s);
+        calls[0] = s.num_device_alloc;
+        calls[1] = s.num_device_free;
+        calls[2] = s.num_device_map;
+        calls[3] = s.num_device_unmap;
+    } else if (r->cfg->mode == VRAM_REPLAY_DEVICE) {
+        calls[0] = r->device_allocs;
+        calls[1] = r->device_frees;
+    } else if (r->torch) {
+        vram_torch_policy_stats_t s;
+        vram_torch_policy_stats(r->torch, &s);
+        calls[0] = s.device_allocs;
+        calls[1] = s.device_frees;
+        calls[2] = s.maps;
+        calls[3] = s.unmaps;
+    }
+}
+
+static uint64_t sum4(const uint64_t c[4])
+{
+    return c[0] + c[1] + c[2] + c[3];
 }
 
 static int cmp_u32(const void *a, const void *b)
@@ -116,12 +283,26 @@ int vram_replay_run(const vram_trace_t *trace, const vram_replay_config_t *cfg,
 {
     if (!trace || !cfg || !out || cfg->repeat < 1)
         return vram_fail(VRAM_EINVAL, "vram_replay_run: bad arguments");
-    replayer_t r = {.cfg = cfg};
+    replayer_t r = {.cfg = cfg, .source = {.cfg = cfg}};
+    vram_pool_source_t src = {.alloc = ctx_alloc,
+                              .free = ctx_free,
+                              .memory = ctx_memory,
+                              .user = &r.source,
+                              .device = cfg->device,
+                              .vmm_granularity = ctx_vmm_granularity,
+                              .vmm_reserve = ctx_vmm_reserve,
+                              .vmm_unreserve = ctx_vmm_unreserve,
+                              .vmm_map = ctx_vmm_map,
+                              .vmm_unmap = ctx_vmm_unmap};
     if (cfg->mode == VRAM_REPLAY_POOL) {
-        vram_pool_config_t pc = {.strategy = cfg->strategy};
-        int rc = vram_pool_create(cfg->ctx, cfg->device, &pc, &r.pool);
+        vram_pool_config_t pc = {.strategy = cfg->strategy, .expandable = cfg->expandable};
+        int rc = vram_pool_create_on(&src, &pc, &r.pool);
+        if (rc) return rc;
+    } else if (cfg->mode == VRAM_REPLAY_TORCH || cfg->mode == VRAM_REPLAY_TORCH_EXPANDABLE) {
+        int rc = vram_torch_policy_create(&src, cfg->mode == VRAM_REPLAY_TORCH_EXPANDABLE, &r.torch);
         if (rc) return rc;
     }
+    uint64_t calls[4], pass_start = 0, pass_calls[2] = {0, UINT64_MAX};
     size_t total = trace->count * (size_t)cfg->repeat;
     size_t slots = trace->slots ? trace->slots : 1;
     void **live = calloc(slots, sizeof *live);
@@ -197,6 +378,9 @@ int vram_replay_run(const vram_trace_t *trace, const vram_replay_config_t *cfg,
             live[s] = NULL;
             slot_size[s] = 0;
         }
+        device_calls(&r, calls);
+        if (pass < 2) pass_calls[pass] = sum4(calls) - pass_start;
+        pass_start = sum4(calls);
     }
     if (rc) goto done;
 
@@ -212,21 +396,38 @@ int vram_replay_run(const vram_trace_t *trace, const vram_replay_config_t *cfg,
         vram_pool_stats_t s;
         vram_pool_stats(r.pool, &s);
         out->peak_reserved_bytes = (uint64_t)s.reserved_bytes[VRAM_POOL_STAT_ALL].peak;
-        out->device_allocs = s.num_device_alloc;
-        out->device_frees = s.num_device_free;
         out->ooms = s.num_ooms;
     } else if (cfg->mode == VRAM_REPLAY_DEVICE) {
         out->peak_reserved_bytes = r.device_peak;
-        out->device_allocs = r.device_allocs;
-        out->device_frees = r.device_frees;
+    } else if (r.torch) {
+        vram_torch_policy_stats_t s;
+        vram_torch_policy_stats(r.torch, &s);
+        out->peak_reserved_bytes = s.peak_reserved_bytes;
+        out->ooms = s.ooms;
     } else {
         out->peak_reserved_bytes = r.malloc_peak;
     }
+    device_calls(&r, calls);
+    out->device_allocs = calls[0];
+    out->device_frees = calls[1];
+    out->device_maps = calls[2];
+    out->device_unmaps = calls[3];
+    out->first_pass_device_calls = pass_calls[0];
+    out->second_pass_device_calls = pass_calls[1];
+    out->device_cost_ns = 1000.0 * ((double)calls[0] * cfg->cost.alloc_us +
+                                    (double)calls[1] * cfg->cost.free_us +
+                                    (double)(calls[2] + calls[3]) * cfg->cost.map_us);
+    out->sim_device_ns = (double)r.source.ns;
+    out->ns_per_op_with_cost =
+        n_all ? (out->all.mean * (double)n_all - out->sim_device_ns + out->device_cost_ns) /
+                    (double)n_all
+              : 0;
     out->fragmentation_ratio =
         peak_requested ? (double)out->peak_reserved_bytes / (double)peak_requested : 0.0;
     out->timer_overhead_ns = timer_overhead();
 done:
     if (r.pool) vram_pool_destroy(r.pool);
+    vram_torch_policy_destroy(r.torch);
     free(live);
     free(alloc_ns);
     free(all);

@@ -3,20 +3,36 @@
 #ifndef VRAM_POOL_REPLAY_H
 #define VRAM_POOL_REPLAY_H
 
+#include "pool/torch_policy.h"
 #include "pool/trace.h"
 
 typedef enum {
     VRAM_REPLAY_POOL,   /* vram_pool_alloc / vram_pool_free */
     VRAM_REPLAY_DEVICE, /* vram_device_alloc / vram_device_free: no caching */
     VRAM_REPLAY_MALLOC, /* the C library's malloc / free */
+    VRAM_REPLAY_TORCH,  /* PyTorch's default caching policy (torch_policy.h) */
+    VRAM_REPLAY_TORCH_EXPANDABLE, /* the same with expandable segments */
+    VRAM_REPLAY_MODE_COUNT_
 } vram_replay_mode_t;
+
+/* What device calls would cost on a GPU, in µs, added to the measured time
+ * (the simulated device's calls cost far less). A segment allocation, a
+ * segment release, and mapping (or unmapping) one unit of physical memory
+ * into a reserved range. Defaults and their sources: docs/pool.md. */
+typedef struct {
+    double alloc_us, free_us, map_us;
+} vram_device_cost_t;
+
+#define VRAM_DEVICE_COST_DEFAULT ((vram_device_cost_t){50.0, 14.0, 20.0})
 
 typedef struct {
     vram_replay_mode_t mode;
-    vram_pool_strategy_t strategy; /* VRAM_REPLAY_POOL */
+    vram_pool_strategy_t strategy;     /* VRAM_REPLAY_POOL */
+    vram_pool_expandable_t expandable; /* VRAM_REPLAY_POOL */
     int repeat;                    /* passes over the trace (>= 1) */
-    vram_ctx_t *ctx;               /* POOL and DEVICE */
+    vram_ctx_t *ctx;               /* POOL, DEVICE and TORCH */
     int device;
+    vram_device_cost_t cost;
 } vram_replay_config_t;
 
 /* Latencies in ns: p50, p99, mean. */
@@ -32,6 +48,15 @@ typedef struct {
     uint64_t peak_reserved_bytes; /* pool: reserved; device: bytes held; malloc: arena + mmap */
     double fragmentation_ratio;   /* peak reserved / peak requested */
     uint64_t device_allocs, device_frees;
+    uint64_t device_maps, device_unmaps; /* units of physical memory (expandable) */
+    /* Device calls (allocs + frees + maps + unmaps) in the first pass and in
+     * the second (UINT64_MAX with one pass). */
+    uint64_t first_pass_device_calls, second_pass_device_calls;
+    double device_cost_ns; /* the calls at cfg->cost */
+    double sim_device_ns;  /* what the simulated device's calls took (in the measured time) */
+    /* (measured time - sim_device_ns + device_cost_ns) / ops: the device's
+     * calls at the model's cost instead of the simulation's */
+    double ns_per_op_with_cost;
     uint64_t ooms;
     double timer_overhead_ns; /* p50 of an empty timed region, included in every figure */
 } vram_replay_result_t;
@@ -43,6 +68,12 @@ typedef struct {
 int vram_replay_run(const vram_trace_t *trace, const vram_replay_config_t *cfg,
                     vram_replay_result_t *out);
 const char *vram_replay_mode_name(vram_replay_mode_t mode);
+/* The mode named `name` ("none", "device", "malloc", "torch",
+ * "torch-expandable"); EINVAL otherwise. */
+int vram_replay_mode_parse(const char *name, vram_replay_mode_t *out);
+/* Parses "alloc=US,free=US,map=US" (any subset, any order) over *cost;
+ * EINVAL naming the bad part. */
+int vram_device_cost_parse(const char *text, vram_device_cost_t *cost);
 
 /* A private simulated GPU for a replay: VRAM_BACKEND=sim, VRAM_SIM of one
  * device of `bytes`, and a state file in a fresh directory under $TMPDIR

@@ -37,6 +37,8 @@ static json_t *stats_json(const vram_pool_stats_t *s)
     json_object_set_new(o, "num_ooms", json_integer((json_int_t)s->num_ooms));
     json_object_set_new(o, "num_device_alloc", json_integer((json_int_t)s->num_device_alloc));
     json_object_set_new(o, "num_device_free", json_integer((json_int_t)s->num_device_free));
+    json_object_set_new(o, "num_device_map", json_integer((json_int_t)s->num_device_map));
+    json_object_set_new(o, "num_device_unmap", json_integer((json_int_t)s->num_device_unmap));
     json_object_set_new(o, "num_invalid_frees", json_integer((json_int_t)s->num_invalid_frees));
     json_object_set_new(o, "largest_free_block", json_integer((json_int_t)s->largest_free_block));
     json_object_set_new(o, "limit_bytes", json_integer((json_int_t)s->limit_bytes));
@@ -73,6 +75,7 @@ static json_t *segment_json(const vram_pool_t *pool, const vram_pool_segment_t *
     json_object_set_new(js, "allocated_size", json_integer((json_int_t)allocated));
     json_object_set_new(js, "active_size", json_integer((json_int_t)allocated));
     json_object_set_new(js, "requested_size", json_integer((json_int_t)requested));
+    json_object_set_new(js, "expandable", json_boolean(seg->reservation != NULL));
     json_object_set_new(js, "blocks", blocks);
     return js;
 }

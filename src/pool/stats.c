@@ -143,6 +143,7 @@ static int check_segment(const vram_pool_t *pool, const vram_pool_segment_t *seg
         if (vram_block_free_at(&pool->blocks, vram_block_id(&pool->blocks, b)) == b->allocated)
             FAIL("the free map is wrong about block 0x%" PRIxPTR, b->addr);
         if (b->segment != seg || b->stream != seg->stream || b->kind != seg->kind ||
+            b->expandable != (seg->reservation != NULL) ||
             b->seg_seq != (uint32_t)seg->seq)
             FAIL("block 0x%" PRIxPTR " names the wrong segment or stream", b->addr);
         if (!b->size || b->size % VRAM_POOL_ALIGN)
@@ -168,6 +169,13 @@ static int check_segment(const vram_pool_t *pool, const vram_pool_segment_t *seg
     }
     if (expect != seg->base + seg->size)
         FAIL("blocks of segment 0x%" PRIxPTR " do not cover it", seg->base);
+    if (seg->reservation && vram_block_at(&pool->blocks, seg->last) != prev)
+        FAIL("segment 0x%" PRIxPTR " names the wrong last block", seg->base);
+    const vram_pool_reservation_t *r = seg->reservation;
+    if (r && (r->segment != seg || seg->base != r->base || seg->size > r->size ||
+              seg->size % pool->granularity || r->stream != seg->stream || r->kind != seg->kind))
+        FAIL("expandable segment 0x%" PRIxPTR " (%zu bytes) does not match its reservation",
+             seg->base, seg->size);
     if (!allocated) *idle += seg->size;
     t->segments++;
     t->reserved += (int64_t)seg->size;

@@ -174,3 +174,22 @@ bool vram_pool_should_split(int kind, size_t rounded, size_t remainder)
     return kind == VRAM_POOL_KIND_SMALL ? remainder >= VRAM_POOL_ALIGN
                                         : remainder > VRAM_POOL_SMALL_MAX;
 }
+
+int vram_pool_expandable_parse(const char *text, vram_pool_expandable_t *out)
+{
+    static const struct {
+        const char *name;
+        vram_pool_expandable_t value;
+    } names[] = {{"auto", VRAM_POOL_EXPANDABLE_AUTO}, {"true", VRAM_POOL_EXPANDABLE_ON},
+                 {"on", VRAM_POOL_EXPANDABLE_ON},     {"yes", VRAM_POOL_EXPANDABLE_ON},
+                 {"1", VRAM_POOL_EXPANDABLE_ON},      {"false", VRAM_POOL_EXPANDABLE_OFF},
+                 {"off", VRAM_POOL_EXPANDABLE_OFF},   {"no", VRAM_POOL_EXPANDABLE_OFF},
+                 {"0", VRAM_POOL_EXPANDABLE_OFF}};
+    for (size_t i = 0; text && i < sizeof names / sizeof names[0]; i++) {
+        if (!strcasecmp(text, names[i].name)) {
+            *out = names[i].value;
+            return 0;
+        }
+    }
+    return vram_fail(VRAM_EINVAL, "\"%s\" is not auto, true or false", text ? text : "(null)");
+}

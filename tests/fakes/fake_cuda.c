@@ -19,6 +19,17 @@
  *                              call answers CUDA_ERROR_STUB_LIBRARY (34)
  *   FAKE_CUDA_FAIL="call[@dev]=code[:times],..."  make `call` return CUDA code
  *                              `code` always, or only the first `times` calls
+ *   FAKE_CUDA_VMM=0            no virtual memory management (attribute 102 is 0)
+ *   FAKE_CUDA_GRANULARITY=size VMM granularity (default 2M)
+ *
+ * Virtual memory management is strict about the documented contract:
+ * reservations, chunk sizes and mapping addresses are multiples of the
+ * granularity; a handle is mapped whole (offset 0) at an address inside a
+ * reservation that nothing else is mapped over; access is set on exactly a
+ * mapped range, and memory is usable (cuMemsetD8_v2) only once it is; a
+ * mapping is unmapped whole; cuMemAddressFree refuses a range with mappings,
+ * and cuMemRelease a mapped handle (the driver would defer the release; vram
+ * always unmaps first, so the fake treats the other order as a bug).
  */
 #include "device/cuda_api.h"
 #include "fake_common.h"
@@ -41,6 +52,22 @@ struct CUctx_st {
     int refcount; /* 0: inactive (never retained, or released for the last time) */
 };
 
+/* Virtual memory: a reservation, or a handle (physical memory) and where
+ * it is mapped (0: nowhere). */
+typedef struct {
+    CUdeviceptr addr;
+    size_t bytes;
+} fake_range_t;
+
+typedef struct {
+    CUmemGenericAllocationHandle id; /* 0: slot unused */
+    size_t bytes;
+    CUdeviceptr mapped_at;
+    bool access; /* cuMemSetAccess READWRITE for its device */
+} fake_handle_t;
+
+enum { MAX_RESERVATIONS = 64, MAX_HANDLES = 65536 };
+
 typedef struct {
     struct CUctx_st ctx;
     unsigned long long total, used_by_others, allocated;
@@ -48,6 +75,10 @@ typedef struct {
     CUdeviceptr next_addr;
     fake_alloc_t *allocs;
     size_t nallocs, cap;
+    CUdeviceptr next_va;
+    fake_range_t reservations[MAX_RESERVATIONS];
+    fake_handle_t *handles; /* MAX_HANDLES slots, allocated on first cuMemCreate */
+    size_t handles_used;    /* slots below this index were used */
 } fake_device_t;
 
 static pthread_mutex_t lock = PTHREAD_MUTEX_INITIALIZER;
@@ -59,8 +90,11 @@ static struct {
     int cc_major, cc_minor;
     int driver_version;
     bool stub;
+    bool vmm;
+    unsigned long long granularity;
     fake_rules_t fail;
 } cfg;
+static CUmemGenericAllocationHandle next_handle = 1;
 static fake_device_t devices[MAX_DEVICES];
 static bool configured;
 
@@ -76,10 +110,13 @@ static void load_config(void)
     if (cc) sscanf(cc, "%d.%d", &cfg.cc_major, &cfg.cc_minor);
     cfg.driver_version = (int)fake_env_long("FAKE_CUDA_DRIVER_VERSION", 12040);
     cfg.stub = fake_env_flag("FAKE_CUDA_STUB");
+    cfg.vmm = fake_env_long("FAKE_CUDA_VMM", 1) != 0;
+    cfg.granularity = fake_env_size_at("FAKE_CUDA_GRANULARITY", 0, 2ull << 20);
     fake_rules_parse(&cfg.fail, "FAKE_CUDA_FAIL");
     for (int i = 0; i < MAX_DEVICES; i++) {
         fake_device_t *d = &devices[i];
         free(d->allocs);
+        free(d->handles);
         memset(d, 0, sizeof *d);
         d->ctx.device = i;
         d->total = fake_env_size_at("FAKE_CUDA_MEM", i, 16ull << 30);
@@ -88,6 +125,7 @@ static void load_config(void)
         /* Distinct, never reused address ranges per device: a stale or
          * foreign address is always recognised as unknown. */
         d->next_addr = 0x7f0000000000ull + ((CUdeviceptr)i << 40);
+        d->next_va = 0x600000000000ull + ((CUdeviceptr)i << 40);
     }
     configured = true;
 }
@@ -263,6 +301,9 @@ static CUresult do_attribute(int *value, int attribute, CUdevice dev)
     case CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MINOR:
         *value = cfg.cc_minor;
         return CUDA_SUCCESS;
+    case CU_DEVICE_ATTRIBUTE_VIRTUAL_MEMORY_MANAGEMENT_SUPPORTED:
+        *value = cfg.vmm;
+        return CUDA_SUCCESS;
     default:
         return CUDA_ERROR_INVALID_VALUE;
     }
@@ -303,6 +344,10 @@ static CUresult do_release(const char *call, CUdevice dev)
         d->allocs = NULL;
         d->nallocs = d->cap = 0;
         d->allocated = 0;
+        free(d->handles);
+        d->handles = NULL;
+        d->handles_used = 0;
+        memset(d->reservations, 0, sizeof d->reservations);
     }
     return CUDA_SUCCESS;
 }
@@ -424,6 +469,264 @@ static CUresult do_free(CUdeviceptr ptr)
 EXPORT CUresult cuMemFree_v2(CUdeviceptr ptr)
 {
     LOCKED(do_free(ptr));
+}
+
+/* ---- virtual memory management ------------------------------------------ */
+
+/* Entry checks of a call that needs a current, live context: *d is its device. */
+static CUresult enter_current(const char *call, fake_device_t **d)
+{
+    *d = current_device();
+    CUresult r = enter(call, *d ? (*d)->ctx.device : -1);
+    if (r) return r;
+    return *d ? CUDA_SUCCESS : CUDA_ERROR_INVALID_CONTEXT;
+}
+
+static bool granular(unsigned long long n)
+{
+    return n && n % cfg.granularity == 0;
+}
+
+/* The device a CUmemAllocationProp / CUmemAccessDesc names, or NULL. */
+static fake_device_t *device_at(const CUmemLocation *loc)
+{
+    return loc->type == CU_MEM_LOCATION_TYPE_DEVICE ? device_of(loc->id) : NULL;
+}
+
+static CUresult do_granularity(size_t *granularity, const CUmemAllocationProp *prop, int option)
+{
+    CUresult r = enter("cuMemGetAllocationGranularity", prop ? prop->location.id : -1);
+    if (r) return r;
+    if (!granularity || !prop || prop->type != CU_MEM_ALLOCATION_TYPE_PINNED ||
+        !device_at(&prop->location) || (option != 0 && option != 1))
+        return CUDA_ERROR_INVALID_VALUE;
+    if (!cfg.vmm) return CUDA_ERROR_NOT_SUPPORTED;
+    *granularity = cfg.granularity;
+    return CUDA_SUCCESS;
+}
+
+EXPORT CUresult cuMemGetAllocationGranularity(size_t *granularity, const CUmemAllocationProp *prop,
+                                              int option)
+{
+    LOCKED(do_granularity(granularity, prop, option));
+}
+
+static CUresult do_reserve(CUdeviceptr *ptr, size_t size, size_t alignment, CUdeviceptr addr,
+                           unsigned long long flags)
+{
+    fake_device_t *d;
+    CUresult r = enter_current("cuMemAddressReserve", &d);
+    if (r) return r;
+    if (!cfg.vmm) return CUDA_ERROR_NOT_SUPPORTED;
+    if (!ptr || !granular(size) || flags || (alignment && alignment % cfg.granularity))
+        return CUDA_ERROR_INVALID_VALUE;
+    (void)addr; /* a hint */
+    for (int i = 0; i < MAX_RESERVATIONS; i++) {
+        if (d->reservations[i].bytes) continue;
+        CUdeviceptr a =
+            alignment ? (d->next_va + alignment - 1) / alignment * alignment : d->next_va;
+        d->reservations[i] = (fake_range_t){a, size};
+        d->next_va = a + size + cfg.granularity; /* never reused, never adjacent */
+        *ptr = a;
+        return CUDA_SUCCESS;
+    }
+    return CUDA_ERROR_OUT_OF_MEMORY;
+}
+
+EXPORT CUresult cuMemAddressReserve(CUdeviceptr *ptr, size_t size, size_t alignment,
+                                    CUdeviceptr addr, unsigned long long flags)
+{
+    LOCKED(do_reserve(ptr, size, alignment, addr, flags));
+}
+
+/* The reservation holding [addr, addr + size) of a live context's device. */
+static fake_range_t *reservation_of(fake_device_t *d, CUdeviceptr addr, size_t size)
+{
+    for (int i = 0; d && i < MAX_RESERVATIONS; i++) {
+        fake_range_t *res = &d->reservations[i];
+        if (res->bytes && addr >= res->addr && addr - res->addr < res->bytes &&
+            size <= res->bytes - (addr - res->addr))
+            return res;
+    }
+    return NULL;
+}
+
+static bool overlaps_mapping(const fake_device_t *d, CUdeviceptr addr, size_t size)
+{
+    for (size_t i = 0; d->handles && i < d->handles_used; i++) {
+        const fake_handle_t *h = &d->handles[i];
+        if (h->id && h->mapped_at && h->mapped_at < addr + size && addr < h->mapped_at + h->bytes)
+            return true;
+    }
+    return false;
+}
+
+static CUresult do_address_free(CUdeviceptr ptr, size_t size)
+{
+    fake_device_t *d;
+    CUresult r = enter_current("cuMemAddressFree", &d);
+    if (r) return r;
+    fake_range_t *res = reservation_of(d, ptr, size);
+    if (!res || res->addr != ptr || res->bytes != size || overlaps_mapping(d, ptr, size))
+        return CUDA_ERROR_INVALID_VALUE;
+    res->bytes = 0;
+    return CUDA_SUCCESS;
+}
+
+EXPORT CUresult cuMemAddressFree(CUdeviceptr ptr, size_t size)
+{
+    LOCKED(do_address_free(ptr, size));
+}
+
+static fake_handle_t *handle_of(fake_device_t **owner, CUmemGenericAllocationHandle id)
+{
+    for (int k = 0; id && k < cfg.devices; k++)
+        for (size_t i = 0; devices[k].handles && i < devices[k].handles_used; i++)
+            if (devices[k].handles[i].id == id) {
+                *owner = &devices[k];
+                return &devices[k].handles[i];
+            }
+    return NULL;
+}
+
+static CUresult do_create(CUmemGenericAllocationHandle *handle, size_t size,
+                          const CUmemAllocationProp *prop, unsigned long long flags)
+{
+    fake_device_t *cur;
+    CUresult r = enter_current("cuMemCreate", &cur);
+    if (r) return r;
+    if (!cfg.vmm) return CUDA_ERROR_NOT_SUPPORTED;
+    fake_device_t *d = prop ? device_at(&prop->location) : NULL;
+    if (!handle || !d || prop->type != CU_MEM_ALLOCATION_TYPE_PINNED || !granular(size) || flags)
+        return CUDA_ERROR_INVALID_VALUE;
+    if (size > free_of(d)) return CUDA_ERROR_OUT_OF_MEMORY;
+    if (!d->handles && !(d->handles = calloc(MAX_HANDLES, sizeof *d->handles)))
+        return CUDA_ERROR_OUT_OF_MEMORY;
+    for (size_t i = 0; i < MAX_HANDLES; i++) {
+        if (d->handles[i].id) continue;
+        d->handles[i] = (fake_handle_t){next_handle++, size, 0, false};
+        if (i >= d->handles_used) d->handles_used = i + 1;
+        d->allocated += size;
+        *handle = d->handles[i].id;
+        return CUDA_SUCCESS;
+    }
+    return CUDA_ERROR_OUT_OF_MEMORY;
+}
+
+EXPORT CUresult cuMemCreate(CUmemGenericAllocationHandle *handle, size_t size,
+                            const CUmemAllocationProp *prop, unsigned long long flags)
+{
+    LOCKED(do_create(handle, size, prop, flags));
+}
+
+static CUresult do_release_handle(CUmemGenericAllocationHandle id)
+{
+    fake_device_t *cur;
+    CUresult r = enter_current("cuMemRelease", &cur);
+    if (r) return r;
+    fake_device_t *d = NULL;
+    fake_handle_t *h = handle_of(&d, id);
+    if (!h || h->mapped_at) return CUDA_ERROR_INVALID_VALUE; /* unknown, or still mapped */
+    d->allocated -= h->bytes;
+    memset(h, 0, sizeof *h);
+    return CUDA_SUCCESS;
+}
+
+EXPORT CUresult cuMemRelease(CUmemGenericAllocationHandle handle)
+{
+    LOCKED(do_release_handle(handle));
+}
+
+static CUresult do_map(CUdeviceptr ptr, size_t size, size_t offset,
+                       CUmemGenericAllocationHandle id, unsigned long long flags)
+{
+    fake_device_t *cur;
+    CUresult r = enter_current("cuMemMap", &cur);
+    if (r) return r;
+    fake_device_t *d = NULL;
+    fake_handle_t *h = handle_of(&d, id);
+    if (!h || h->mapped_at || offset || flags || size != h->bytes || ptr % cfg.granularity ||
+        !reservation_of(cur, ptr, size) || overlaps_mapping(cur, ptr, size))
+        return CUDA_ERROR_INVALID_VALUE;
+    h->mapped_at = ptr;
+    h->access = false;
+    return CUDA_SUCCESS;
+}
+
+EXPORT CUresult cuMemMap(CUdeviceptr ptr, size_t size, size_t offset,
+                         CUmemGenericAllocationHandle handle, unsigned long long flags)
+{
+    LOCKED(do_map(ptr, size, offset, handle, flags));
+}
+
+/* The handle of the current device mapped exactly at [ptr, ptr + size). */
+static fake_handle_t *mapping_at(fake_device_t *d, CUdeviceptr ptr, size_t size)
+{
+    for (size_t i = 0; d->handles && i < d->handles_used; i++)
+        if (d->handles[i].id && d->handles[i].mapped_at == ptr && d->handles[i].bytes == size)
+            return &d->handles[i];
+    return NULL;
+}
+
+static CUresult do_set_access(CUdeviceptr ptr, size_t size, const CUmemAccessDesc *desc,
+                              size_t count)
+{
+    fake_device_t *d;
+    CUresult r = enter_current("cuMemSetAccess", &d);
+    if (r) return r;
+    fake_handle_t *h = mapping_at(d, ptr, size);
+    if (!h || !desc || count != 1 || device_at(&desc->location) != d ||
+        desc->flags != CU_MEM_ACCESS_FLAGS_PROT_READWRITE)
+        return CUDA_ERROR_INVALID_VALUE;
+    h->access = true;
+    return CUDA_SUCCESS;
+}
+
+EXPORT CUresult cuMemSetAccess(CUdeviceptr ptr, size_t size, const CUmemAccessDesc *desc,
+                               size_t count)
+{
+    LOCKED(do_set_access(ptr, size, desc, count));
+}
+
+static CUresult do_unmap(CUdeviceptr ptr, size_t size)
+{
+    fake_device_t *d;
+    CUresult r = enter_current("cuMemUnmap", &d);
+    if (r) return r;
+    fake_handle_t *h = mapping_at(d, ptr, size);
+    if (!h) return CUDA_ERROR_INVALID_VALUE;
+    h->mapped_at = 0;
+    h->access = false;
+    return CUDA_SUCCESS;
+}
+
+EXPORT CUresult cuMemUnmap(CUdeviceptr ptr, size_t size)
+{
+    LOCKED(do_unmap(ptr, size));
+}
+
+/* A use of device memory: an allocation, or mapped memory with access set;
+ * anything else is an illegal address, as a kernel touching it would be. */
+static CUresult do_memset(CUdeviceptr dst, unsigned char value, size_t n)
+{
+    (void)value;
+    fake_device_t *d;
+    CUresult r = enter_current("cuMemsetD8_v2", &d);
+    if (r) return r;
+    for (size_t k = 0; k < d->nallocs; k++)
+        if (dst >= d->allocs[k].addr && dst + n <= d->allocs[k].addr + d->allocs[k].bytes)
+            return CUDA_SUCCESS;
+    for (size_t i = 0; d->handles && i < d->handles_used; i++) {
+        const fake_handle_t *h = &d->handles[i];
+        if (h->id && h->mapped_at && dst >= h->mapped_at && dst + n <= h->mapped_at + h->bytes)
+            return h->access ? CUDA_SUCCESS : CUDA_ERROR_ILLEGAL_ADDRESS;
+    }
+    return CUDA_ERROR_ILLEGAL_ADDRESS;
+}
+
+EXPORT CUresult cuMemsetD8_v2(CUdeviceptr dst, unsigned char value, size_t n)
+{
+    LOCKED(do_memset(dst, value, n));
 }
 
 static const char *const error_names[][2] = {

@@ -15,9 +15,11 @@ static void close_replay_device(void)
     vram_replay_device_close(&replay_device);
 }
 
-/* A parsed trace also replays through the pool (as `vram replay` does):
- * refused requests are OOMs, not errors, and every byte the pool took from
- * the device is back when the replay ends. */
+/* A parsed trace also replays through the pool (as `vram replay` does),
+ * turn by turn with every strategy, with segments and with expandable
+ * segments, in one or two passes, and through the torch baselines:
+ * refused requests are OOMs, not errors, and every byte taken from the
+ * device (segments or mapped chunks) is back when the replay ends. */
 static void check_replay(const vram_trace_t *t)
 {
     static unsigned turn;
@@ -26,18 +28,23 @@ static void check_replay(const vram_trace_t *t)
                    "cannot open a simulated device");
         atexit(close_replay_device);
     }
+    unsigned k = turn++;
     vram_replay_config_t cfg = {
-        .mode = VRAM_REPLAY_POOL,
-        .strategy = (vram_pool_strategy_t)(turn++ % VRAM_POOL_STRATEGY_COUNT_),
-        .repeat = 1,
+        .mode = k % 10 == 9 ? VRAM_REPLAY_TORCH : VRAM_REPLAY_POOL,
+        .strategy = (vram_pool_strategy_t)(k % VRAM_POOL_STRATEGY_COUNT_),
+        .expandable = (k / VRAM_POOL_STRATEGY_COUNT_) % 2 ? VRAM_POOL_EXPANDABLE_ON
+                                                          : VRAM_POOL_EXPANDABLE_OFF,
+        .repeat = 1 + (int)(k / 8 % 2),
         .ctx = replay_device.ctx,
         .device = 0,
+        .cost = VRAM_DEVICE_COST_DEFAULT,
     };
     vram_replay_result_t res;
     int rc = vram_replay_run(t, &cfg, &res);
     FUZZ_CHECK(rc == 0, "replay of a valid trace failed with %d", rc);
     /* A refused allocation's free is skipped too: ops + ooms <= count. */
-    FUZZ_CHECK(res.ops + res.ooms <= t->count && res.ooms <= t->allocs,
+    size_t events = t->count * (size_t)cfg.repeat, allocs = t->allocs * (size_t)cfg.repeat;
+    FUZZ_CHECK(res.ops + res.ooms <= events && res.ooms <= allocs,
                "replay did %llu of %zu events (%llu OOMs)", (unsigned long long)res.ops, t->count,
                (unsigned long long)res.ooms);
     vram_device_info_t info;

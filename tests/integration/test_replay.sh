@@ -57,7 +57,7 @@ for t in "${traces[@]}"; do
       ok
     else bad "replay $t --strategy $s"; cat "$tmp/out.json" || true; fi
   done
-  for b in device malloc; do
+  for b in device malloc torch torch-expandable; do
     if "$VRAM_BIN" replay "$t" --baseline "$b" --json >"$tmp/out.json" && check_json "$tmp/out.json"; then ok
     else bad "replay $t --baseline $b"; fi
   done
@@ -75,6 +75,29 @@ assert pool["ops"] == 30 and pool["repeat"] == 3, pool
 assert pool["device_allocs"] <= 3, pool   # cached after the first pass
 PY
 then ok; else bad "device baseline counts / pool caching"; fi
+
+# Expandable segments (the simulated GPU has virtual memory): the second pass
+# of a repeated trace makes no device call, the cost model charges what the
+# calls would cost, and --expandable false gives segments again.
+"$VRAM_BIN" replay "$tmp/small.trace" --repeat 2 --json >"$tmp/exp.json"
+"$VRAM_BIN" replay "$tmp/small.trace" --repeat 2 --expandable false \
+  --device-cost alloc=1000,free=0 --json >"$tmp/seg.json"
+"$VRAM_BIN" replay "$tmp/small.trace" --repeat 2 --expandable false \
+  --device-cost alloc=0,free=0,map=0 --json >"$tmp/free.json"
+if python3 - "$tmp/exp.json" "$tmp/seg.json" "$tmp/free.json" <<'PY'
+import json, sys
+exp, seg, free = (json.load(open(p)) for p in sys.argv[1:])
+assert exp["expandable"] is True and exp["device_maps"] > 0 and exp["device_allocs"] == 0, exp
+assert exp["second_pass_device_calls"] == 0, exp
+assert exp["device_maps"] == exp["first_pass_device_calls"], exp
+assert seg["expandable"] is False and seg["device_maps"] == 0 and seg["device_allocs"] > 0, seg
+assert seg["device_cost_us"] == {"alloc": 1000.0, "free": 0.0, "map": 20.0}, seg
+assert abs(seg["device_cost_ns"] - seg["device_allocs"] * 1e6) < 1e-6, seg
+# 1 ms per segment allocation, spread over the operations
+extra = seg["ns_per_op_with_device_cost"] - free["ns_per_op_with_device_cost"]
+assert extra > 0.5 * seg["device_allocs"] * 1e6 / seg["ops"], (seg, free)
+PY
+then ok; else bad "expandable segments / device cost model"; cat "$tmp/exp.json"; fi
 
 # The human table names the figures.
 if "$VRAM_BIN" replay "$tmp/small.trace" | grep -q "fragmentation ratio"; then ok; else bad "table output"; fi
@@ -105,7 +128,9 @@ expect_reject 'a 1 10\na 1 20\n' 2 'already live'
 
 # Usage errors: exit 2.
 for args in "--strategy best $tmp/small.trace" "--baseline gpu $tmp/small.trace" \
-            "--repeat 0 $tmp/small.trace" "--device-mem lots $tmp/small.trace" ""; do
+            "--repeat 0 $tmp/small.trace" "--device-mem lots $tmp/small.trace" \
+            "--device-cost map=x $tmp/small.trace" "--device-cost gpu=3 $tmp/small.trace" \
+            "--device-cost alloc=-1 $tmp/small.trace" "--expandable maybe $tmp/small.trace" ""; do
   rc=0
   # shellcheck disable=SC2086
   "$VRAM_BIN" replay $args >/dev/null 2>&1 || rc=$?

@@ -29,6 +29,7 @@ static const char *knobs[] = {
     "FAKE_CUDA_DEVICES", "FAKE_CUDA_NAME", "FAKE_CUDA_MEM",
     "FAKE_CUDA_USED",    "FAKE_CUDA_CC",   "FAKE_CUDA_SMS",
     "FAKE_CUDA_STUB",    "FAKE_CUDA_FAIL", "FAKE_CUDA_DRIVER_VERSION",
+    "FAKE_CUDA_VMM",     "FAKE_CUDA_GRANULARITY",
 };
 
 static int setup(void **state)
@@ -350,6 +351,180 @@ static void real_toolkit_stub_fails_cleanly(void **state)
 
 /* Randomized: allocations and frees against a reference model of the
  * device's free memory and this process's live allocations. */
+/* ---- virtual memory management ----------------------------------------- */
+
+typedef struct {
+    cu_mem_address_reserve_fn reserve;
+    cu_mem_address_free_fn address_free;
+    cu_mem_create_fn create;
+    cu_mem_release_fn release;
+    cu_mem_map_fn map;
+    cu_mem_unmap_fn unmap;
+    cu_mem_set_access_fn set_access;
+    CUresult (*memset8)(CUdeviceptr dst, unsigned char value, size_t n);
+} direct_vmm_t;
+
+static direct_vmm_t direct_vmm(void *lib)
+{
+    direct_vmm_t v;
+    void *p;
+#define SYM(var, name) (p = dlsym(lib, name), assert_non_null(p), memcpy(&v.var, &p, sizeof p))
+    SYM(reserve, "cuMemAddressReserve");
+    SYM(address_free, "cuMemAddressFree");
+    SYM(create, "cuMemCreate");
+    SYM(release, "cuMemRelease");
+    SYM(map, "cuMemMap");
+    SYM(unmap, "cuMemUnmap");
+    SYM(set_access, "cuMemSetAccess");
+    SYM(memset8, "cuMemsetD8_v2");
+#undef SYM
+    return v;
+}
+
+/* The fake refuses every break of the VMM contract vram relies on. */
+static void vmm_fake_is_strict(void **state)
+{
+    (void)state;
+    direct_t d = direct_open();
+    direct_vmm_t v = direct_vmm(d.lib);
+    assert_int_equal(d.init(0), CUDA_SUCCESS);
+    CUcontext ctx = NULL;
+    assert_int_equal(d.retain(&ctx, 0), CUDA_SUCCESS);
+    assert_int_equal(d.set_current(ctx), CUDA_SUCCESS);
+    CUmemAllocationProp prop;
+    memset(&prop, 0, sizeof prop);
+    prop.type = CU_MEM_ALLOCATION_TYPE_PINNED;
+    prop.location.type = CU_MEM_LOCATION_TYPE_DEVICE;
+    CUmemAccessDesc rw = {{CU_MEM_LOCATION_TYPE_DEVICE, 0}, CU_MEM_ACCESS_FLAGS_PROT_READWRITE};
+    CUdeviceptr va = 0;
+    assert_int_equal(v.reserve(&va, 3 * MiB, 0, 0, 0), CUDA_ERROR_INVALID_VALUE); /* not 2 MiB */
+    assert_int_equal(v.reserve(&va, 8 * MiB, 0, 0, 0), CUDA_SUCCESS);
+    CUmemGenericAllocationHandle h = 0, h2 = 0;
+    assert_int_equal(v.create(&h, MiB, &prop, 0), CUDA_ERROR_INVALID_VALUE);
+    assert_int_equal(v.create(&h, 2 * MiB, &prop, 0), CUDA_SUCCESS);
+    assert_int_equal(v.create(&h2, 2 * MiB, &prop, 0), CUDA_SUCCESS);
+    assert_int_equal(v.map(va + 4096, 2 * MiB, 0, h, 0), CUDA_ERROR_INVALID_VALUE);  /* unaligned */
+    assert_int_equal(v.map(va + 8 * MiB, 2 * MiB, 0, h, 0), CUDA_ERROR_INVALID_VALUE); /* outside */
+    assert_int_equal(v.map(va, 4 * MiB, 0, h, 0), CUDA_ERROR_INVALID_VALUE); /* not the handle's size */
+    assert_int_equal(v.map(va, 2 * MiB, 0, h, 0), CUDA_SUCCESS);
+    assert_int_equal(v.map(va, 2 * MiB, 0, h2, 0), CUDA_ERROR_INVALID_VALUE); /* over a mapping */
+    assert_int_equal(v.memset8(va, 0, 64), CUDA_ERROR_ILLEGAL_ADDRESS);     /* no access yet */
+    assert_int_equal(v.set_access(va, 2 * MiB, &rw, 1), CUDA_SUCCESS);
+    assert_int_equal(v.memset8(va, 0, 64), CUDA_SUCCESS);
+    assert_int_equal(v.memset8(va + 2 * MiB, 0, 64), CUDA_ERROR_ILLEGAL_ADDRESS); /* unmapped */
+    assert_int_equal(v.release(h), CUDA_ERROR_INVALID_VALUE);         /* still mapped */
+    assert_int_equal(v.address_free(va, 8 * MiB), CUDA_ERROR_INVALID_VALUE); /* has a mapping */
+    assert_int_equal(v.unmap(va, 4 * MiB), CUDA_ERROR_INVALID_VALUE);  /* not the mapping */
+    assert_int_equal(v.unmap(va, 2 * MiB), CUDA_SUCCESS);
+    assert_int_equal(v.memset8(va, 0, 64), CUDA_ERROR_ILLEGAL_ADDRESS);
+    assert_int_equal(v.release(h), CUDA_SUCCESS);
+    assert_int_equal(v.release(h2), CUDA_SUCCESS);
+    assert_int_equal(v.release(h2), CUDA_ERROR_INVALID_VALUE);
+    assert_int_equal(v.address_free(va, 4 * MiB), CUDA_ERROR_INVALID_VALUE); /* not its size */
+    assert_int_equal(v.address_free(va, 8 * MiB), CUDA_SUCCESS);
+    assert_int_equal(d.release(0), CUDA_SUCCESS);
+    assert_int_equal(d.set_current(NULL), CUDA_SUCCESS);
+    dlclose(d.lib);
+}
+
+/* Through the backend: the granularity from the driver; map makes memory
+ * usable (access set) and counted; unmap and unreserve give it back; a
+ * contract violation is EINVAL before the driver sees it; what is left at
+ * close is unmapped, released and unreserved. */
+static void vmm_contract(void **state)
+{
+    (void)state;
+    setenv("FAKE_CUDA_MEM", "8G", 1);
+    void *st = driver_open_ok(ops);
+    direct_t d = direct_open();
+    direct_vmm_t v = direct_vmm(d.lib);
+    size_t g = 0;
+    assert_int_equal(ops->vmm_granularity(st, 0, &g), 0);
+    assert_int_equal(g, 2 * MiB);
+    void *va = NULL;
+    assert_int_equal(ops->vmm_reserve(st, 0, 64 * MiB, &va), 0);
+    assert_int_equal((uintptr_t)va % g, 0);
+    assert_int_equal(ops->vmm_map(st, 0, va, 4 * MiB), 0);
+    assert_int_equal(ops->vmm_map(st, 0, (char *)va + 4 * MiB, 2 * MiB), 0);
+    assert_int_equal(free_bytes(st, 0), 8 * GiB - 6 * MiB);
+    vram_process_info_t procs[1];
+    size_t count = 0;
+    assert_int_equal(ops->processes(st, 0, procs, 1, &count), 0);
+    assert_int_equal(procs[0].used_bytes, 6 * MiB);
+    /* Usable from the device: the backend set access (in the primary context). */
+    CUcontext ctx = NULL;
+    assert_int_equal(d.retain(&ctx, 0), CUDA_SUCCESS);
+    assert_int_equal(d.set_current(ctx), CUDA_SUCCESS);
+    assert_int_equal(v.memset8((CUdeviceptr)(uintptr_t)va + 5 * MiB, 0, 4096), CUDA_SUCCESS);
+    assert_int_equal(d.set_current(NULL), CUDA_SUCCESS);
+    assert_int_equal(d.release(0), CUDA_SUCCESS);
+
+    assert_int_equal(ops->vmm_map(st, 0, (char *)va + 4096, 2 * MiB), VRAM_EINVAL);
+    assert_int_equal(ops->vmm_map(st, 0, va, 3 * MiB), VRAM_EINVAL);
+    assert_int_equal(ops->vmm_map(st, 0, va, 2 * MiB), VRAM_EDRIVER); /* over a mapping: the driver */
+    assert_int_equal(ops->vmm_unmap(st, 0, va, 2 * MiB), VRAM_EINVAL); /* half a chunk */
+    assert_int_equal(ops->vmm_unreserve(st, 0, va, 32 * MiB), VRAM_EINVAL);
+    assert_int_equal(ops->vmm_unmap(st, 0, va, 4 * MiB), 0);
+    assert_int_equal(free_bytes(st, 0), 8 * GiB - 2 * MiB);
+    assert_int_equal(ops->vmm_reserve(st, 0, 3 * MiB, &va), VRAM_EINVAL);
+    ops->close(st); /* with a chunk still mapped and a reservation held */
+    st = driver_open_ok(ops);
+    assert_int_equal(free_bytes(st, 0), 8 * GiB);
+    ops->close(st);
+    dlclose(d.lib);
+}
+
+/* A driver without VMM: ENOTSUP, and a pool on it keeps segments. */
+static void vmm_unsupported(void **state)
+{
+    (void)state;
+    setenv("FAKE_CUDA_VMM", "0", 1);
+    void *st = driver_open_ok(ops);
+    size_t g = 0;
+    assert_int_equal(ops->vmm_granularity(st, 0, &g), VRAM_ENOTSUP);
+    void *va;
+    assert_int_equal(ops->vmm_reserve(st, 0, 64 * MiB, &va), VRAM_ENOTSUP);
+    ops->close(st);
+}
+
+/* The whole chain: a pool with expandable segments on the cuda backend
+ * over the fake driver, which checks every call. */
+static void pool_expandable_on_cuda(void **state)
+{
+    (void)state;
+    setenv("FAKE_CUDA_MEM", "1G", 1);
+    vram_ctx_t *ctx;
+    assert_int_equal(vram_option_set(VRAM_OPT_CUDA_LIBRARY, fake_lib), 0);
+    assert_int_equal(vram_ctx_open_backend("cuda", &ctx), 0);
+    vram_pool_config_t cfg = {.strategy = VRAM_POOL_BALANCED,
+                              .expandable = VRAM_POOL_EXPANDABLE_AUTO};
+    vram_pool_t *pool;
+    assert_int_equal(vram_pool_create(ctx, 0, &cfg, &pool), 0);
+    void *p[8];
+    for (int i = 0; i < 8; i++)
+        assert_int_equal(vram_pool_alloc(pool, (size_t)(i + 1) * 3 * MiB + 100, NULL, &p[i]), 0);
+    vram_pool_stats_t s;
+    assert_int_equal(vram_pool_stats(pool, &s), 0);
+    assert_true(s.num_device_map > 0);
+    assert_int_equal(s.num_device_alloc, 0);
+    for (int i = 0; i < 8; i += 2)
+        assert_int_equal(vram_pool_free(pool, p[i]), 0);
+    /* More than the device has: the chain unmaps the cached end, then fails. */
+    void *big;
+    assert_int_equal(vram_pool_alloc(pool, 1000 * MiB, NULL, &big), VRAM_ENOMEM);
+    for (int i = 1; i < 8; i += 2)
+        assert_int_equal(vram_pool_free(pool, p[i]), 0);
+    assert_int_equal(vram_pool_trim(pool, NULL), 0);
+    assert_int_equal(vram_pool_stats(pool, &s), 0);
+    assert_int_equal(s.reserved_bytes[VRAM_POOL_STAT_ALL].current, 0);
+    assert_int_equal(s.num_device_map, s.num_device_unmap);
+    vram_device_info_t info;
+    assert_int_equal(vram_device_info(ctx, 0, &info), 0);
+    assert_int_equal(info.free_bytes, GiB);
+    vram_pool_destroy(pool);
+    vram_ctx_close(ctx);
+}
+
 static void randomized_against_model(void **state)
 {
     (void)state;
@@ -417,6 +592,10 @@ int main(void)
         cmocka_unit_test_setup(stub_and_missing_driver_fail_cleanly, setup),
         cmocka_unit_test_setup(real_toolkit_stub_fails_cleanly, setup),
         cmocka_unit_test_setup(randomized_against_model, setup),
+        cmocka_unit_test_setup(vmm_fake_is_strict, setup),
+        cmocka_unit_test_setup(vmm_contract, setup),
+        cmocka_unit_test_setup(vmm_unsupported, setup),
+        cmocka_unit_test_setup(pool_expandable_on_cuda, setup),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

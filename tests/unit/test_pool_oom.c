@@ -11,6 +11,7 @@
 #include <cmocka.h>
 
 #include "vram.h"
+#include "pool/pool_internal.h"
 #include "unit/pool_sim.h"
 
 #define MiB ((size_t)1 << 20)
@@ -76,7 +77,8 @@ static int handler_three(vram_pool_t *pool, size_t request, void *user)
 static void chain_order(void **state)
 {
     (void)state;
-    vram_pool_config_t cfg = {.strategy = VRAM_POOL_GREEDY}; /* keeps what it caches */
+    vram_pool_config_t cfg = {.strategy = VRAM_POOL_GREEDY, /* keeps what it caches */
+                              .expandable = VRAM_POOL_EXPANDABLE_OFF};
     vram_pool_t *pool;
     assert_int_equal(vram_pool_create(sim.ctx, 0, &cfg, &pool), 0);
     chain_t c = {0};
@@ -128,7 +130,8 @@ static void expect_in(const char *msg, const char *label, uint64_t bytes)
 static void oom_message(void **state)
 {
     (void)state;
-    vram_pool_config_t cfg = {.strategy = VRAM_POOL_BALANCED};
+    vram_pool_config_t cfg = {.strategy = VRAM_POOL_BALANCED,
+                              .expandable = VRAM_POOL_EXPANDABLE_OFF};
     vram_pool_t *pool;
     assert_int_equal(vram_pool_create(sim.ctx, 0, &cfg, &pool), 0);
     void *big, *x, *y, *p = (void *)&p;
@@ -166,7 +169,9 @@ static void oom_message(void **state)
 static void limit_enforced(void **state)
 {
     (void)state;
-    vram_pool_config_t cfg = {.strategy = VRAM_POOL_BALANCED, .limit_bytes = 100 * MiB};
+    vram_pool_config_t cfg = {.strategy = VRAM_POOL_BALANCED,
+                              .limit_bytes = 100 * MiB,
+                              .expandable = VRAM_POOL_EXPANDABLE_OFF};
     vram_pool_t *pool;
     assert_int_equal(vram_pool_create(sim.ctx, 0, &cfg, &pool), 0);
     int calls = 0;
@@ -242,7 +247,8 @@ static void limit_from_fraction_and_options(void **state)
 static void trim_returns_memory_to_the_device(void **state)
 {
     (void)state;
-    vram_pool_config_t cfg = {.strategy = VRAM_POOL_GREEDY};
+    vram_pool_config_t cfg = {.strategy = VRAM_POOL_GREEDY,
+                              .expandable = VRAM_POOL_EXPANDABLE_OFF};
     vram_pool_t *pool;
     assert_int_equal(vram_pool_create(sim.ctx, 0, &cfg, &pool), 0);
     void *p[3];
@@ -273,6 +279,106 @@ static void trim_returns_memory_to_the_device(void **state)
     vram_pool_destroy(pool);
 }
 
+/* ---- expandable segments ---------------------------------------------- */
+
+/* Granules mapped at the end as blocks need them, the same segment for
+ * every request of a kind and stream; the limit counts mapped bytes; trim
+ * unmaps the unused end and a wholly free segment; another context sees
+ * the mapped memory as used; the OOM chain unmaps cached granules before
+ * it gives up. */
+static void expandable_segments(void **state)
+{
+    (void)state;
+    vram_pool_config_t cfg = {.strategy = VRAM_POOL_BALANCED,
+                              .expandable = VRAM_POOL_EXPANDABLE_ON,
+                              .limit_bytes = 200 * MiB};
+    vram_pool_t *pool;
+    assert_int_equal(vram_pool_create(sim.ctx, 0, &cfg, &pool), 0);
+    void *a, *b, *c;
+    assert_int_equal(vram_pool_alloc(pool, 3 * MiB, NULL, &a), 0);
+    assert_int_equal(reserved_of(pool), 4 * MiB); /* two granules, not a 20 MiB segment */
+    assert_int_equal(vram_pool_alloc(pool, 50 * MiB, NULL, &b), 0);
+    assert_ptr_equal(b, (char *)a + 3 * MiB); /* the same range, right after a */
+    assert_int_equal(reserved_of(pool), 54 * MiB);
+    vram_ctx_t *other;
+    assert_int_equal(vram_ctx_open_backend("sim", &other), 0);
+    assert_int_equal(pool_sim_used(other), 54 * MiB);
+    vram_pool_stats_t s;
+    assert_int_equal(vram_pool_stats(pool, &s), 0);
+    assert_int_equal(s.segment[VRAM_POOL_STAT_ALL].current, 1);
+    assert_int_equal(s.num_device_alloc, 0);
+    assert_int_equal(s.num_device_map, 2); /* one chunk per growth */
+
+    /* Freed and allocated again: no device call (hysteresis). */
+    assert_int_equal(vram_pool_free(pool, b), 0);
+    assert_int_equal(vram_pool_alloc(pool, 50 * MiB, NULL, &b), 0);
+    assert_int_equal(vram_pool_free(pool, b), 0);
+    assert_int_equal(vram_pool_stats(pool, &s), 0);
+    assert_int_equal(s.num_device_map, 2);
+    assert_int_equal(s.num_device_unmap, 0);
+
+    /* The limit: 200 MiB mapped at most; the OOM chain unmaps the cached
+     * end (50 MiB) before the device is asked again. */
+    assert_int_equal(vram_pool_alloc(pool, 190 * MiB, NULL, &c), 0);
+    assert_true(reserved_of(pool) <= 200 * MiB);
+    assert_int_equal(vram_pool_free(pool, c), 0);
+    char err[256];
+    assert_int_equal(vram_pool_check(pool, err, sizeof err), 0);
+
+    /* Trim unmaps everything a cannot be in: the granules after it. */
+    uint64_t released = 0;
+    assert_int_equal(vram_pool_trim(pool, &released), 0);
+    assert_int_equal(reserved_of(pool), 4 * MiB);
+    assert_int_equal(pool_sim_used(other), 4 * MiB);
+    assert_int_equal(vram_pool_check(pool, err, sizeof err), 0);
+    assert_int_equal(vram_pool_free(pool, a), 0);
+    assert_int_equal(vram_pool_trim(pool, &released), 0);
+    assert_int_equal(released, 4 * MiB);
+    assert_int_equal(pool_sim_used(other), 0);
+    assert_int_equal(vram_pool_stats(pool, &s), 0);
+    assert_int_equal(s.num_device_map, s.num_device_unmap);
+    assert_int_equal(s.segment[VRAM_POOL_STAT_ALL].current, 0);
+    vram_ctx_close(other);
+    vram_pool_destroy(pool);
+}
+
+/* Off, or on a backend without virtual memory (cpu): segments as before. */
+static void expandable_off_and_unsupported(void **state)
+{
+    (void)state;
+    vram_pool_config_t cfg = {.strategy = VRAM_POOL_BALANCED,
+                              .expandable = VRAM_POOL_EXPANDABLE_OFF};
+    vram_pool_t *pool;
+    void *a;
+    assert_int_equal(vram_pool_create(sim.ctx, 0, &cfg, &pool), 0);
+    assert_int_equal(vram_pool_alloc(pool, 3 * MiB, NULL, &a), 0);
+    assert_int_equal(reserved_of(pool), 18 * MiB); /* six copies of 3 MiB */
+    assert_int_equal(vram_pool_free(pool, a), 0);
+    vram_pool_destroy(pool);
+
+    vram_ctx_t *cpu;
+    assert_int_equal(vram_ctx_open_backend("cpu", &cpu), 0);
+    cfg.expandable = VRAM_POOL_EXPANDABLE_ON;
+    assert_int_equal(vram_pool_create(cpu, 0, &cfg, &pool), 0);
+    assert_int_equal(vram_pool_alloc(pool, 3 * MiB, NULL, &a), 0);
+    vram_pool_stats_t s;
+    assert_int_equal(vram_pool_stats(pool, &s), 0);
+    assert_int_equal(s.num_device_alloc, 1);
+    assert_int_equal(s.num_device_map, 0);
+    assert_int_equal(vram_pool_free(pool, a), 0);
+    vram_pool_destroy(pool);
+    vram_ctx_close(cpu);
+
+    assert_int_equal(vram_option_set(VRAM_OPT_POOL_EXPANDABLE, "false"), 0);
+    vram_pool_config_t from_options;
+    assert_int_equal(vram_pool_config_from_options(&from_options), 0);
+    assert_int_equal(from_options.expandable, VRAM_POOL_EXPANDABLE_OFF);
+    assert_int_equal(vram_option_set(VRAM_OPT_POOL_EXPANDABLE, "maybe"), 0);
+    assert_int_equal(vram_pool_config_from_options(&from_options), VRAM_EINVAL);
+    assert_non_null(strstr(vram_last_error(), "VRAM_POOL_EXPANDABLE"));
+    assert_int_equal(vram_option_set(VRAM_OPT_POOL_EXPANDABLE, "auto"), 0);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -281,6 +387,8 @@ int main(void)
         cmocka_unit_test(limit_enforced),
         cmocka_unit_test(limit_from_fraction_and_options),
         cmocka_unit_test(trim_returns_memory_to_the_device),
+        cmocka_unit_test(expandable_segments),
+        cmocka_unit_test(expandable_off_and_unsupported),
     };
     return cmocka_run_group_tests(tests, setup, teardown);
 }

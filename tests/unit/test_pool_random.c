@@ -180,7 +180,11 @@ static void full_check(vram_pool_t *pool, vram_ctx_t *ctx, model_t *m)
                   m->requested_peak, m->requested_in, m->requested_out);
     assert_int_equal(s.reserved_bytes[VRAM_POOL_STAT_ALL].current, w.reserved);
     assert_int_equal(s.segment[VRAM_POOL_STAT_ALL].current, w.segments);
-    assert_int_equal((int64_t)(s.num_device_alloc - s.num_device_free), w.segments);
+    int64_t expandable = 0;
+    for (const vram_pool_segment_t *seg = pool->segments; seg; seg = seg->next)
+        expandable += seg->reservation != NULL;
+    assert_int_equal((int64_t)(s.num_device_alloc - s.num_device_free) + expandable, w.segments);
+    assert_true(s.num_device_map >= s.num_device_unmap);
     assert_int_equal(pool_sim_used(ctx), (uint64_t)w.reserved); /* the device agrees */
     int64_t cached = w.reserved - s.allocated_bytes[VRAM_POOL_STAT_ALL].current;
     assert_true(cached >= 0);
@@ -189,21 +193,24 @@ static void full_check(vram_pool_t *pool, vram_ctx_t *ctx, model_t *m)
     free(w.blocks);
 }
 
-static void run_strategy(vram_pool_strategy_t strategy, uint64_t seed)
+static void run_strategy(vram_pool_strategy_t strategy, vram_pool_expandable_t expandable,
+                         uint64_t seed)
 {
     pool_sim_t sim;
     assert_int_equal(pool_sim_open(&sim, "1xrandom:64GiB"), 0);
-    vram_pool_config_t cfg = {.strategy = strategy};
+    vram_pool_config_t cfg = {.strategy = strategy, .expandable = expandable};
     vram_pool_t *pool;
     assert_int_equal(vram_pool_create(sim.ctx, 0, &cfg, &pool), 0);
     model_t *m = calloc(1, sizeof *m);
     assert_non_null(m);
     rng_state = seed;
-    print_message("strategy %s, seed %llu\n", vram_pool_strategy_name(strategy),
+    print_message("strategy %s, %s, seed %llu\n", vram_pool_strategy_name(strategy),
+                  expandable == VRAM_POOL_EXPANDABLE_ON ? "expandable segments" : "segments",
                   (unsigned long long)seed);
+    int ops = expandable == VRAM_POOL_EXPANDABLE_ON ? OPS_PER_STRATEGY / 2 : OPS_PER_STRATEGY;
     static const uintptr_t streams[] = {0, 0x1000, 0x2000};
     double grow_bias = 0.6;
-    for (int op = 1; op <= OPS_PER_STRATEGY; op++) {
+    for (int op = 1; op <= ops; op++) {
         /* Phases of growth and shrinkage empty whole segments now and then. */
         if (op % 20000 == 0) grow_bias = grow_bias > 0.5 ? 0.35 : 0.6;
         bool do_alloc = m->count == 0 || (m->count < MAX_LIVE && rnd_unit() < grow_bias);
@@ -250,6 +257,9 @@ static void run_strategy(vram_pool_strategy_t strategy, uint64_t seed)
     assert_int_equal(vram_pool_stats(pool, &s), 0);
     assert_int_equal(s.reserved_bytes[VRAM_POOL_STAT_ALL].current, 0);
     assert_int_equal(s.num_device_alloc, s.num_device_free);
+    assert_int_equal(s.num_device_map, s.num_device_unmap);
+    if (expandable == VRAM_POOL_EXPANDABLE_ON) assert_true(s.num_device_map > 0);
+    else assert_int_equal(s.num_device_map, 0);
     assert_int_equal(s.num_invalid_frees, 0);
     assert_int_equal(pool_sim_used(sim.ctx), 0);
     vram_pool_destroy(pool);
@@ -265,37 +275,30 @@ static uint64_t seed_for(int strategy)
     return base * 1000 + (uint64_t)strategy + 1;
 }
 
-static void greedy(void **state)
-{
-    (void)state;
-    run_strategy(VRAM_POOL_GREEDY, seed_for(VRAM_POOL_GREEDY));
-}
+/* One test per strategy and segment mode: the cmocka name says which. */
+#define STRATEGY_TESTS(X)                                                                          \
+    X(greedy, VRAM_POOL_GREEDY)                                                                    \
+    X(balanced, VRAM_POOL_BALANCED)                                                                \
+    X(consolidated, VRAM_POOL_CONSOLIDATED)                                                        \
+    X(fragmentation_aware, VRAM_POOL_FRAGMENTATION_AWARE)
 
-static void balanced(void **state)
-{
-    (void)state;
-    run_strategy(VRAM_POOL_BALANCED, seed_for(VRAM_POOL_BALANCED));
-}
+#define DEFINE_TESTS(name, strategy)                                                               \
+    static void name(void **state)                                                                 \
+    {                                                                                              \
+        (void)state;                                                                               \
+        run_strategy(strategy, VRAM_POOL_EXPANDABLE_OFF, seed_for(strategy));                      \
+    }                                                                                              \
+    static void name##_expandable(void **state)                                                    \
+    {                                                                                              \
+        (void)state;                                                                               \
+        run_strategy(strategy, VRAM_POOL_EXPANDABLE_ON, seed_for(strategy) + 100);                 \
+    }
+STRATEGY_TESTS(DEFINE_TESTS)
 
-static void consolidated(void **state)
-{
-    (void)state;
-    run_strategy(VRAM_POOL_CONSOLIDATED, seed_for(VRAM_POOL_CONSOLIDATED));
-}
-
-static void fragmentation_aware(void **state)
-{
-    (void)state;
-    run_strategy(VRAM_POOL_FRAGMENTATION_AWARE, seed_for(VRAM_POOL_FRAGMENTATION_AWARE));
-}
+#define LIST_TESTS(name, strategy) cmocka_unit_test(name), cmocka_unit_test(name##_expandable),
 
 int main(void)
 {
-    const struct CMUnitTest tests[] = {
-        cmocka_unit_test(greedy),
-        cmocka_unit_test(balanced),
-        cmocka_unit_test(consolidated),
-        cmocka_unit_test(fragmentation_aware),
-    };
+    const struct CMUnitTest tests[] = {STRATEGY_TESTS(LIST_TESTS)};
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -203,10 +203,10 @@ static void *worker_main(void *arg)
     return NULL;
 }
 
-static void run(vram_pool_strategy_t strategy)
+static void run(vram_pool_strategy_t strategy, vram_pool_expandable_t expandable)
 {
     assert_int_equal(pool_sim_open(&sim, "1xthreads:64GiB"), 0);
-    vram_pool_config_t cfg = {.strategy = strategy};
+    vram_pool_config_t cfg = {.strategy = strategy, .expandable = expandable};
     assert_int_equal(vram_pool_create(sim.ctx, 0, &cfg, &pool), 0);
     atomic_store(&failures, 0);
     assert_int_equal(pthread_barrier_init(&barrier, NULL, THREADS), 0);
@@ -230,6 +230,9 @@ static void run(vram_pool_strategy_t strategy)
     assert_int_equal(s.allocation[VRAM_POOL_STAT_ALL].current, 0);
     assert_int_equal(s.reserved_bytes[VRAM_POOL_STAT_ALL].current, 0);
     assert_int_equal(s.num_invalid_frees, 0);
+    assert_int_equal(s.num_device_map, s.num_device_unmap);
+    assert_true(expandable == VRAM_POOL_EXPANDABLE_ON ? s.num_device_map > 0
+                                                      : s.num_device_map == 0);
     assert_int_equal(pool_sim_used(sim.ctx), 0);
     vram_pool_destroy(pool);
     pool_sim_close(&sim);
@@ -238,13 +241,21 @@ static void run(vram_pool_strategy_t strategy)
 static void balanced_threads(void **state)
 {
     (void)state;
-    run(VRAM_POOL_BALANCED);
+    run(VRAM_POOL_BALANCED, VRAM_POOL_EXPANDABLE_OFF);
 }
 
 static void consolidated_threads(void **state)
 {
     (void)state;
-    run(VRAM_POOL_CONSOLIDATED);
+    run(VRAM_POOL_CONSOLIDATED, VRAM_POOL_EXPANDABLE_OFF);
+}
+
+/* Expandable segments: 8 threads growing the same few segments at their
+ * ends (three streams, two kinds) while others free into them. */
+static void balanced_expandable_threads(void **state)
+{
+    (void)state;
+    run(VRAM_POOL_BALANCED, VRAM_POOL_EXPANDABLE_ON);
 }
 
 int main(void)
@@ -252,6 +263,7 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(balanced_threads),
         cmocka_unit_test(consolidated_threads),
+        cmocka_unit_test(balanced_expandable_threads),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
