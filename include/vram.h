@@ -396,7 +396,33 @@ typedef enum {
     VRAM_FAMILY_LSTM,         /* word-level LSTM language model (embedding, LSTM, decoder) */
     VRAM_FAMILY_GRU,          /* same with GRU layers */
     VRAM_FAMILY_PROFILE,      /* measured profile: counts given, no architecture */
+    /* estimator second edition (docs/estimation.md, "Families") */
+    VRAM_FAMILY_QWEN2,       /* LLaMA layout with q/k/v biases */
+    VRAM_FAMILY_PHI,         /* Phi-1/2: LayerNorm, parallel attention + GELU MLP, biases */
+    VRAM_FAMILY_PHI3,        /* Phi-3: fused qkv and gate_up, RMSNorm, SwiGLU */
+    VRAM_FAMILY_GEMMA,       /* RMSNorm, GeGLU, tied head */
+    VRAM_FAMILY_GEMMA2,      /* Gemma + post-attention and post-MLP norms */
+    VRAM_FAMILY_OPT,         /* learned positions (+2), ReLU MLP, biases, optional projections */
+    VRAM_FAMILY_GPT_BIGCODE, /* GPT-2 layout with multi-query attention (StarCoder) */
+    VRAM_FAMILY_MIXTRAL,     /* LLaMA attention, sparse MoE MLP (router + experts) */
+    VRAM_FAMILY_QWEN2_MOE,   /* Qwen2 attention, MoE MLP + gated shared expert */
+    VRAM_FAMILY_WHISPER,     /* encoder-decoder over log-mel frames */
+    VRAM_FAMILY_WAV2VEC2,    /* conv feature encoder + transformer over raw audio */
 } vram_family_t;
+
+/* The task head on top of the base model (HF `architectures`). */
+typedef enum {
+    VRAM_HEAD_DEFAULT,   /* the family's usual head: LM for decoders, none for encoders */
+    VRAM_HEAD_BASE,      /* *Model: no head */
+    VRAM_HEAD_MASKED_LM, /* *ForMaskedLM */
+    VRAM_HEAD_CAUSAL_LM, /* *ForCausalLM, *LMHeadModel */
+    VRAM_HEAD_SEQ_CLS,   /* *ForSequenceClassification (also audio) */
+    VRAM_HEAD_TOKEN_CLS, /* *ForTokenClassification */
+    VRAM_HEAD_QA,        /* *ForQuestionAnswering */
+    VRAM_HEAD_COND_GEN,  /* *ForConditionalGeneration (encoder-decoder LM) */
+    VRAM_HEAD_IMAGE_CLS, /* *ForImageClassification */
+    VRAM_HEAD_CTC,       /* *ForCTC (wav2vec2) */
+} vram_head_t;
 
 typedef struct {
     char name[64];
@@ -422,6 +448,26 @@ typedef struct {
     uint64_t profile_parameters, profile_buffers_bytes;
     uint64_t profile_act_per_sample, profile_act_fixed;
     int profile_dtype_bytes; /* bytes per parameter of the measured dtype */
+    /* second edition: heads, decoder variants, mixture of experts, audio */
+    vram_head_t head;
+    int64_t num_labels;           /* classification heads (num_labels or id2label) */
+    int64_t embed_proj_dim;       /* OPT word_embed_proj_dim (0 = hidden_size) */
+    int64_t num_experts;          /* MoE: experts per layer (0 = dense) */
+    int64_t experts_per_token;    /* MoE: top-k */
+    int64_t expert_intermediate;  /* MoE: each expert's MLP width */
+    int64_t shared_intermediate;  /* Qwen2-MoE: shared expert's MLP width */
+    bool qkv_bias, mlp_bias;      /* decoder variants: biases */
+    bool lm_head_bias;            /* Phi */
+    bool softmax_upcast;          /* eager half-precision attention computes softmax in fp32 */
+    bool no_final_norm;           /* OPT-350m (do_layer_norm_before = false) */
+    bool post_norm;               /* post-LN layers (OPT-350m, wav2vec2-base) */
+    bool sdpa_default;            /* Hugging Face's default attention for the family is SDPA */
+    int64_t num_mel_bins;         /* Whisper */
+    int64_t max_source_positions; /* Whisper encoder frames after the stride-2 conv */
+    int64_t conv_layers;          /* wav2vec2 feature encoder */
+    int64_t conv_dim[8], conv_kernel[8], conv_stride[8];
+    bool conv_bias, conv_group_norm; /* wav2vec2: feat_extract_norm "group" (first layer only) */
+    int64_t pos_conv_kernel, pos_conv_groups;
 } vram_model_t;
 
 /* Looks a catalog model up by name (case-insensitive, '_' == '-'). ENOENT

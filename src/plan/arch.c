@@ -1,6 +1,8 @@
 /* Dispatch from a model's family to its architecture code. */
 #include "arch.h"
 
+#include <string.h>
+
 /* Saturating arithmetic: a count that does not fit stays at UINT64_MAX,
  * which the readers and vram_estimate refuse (above VRAM_MAX_PARAMETERS),
  * instead of wrapping to a small, plausible number. */
@@ -54,14 +56,32 @@ bool vram_arch_is_image(const vram_model_t *m)
 
 bool vram_arch_has_kv_cache(const vram_model_t *m)
 {
-    return m->family == VRAM_FAMILY_GPT2 || m->family == VRAM_FAMILY_GPTNEOX ||
-           m->family == VRAM_FAMILY_LLAMA || m->family == VRAM_FAMILY_T5;
+    return vram_arch_is_decoder(m) || m->family == VRAM_FAMILY_T5 ||
+           m->family == VRAM_FAMILY_WHISPER;
+}
+
+static bool is_audio(vram_family_t f)
+{
+    return f == VRAM_FAMILY_WHISPER || f == VRAM_FAMILY_WAV2VEC2;
+}
+
+/* The base model's parameters, then its head's. */
+static int base_params(const vram_model_t *m, vram_arch_params_t *p)
+{
+    if (is_audio(m->family)) return vram_arch_audio_params(m, p);
+    if (vram_arch_is_decoder(m) && !is_transformer(m->family))
+        return vram_arch_decoder_params(m, p);
+    return vram_arch_transformer_params(m, p);
 }
 
 int vram_arch_params(const vram_model_t *m, vram_arch_params_t *p)
 {
     *p = (vram_arch_params_t){0};
-    if (is_transformer(m->family)) return vram_arch_transformer_params(m, p);
+    if (is_transformer(m->family) || vram_arch_is_decoder(m) || is_audio(m->family)) {
+        int rc = base_params(m, p);
+        if (!rc) vram_arch_head_params(m, p);
+        return rc;
+    }
     if (is_cnn(m->family)) return vram_arch_cnn_params(m, p);
     if (m->family == VRAM_FAMILY_LSTM || m->family == VRAM_FAMILY_GRU)
         return vram_arch_rnn_params(m, p);
@@ -75,9 +95,27 @@ int vram_arch_params(const vram_model_t *m, vram_arch_params_t *p)
     return vram_fail(VRAM_EINVAL, "model \"%s\" has an unknown family %d", m->name, (int)m->family);
 }
 
+/* Output positions the head sees: wav2vec2's frames, else the tokens. */
+static double head_tokens(const vram_model_t *m, const vram_arch_shape_t *s)
+{
+    double b = (double)s->batch;
+    if (m->family == VRAM_FAMILY_WAV2VEC2) return b * (double)vram_arch_wav2vec2_frames(m, s->seq);
+    return b * (double)s->seq;
+}
+
 int vram_arch_acts(const vram_model_t *m, const vram_arch_shape_t *s, double *bytes)
 {
-    if (is_transformer(m->family)) return vram_arch_transformer_acts(m, s, bytes);
+    if (is_transformer(m->family) || vram_arch_is_decoder(m) || is_audio(m->family)) {
+        int rc;
+        if (is_audio(m->family))
+            rc = vram_arch_audio_acts(m, s, bytes);
+        else if (is_transformer(m->family))
+            rc = vram_arch_transformer_acts(m, s, bytes);
+        else
+            rc = vram_arch_decoder_acts(m, s, bytes);
+        if (!rc) *bytes += vram_arch_head_acts(m, s, head_tokens(m, s));
+        return rc;
+    }
     if (is_cnn(m->family)) return vram_arch_cnn_acts(m, s, bytes);
     if (m->family == VRAM_FAMILY_LSTM || m->family == VRAM_FAMILY_GRU)
         return vram_arch_rnn_acts(m, s, bytes);

@@ -39,6 +39,7 @@ typedef struct {
     double mm, f32;
     bool amp;
     bool fused_attention; /* SDPA/FlashAttention: no a·s² scores */
+    bool upcast;          /* eager softmax in fp32 for half-precision inputs (m->softmax_upcast) */
 } vram_arch_shape_t;
 
 /* The *_acts functions return activation bytes: for training, what autograd
@@ -50,6 +51,27 @@ int vram_arch_cnn_params(const vram_model_t *m, vram_arch_params_t *p);
 int vram_arch_cnn_acts(const vram_model_t *m, const vram_arch_shape_t *s, double *bytes);
 int vram_arch_rnn_params(const vram_model_t *m, vram_arch_params_t *p);
 int vram_arch_rnn_acts(const vram_model_t *m, const vram_arch_shape_t *s, double *bytes);
+
+/* Second-edition families (arch_decoder.c, arch_audio.c) and the task
+ * heads on top of every family (arch_head.c). */
+int vram_arch_decoder_params(const vram_model_t *m, vram_arch_params_t *p);
+int vram_arch_decoder_acts(const vram_model_t *m, const vram_arch_shape_t *s, double *bytes);
+int vram_arch_audio_params(const vram_model_t *m, vram_arch_params_t *p);
+int vram_arch_audio_acts(const vram_model_t *m, const vram_arch_shape_t *s, double *bytes);
+/* The head a model has (VRAM_HEAD_DEFAULT resolved per family). */
+vram_head_t vram_arch_head(const vram_model_t *m);
+void vram_arch_head_params(const vram_model_t *m, vram_arch_params_t *p);
+/* Training: what the head and its loss keep over `tokens` output positions
+ * (`in_bytes`: bytes per element of the head's input as stored). Inference:
+ * the logits kept (generation: the last position only). */
+double vram_arch_head_acts(const vram_model_t *m, const vram_arch_shape_t *s, double tokens);
+/* Width of what the model feeds its head (OPT's projection, else hidden). */
+int64_t vram_arch_head_width(const vram_model_t *m);
+/* Shared shape checks (limits, divisibility); 0 or EINVAL naming the field. */
+int vram_arch_check_shape(const vram_model_t *m);
+bool vram_arch_is_decoder(const vram_model_t *m);
+/* wav2vec2: frames out of the feature encoder for `samples` raw samples. */
+int64_t vram_arch_wav2vec2_frames(const vram_model_t *m, int64_t samples);
 
 /* Dispatches on the family. */
 int vram_arch_params(const vram_model_t *m, vram_arch_params_t *p);

@@ -269,8 +269,11 @@ static void half_precision_halves_activations(void **state)
         uint64_t full = est(&m, &c).activations;
         c.precision = VRAM_PREC_BF16;
         uint64_t half = est(&m, &c).activations;
-        /* masks, indices and statistics keep their size: a little over half */
-        assert_true(half > full / 2 && half < full * 56 / 100);
+        /* masks, indices and statistics keep their size: a little over half
+         * (causal LMs keep their loss's fp32 logits: more) */
+        assert_true(half > full / 2);
+        bool lm = m.family == VRAM_FAMILY_LLAMA || m.family == VRAM_FAMILY_GPT2;
+        assert_true(half < full * (lm ? 70 : 56) / 100);
         /* autocast keeps the residual stream, norms and softmax in fp32 and
          * adds 2-byte copies for the matmuls: in between */
         c.precision = VRAM_PREC_AMP_FP16;
