@@ -18,9 +18,40 @@ static uint64_t sat_mul(uint64_t a, uint64_t b)
     return __builtin_mul_overflow(a, b, &r) ? UINT64_MAX : r;
 }
 
+/* Counts `count` tensors of `elems` in their size class. When the classes
+ * are used up, a new size joins the nearest larger class (or the largest),
+ * which can only overstate the allocator's rounding. */
+static void add_size(vram_arch_params_t *p, uint64_t elems, uint64_t count)
+{
+    int best = -1;
+    for (int i = 0; i < p->nsizes; i++) {
+        if (p->sizes[i].elems == elems) {
+            p->sizes[i].count = sat_add(p->sizes[i].count, count);
+            return;
+        }
+        if (p->sizes[i].elems > elems && (best < 0 || p->sizes[i].elems < p->sizes[best].elems))
+            best = i;
+    }
+    if (p->nsizes < VRAM_ARCH_SIZE_CLASSES) {
+        p->sizes[p->nsizes].elems = elems;
+        p->sizes[p->nsizes++].count = count;
+        return;
+    }
+    if (best < 0) {
+        best = 0;
+        for (int i = 1; i < p->nsizes; i++)
+            if (p->sizes[i].elems > p->sizes[best].elems) best = i;
+        p->sizes[best].elems = elems;
+    }
+    p->sizes[best].count = sat_add(p->sizes[best].count, count);
+}
+
 void vram_arch_add_tensor(vram_arch_params_t *p, uint64_t lead, uint64_t rows, uint64_t cols)
 {
-    p->params = sat_add(p->params, sat_mul(sat_mul(lead, rows), cols));
+    uint64_t elems = sat_mul(sat_mul(lead, rows), cols);
+    p->params = sat_add(p->params, elems);
+    if (elems > p->max_tensor) p->max_tensor = elems;
+    add_size(p, elems, 1);
     p->tensors = sat_add(p->tensors, 1);
     /* Adafactor factors the last two dimensions of a matrix into a row and
      * a column vector; vectors keep a full second moment. */
@@ -31,6 +62,9 @@ void vram_arch_add_tensor(vram_arch_params_t *p, uint64_t lead, uint64_t rows, u
 void vram_arch_add_repeated(vram_arch_params_t *p, const vram_arch_params_t *block, uint64_t n)
 {
     p->params = sat_add(p->params, sat_mul(block->params, n));
+    if (n > 0 && block->max_tensor > p->max_tensor) p->max_tensor = block->max_tensor;
+    for (int i = 0; i < block->nsizes; i++)
+        add_size(p, block->sizes[i].elems, sat_mul(block->sizes[i].count, n));
     p->tensors = sat_add(p->tensors, sat_mul(block->tensors, n));
     p->factored = sat_add(p->factored, sat_mul(block->factored, n));
     p->buffer_bytes = sat_add(p->buffer_bytes, sat_mul(block->buffer_bytes, n));
@@ -63,6 +97,11 @@ bool vram_arch_has_kv_cache(const vram_model_t *m)
 static bool is_audio(vram_family_t f)
 {
     return f == VRAM_FAMILY_WHISPER || f == VRAM_FAMILY_WAV2VEC2;
+}
+
+bool vram_arch_has_layers(const vram_model_t *m)
+{
+    return is_transformer(m->family) || vram_arch_is_decoder(m) || is_audio(m->family);
 }
 
 /* The base model's parameters, then its head's. */

@@ -6,9 +6,17 @@
 
 #include "vram.h"
 
+/* Distinct tensor sizes kept for the allocator model (estimate.c). */
+#define VRAM_ARCH_SIZE_CLASSES 32
+
 /* Parameter tensors of a model, accumulated one tensor at a time. */
 typedef struct {
     uint64_t params;       /* elements */
+    uint64_t max_tensor;   /* elements of the largest tensor */
+    struct {
+        uint64_t elems, count;
+    } sizes[VRAM_ARCH_SIZE_CLASSES]; /* tensors by size (the last class absorbs overflow) */
+    int nsizes;
     uint64_t tensors;      /* number of parameter tensors */
     uint64_t factored;     /* Adafactor second-moment elements (rows + cols per matrix) */
     uint64_t buffer_bytes; /* fp32 buffers (BatchNorm running stats), at fp32 */
@@ -40,7 +48,14 @@ typedef struct {
     bool amp;
     bool fused_attention; /* SDPA/FlashAttention: no a·s² scores */
     bool upcast;          /* eager softmax in fp32 for half-precision inputs (m->softmax_upcast) */
+    bool chunked_loss;    /* the loss keeps half-precision logits and a log-sum-exp */
 } vram_arch_shape_t;
+
+/* Full checkpointing with the layer inputs offloaded to the CPU
+ * (checkpointing field only; transformers). */
+#define VRAM_CKPT_FULL_OFFLOAD ((vram_checkpointing_t)3)
+/* Chunks of a chunked loss (torchtune's CEWithChunkedOutputLoss default). */
+#define VRAM_LOSS_CHUNKS 8
 
 /* The *_acts functions return activation bytes: for training, what autograd
  * saves for backward during one step (unique storages, inputs included); for
@@ -70,6 +85,8 @@ int64_t vram_arch_head_width(const vram_model_t *m);
 /* Shared shape checks (limits, divisibility); 0 or EINVAL naming the field. */
 int vram_arch_check_shape(const vram_model_t *m);
 bool vram_arch_is_decoder(const vram_model_t *m);
+/* Transformer families (layer stacks the activation model knows). */
+bool vram_arch_has_layers(const vram_model_t *m);
 /* wav2vec2: frames out of the feature encoder for `samples` raw samples. */
 int64_t vram_arch_wav2vec2_frames(const vram_model_t *m, int64_t samples);
 

@@ -81,6 +81,9 @@ static inline double max2(double a, double b)
 
 static inline double stack(const layer_acts_t *l, double layers, vram_checkpointing_t ck)
 {
+    if ((int)ck == (int)VRAM_CKPT_FULL_OFFLOAD)
+        /* inputs on the CPU: the one being copied and the one recomputed */
+        return 2 * l->input + l->layer;
     switch (ck) {
     case VRAM_CKPT_FULL:
         /* layer inputs, plus one layer recomputed during backward */
