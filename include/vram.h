@@ -462,6 +462,7 @@ typedef struct {
     bool no_final_norm;           /* OPT-350m (do_layer_norm_before = false) */
     bool post_norm;               /* post-LN layers (OPT-350m, wav2vec2-base) */
     bool sdpa_default;            /* Hugging Face's default attention for the family is SDPA */
+    bool score_clamp;             /* eager scores clamped with torch.max (OPT): input kept */
     int64_t num_mel_bins;         /* Whisper */
     int64_t max_source_positions; /* Whisper encoder frames after the stride-2 conv */
     int64_t conv_layers;          /* wav2vec2 feature encoder */
@@ -579,6 +580,8 @@ typedef struct {
     bool activation_offload;      /* checkpointed layer inputs kept on the CPU */
     bool chunked_loss;            /* loss over vocabulary chunks that keeps half-precision logits
                                    * and a log-sum-exp instead of fp32 log-probabilities */
+    bool sum_loss;                /* benchmark loss logits.sum(): no log-softmax, the logits
+                                   * stay referenced by the outputs */
 } vram_estimate_config_t;
 
 /* Default CUDA context + library workspaces (docs/estimation.md). */

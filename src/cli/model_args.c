@@ -107,9 +107,11 @@ static int apply_second_edition(cli_model_args_t *a, const char *flag, const cha
         return 0;
     }
     if (!strcmp(flag, "--loss")) {
-        if (strcmp(v, "chunked") && strcmp(v, "full"))
-            return cli_usage_error(a->cmd, "unknown --loss \"%s\" (use full or chunked)", v);
+        if (strcmp(v, "chunked") && strcmp(v, "full") && strcmp(v, "sum"))
+            return cli_usage_error(a->cmd, "unknown --loss \"%s\" (use full, chunked or sum)",
+                                   v);
         e->chunked_loss = !strcmp(v, "chunked");
+        e->sum_loss = !strcmp(v, "sum");
         return 0;
     }
     if (!strcmp(flag, "--optimizer-impl")) {
@@ -377,5 +379,6 @@ void cli_model_args_help(FILE *out)
             "  --lazy-loading on|off CUDA_MODULE_LOADING=LAZY (default: by CUDA version)\n"
             "  --optimizer-impl I    foreach (default), fused, for-loop\n"
             "  --activation-offload on|off  checkpointed layer inputs on the CPU\n"
-            "  --loss full|chunked   chunked: half-precision logits per vocabulary chunk\n");
+            "  --loss L              full (cross-entropy), chunked (half-precision logits per\n"
+            "                        vocabulary chunk), sum (benchmarks' logits.sum())\n");
 }

@@ -49,6 +49,8 @@ typedef struct {
     bool fused_attention; /* SDPA/FlashAttention: no a·s² scores */
     bool upcast;          /* eager softmax in fp32 for half-precision inputs (m->softmax_upcast) */
     bool chunked_loss;    /* the loss keeps half-precision logits and a log-sum-exp */
+    bool sum_loss;        /* logits.sum(): the logits kept as the output, no log-softmax */
+    bool clamp;           /* eager scores clamped by torch.max, which keeps its input */
 } vram_arch_shape_t;
 
 /* Full checkpointing with the layer inputs offloaded to the CPU

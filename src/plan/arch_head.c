@@ -129,6 +129,9 @@ double vram_arch_head_acts(const vram_model_t *m, const vram_arch_shape_t *s, do
     case VRAM_HEAD_CTC:
         /* the head's input, then the loss over every position's logits;
          * Hugging Face's causal LMs upcast the logits to fp32 for the loss */
+        if (s->sum_loss)
+            /* logits.sum(): the logits stay referenced by the model's output */
+            return fed(s, 1) * tokens * E + s->mm * tokens * V;
         if (s->chunked_loss)
             /* each chunk's half-precision logits and a log-sum-exp per token */
             return fed(s, 1) * tokens * E + s->mm * tokens * V + (4 + IDX) * tokens;

@@ -47,6 +47,17 @@ static inline double fed(const vram_arch_shape_t *p, int n)
     return p->amp ? 2.0 * n : p->f32;
 }
 
+/* Bytes the softmax and the probabilities-times-values matmul keep. */
+static inline double attention_probs(const vram_arch_shape_t *p, double scores, bool dropout)
+{
+    /* pure half precision with Hugging Face's fp32 softmax: the fp32
+     * probabilities (softmax's output) and their half cast (the matmul's) */
+    if (p->upcast && !p->amp && p->f32 == 2)
+        return scores * (4 + 2 + (dropout ? MASK : 0));
+    if (dropout) return scores * (p->f32 + MASK + fed(p, 1));
+    return scores * (p->f32 + (p->amp ? 2 : 0));
+}
+
 /* The attention core over q_len x kv_len scores: the softmax output (f32
  * role; without dropout the second matmul keeps it too, as its own copy
  * under autocast); with dropout also the mask and the dropped
@@ -57,12 +68,8 @@ static inline double attention_core(const vram_arch_shape_t *p, double b, double
 {
     if (p->fused_attention) return 4.0 * b * heads * q_len;
     double scores = b * heads * q_len * kv_len;
-    /* pure half precision with Hugging Face's fp32 softmax: the fp32
-     * probabilities (softmax's output) and their half cast (the matmul's) */
-    if (p->upcast && !p->amp && p->f32 == 2)
-        return scores * (4 + 2 + (dropout ? MASK : 0));
-    if (dropout) return scores * (p->f32 + MASK + fed(p, 1));
-    return scores * (p->f32 + (p->amp ? 2 : 0));
+    double clamp = p->clamp ? p->mm * scores : 0;
+    return clamp + attention_probs(p, scores, dropout);
 }
 
 /* Inference working set of attention: q, k, v, context, scores and probs

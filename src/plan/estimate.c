@@ -312,8 +312,9 @@ static double backward_temps(const vram_model_t *m, const vram_arch_shape_t *sh)
     }
     vram_head_t head = vram_arch_head(m);
     double chain = 0;
-    if (head == VRAM_HEAD_CAUSAL_LM || head == VRAM_HEAD_COND_GEN || head == VRAM_HEAD_MASKED_LM ||
-        head == VRAM_HEAD_CTC) {
+    /* logits.sum()'s gradient is an expanded scalar: no chain */
+    if (!sh->sum_loss && (head == VRAM_HEAD_CAUSAL_LM || head == VRAM_HEAD_COND_GEN ||
+                          head == VRAM_HEAD_MASKED_LM || head == VRAM_HEAD_CTC)) {
         double e = vram_arch_is_decoder(m) ? 4 : sh->f32;
         chain = 2 * e * tok * (double)m->vocab_size;
         if (sh->chunked_loss) chain /= VRAM_LOSS_CHUNKS;
@@ -419,6 +420,8 @@ int vram_estimate(const vram_model_t *m, const vram_estimate_config_t *c, vram_e
         .fused_attention = fused,
         .upcast = m->softmax_upcast,
         .chunked_loss = c->chunked_loss,
+        .sum_loss = c->sum_loss,
+        .clamp = m->score_clamp,
     };
     if (c->activation_offload) {
         if (!vram_arch_has_layers(m))

@@ -315,6 +315,7 @@ static int read_family(json_t *root, const char *origin, const char *t, vram_mod
         m->sdpa_default = true;
     } else if (!strcmp(t, "opt")) {
         m->family = VRAM_FAMILY_OPT;
+        m->score_clamp = true; /* torch.max(scores, finfo.min) in OPTAttention */
         if ((rc = read_text(root, origin, m))) return rc;
         REQ(inter, intermediate_size, VRAM_MAX_MLP_WIDTH);
         REQ(positions, max_positions, VRAM_MAX_POSITIONS);
