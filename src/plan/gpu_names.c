@@ -54,19 +54,16 @@ const vram_gpu_model_t *vram_gpu_model_resolve(const char *name, const char **no
             if (note) *note = common[i].note;
             return vram_gpu_model_find(common[i].variant);
         }
-    /* a bare name with a single variant in the table ("rtx4090", "L40S") */
+    /* a bare name with a single variant in the table ("rtx4090", "L40S"):
+     * the table's name without its "-<memory>" suffix */
     const vram_gpu_model_t *only = NULL;
-    size_t wl = strlen(want);
     for (size_t i = 0; i < count; i++) {
-        squash(all[i].name, have, sizeof have);
-        /* the name without its trailing "<digits>gb" */
-        size_t k = strlen(have);
-        if (k > 2 && !strcmp(have + k - 2, "gb")) {
-            k -= 2;
-            while (k > 0 && isdigit((unsigned char)have[k - 1]))
-                k--;
-        }
-        if (k == wl && !strncmp(have, want, wl)) {
+        char base[64];
+        snprintf(base, sizeof base, "%s", all[i].name);
+        char *dash = strrchr(base, '-');
+        if (dash) *dash = '\0';
+        squash(base, have, sizeof have);
+        if (!strcmp(have, want)) {
             if (only) return NULL; /* ambiguous and not in the common list */
             only = &all[i];
         }

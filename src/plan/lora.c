@@ -36,6 +36,10 @@ static void mlp(vram_lora_linears_t *l, int64_t h, int64_t I, bool gated, double
 int vram_lora_linears(const vram_model_t *m, vram_lora_linears_t *l)
 {
     l->n = 0;
+    if (!vram_arch_has_layers(m) || m->family == VRAM_FAMILY_VIT || m->num_heads <= 0)
+        return vram_fail(VRAM_EINVAL,
+                         "LoRA is not supported for %s models (transformer families only)",
+                         vram_family_name(m->family));
     double L = (double)m->num_layers;
     int64_t h = m->hidden_size, I = m->intermediate_size, d = head_dim(m);
     int64_t q = m->num_heads * d, kv = kv_heads(m) * d;
