@@ -91,6 +91,8 @@ static inline double stack(const layer_acts_t *l, double layers, vram_checkpoint
     if ((int)ck == (int)VRAM_CKPT_FULL_OFFLOAD)
         /* inputs on the CPU: the one being copied and the one recomputed */
         return 2 * l->input + l->layer;
+    if ((int)ck == (int)VRAM_CKPT_FULL_INPUTS) return layers * l->input;
+    if ((int)ck == (int)VRAM_CKPT_OFFLOAD_INPUTS) return 2 * l->input;
     switch (ck) {
     case VRAM_CKPT_FULL:
         /* layer inputs, plus one layer recomputed during backward */

@@ -296,11 +296,16 @@ static double optimizer_temps(const vram_estimate_config_t *c, const param_memor
  * Hugging Face's causal LMs), or one layer's (its output's gradient, two
  * MLP-wide ones, and for eager attention those of the probabilities and
  * scores). */
-static double backward_temps(const vram_model_t *m, const vram_arch_shape_t *sh)
+typedef struct {
+    double layer, chain; /* one layer's gradients in flight; the loss's chain */
+} backward_t;
+
+static backward_t backward_temps(const vram_model_t *m, const vram_arch_shape_t *sh)
 {
+    backward_t r = {0, 0};
     if (m->hidden_size <= 0 || m->family == VRAM_FAMILY_PROFILE ||
         m->family == VRAM_FAMILY_LSTM || m->family == VRAM_FAMILY_GRU || vram_arch_is_image(m))
-        return 0;
+        return r;
     double b = (double)sh->batch, s = (double)sh->seq, tok = b * s, h = (double)m->hidden_size;
     if (m->family == VRAM_FAMILY_WAV2VEC2) tok = b * (double)vram_arch_wav2vec2_frames(m, sh->seq);
     double I = m->num_experts > 0 ? (double)(m->expert_intermediate * m->experts_per_token)
@@ -319,7 +324,9 @@ static double backward_temps(const vram_model_t *m, const vram_arch_shape_t *sh)
         chain = 2 * e * tok * (double)m->vocab_size;
         if (sh->chunked_loss) chain /= VRAM_LOSS_CHUNKS;
     }
-    return layer > chain ? layer : chain;
+    r.layer = layer;
+    r.chain = chain;
+    return r;
 }
 
 /* What is live in one phase of a step beyond the weights and states. */
@@ -479,7 +486,38 @@ int vram_estimate(const vram_model_t *m, const vram_estimate_config_t *c, vram_e
         context = (double)c->overhead_bytes; /* the user's figure replaces both */
         work = 0;
     }
-    double bwd = train ? backward_temps(m, &shape) + pm.dequant : 0;
+    /* Backward runs the head first: its chain is in flight while every
+     * activation is kept (but no layer is recomputed yet); by the time a
+     * layer's gradients are in flight the head's tensors are freed (except
+     * logits a benchmark's output still references), and with
+     * checkpointing that layer's recomputed activations exist. */
+    backward_t bt = {0, 0};
+    double recompute = 0, head = 0;
+    if (train) {
+        bt = backward_temps(m, &shape);
+        if (vram_arch_has_layers(m)) {
+            double tokens = (double)c->batch_size * (double)seq;
+            if (m->family == VRAM_FAMILY_WAV2VEC2)
+                tokens = (double)c->batch_size * (double)vram_arch_wav2vec2_frames(m, seq);
+            vram_arch_shape_t bare = shape;
+            bare.sum_loss = false;
+            head = shape.sum_loss ? 0 : vram_arch_head_acts(m, &bare, tokens);
+            if (shape.checkpointing == VRAM_CKPT_FULL ||
+                shape.checkpointing == VRAM_CKPT_FULL_OFFLOAD) {
+                vram_arch_shape_t inputs = shape;
+                inputs.checkpointing = shape.checkpointing == VRAM_CKPT_FULL
+                                           ? VRAM_CKPT_FULL_INPUTS
+                                           : VRAM_CKPT_OFFLOAD_INPUTS;
+                double without = 0;
+                if ((rc = vram_arch_acts(m, &inputs, &without))) return rc;
+                recompute = acts - without;
+            }
+        }
+    }
+    double at_head = acts - recompute + bt.chain, at_layer = acts - head + bt.layer;
+    double acts_peak = at_head > at_layer ? at_head : at_layer;
+    double bwd = (train ? acts_peak - acts : 0) + pm.dequant;
+    if (bwd < 0) bwd = 0;
     double opt = train ? optimizer_temps(c, &pm) : 0;
     double buffers = (double)p.buffer_bytes + 8.0 * (double)p.buffer_i64;
     /* Training peaks at the start of backward (all activations, the loss's
@@ -488,7 +526,7 @@ int vram_estimate(const vram_model_t *m, const vram_estimate_config_t *c, vram_e
      * optimizer step (gradients, states, the step's intermediates). */
     double fixed = pm.params + buffers + pm.states + work;
     double at_bwd = fixed + pm.cache + acts + bwd + (c->grads_kept ? pm.grads : 0);
-    double at_end = fixed + pm.cache + pm.grads + (train ? bwd : 0);
+    double at_end = fixed + pm.cache + pm.grads + bt.layer + pm.dequant;
     double at_step = fixed + pm.grads + opt;
     double peak = at_bwd;
     if (train && at_end > peak) peak = at_end;
@@ -500,7 +538,7 @@ int vram_estimate(const vram_model_t *m, const vram_estimate_config_t *c, vram_e
      * the process keeps the largest reservation */
     phase_t phases[3] = {
         {true, c->grads_kept, acts, bwd + pm.cache, 0},
-        {true, true, 0, (train ? bwd : 0) + pm.cache, 0},
+        {true, true, 0, bt.layer + pm.dequant + pm.cache, 0},
         {true, true, 0, opt, 0},
     };
     int nphases = train ? 3 : 1;
