@@ -77,8 +77,11 @@ static inline double attention_core(const vram_arch_shape_t *p, double b, double
 static inline double attention_working(const vram_arch_shape_t *p, double b, double s, double h,
                                 double kvd, double heads, double kv_len)
 {
-    double scores = p->fused_attention ? 0 : 2 * heads * s * kv_len;
-    return p->mm * b * (s * (2 * h) + 2 * kv_len * kvd + scores);
+    double scores = p->fused_attention ? 0 : heads * s * kv_len;
+    /* the scores and probabilities; Hugging Face's fp32 softmax in half
+     * precision adds the fp32 probabilities before their cast */
+    double per_score = 2 * p->mm + (p->upcast && p->mm == 2 && !p->fused_attention ? 4 : 0);
+    return b * (p->mm * (s * (2 * h) + 2 * kv_len * kvd) + per_score * scores);
 }
 
 static inline double max2(double a, double b)
