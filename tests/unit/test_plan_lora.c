@@ -28,6 +28,16 @@ static vram_estimate_t est(const vram_model_t *m, const vram_estimate_config_t *
     return e;
 }
 
+/* The set-up of the LoRA tests: bf16 training, 512 tokens. */
+static vram_estimate_config_t bf16_512(void)
+{
+    vram_estimate_config_t c;
+    vram_estimate_config_init(&c);
+    c.seq_len = 512;
+    c.precision = VRAM_PREC_BF16;
+    return c;
+}
+
 /* Llama-2-7B, rank 8 on q and v: 32 layers x 2 x 8 x (4096 + 4096) =
  * 4,194,304, the figure PEFT's print_trainable_parameters() reports for
  * this set-up in its documentation. */
@@ -35,10 +45,7 @@ static void lora_adapter_counts(void **state)
 {
     (void)state;
     vram_model_t m = model("llama-2-7b");
-    vram_estimate_config_t c;
-    vram_estimate_config_init(&c);
-    c.seq_len = 512;
-    c.precision = VRAM_PREC_BF16;
+    vram_estimate_config_t c = bf16_512();
     c.lora_rank = 8;
     c.lora_targets = VRAM_LORA_Q | VRAM_LORA_V;
     vram_estimate_t e = est(&m, &c);
@@ -72,10 +79,7 @@ static void qlora_base_bytes(void **state)
 {
     (void)state;
     vram_model_t m = model("llama-2-7b");
-    vram_estimate_config_t c;
-    vram_estimate_config_init(&c);
-    c.seq_len = 512;
-    c.precision = VRAM_PREC_BF16;
+    vram_estimate_config_t c = bf16_512();
     c.lora_rank = 16;
     uint64_t lora = est(&m, &c).parameters;
     c.quantize_base = VRAM_QUANT_NF4;
@@ -106,10 +110,7 @@ static void lora_keeps_activations(void **state)
 {
     (void)state;
     vram_model_t m = model("llama-2-7b");
-    vram_estimate_config_t c;
-    vram_estimate_config_init(&c);
-    c.seq_len = 512;
-    c.precision = VRAM_PREC_BF16;
+    vram_estimate_config_t c = bf16_512();
     uint64_t full = est(&m, &c).activations;
     c.lora_rank = 8;
     uint64_t lora = est(&m, &c).activations;
