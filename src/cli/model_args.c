@@ -139,6 +139,17 @@ static int apply_second_edition(cli_model_args_t *a, const char *flag, const cha
     }
     if (!strcmp(flag, "--gpu-name")) {
         const vram_gpu_model_t *g = vram_gpu_model_resolve(v, &a->gpu_note);
+        if (!g && strcmp(v, "list")) { /* `vram plan --gpu-name list` lists them */
+            size_t count;
+            const vram_gpu_model_t *all = vram_gpu_models(&count);
+            char known[512] = "";
+            for (size_t i = 0; i < count; i++) {
+                if (i) strncat(known, ", ", sizeof known - strlen(known) - 1);
+                strncat(known, all[i].name, sizeof known - strlen(known) - 1);
+            }
+            return cli_usage_error(a->cmd, "unknown GPU \"%s\" (known: %s; a bare H100, A100, "
+                                   "V100 or H200 picks the common variant)", v, known);
+        }
         if (g) e->gpu_cc = g->cc_major * 10 + g->cc_minor;
         a->gpu_name = v;
         return 0;

@@ -188,5 +188,36 @@ else
   echo "note: sim backend unavailable; --gpu N not exercised"
 fi
 
+# --- second edition: heads, families, LoRA, hub ids, GPU names, weights only
+expect 0 "$VRAM" estimate --hf-config "$DATA/hf/bert-large-cls.json" --json
+eq "$(json 'd["parameters_count"]')" 335143938 "BertForSequenceClassification (2 labels)"
+expect 0 "$VRAM" estimate --hf-config "$DATA/hf/whisper-tiny.json" --json
+eq "$(json 'd["family"] + str(d["parameters_count"])')" whisper37760640 "whisper-tiny"
+printf '{"model_type":"whisper","vocab_size":51865,"d_model":384,"encoder_layers":4,"decoder_layers":4}' >"$tmp/w.json"
+expect 1 "$VRAM" estimate --hf-config "$tmp/w.json"
+has "encoder_attention_heads" "$tmp/err"
+printf '{"model_type":"mistral","vocab_size":32000,"hidden_size":4096,"num_hidden_layers":32,"num_attention_heads":32,"intermediate_size":14336,"num_local_experts":8,"num_experts_per_tok":2}' >"$tmp/m.json"
+expect 1 "$VRAM" estimate --hf-config "$tmp/m.json"
+has "num_local_experts" "$tmp/err"
+expect 0 "$VRAM" estimate --model llama-2-7b --precision bf16 --seq-len 512 --lora-rank 8 --lora-targets q,v --json
+eq "$(json 'd["bytes"]["trainable_count"] if "trainable_count" in d["bytes"] else d["trainable_count"]')" 4194304 "LoRA r8 q,v trainable"
+expect 0 "$VRAM" estimate --model llama-2-7b --precision bf16 --seq-len 512 --lora-rank 16 --quantize-base nf4 --json
+eq "$(json 'd["bytes"]["parameters"] < 5 * 2**30')" True "QLoRA NF4 base under 5 GiB"
+expect 2 "$VRAM" estimate --model llama-2-7b --lora-targets q,zz
+has "zz" "$tmp/err"
+expect 2 "$VRAM" estimate --model gpt2 --gpu-name Voodoo2
+has "unknown GPU" "$tmp/err"
+expect 0 "$VRAM" estimate --model gpt2 --gpu-name H100 --json
+eq "$(json 'd["bytes"]["workspaces"]')" $((2 * 32 * 1024 * 1024)) "Hopper workspaces"
+has "80 GB H100" "$tmp/out"
+expect 0 "$VRAM" estimate --model bert-large --mode load --gpu-name V100 --cuda 11.3 --json
+eq "$(json 'd["bytes"]["cuda_context"] == 1343 << 20 and d["bytes"]["activations"] == 0')" True "weights only, eager context"
+mkdir -p "$tmp/hub/models--org--gpt/snapshots/r1"
+cp "$DATA/hf/gpt2.json" "$tmp/hub/models--org--gpt/snapshots/r1/config.json"
+expect 0 env HF_HUB_CACHE="$tmp/hub" "$VRAM" estimate --hf-config org/gpt --json
+eq "$(json 'd["parameters_count"]')" 124439808 "hub id from the cache"
+expect 1 env HF_HUB_CACHE="$tmp/hub" "$VRAM" estimate --hf-config org/absent
+has "not in the local Hugging Face cache" "$tmp/err"
+
 echo "$pass passed, $failn failed"
 [ "$failn" -eq 0 ]
