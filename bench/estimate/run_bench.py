@@ -140,7 +140,7 @@ def main():
 
     # Outside the model: implementations that keep more than the estimator
     # assumes. Reported, not counted in the targets.
-    if not args.quick:
+    if not args.quick and not args.only:
         print("\nimplementation variants the estimator does not model (not in the statistics):")
         for label, name, batch, size, setup in VARIANTS:
             model, kind = catalog_ref.build(name)
