@@ -469,7 +469,33 @@ typedef enum {
     VRAM_FAMILY_LSTM,         /* word-level LSTM language model (embedding, LSTM, decoder) */
     VRAM_FAMILY_GRU,          /* same with GRU layers */
     VRAM_FAMILY_PROFILE,      /* measured profile: counts given, no architecture */
+    /* estimator second edition (docs/estimation.md, "Families") */
+    VRAM_FAMILY_QWEN2,       /* LLaMA layout with q/k/v biases */
+    VRAM_FAMILY_PHI,         /* Phi-1/2: LayerNorm, parallel attention + GELU MLP, biases */
+    VRAM_FAMILY_PHI3,        /* Phi-3: fused qkv and gate_up, RMSNorm, SwiGLU */
+    VRAM_FAMILY_GEMMA,       /* RMSNorm, GeGLU, tied head */
+    VRAM_FAMILY_GEMMA2,      /* Gemma + post-attention and post-MLP norms */
+    VRAM_FAMILY_OPT,         /* learned positions (+2), ReLU MLP, biases, optional projections */
+    VRAM_FAMILY_GPT_BIGCODE, /* GPT-2 layout with multi-query attention (StarCoder) */
+    VRAM_FAMILY_MIXTRAL,     /* LLaMA attention, sparse MoE MLP (router + experts) */
+    VRAM_FAMILY_QWEN2_MOE,   /* Qwen2 attention, MoE MLP + gated shared expert */
+    VRAM_FAMILY_WHISPER,     /* encoder-decoder over log-mel frames */
+    VRAM_FAMILY_WAV2VEC2,    /* conv feature encoder + transformer over raw audio */
 } vram_family_t;
+
+/* The task head on top of the base model (HF `architectures`). */
+typedef enum {
+    VRAM_HEAD_DEFAULT,   /* the family's usual head: LM for decoders, none for encoders */
+    VRAM_HEAD_BASE,      /* *Model: no head */
+    VRAM_HEAD_MASKED_LM, /* *ForMaskedLM */
+    VRAM_HEAD_CAUSAL_LM, /* *ForCausalLM, *LMHeadModel */
+    VRAM_HEAD_SEQ_CLS,   /* *ForSequenceClassification (also audio) */
+    VRAM_HEAD_TOKEN_CLS, /* *ForTokenClassification */
+    VRAM_HEAD_QA,        /* *ForQuestionAnswering */
+    VRAM_HEAD_COND_GEN,  /* *ForConditionalGeneration (encoder-decoder LM) */
+    VRAM_HEAD_IMAGE_CLS, /* *ForImageClassification */
+    VRAM_HEAD_CTC,       /* *ForCTC (wav2vec2) */
+} vram_head_t;
 
 typedef struct {
     char name[64];
@@ -495,6 +521,27 @@ typedef struct {
     uint64_t profile_parameters, profile_buffers_bytes;
     uint64_t profile_act_per_sample, profile_act_fixed;
     int profile_dtype_bytes; /* bytes per parameter of the measured dtype */
+    /* second edition: heads, decoder variants, mixture of experts, audio */
+    vram_head_t head;
+    int64_t num_labels;           /* classification heads (num_labels or id2label) */
+    int64_t embed_proj_dim;       /* OPT word_embed_proj_dim (0 = hidden_size) */
+    int64_t num_experts;          /* MoE: experts per layer (0 = dense) */
+    int64_t experts_per_token;    /* MoE: top-k */
+    int64_t expert_intermediate;  /* MoE: each expert's MLP width */
+    int64_t shared_intermediate;  /* Qwen2-MoE: shared expert's MLP width */
+    bool qkv_bias, mlp_bias;      /* decoder variants: biases */
+    bool lm_head_bias;            /* Phi */
+    bool softmax_upcast;          /* eager half-precision attention computes softmax in fp32 */
+    bool no_final_norm;           /* OPT-350m (do_layer_norm_before = false) */
+    bool post_norm;               /* post-LN layers (OPT-350m, wav2vec2-base) */
+    bool sdpa_default;            /* Hugging Face's default attention for the family is SDPA */
+    bool score_clamp;             /* eager scores clamped with torch.max (OPT): input kept */
+    int64_t num_mel_bins;         /* Whisper */
+    int64_t max_source_positions; /* Whisper encoder frames after the stride-2 conv */
+    int64_t conv_layers;          /* wav2vec2 feature encoder */
+    int64_t conv_dim[8], conv_kernel[8], conv_stride[8];
+    bool conv_bias, conv_group_norm; /* wav2vec2: feat_extract_norm "group" (first layer only) */
+    int64_t pos_conv_kernel, pos_conv_groups;
 } vram_model_t;
 
 /* Looks a catalog model up by name (case-insensitive, '_' == '-'). ENOENT
@@ -509,6 +556,11 @@ VRAM_API const char *vram_model_description(const char *name);
  * column in the message), missing field (named), a value above its limit
  * (named with the limit; docs/estimation.md "Limits"), unsupported model_type. */
 VRAM_API int vram_model_from_hf_config(const char *path, vram_model_t *out);
+/* The cached config.json of hub model `hub_id` ("org/name") into path[len]:
+ * $HF_HUB_CACHE, else $HF_HOME/hub, else ~/.cache/huggingface/hub, then
+ * models--org--name/snapshots/<refs/main or any>/config.json. Offline only.
+ * ENOENT: not cached (the message says how to get it); EINVAL: not an id. */
+VRAM_API int vram_hf_cache_config(const char *hub_id, char *path, size_t len);
 /* Reads a measured profile JSON ({"parameters", "buffers_bytes",
  * "activation_bytes_per_sample", "activation_bytes_fixed", "dtype"}). Errors
  * as vram_model_from_hf_config. */
@@ -521,7 +573,8 @@ VRAM_API int vram_model_from_profile_json(const char *text, const char *origin, 
 VRAM_API int vram_model_param_count(const vram_model_t *m, uint64_t *params, uint64_t *tensors);
 VRAM_API const char *vram_family_name(vram_family_t f);
 
-typedef enum { VRAM_MODE_TRAIN, VRAM_MODE_INFER } vram_mode_t;
+/* LOAD: the weights on the GPU and nothing run yet (after model.to("cuda")). */
+typedef enum { VRAM_MODE_TRAIN, VRAM_MODE_INFER, VRAM_MODE_LOAD } vram_mode_t;
 /* amp-*: autocast (matmuls in half precision, norms/softmax in fp32) with fp32
  * master weights: 16 bytes/parameter with Adam (ZeRO's accounting).
  * fp16/bf16: everything in half precision. int8/int4: inference only. */
@@ -543,6 +596,28 @@ typedef enum {
     VRAM_OPTIMIZER_ADAM8BIT,
 } vram_optimizer_t;
 typedef enum { VRAM_CKPT_NONE, VRAM_CKPT_FULL, VRAM_CKPT_SELECTIVE } vram_checkpointing_t;
+/* How the optimizer step runs (torch.optim): FOREACH, the default on CUDA,
+ * keeps one parameter-sized intermediate; FUSED none; FOR_LOOP (one tensor
+ * at a time, e.g. transformers' old AdamW) one of the largest tensor. */
+typedef enum {
+    VRAM_OPTIM_FOREACH,
+    VRAM_OPTIM_FUSED,
+    VRAM_OPTIM_FOR_LOOP,
+} vram_optim_impl_t;
+/* QLoRA base weights: NF4 (4 bits + absmax per 64) or LLM.int8. */
+typedef enum { VRAM_QUANT_NONE, VRAM_QUANT_NF4, VRAM_QUANT_INT8 } vram_quant_t;
+/* LoRA target modules, mapped to each family's layer names
+ * (docs/estimation.md, "LoRA and QLoRA"). */
+enum {
+    VRAM_LORA_Q = 1u << 0,
+    VRAM_LORA_K = 1u << 1,
+    VRAM_LORA_V = 1u << 2,
+    VRAM_LORA_O = 1u << 3,
+    VRAM_LORA_GATE = 1u << 4,
+    VRAM_LORA_UP = 1u << 5,
+    VRAM_LORA_DOWN = 1u << 6,
+    VRAM_LORA_ALL_LINEAR = 0x7f,
+};
 
 /* What to estimate. vram_estimate_config_init sets the defaults: train,
  * batch 1, model's default sequence/image size, fp32, adamw, no
@@ -561,6 +636,25 @@ typedef struct {
     int64_t max_new_tokens; /* inference: generated tokens for the KV cache */
     uint64_t overhead_bytes;
     bool fused_attention; /* SDPA/FlashAttention instead of eager attention (default false) */
+    /* second edition (docs/estimation.md) */
+    bool attention_from_model;    /* init: true = Hugging Face's default for the family
+                                   * (m->sdpa_default); false = fused_attention decides */
+    int gpu_cc;                   /* compute capability x10 (70 V100, 80 A100, 90 H100); 0 = 80 */
+    int cuda_version;             /* x10 (113 = 11.3, 121 = 12.1); 0 = 12.x */
+    int lazy_loading;             /* 0 = the CUDA version's default with PyTorch, 1 on, 2 off */
+    vram_optim_impl_t optim_impl; /* default FOREACH */
+    bool grads_kept;              /* gradients live when backward starts (accumulation,
+                                   * zero_grad(set_to_none=False)); set by --accumulation-steps */
+    int64_t lora_rank;            /* 0 = full fine-tuning */
+    double lora_alpha;            /* scaling alpha/r: no memory effect, reported */
+    unsigned lora_targets;        /* VRAM_LORA_* bits; 0 with a rank = q and v (PEFT default) */
+    vram_quant_t quantize_base;   /* QLoRA: frozen base linears quantized */
+    bool double_quant;            /* QLoRA double quantization of the absmax constants */
+    bool activation_offload;      /* checkpointed layer inputs kept on the CPU */
+    bool chunked_loss;            /* loss over vocabulary chunks that keeps half-precision logits
+                                   * and a log-sum-exp instead of fp32 log-probabilities */
+    bool sum_loss;                /* benchmark loss logits.sum(): no log-softmax, the logits
+                                   * stay referenced by the outputs */
 } vram_estimate_config_t;
 
 /* Default CUDA context + library workspaces (docs/estimation.md). */
@@ -574,6 +668,20 @@ typedef struct {
     uint64_t parameters, buffers, gradients, optimizer_states, activations, kv_cache, overhead;
     uint64_t total;
     int64_t seq_len, image_size; /* the values used (defaults resolved) */
+    /* second edition: what a real GPU adds, each line separate; `overhead`
+     * is their sum (total minus the six parts above) */
+    uint64_t trainable_count;    /* parameters that get gradients (LoRA: the adapters) */
+    uint64_t autocast_cache;     /* amp: half-precision weight copies kept by the matmuls */
+    uint64_t backward_temps;     /* gradients in flight at the backward peak (loss chain, layer) */
+    uint64_t optimizer_temps;    /* the optimizer step's intermediates */
+    uint64_t workspaces;         /* cuBLAS workspaces (through the caching allocator) */
+    uint64_t allocator_rounding; /* reserved - allocated: the pool model's rounding and carving */
+    uint64_t cuda_context;       /* context and loaded kernels: outside the allocator */
+    uint64_t allocated_peak;     /* torch.cuda.max_memory_allocated() */
+    uint64_t reserved;           /* torch.cuda.max_memory_reserved() */
+    uint64_t nvidia_smi;         /* device memory used by the process (= total) */
+    bool peak_in_optimizer_step; /* the peak is the optimizer step, not backward */
+    bool fused_attention;        /* the attention implementation used */
 } vram_estimate_t;
 
 VRAM_API void vram_estimate_config_init(vram_estimate_config_t *cfg);
@@ -592,6 +700,13 @@ VRAM_API int vram_checkpointing_parse(const char *s, vram_checkpointing_t *out);
 VRAM_API const char *vram_precision_name(vram_precision_t p);
 VRAM_API const char *vram_optimizer_name(vram_optimizer_t o);
 VRAM_API const char *vram_checkpointing_name(vram_checkpointing_t c);
+/* "q,v", "q,k,v,o,gate,up,down", "all-linear" -> VRAM_LORA_* bits. EINVAL
+ * names an unknown target and lists the accepted ones. */
+VRAM_API int vram_lora_targets_parse(const char *text, unsigned *out);
+/* A GPU name with or without its memory ("H100", "rtx4090", "A100-40GB"):
+ * the table's entry; a bare name picks the common variant and *note (may be
+ * NULL) gets a static sentence saying which. NULL if unknown. */
+VRAM_API const vram_gpu_model_t *vram_gpu_model_resolve(const char *name, const char **note);
 
 /* Target device for the planner: capacity and memory already in use. */
 typedef struct {
@@ -603,7 +718,7 @@ typedef struct {
 
 typedef enum { VRAM_FIT_YES, VRAM_FIT_TIGHT, VRAM_FIT_NO } vram_fit_t;
 
-#define VRAM_PLAN_MAX_SUGGESTIONS 8
+#define VRAM_PLAN_MAX_SUGGESTIONS 10
 
 /* One change that lowers the estimate (mixed precision, checkpointing, ...). */
 typedef struct {

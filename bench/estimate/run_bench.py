@@ -17,6 +17,7 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import torch  # noqa: E402
 
 import catalog_ref  # noqa: E402
+import hf_llama  # noqa: E402
 import measure  # noqa: E402
 import refmodels  # noqa: E402
 
@@ -42,11 +43,20 @@ HF_MODELS = {
     "llama-tiny-gqa.json": lambda: refmodels.Llama(4096, 256, 4, 8, 2, 688, tied=True),
     "llama-small.json": lambda: refmodels.Llama(8000, 512, 8, 8, 8, 1376, tied=False),
 }
+# The same configs through a model that mirrors Hugging Face's
+# modeling_llama module by module (bench/estimate/hf_llama.py: fp32
+# RMSNorm, rotary embedding module, repeat_kv, fp32 softmax, LlamaMLP).
+for _f in ("llama-tiny-gqa.json", "llama-small.json"):
+    HF_MODELS["hf-" + _f] = (lambda f: lambda: hf_llama.LlamaForCausalLM(
+        json.load(open(os.path.join(HF_DIR, f)))))(_f)
 HF_CASES = [("hf:llama-tiny-gqa.json", 4, 256), ("hf:llama-tiny-gqa.json", 2, 1024),
-            ("hf:llama-small.json", 2, 512), ("hf:llama-small.json", 8, 128)]
+            ("hf:llama-small.json", 2, 512), ("hf:llama-small.json", 8, 128),
+            ("hf:hf-llama-tiny-gqa.json", 4, 256), ("hf:hf-llama-tiny-gqa.json", 2, 1024),
+            ("hf:hf-llama-small.json", 2, 512), ("hf:hf-llama-small.json", 8, 128)]
 AMP_CASES = [("bert-base", 4, 128), ("gpt2", 2, 256), ("t5-small", 2, 128), ("vit-b-16", 4, 224),
              ("resnet50", 8, 224), ("mobilenet-v2", 8, 224), ("efficientnet-b0", 8, 224),
-             ("hf:llama-small.json", 2, 512), ("hf:llama-tiny-gqa.json", 4, 256)]
+             ("hf:llama-small.json", 2, 512), ("hf:llama-tiny-gqa.json", 4, 256),
+             ("hf:hf-llama-small.json", 2, 512), ("hf:hf-llama-tiny-gqa.json", 4, 256)]
 
 
 def _fused_gelu(model):
@@ -68,10 +78,13 @@ KEYS = ("parameters", "gradients", "optimizer_states", "activations")
 
 
 def estimate(vram, model, kind, batch, size, precision="fp32"):
-    source = ["--hf-config", os.path.join(HF_DIR, model[3:])] if model.startswith("hf:") else \
+    config = model[3:].removeprefix("hf-")
+    source = ["--hf-config", os.path.join(HF_DIR, config)] if model.startswith("hf:") else \
         ["--model", model]
+    # the reference models compute attention eagerly (Hugging Face's default
+    # for these configs is SDPA, which PyTorch 1.13 on CPU does not have)
     cmd = [vram, "estimate", *source, "--batch-size", str(batch), "--optimizer", "adamw",
-           "--precision", precision, "--json"]
+           "--precision", precision, "--attention", "eager", "--json"]
     cmd += ["--image-size" if kind == "image" else "--seq-len", str(size)]
     return json.loads(subprocess.run(cmd, check=True, capture_output=True, text=True).stdout)
 
@@ -80,9 +93,12 @@ def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--vram", default="build/vram")
     ap.add_argument("--quick", action="store_true", help="a few small cases (smoke check)")
+    ap.add_argument("--only", help="only the cases whose model name contains this")
     args = ap.parse_args()
     torch.set_num_threads(max(1, min(2, os.cpu_count() or 1)))
     cases = QUICK if args.quick else CASES + HF_CASES
+    if args.only:
+        cases = [c for c in cases if args.only in c[0]]
     print(f"torch {torch.__version__}, {torch.get_num_threads()} threads; fp32, AdamW, CPU")
     hdr = f"{'model':22s} {'batch':>5s} {'size':>5s} {'measured MiB':>13s} {'estimate MiB':>13s} " \
           f"{'error':>8s} {'act meas MiB':>13s} {'act est MiB':>12s} {'act err':>8s}"
@@ -109,7 +125,7 @@ def main():
         print("\namp-bf16 activations (CUDA autocast op lists emulated on CPU, bf16):")
         print(f"{'model':22s} {'batch':>5s} {'size':>5s} {'measured MiB':>13s} {'estimate MiB':>13s} "
               f"{'error':>8s}")
-        for name, batch, size in AMP_CASES:
+        for name, batch, size in [c for c in AMP_CASES if not args.only or args.only in c[0]]:
             model, kind = (HF_MODELS[name[3:]](), "gpt") if name.startswith("hf:") else \
                 catalog_ref.build(name)
             act, _ = measure.measure_amp_activations(model, kind, batch, seq=size, image=size)
@@ -124,7 +140,7 @@ def main():
 
     # Outside the model: implementations that keep more than the estimator
     # assumes. Reported, not counted in the targets.
-    if not args.quick:
+    if not args.quick and not args.only:
         print("\nimplementation variants the estimator does not model (not in the statistics):")
         for label, name, batch, size, setup in VARIANTS:
             model, kind = catalog_ref.build(name)

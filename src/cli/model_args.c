@@ -7,6 +7,7 @@
 #include <errno.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 void cli_model_args_init(cli_model_args_t *a, const char *cmd)
 {
@@ -34,6 +35,128 @@ static int parse_int(const cli_model_args_t *a, const char *flag, const char *v,
     return 0;
 }
 
+/* "on"/"off" of a flag. */
+static int on_off(const cli_model_args_t *a, const char *flag, const char *v, bool *out)
+{
+    if (!strcmp(v, "on") || !strcmp(v, "yes") || !strcmp(v, "true")) {
+        *out = true;
+        return 0;
+    }
+    if (!strcmp(v, "off") || !strcmp(v, "no") || !strcmp(v, "false")) {
+        *out = false;
+        return 0;
+    }
+    return cli_usage_error(a->cmd, "%s \"%s\": use on or off", flag, v);
+}
+
+/* The estimator's second-edition flags (docs/estimation.md): LoRA/QLoRA,
+ * the GPU and CUDA set-up, the optimizer's implementation, offloading and
+ * the chunked loss. Returns 0, CLI_USAGE, or 1 when not one of them. */
+static int apply_second_edition(cli_model_args_t *a, const char *flag, const char *v)
+{
+    vram_estimate_config_t *e = &a->est;
+    int64_t n;
+    int rc;
+    bool b;
+    if (!strcmp(flag, "--lora-rank")) {
+        if ((rc = parse_int(a, flag, v, 1, VRAM_MAX_WIDTH, &n))) return rc;
+        e->lora_rank = n;
+        return 0;
+    }
+    if (!strcmp(flag, "--lora-alpha")) {
+        char *end;
+        double x = strtod(v, &end);
+        if (end == v || *end || !(x > 0 && x < 1e9))
+            return cli_usage_error(a->cmd, "--lora-alpha \"%s\" is not a positive number", v);
+        e->lora_alpha = x;
+        return 0;
+    }
+    if (!strcmp(flag, "--lora-targets")) {
+        if (vram_lora_targets_parse(v, &e->lora_targets))
+            return cli_usage_error(a->cmd, "--lora-targets: %s", vram_last_error());
+        return 0;
+    }
+    if (!strcmp(flag, "--quantize-base")) {
+        if (!strcmp(v, "nf4"))
+            e->quantize_base = VRAM_QUANT_NF4;
+        else if (!strcmp(v, "int8"))
+            e->quantize_base = VRAM_QUANT_INT8;
+        else if (!strcmp(v, "none"))
+            e->quantize_base = VRAM_QUANT_NONE;
+        else
+            return cli_usage_error(a->cmd, "unknown --quantize-base \"%s\" (use nf4, int8 or none)",
+                                   v);
+        e->double_quant = e->quantize_base == VRAM_QUANT_NF4 && !a->double_quant_given
+                              ? true
+                              : e->double_quant;
+        return 0;
+    }
+    if (!strcmp(flag, "--double-quant")) {
+        if ((rc = on_off(a, flag, v, &e->double_quant))) return rc;
+        a->double_quant_given = true;
+        return 0;
+    }
+    if (!strcmp(flag, "--activation-offload")) {
+        if ((rc = on_off(a, flag, v, &b))) return rc;
+        e->activation_offload = b;
+        return 0;
+    }
+    if (!strcmp(flag, "--lazy-loading")) {
+        if ((rc = on_off(a, flag, v, &b))) return rc;
+        e->lazy_loading = b ? 1 : 2;
+        return 0;
+    }
+    if (!strcmp(flag, "--loss")) {
+        if (strcmp(v, "chunked") && strcmp(v, "full") && strcmp(v, "sum"))
+            return cli_usage_error(a->cmd, "unknown --loss \"%s\" (use full, chunked or sum)",
+                                   v);
+        e->chunked_loss = !strcmp(v, "chunked");
+        e->sum_loss = !strcmp(v, "sum");
+        return 0;
+    }
+    if (!strcmp(flag, "--optimizer-impl")) {
+        if (!strcmp(v, "foreach"))
+            e->optim_impl = VRAM_OPTIM_FOREACH;
+        else if (!strcmp(v, "fused"))
+            e->optim_impl = VRAM_OPTIM_FUSED;
+        else if (!strcmp(v, "for-loop"))
+            e->optim_impl = VRAM_OPTIM_FOR_LOOP;
+        else
+            return cli_usage_error(a->cmd,
+                                   "unknown --optimizer-impl \"%s\" (use foreach, fused or "
+                                   "for-loop)",
+                                   v);
+        return 0;
+    }
+    if (!strcmp(flag, "--cuda")) {
+        int major, minor, len = 0;
+        if (sscanf(v, "%d.%d%n", &major, &minor, &len) != 2 || v[len] || major < 9 ||
+            major > 19 || minor < 0 || minor > 9)
+            return cli_usage_error(a->cmd, "--cuda \"%s\": give the CUDA version as 11.8 or 12.4",
+                                   v);
+        e->cuda_version = major * 10 + minor;
+        return 0;
+    }
+    if (!strcmp(flag, "--gpu-name")) {
+        const vram_gpu_model_t *g = vram_gpu_model_resolve(v, &a->gpu_note);
+        if (!g && strcmp(v, "list")) { /* `vram plan --gpu-name list` lists them */
+            size_t count;
+            const vram_gpu_model_t *all = vram_gpu_models(&count);
+            char known[512] = "";
+            for (size_t i = 0; i < count; i++) {
+                if (i) strncat(known, ", ", sizeof known - strlen(known) - 1);
+                strncat(known, all[i].name, sizeof known - strlen(known) - 1);
+            }
+            return cli_usage_error(a->cmd, "unknown GPU \"%s\" (known: %s; a bare H100, A100, "
+                                   "V100 or H200 picks the common variant)", v, known);
+        }
+        if (g) e->gpu_cc = g->cc_major * 10 + g->cc_minor;
+        a->gpu_name = v;
+        return 0;
+    }
+    return 1;
+}
+
 /* One flag with its value; returns 0, CLI_USAGE, or 1 when not ours. */
 static int apply(cli_model_args_t *a, const char *flag, const char *v)
 {
@@ -57,19 +180,27 @@ static int apply(cli_model_args_t *a, const char *flag, const char *v)
             e->mode = VRAM_MODE_TRAIN;
         else if (!strcmp(v, "infer") || !strcmp(v, "inference"))
             e->mode = VRAM_MODE_INFER;
+        else if (!strcmp(v, "load"))
+            e->mode = VRAM_MODE_LOAD;
         else
-            return cli_usage_error(a->cmd, "unknown --mode \"%s\" (use train or infer)", v);
+            return cli_usage_error(a->cmd, "unknown --mode \"%s\" (use train, infer or load)",
+                                   v);
         return 0;
     }
     if (!strcmp(flag, "--attention")) {
+        e->attention_from_model = false;
         if (!strcmp(v, "eager"))
             e->fused_attention = false;
         else if (!strcmp(v, "fused") || !strcmp(v, "sdpa") || !strcmp(v, "flash"))
             e->fused_attention = true;
+        else if (!strcmp(v, "auto"))
+            e->attention_from_model = true, e->fused_attention = false;
         else
-            return cli_usage_error(a->cmd, "unknown --attention \"%s\" (use eager or fused)", v);
+            return cli_usage_error(a->cmd,
+                                   "unknown --attention \"%s\" (use auto, eager or fused)", v);
         return 0;
     }
+    if ((rc = apply_second_edition(a, flag, v)) != 1) return rc;
     if (!strcmp(flag, "--precision")) {
         if (vram_precision_parse(v, &e->precision))
             return cli_usage_error(a->cmd, "--precision: %s", vram_last_error());
@@ -120,7 +251,10 @@ static int apply(cli_model_args_t *a, const char *flag, const char *v)
         }
         if (i == 4) e->gpus = (int)n;
         if (i == 5) e->max_new_tokens = n;
-        if (i == 6) a->accumulation_steps = n;
+        if (i == 6) {
+            a->accumulation_steps = n;
+            e->grads_kept = n > 1; /* gradients accumulate across micro-batches */
+        }
         return 0;
     }
     return 1;
@@ -132,7 +266,10 @@ static bool is_ours(const char *flag)
         "--model",    "--attention",  "--hf-config",      "--profile",
         "--mode",     "--precision",  "--optimizer",      "--checkpointing",
         "--overhead", "--batch-size", "--seq-len",        "--image-size",
-        "--zero",     "--gpus",       "--max-new-tokens", "--accumulation-steps"};
+        "--zero",     "--gpus",       "--max-new-tokens", "--accumulation-steps",
+        "--lora-rank", "--lora-alpha", "--lora-targets", "--quantize-base", "--double-quant",
+        "--activation-offload", "--lazy-loading", "--loss", "--optimizer-impl", "--cuda",
+        "--gpu-name"};
     for (size_t i = 0; i < sizeof flags / sizeof flags[0]; i++)
         if (!strcmp(flag, flags[i])) return true;
     return false;
@@ -170,6 +307,10 @@ int cli_model_args_parse(int *argc, char **argv, cli_model_args_t *out)
         }
         int rc = apply(out, flag, value);
         if (rc) return rc;
+        if (!strcmp(flag, "--gpu-name")) { /* `vram plan` reads it too */
+            argv[kept++] = arg;
+            if (!eq) argv[kept++] = (char *)value;
+        }
     }
     argv[kept] = NULL;
     *argc = kept;
@@ -185,7 +326,15 @@ int cli_model_args_build(const cli_model_args_t *a, vram_model_t *model)
         return 0;
     }
     if (a->hf_config) {
-        rc = vram_model_from_hf_config(a->hf_config, model);
+        /* a path, or a hub id looked up in the local cache */
+        const char *file = a->hf_config;
+        char cached[4096];
+        if (access(file, F_OK) != 0 && !strchr(file, '\\') && strstr(file, ".json") == NULL) {
+            if (vram_hf_cache_config(file, cached, sizeof cached))
+                return cli_runtime_error(a->cmd, "%s", vram_last_error());
+            file = cached;
+        }
+        rc = vram_model_from_hf_config(file, model);
         if (rc) return cli_runtime_error(a->cmd, "%s", vram_last_error());
         return 0;
     }
@@ -203,8 +352,11 @@ void cli_model_args_help(FILE *out)
     fprintf(out,
             "Model (one of):\n"
             "  --model NAME          catalog model ('vram estimate --list')\n"
-            "  --hf-config FILE      Hugging Face config.json (bert, roberta, gpt2, gpt_neox,\n"
-            "                        llama, mistral, t5, vit)\n"
+            "  --hf-config FILE|ID   Hugging Face config.json, or a hub id (org/name) read\n"
+            "                        from the local cache (HF_HUB_CACHE, HF_HOME); families:\n"
+            "                        bert, roberta, gpt2, gpt_neox, llama, mistral, qwen2,\n"
+            "                        phi, phi3, gemma, gemma2, opt, gpt_bigcode, mixtral,\n"
+            "                        qwen2_moe, t5, vit, whisper, wav2vec2\n"
             "  --profile FILE        measured profile JSON (parameters, buffers_bytes,\n"
             "                        activation_bytes_per_sample, activation_bytes_fixed, dtype)\n"
             "Workload:\n"
@@ -216,10 +368,27 @@ void cli_model_args_help(FILE *out)
             "                        int8, int4 (infer); default fp32\n"
             "  --optimizer O         sgd, momentum, adam, adamw, adafactor, adam8bit (adamw)\n"
             "  --checkpointing C     none, full, selective (none)\n"
-            "  --attention A         eager (default: keeps the attention scores) or fused\n"
-            "                        (SDPA/FlashAttention: no scores kept)\n"
+            "  --attention A         auto (default: what Hugging Face uses for the family;\n"
+            "                        eager for the catalog), eager (keeps the attention\n"
+            "                        scores) or fused (SDPA/FlashAttention)\n"
             "  --zero Z --gpus N     ZeRO stage 0-3 partitioning over N data-parallel GPUs\n"
             "  --max-new-tokens T    inference: generated tokens held in the KV cache\n"
-            "  --overhead SIZE       CUDA context + workspaces (default 512MiB)\n"
-            "  --accumulation-steps N  gradient accumulation (effective batch B*N)\n");
+            "  --overhead SIZE       CUDA context + workspaces (default: by GPU and CUDA)\n"
+            "  --accumulation-steps N  gradient accumulation (effective batch B*N; gradients\n"
+            "                        stay allocated between micro-batches)\n"
+            "  --mode load           weights on the GPU, nothing run yet\n"
+            "LoRA / QLoRA:\n"
+            "  --lora-rank R         train rank-R adapters; the base is frozen\n"
+            "  --lora-alpha A        scaling (reported; no memory effect)\n"
+            "  --lora-targets T      q,k,v,o,gate,up,down or all-linear (default q,v)\n"
+            "  --quantize-base Q     nf4 or int8 frozen base (QLoRA)\n"
+            "  --double-quant on|off quantize the NF4 constants too (default on)\n"
+            "Real GPU:\n"
+            "  --gpu-name NAME       GPU (H100, A100-40GB, rtx4090): context and workspaces\n"
+            "  --cuda X.Y            CUDA version (default 12.x); before 11.7 no lazy loading\n"
+            "  --lazy-loading on|off CUDA_MODULE_LOADING=LAZY (default: by CUDA version)\n"
+            "  --optimizer-impl I    foreach (default), fused, for-loop\n"
+            "  --activation-offload on|off  checkpointed layer inputs on the CPU\n"
+            "  --loss L              full (cross-entropy), chunked (half-precision logits per\n"
+            "                        vocabulary chunk), sum (benchmarks' logits.sum())\n");
 }

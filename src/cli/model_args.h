@@ -28,6 +28,9 @@ typedef struct {
     vram_estimate_config_t est;
     int64_t accumulation_steps; /* --accumulation-steps N (1 when absent); memory-neutral */
     bool batch_given;           /* --batch-size was on the command line */
+    const char *gpu_name;       /* --gpu-name NAME (left in argv for `vram plan`) */
+    const char *gpu_note;       /* which variant a bare GPU name was taken as, or NULL */
+    bool double_quant_given;    /* --double-quant was on the command line */
 } cli_model_args_t;
 
 /* Defaults (vram_estimate_config_init). cmd is borrowed. */

@@ -1,5 +1,6 @@
 /* vram plan: which batch size fits a GPU, and what to change when none does. */
 #include "cli.h"
+#include "cli/daemon_client.h"
 #include "model_args.h"
 
 #include <errno.h>
@@ -35,6 +36,34 @@ static int list_gpus(void)
 }
 
 /* Fills total/used/free from --gpu, --gpu-mem or --gpu-name. */
+/* What vramd has promised to jobs on GPU `idx` is not free for a new one,
+ * even before those jobs allocate it: when vramd answers, plan with the
+ * smaller of the driver's free memory and vramd's free-for-admission, and
+ * say so in the label. Silent when vramd is not running. */
+static void subtract_vramd(long idx, vram_plan_config_t *pc, char *label, size_t len)
+{
+    long status = 0;
+    json_t *reply = NULL, *d;
+    size_t i;
+    if (cli_daemon_call("GET", "/v1/status", NULL, &status, &reply) || status != 200) goto out;
+    json_array_foreach(json_object_get(reply, "devices"), i, d)
+    {
+        if (json_integer_value(json_object_get(d, "index")) != idx) continue;
+        json_t *adm = json_object_get(d, "free_for_admission_bytes");
+        json_t *res = json_object_get(d, "reserved_bytes");
+        if (!json_is_integer(adm) || json_integer_value(adm) < 0) break;
+        uint64_t admit = (uint64_t)json_integer_value(adm);
+        if (admit < pc->free_bytes) pc->free_bytes = admit;
+        size_t used = strlen(label);
+        snprintf(label + used, len - used, "; vramd reserves %.2f GiB, %.2f GiB free for admission",
+                 json_is_integer(res) ? vram_gib((uint64_t)json_integer_value(res)) : 0.0,
+                 vram_gib(admit));
+        break;
+    }
+out:
+    json_decref(reply);
+}
+
 static int target_device(const char *gpu, const char *mem, const char *name, bool json,
                          vram_plan_config_t *pc, char *label, size_t len)
 {
@@ -50,7 +79,8 @@ static int target_device(const char *gpu, const char *mem, const char *name, boo
         return 0;
     }
     if (name) {
-        const vram_gpu_model_t *g = vram_gpu_model_find(name);
+        const char *note = NULL;
+        const vram_gpu_model_t *g = vram_gpu_model_resolve(name, &note);
         if (!g) {
             size_t n;
             const vram_gpu_model_t *all = vram_gpu_models(&n);
@@ -62,7 +92,7 @@ static int target_device(const char *gpu, const char *mem, const char *name, boo
             return cli_usage_error("plan", "unknown GPU \"%s\" (known: %s)", name, list);
         }
         pc->total_bytes = pc->free_bytes = g->total_bytes;
-        snprintf(label, len, "%s", g->name);
+        snprintf(label, len, "%s%s%s", g->name, note ? "; " : "", note ? note : "");
         return 0;
     }
     char *end;
@@ -91,6 +121,7 @@ static int target_device(const char *gpu, const char *mem, const char *name, boo
     pc->used_bytes =
         info.used_bytes != VRAM_UNKNOWN_U64 ? info.used_bytes : info.total_bytes - info.free_bytes;
     snprintf(label, len, "GPU %ld: %s (%s)", idx, info.name, info.backend);
+    subtract_vramd(idx, pc, label, len);
     return 0;
 }
 
@@ -231,7 +262,7 @@ int vram_cli_plan(int argc, char **argv)
     vram_estimate_t probe;
     if (vram_estimate(&model, &a.est, &probe))
         return cli_usage_error("plan", "%s", vram_last_error());
-    char label[160];
+    char label[320];
     if ((rc = target_device(gpu, mem, name, json, &pc, label, sizeof label))) return rc;
     pc.batch_size = a.batch_given ? a.est.batch_size : 0;
     vram_plan_t p;

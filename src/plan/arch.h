@@ -6,9 +6,17 @@
 
 #include "vram.h"
 
+/* Distinct tensor sizes kept for the allocator model (estimate.c). */
+#define VRAM_ARCH_SIZE_CLASSES 32
+
 /* Parameter tensors of a model, accumulated one tensor at a time. */
 typedef struct {
     uint64_t params;       /* elements */
+    uint64_t max_tensor;   /* elements of the largest tensor */
+    struct {
+        uint64_t elems, count;
+    } sizes[VRAM_ARCH_SIZE_CLASSES]; /* tensors by size (the last class absorbs overflow) */
+    int nsizes;
     uint64_t tensors;      /* number of parameter tensors */
     uint64_t factored;     /* Adafactor second-moment elements (rows + cols per matrix) */
     uint64_t buffer_bytes; /* fp32 buffers (BatchNorm running stats), at fp32 */
@@ -39,7 +47,21 @@ typedef struct {
     double mm, f32;
     bool amp;
     bool fused_attention; /* SDPA/FlashAttention: no a·s² scores */
+    bool upcast;          /* eager softmax in fp32 for half-precision inputs (m->softmax_upcast) */
+    bool chunked_loss;    /* the loss keeps half-precision logits and a log-sum-exp */
+    bool sum_loss;        /* logits.sum(): the logits kept as the output, no log-softmax */
+    bool clamp;           /* eager scores clamped by torch.max, which keeps its input */
 } vram_arch_shape_t;
+
+/* Full checkpointing with the layer inputs offloaded to the CPU
+ * (checkpointing field only; transformers). */
+#define VRAM_CKPT_FULL_OFFLOAD ((vram_checkpointing_t)3)
+/* The same two without the layer being recomputed (estimate.c takes the
+ * difference: the recomputed layer's activations). */
+#define VRAM_CKPT_FULL_INPUTS    ((vram_checkpointing_t)4)
+#define VRAM_CKPT_OFFLOAD_INPUTS ((vram_checkpointing_t)5)
+/* Chunks of a chunked loss (torchtune's CEWithChunkedOutputLoss default). */
+#define VRAM_LOSS_CHUNKS 8
 
 /* The *_acts functions return activation bytes: for training, what autograd
  * saves for backward during one step (unique storages, inputs included); for
@@ -50,6 +72,29 @@ int vram_arch_cnn_params(const vram_model_t *m, vram_arch_params_t *p);
 int vram_arch_cnn_acts(const vram_model_t *m, const vram_arch_shape_t *s, double *bytes);
 int vram_arch_rnn_params(const vram_model_t *m, vram_arch_params_t *p);
 int vram_arch_rnn_acts(const vram_model_t *m, const vram_arch_shape_t *s, double *bytes);
+
+/* Second-edition families (arch_decoder.c, arch_audio.c) and the task
+ * heads on top of every family (arch_head.c). */
+int vram_arch_decoder_params(const vram_model_t *m, vram_arch_params_t *p);
+int vram_arch_decoder_acts(const vram_model_t *m, const vram_arch_shape_t *s, double *bytes);
+int vram_arch_audio_params(const vram_model_t *m, vram_arch_params_t *p);
+int vram_arch_audio_acts(const vram_model_t *m, const vram_arch_shape_t *s, double *bytes);
+/* The head a model has (VRAM_HEAD_DEFAULT resolved per family). */
+vram_head_t vram_arch_head(const vram_model_t *m);
+void vram_arch_head_params(const vram_model_t *m, vram_arch_params_t *p);
+/* Training: what the head and its loss keep over `tokens` output positions
+ * (`in_bytes`: bytes per element of the head's input as stored). Inference:
+ * the logits kept (generation: the last position only). */
+double vram_arch_head_acts(const vram_model_t *m, const vram_arch_shape_t *s, double tokens);
+/* Width of what the model feeds its head (OPT's projection, else hidden). */
+int64_t vram_arch_head_width(const vram_model_t *m);
+/* Shared shape checks (limits, divisibility); 0 or EINVAL naming the field. */
+int vram_arch_check_shape(const vram_model_t *m);
+bool vram_arch_is_decoder(const vram_model_t *m);
+/* Transformer families (layer stacks the activation model knows). */
+bool vram_arch_has_layers(const vram_model_t *m);
+/* wav2vec2: frames out of the feature encoder for `samples` raw samples. */
+int64_t vram_arch_wav2vec2_frames(const vram_model_t *m, int64_t samples);
 
 /* Dispatches on the family. */
 int vram_arch_params(const vram_model_t *m, vram_arch_params_t *p);

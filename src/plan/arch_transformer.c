@@ -2,25 +2,11 @@
  * activations an eager PyTorch training step saves for backward, counted
  * tensor by tensor (docs/estimation.md derives every term; the counts were
  * checked against saved_tensors_hooks in bench/estimate/). */
-#include "arch.h"
+#include "arch_parts.h"
 #include "estimate_limits.h"
 
 /* Bytes of fp32 statistics and int64 indices. */
-#define STAT 4.0
-#define IDX  8.0
-#define MASK 1.0
 
-static void linear(vram_arch_params_t *p, int64_t out, int64_t in, bool bias)
-{
-    vram_arch_add_tensor(p, 1, (uint64_t)out, (uint64_t)in);
-    if (bias) vram_arch_add_tensor(p, 1, (uint64_t)out, 1);
-}
-
-static void norm(vram_arch_params_t *p, int64_t h, bool bias)
-{
-    vram_arch_add_tensor(p, 1, (uint64_t)h, 1);
-    if (bias) vram_arch_add_tensor(p, 1, (uint64_t)h, 1);
-}
 
 /* L pre-norm layers with biases (GPT-2, GPT-NeoX, ViT): LayerNorm, fused QKV,
  * output projection, LayerNorm, two-layer MLP. Counted once, then repeated. */
@@ -36,15 +22,6 @@ static void prenorm_layers(vram_arch_params_t *p, int64_t h, int64_t I, int64_t 
     vram_arch_add_repeated(p, &layer, (uint64_t)L);
 }
 
-static int64_t kv_heads(const vram_model_t *m)
-{
-    return m->num_kv_heads > 0 ? m->num_kv_heads : m->num_heads;
-}
-
-static int64_t head_dim(const vram_model_t *m)
-{
-    return m->head_dim > 0 ? m->head_dim : m->hidden_size / m->num_heads;
-}
 
 /* A field outside [0, max]: models built by hand through the API get the
  * bounds the file readers apply (estimate_limits.h), so the shape
@@ -75,12 +52,25 @@ static int check_limits(const vram_model_t *m)
         (rc = out_of_range(m, "image size", m->image_size, VRAM_MAX_IMAGE)) ||
         (rc = out_of_range(m, "patch size", m->patch_size, VRAM_MAX_IMAGE)) ||
         (rc = out_of_range(m, "channels", m->num_channels, VRAM_MAX_IMAGE)) ||
-        (rc = out_of_range(m, "classes", m->num_classes, VRAM_MAX_VOCAB)))
+        (rc = out_of_range(m, "classes", m->num_classes, VRAM_MAX_VOCAB)) ||
+        (rc = out_of_range(m, "labels", m->num_labels, VRAM_MAX_VOCAB)) ||
+        (rc = out_of_range(m, "embedding projection", m->embed_proj_dim, VRAM_MAX_WIDTH)) ||
+        (rc = out_of_range(m, "experts", m->num_experts, VRAM_MAX_HEADS)) ||
+        (rc = out_of_range(m, "experts per token", m->experts_per_token, m->num_experts)) ||
+        (rc = out_of_range(m, "expert width", m->expert_intermediate, VRAM_MAX_MLP_WIDTH)) ||
+        (rc = out_of_range(m, "shared expert width", m->shared_intermediate,
+                           VRAM_MAX_MLP_WIDTH)) ||
+        (rc = out_of_range(m, "mel bins", m->num_mel_bins, VRAM_MAX_IMAGE)) ||
+        (rc = out_of_range(m, "source positions", m->max_source_positions,
+                           VRAM_MAX_POSITIONS)) ||
+        (rc = out_of_range(m, "conv layers", m->conv_layers, 8)) ||
+        (rc = out_of_range(m, "positional conv kernel", m->pos_conv_kernel, VRAM_MAX_IMAGE)) ||
+        (rc = out_of_range(m, "positional conv groups", m->pos_conv_groups, VRAM_MAX_HEADS)))
         return rc;
     return 0;
 }
 
-static int check_shape(const vram_model_t *m)
+int vram_arch_check_shape(const vram_model_t *m)
 {
     int rc = check_limits(m);
     if (rc) return rc;
@@ -99,6 +89,17 @@ static int check_shape(const vram_model_t *m)
     if (m->intermediate_size <= 0)
         return vram_fail(VRAM_EINVAL, "model \"%s\": intermediate (MLP) size must be positive",
                          m->name);
+    if (m->num_experts > 0 && (m->experts_per_token <= 0 || m->expert_intermediate <= 0))
+        return vram_fail(VRAM_EINVAL,
+                         "model \"%s\": a mixture of experts needs experts per token and an "
+                         "expert width",
+                         m->name);
+    for (int64_t i = 0; i < m->conv_layers; i++)
+        if (m->conv_dim[i] <= 0 || m->conv_kernel[i] <= 0 || m->conv_stride[i] <= 0 ||
+            m->conv_dim[i] > VRAM_MAX_WIDTH || m->conv_kernel[i] > VRAM_MAX_IMAGE ||
+            m->conv_stride[i] > VRAM_MAX_IMAGE)
+            return vram_fail(VRAM_EINVAL, "model \"%s\": conv layer %lld has an invalid shape",
+                             m->name, (long long)i);
     if (m->family != VRAM_FAMILY_VIT && m->vocab_size <= 0)
         return vram_fail(VRAM_EINVAL, "model \"%s\": vocabulary size must be positive", m->name);
     if (m->family == VRAM_FAMILY_VIT &&
@@ -130,7 +131,7 @@ static void t5_ff(vram_arch_params_t *p, const vram_model_t *m)
 
 int vram_arch_transformer_params(const vram_model_t *m, vram_arch_params_t *p)
 {
-    int rc = check_shape(m);
+    int rc = vram_arch_check_shape(m);
     if (rc) return rc;
     int64_t h = m->hidden_size, I = m->intermediate_size, V = m->vocab_size, L = m->num_layers;
     int64_t inner = m->num_heads * head_dim(m), kv = kv_heads(m) * head_dim(m);
@@ -157,7 +158,6 @@ int vram_arch_transformer_params(const vram_model_t *m, vram_arch_params_t *p)
         if (m->family == VRAM_FAMILY_GPT2) linear(p, m->max_positions, h, false);
         prenorm_layers(p, h, I, L);
         norm(p, h, true);
-        if (!m->tied_embeddings) linear(p, V, h, false);
         return 0;
     case VRAM_FAMILY_LLAMA:
         linear(p, V, h, false);
@@ -173,7 +173,6 @@ int vram_arch_transformer_params(const vram_model_t *m, vram_arch_params_t *p)
         linear(&layer, h, I, false);
         vram_arch_add_repeated(p, &layer, (uint64_t)L);
         norm(p, h, false);
-        if (!m->tied_embeddings) linear(p, V, h, false);
         return 0;
     case VRAM_FAMILY_T5: {
         int64_t dec = m->num_decoder_layers > 0 ? m->num_decoder_layers : L;
@@ -193,7 +192,6 @@ int vram_arch_transformer_params(const vram_model_t *m, vram_arch_params_t *p)
         if (dec > 0)
             vram_arch_add_tensor(p, 1, (uint64_t)m->relative_buckets, (uint64_t)m->num_heads);
         norm(p, h, false);
-        if (!m->tied_embeddings) linear(p, V, h, false);
         return 0;
     }
     case VRAM_FAMILY_VIT: {
@@ -219,85 +217,6 @@ int vram_arch_transformer_params(const vram_model_t *m, vram_arch_params_t *p)
 /* said otherwise. Roles and byte sizes: see vram_arch_shape_t.            */
 /* ---------------------------------------------------------------------- */
 
-typedef struct {
-    double layer;   /* one layer, everything saved */
-    double core;    /* its attention core (scores, softmax, dropout): selective recomputes it */
-    double input;   /* its input, all that full checkpointing keeps */
-    double working; /* inference: peak working set of one layer */
-} layer_acts_t;
-
-/* Bytes per element of an f32-role tensor that `n` matmuls consume: one
- * 2-byte copy per matmul under autocast, else the tensor itself once. */
-static double fed(const vram_arch_shape_t *p, int n)
-{
-    return p->amp ? 2.0 * n : p->f32;
-}
-
-/* The attention core over q_len x kv_len scores: the softmax output (f32
- * role; without dropout the second matmul keeps it too, as its own copy
- * under autocast); with dropout also the mask and the dropped
- * probabilities, which the second matmul keeps. Fused attention (SDPA,
- * FlashAttention) keeps no scores, only the fp32 log-sum-exp per query. */
-static double attention_core(const vram_arch_shape_t *p, double b, double heads, double q_len,
-                             double kv_len, bool dropout)
-{
-    if (p->fused_attention) return 4.0 * b * heads * q_len;
-    double scores = b * heads * q_len * kv_len;
-    if (dropout) return scores * (p->f32 + MASK + fed(p, 1));
-    return scores * (p->f32 + (p->amp ? 2 : 0));
-}
-
-/* Inference working set of attention: q, k, v, context, scores and probs
- * (fused attention materializes no scores). */
-static double attention_working(const vram_arch_shape_t *p, double b, double s, double h,
-                                double kvd, double heads, double kv_len)
-{
-    double scores = p->fused_attention ? 0 : 2 * heads * s * kv_len;
-    return p->mm * b * (s * (2 * h) + 2 * kv_len * kvd + scores);
-}
-
-static double max2(double a, double b)
-{
-    return a > b ? a : b;
-}
-
-static double stack(const layer_acts_t *l, double layers, vram_checkpointing_t ck)
-{
-    switch (ck) {
-    case VRAM_CKPT_FULL:
-        /* layer inputs, plus one layer recomputed during backward */
-        return layers * l->input + l->layer;
-    case VRAM_CKPT_SELECTIVE:
-        return layers * (l->layer - l->core) + l->core;
-    default:
-        return layers * l->layer;
-    }
-}
-
-/* BERT/RoBERTa (post-LN) and GPT-2 (pre-LN): two LayerNorm inputs on the
- * residual stream (f32) and two LayerNorm outputs consumed by matmuls (in
- * BERT the layer input feeds the separate q, k and v projections: three
- * autocast copies); q, k, v and the context (mm); the MLP activation's
- * I-wide tensors; two dropout masks; the attention core; LayerNorm mean and
- * rstd (fp32). `qkv_consumers` is 3 for BERT, 1 for GPT-2's fused c_attn;
- * `streams` is 1 for GPT-NeoX's parallel residual, where both LayerNorms
- * read the same layer input (NeoX is not measured: see docs).
- * With 2-byte activations, I = 4h and the fused GELU this is Korthikanti et
- * al.'s 34·sbh + 5·as²b. */
-static layer_acts_t classic_layer(const vram_arch_shape_t *p, double b, double s, double h,
-                                  double I, double a, bool dropout, int qkv_consumers,
-                                  double mlp_bytes, int streams)
-{
-    layer_acts_t l;
-    double tok = b * s;
-    l.core = attention_core(p, b, a, s, s, dropout);
-    double per_tok = h * (streams * p->f32 + fed(p, qkv_consumers) + fed(p, 1) + 4 * p->mm) +
-                     I * mlp_bytes + (dropout ? MASK * 2 * h : 0) + 2 * 2 * STAT;
-    l.layer = tok * per_tok + l.core;
-    l.input = p->f32 * tok * h;
-    l.working = p->mm * tok * h + max2(attention_working(p, b, s, h, h, a, s), p->mm * tok * 2 * I);
-    return l;
-}
 
 /* Bytes per MLP element kept by the activation between the two linears.
  * The fused GELU keeps its input and output (2 mm). GPT-2's gelu_new, which
@@ -374,20 +293,14 @@ static double t5_attention_acts(const vram_arch_shape_t *p, double b, double q_l
            attention_core(p, b, a, q_len, kv_len, true);
 }
 
-/* log_softmax of the loss keeps its output (fp32 under autocast), the loss
- * the int64 targets. */
-static double logits(const vram_arch_shape_t *p, double tok, double V)
-{
-    return p->f32 * tok * V + IDX * tok;
-}
 
 int vram_arch_transformer_acts(const vram_model_t *m, const vram_arch_shape_t *sh, double *bytes)
 {
-    int rc = check_shape(m);
+    int rc = vram_arch_check_shape(m);
     if (rc) return rc;
     double b = (double)sh->batch, s = (double)sh->seq;
     double h = (double)m->hidden_size, I = (double)m->intermediate_size;
-    double a = (double)m->num_heads, V = (double)m->vocab_size, L = (double)m->num_layers;
+    double a = (double)m->num_heads, L = (double)m->num_layers;
     double tok = b * s, total = 0;
     layer_acts_t l;
     switch (m->family) {
@@ -411,24 +324,24 @@ int vram_arch_transformer_acts(const vram_model_t *m, const vram_arch_shape_t *s
         l = classic_layer(sh, b, s, h, I, a, gpt2, 1, gpt2 ? gelu_new_bytes(sh) : 2 * sh->mm,
                           gpt2 ? 2 : 1);
         if (!sh->training) {
-            *bytes = l.working + sh->mm * tok * V;
+            *bytes = l.working;
             return 0;
         }
         total = IDX * (tok + s) + (gpt2 ? MASK * tok * h : 0);
         total += stack(&l, L, sh->checkpointing);
-        /* final LayerNorm input and output (into the LM head), logits */
-        total += (sh->f32 + fed(sh, 1)) * tok * h + 2 * STAT * tok + logits(sh, tok, V);
+        /* final LayerNorm input (its output belongs to the head) */
+        total += sh->f32 * tok * h + 2 * STAT * tok;
         break;
     }
     case VRAM_FAMILY_LLAMA:
         l = llama_layer(sh, b, s, h, I, a);
         if (!sh->training) {
-            *bytes = l.working + sh->mm * tok * V;
+            *bytes = l.working;
             return 0;
         }
         /* token ids; the rotary cos and sin tables (fp32) */
         total = IDX * tok + 2 * 4.0 * s * (double)head_dim(m) + stack(&l, L, sh->checkpointing);
-        total += tok * ((3 * h + 1) * sh->f32 + h * fed(sh, 1)) + logits(sh, tok, V);
+        total += tok * (3 * h + 1) * sh->f32; /* final norm */
         break;
     case VRAM_FAMILY_VIT: {
         double img = (double)sh->image, pixels = (double)m->num_channels * img * img;
@@ -463,7 +376,7 @@ int vram_arch_transformer_acts(const vram_model_t *m, const vram_arch_shape_t *s
         dec_l.input = sh->f32 * tokd * h;
         if (!sh->training) {
             l = classic_layer(sh, b, s, h, I, a, false, 1, 2 * sh->mm, 2);
-            *bytes = l.working + sh->mm * tokd * V;
+            *bytes = l.working;
             return 0;
         }
         /* relative-position bucket indices (batch independent) */
@@ -474,9 +387,8 @@ int vram_arch_transformer_acts(const vram_model_t *m, const vram_arch_shape_t *s
         total += t5_norm(sh, tok, h) + MASK * tok * h + fed(sh, 2 * (int)dec) * tok * h;
         total += dec * sh->mm * tok * 2 * h;
         total += IDX * tokd + MASK * tokd * h + stack(&dec_l, dec, sh->checkpointing);
-        /* final decoder norm, dropout, the rescaled output into the head */
-        total += t5_norm(sh, tokd, h) + MASK * tokd * h + fed(sh, 1) * tokd * h;
-        total += logits(sh, tokd, V);
+        /* final decoder norm and dropout (the rescaled output is the head's) */
+        total += t5_norm(sh, tokd, h) + MASK * tokd * h;
         break;
     }
     default:

@@ -1,7 +1,9 @@
 /* vram_estimate: combines the architecture's counts and activations with
  * precision, optimizer, ZeRO partitioning and overhead (docs/estimation.md). */
-#include "arch.h"
+#include "arch_parts.h"
 #include "estimate_limits.h"
+#include "gpu_overhead.h"
+#include "lora.h"
 
 #include <math.h>
 #include <string.h>
@@ -15,6 +17,7 @@ void vram_estimate_config_init(vram_estimate_config_t *cfg)
     cfg->optimizer = VRAM_OPTIMIZER_ADAMW;
     cfg->checkpointing = VRAM_CKPT_NONE;
     cfg->overhead_bytes = VRAM_UNKNOWN_U64;
+    cfg->attention_from_model = true;
 }
 
 static bool is_half(vram_precision_t p)
@@ -105,8 +108,22 @@ static int validate(const vram_model_t *m, const vram_estimate_config_t *c, int6
                          "precision %s is for inference only; train with fp32, fp16, bf16, "
                          "amp-fp16 or amp-bf16",
                          vram_precision_name(c->precision));
-    if (c->mode != VRAM_MODE_TRAIN && c->mode != VRAM_MODE_INFER)
+    if (c->mode != VRAM_MODE_TRAIN && c->mode != VRAM_MODE_INFER && c->mode != VRAM_MODE_LOAD)
         return vram_fail(VRAM_EINVAL, "unknown mode %d", (int)c->mode);
+    if (c->lora_rank < 0 || c->lora_rank > VRAM_MAX_WIDTH)
+        return vram_fail(VRAM_EINVAL, "LoRA rank %lld is out of range (1 to %lld)",
+                         (long long)c->lora_rank, (long long)VRAM_MAX_WIDTH);
+    if (c->quantize_base != VRAM_QUANT_NONE && c->lora_rank == 0)
+        return vram_fail(VRAM_EINVAL, "a quantized base (QLoRA) trains adapters: give a LoRA rank");
+    if (c->lora_rank > 0 && c->mode == VRAM_MODE_TRAIN && c->zero_stage > 0)
+        return vram_fail(VRAM_EINVAL, "LoRA with ZeRO is not modelled; estimate one of them");
+    if (c->activation_offload && c->checkpointing != VRAM_CKPT_FULL)
+        return vram_fail(VRAM_EINVAL,
+                         "activation offloading moves checkpointed layer inputs to the CPU: use "
+                         "--checkpointing full");
+    if (c->gpu_cc < 0 || c->gpu_cc > 200 || c->cuda_version < 0 || c->cuda_version > 200 ||
+        c->lazy_loading < 0 || c->lazy_loading > 2)
+        return vram_fail(VRAM_EINVAL, "GPU generation, CUDA version or lazy loading out of range");
     if (m->family == VRAM_FAMILY_PROFILE) return 0;
     int64_t positions = seq + (c->mode == VRAM_MODE_INFER ? c->max_new_tokens : 0);
     if (!vram_arch_is_image(m) && m->max_positions > 0 && positions > m->max_positions)
@@ -164,6 +181,205 @@ static int to_bytes(const vram_model_t *m, double v, const char *what, uint64_t 
     return 0;
 }
 
+/* Parameter memory in each training set-up (docs/estimation.md, "Bytes
+ * per parameter", "ZeRO", "LoRA and QLoRA"). */
+typedef struct {
+    double params, grads, states, cache; /* bytes */
+    double trainable;                    /* parameters that get gradients */
+    double largest_trainable;            /* elements of the largest trained tensor */
+    double dequant;                      /* QLoRA: one dequantized weight in flight */
+    double lora_acts_per_token;
+    double wb, gb, sb;                   /* bytes per element: weights, grads, one state */
+} param_memory_t;
+
+static int lora_memory(const vram_model_t *m, const vram_estimate_config_t *c,
+                       const vram_arch_params_t *p, double mm, param_memory_t *pm)
+{
+    vram_lora_linears_t lin;
+    int rc = vram_lora_linears(m, &lin);
+    if (rc) return rc;
+    unsigned targets = c->lora_targets ? c->lora_targets : (VRAM_LORA_Q | VRAM_LORA_V);
+    double n = (double)p->params, largest = 0;
+    double A = vram_lora_adapter_params(&lin, targets, c->lora_rank);
+    double Q = vram_lora_linear_params(&lin, &largest);
+    bool amp = is_amp(c->precision);
+    /* the frozen base in the working dtype (half under autocast, as
+     * PEFT users load it); adapters in fp32 under autocast */
+    double base = c->precision == VRAM_PREC_FP32 ? 4 : 2;
+    double adapter = (amp || c->precision == VRAM_PREC_FP32) ? 4 : 2;
+    pm->params = base * n + adapter * A;
+    if (c->quantize_base != VRAM_QUANT_NONE) {
+        pm->params -= base * Q;
+        pm->params += vram_quant_bytes_per_weight(c->quantize_base, c->double_quant) * Q;
+        pm->dequant = mm * largest; /* dequantized for the matmul, forward and backward */
+    }
+    vram_arch_params_t ap = {.params = (uint64_t)A, .tensors = 0, .factored = (uint64_t)A};
+    pm->grads = adapter * A;
+    pm->states = optimizer_bytes(&ap, c->optimizer, adapter);
+    pm->cache = amp ? 2 * A : 0;
+    pm->trainable = A;
+    pm->largest_trainable = (double)c->lora_rank * (double)m->hidden_size;
+    pm->lora_acts_per_token = vram_lora_adapter_acts_per_token(&lin, targets, c->lora_rank, mm);
+    pm->wb = base;
+    pm->gb = adapter;
+    pm->sb = adapter;
+    return 0;
+}
+
+static void full_memory(const vram_estimate_config_t *c, const vram_arch_params_t *p,
+                        param_memory_t *pm)
+{
+    double n = (double)p->params, gpus = c->gpus > 0 ? c->gpus : 1;
+    double largest = (double)p->max_tensor;
+    bool amp = is_amp(c->precision), half = is_half(c->precision);
+    pm->trainable = n;
+    pm->largest_trainable = largest;
+    if (c->zero_stage > 0 && half) {
+        /* DeepSpeed's mixed precision: fp16/bf16 weights and gradients,
+         * fp32 master weights and states partitioned. Its estimators
+         * (estimate_zero2_model_states_mem_needs: 4Ψ + 16Ψ/N;
+         * estimate_zero3_model_states_mem_needs: 4·largest layer + 18Ψ/N) */
+        double states = optimizer_bytes(p, c->optimizer, 4) + 4 * n; /* + master */
+        pm->params = 2 * n;
+        pm->grads = 2 * n;
+        if (c->zero_stage >= 2) states += 4 * n; /* the fp32 gradient partition */
+        pm->states = states / gpus;
+        if (c->zero_stage >= 3) {
+            pm->params = 2 * n / gpus + 2 * largest;
+            pm->grads = 2 * largest;
+        }
+        pm->wb = pm->gb = 2;
+        pm->sb = 4;
+        return;
+    }
+    if (amp) {
+        /* torch.autocast: fp32 weights, gradients and states, plus the
+         * half-precision weight copies autocast caches during forward and the
+         * matmuls keep for backward: 18 bytes per parameter with Adam */
+        pm->params = 4 * n;
+        pm->grads = 4 * n;
+        pm->states = optimizer_bytes(p, c->optimizer, 4);
+        pm->cache = 2 * n;
+        pm->wb = pm->gb = pm->sb = 4;
+    } else {
+        double wb = weight_bytes(c->precision);
+        pm->params = pm->grads = wb * n;
+        pm->states = optimizer_bytes(p, c->optimizer, half ? 2 : 4);
+        pm->wb = pm->gb = pm->sb = wb;
+    }
+    if (c->zero_stage >= 1) pm->states /= gpus;
+    if (c->zero_stage >= 2) pm->grads /= gpus;
+    if (c->zero_stage >= 3) pm->params /= gpus;
+}
+
+/* The optimizer step's intermediates: torch.optim's foreach Adam keeps one
+ * parameter-sized list (sqrt of exp_avg_sq, then divided in place); the
+ * fused kernel none; a per-parameter loop one tensor's worth (pytorch.org
+ * tutorial "How to save memory by fusing the optimizer step into the
+ * backward pass"). SGD without momentum updates in place. */
+static double optimizer_temps(const vram_estimate_config_t *c, const param_memory_t *pm)
+{
+    if (c->optimizer == VRAM_OPTIMIZER_SGD || c->optimizer == VRAM_OPTIMIZER_ADAM8BIT) return 0;
+    double gpus = c->gpus > 0 && c->zero_stage >= 1 ? c->gpus : 1;
+    switch (c->optim_impl) {
+    case VRAM_OPTIM_FUSED:
+        return 0;
+    case VRAM_OPTIM_FOR_LOOP:
+        return pm->sb * pm->largest_trainable;
+    default:
+        return pm->sb * pm->trainable / gpus;
+    }
+}
+
+/* Gradients in flight when backward is at its largest: the loss's chain
+ * (the gradient of the log-probabilities and of the logits, both fp32 for
+ * Hugging Face's causal LMs), or one layer's (its output's gradient, two
+ * MLP-wide ones, and for eager attention those of the probabilities and
+ * scores). */
+typedef struct {
+    double layer, chain; /* one layer's gradients in flight; the loss's chain */
+} backward_t;
+
+static backward_t backward_temps(const vram_model_t *m, const vram_arch_shape_t *sh)
+{
+    backward_t r = {0, 0};
+    if (m->hidden_size <= 0 || m->family == VRAM_FAMILY_PROFILE ||
+        m->family == VRAM_FAMILY_LSTM || m->family == VRAM_FAMILY_GRU || vram_arch_is_image(m))
+        return r;
+    double b = (double)sh->batch, s = (double)sh->seq, tok = b * s, h = (double)m->hidden_size;
+    if (m->family == VRAM_FAMILY_WAV2VEC2) tok = b * (double)vram_arch_wav2vec2_frames(m, sh->seq);
+    double I = m->num_experts > 0 ? (double)(m->expert_intermediate * m->experts_per_token)
+                                  : (double)m->intermediate_size;
+    double layer = sh->mm * tok * (h + 2 * I);
+    if (!sh->fused_attention) {
+        double q = m->family == VRAM_FAMILY_WAV2VEC2 ? tok / b : s;
+        layer += 2 * sh->f32 * b * (double)m->num_heads * q * q;
+    }
+    vram_head_t head = vram_arch_head(m);
+    double chain = 0;
+    /* logits.sum()'s gradient is an expanded scalar: no chain */
+    if (!sh->sum_loss && (head == VRAM_HEAD_CAUSAL_LM || head == VRAM_HEAD_COND_GEN ||
+                          head == VRAM_HEAD_MASKED_LM || head == VRAM_HEAD_CTC)) {
+        double e = vram_arch_is_decoder(m) ? 4 : sh->f32;
+        chain = 2 * e * tok * (double)m->vocab_size;
+        if (sh->chunked_loss) chain /= VRAM_LOSS_CHUNKS;
+    }
+    r.layer = layer;
+    r.chain = chain;
+    return r;
+}
+
+/* What is live in one phase of a step beyond the weights and states. */
+typedef struct {
+    bool train, grads;
+    double acts, temps, kv;
+} phase_t;
+
+/* Saved activations as this many equal tensors per layer: fixed, so the
+ * carved reservation grows with the batch like the activations do. */
+#define ACT_TENSORS_PER_LAYER 16
+
+/* Reserved bytes for one phase: every parameter-shaped tensor by size
+ * class (weights, gradients when live, each optimizer state), the
+ * activations in equal pieces, the temporaries and the KV cache per layer. */
+static double carve_phase(const vram_model_t *m, const vram_arch_params_t *p,
+                          const param_memory_t *pm, const vram_estimate_config_t *c,
+                          double fixed, const phase_t *ph)
+{
+    vram_carve_t k;
+    vram_carve_init(&k);
+    double n = p->params > 0 ? (double)p->params : 1;
+    bool full = ph->train && c->lora_rank == 0;
+    /* per element: the weights, and in full training the gradients and
+     * each optimizer state tensor (state bytes per element / tensor size) */
+    bool adam = c->optimizer == VRAM_OPTIMIZER_ADAM || c->optimizer == VRAM_OPTIMIZER_ADAMW;
+    double gpus = c->zero_stage >= 1 && c->gpus > 0 ? c->gpus : 1;
+    double steps = full && adam ? (double)p->tensors / gpus : 0; /* torch's 4-byte `step` */
+    double states_per_elem = full ? (pm->states - 4 * steps) / n : 0;
+    vram_carve_add(&k, 4, steps);
+    double state_tensors = states_per_elem > pm->sb * 1.5 ? 2 : 1;
+    for (int i = 0; i < p->nsizes; i++) {
+        double e = (double)p->sizes[i].elems, cnt = (double)p->sizes[i].count;
+        vram_carve_add(&k, e * pm->params / n, cnt);
+        if (full && ph->grads) vram_carve_add(&k, e * pm->grads / n, cnt);
+        if (states_per_elem > 0)
+            vram_carve_add(&k, e * states_per_elem / state_tensors, cnt * state_tensors);
+    }
+    if (p->nsizes == 0) vram_carve_add(&k, pm->params, 1);
+    if (ph->train && !full) vram_carve_add(&k, (ph->grads ? pm->grads : 0) + pm->states, 1);
+    vram_carve_add(&k, fixed, 1);
+    /* what each step allocates anew gets segments of its own: the
+     * persistent tensors' were carved when the model was loaded */
+    vram_carve_t step;
+    vram_carve_init(&step);
+    double layers = m->num_layers > 0 ? (double)m->num_layers : 1;
+    vram_carve_add(&step, ph->acts / (layers * ACT_TENSORS_PER_LAYER),
+                   layers * ACT_TENSORS_PER_LAYER);
+    vram_carve_add(&step, ph->temps, 1);
+    vram_carve_add(&step, ph->kv / layers, layers);
+    return vram_carve_reserved(&k) + vram_carve_reserved(&step);
+}
+
 int vram_estimate(const vram_model_t *m, const vram_estimate_config_t *c, vram_estimate_t *out)
 {
     if (!m || !c || !out) return vram_fail(VRAM_EINVAL, "vram_estimate: NULL argument");
@@ -181,21 +397,22 @@ int vram_estimate(const vram_model_t *m, const vram_estimate_config_t *c, vram_e
                          m->name, p.params == UINT64_MAX ? "more than " : "",
                          (unsigned long long)p.params, (long long)VRAM_MAX_PARAMETERS);
 
-    bool train = c->mode == VRAM_MODE_TRAIN;
-    double gpus = c->gpus > 0 ? c->gpus : 1;
+    bool train = c->mode == VRAM_MODE_TRAIN, load = c->mode == VRAM_MODE_LOAD;
+    /* fused when asked, or by the family's Hugging Face default */
+    bool fused = c->fused_attention || (c->attention_from_model && m->sdpa_default);
     double n = (double)p.params;
-    double wb = weight_bytes(c->precision);
-    double params = wb * n, grads = 0, states = 0;
-    if (train) {
-        bool amp = is_amp(c->precision);
-        /* pure half precision keeps the optimizer states in half too */
-        double state = (is_half(c->precision) && !amp) ? 2 : 4;
-        grads = wb * n;
-        states = optimizer_bytes(&p, c->optimizer, state);
-        if (amp) states += 4 * n; /* fp32 master weights (ZeRO's 16 bytes/param) */
-        if (c->zero_stage >= 1) states /= gpus;
-        if (c->zero_stage >= 2) grads /= gpus;
-        if (c->zero_stage >= 3) params /= gpus;
+    double mm = is_half(c->precision) ? 2 : 4;
+    param_memory_t pm = {0};
+    pm.wb = weight_bytes(c->precision);
+    pm.params = pm.wb * n;
+    if (train && c->lora_rank > 0) {
+        if ((rc = lora_memory(m, c, &p, mm, &pm))) return rc;
+    } else if (train) {
+        full_memory(c, &p, &pm);
+    } else if (c->lora_rank > 0 && c->quantize_base != VRAM_QUANT_NONE) {
+        /* inference on a quantized base with its adapters */
+        if ((rc = lora_memory(m, c, &p, mm, &pm))) return rc;
+        pm.grads = pm.states = pm.cache = 0;
     }
 
     vram_arch_shape_t shape = {
@@ -204,41 +421,139 @@ int vram_estimate(const vram_model_t *m, const vram_estimate_config_t *c, vram_e
         .batch = c->batch_size,
         .seq = seq,
         .image = image,
-        .mm = is_half(c->precision) ? 2 : 4,
+        .mm = mm,
         .f32 = (c->precision == VRAM_PREC_FP32 || is_amp(c->precision)) ? 4 : 2,
         .amp = is_amp(c->precision) && train,
-        .fused_attention = c->fused_attention,
+        .fused_attention = fused,
+        .upcast = m->softmax_upcast,
+        .chunked_loss = c->chunked_loss,
+        .sum_loss = c->sum_loss,
+        .clamp = m->score_clamp,
     };
-    double acts = 0;
-    rc = vram_arch_acts(m, &shape, &acts);
-    if (rc) return rc;
+    if (c->activation_offload) {
+        if (!vram_arch_has_layers(m))
+            return vram_fail(VRAM_EINVAL, "activation offloading is modelled for transformers");
+        shape.checkpointing = VRAM_CKPT_FULL_OFFLOAD;
+    }
+    double acts = 0, kv = 0;
+    if (!load) {
+        rc = vram_arch_acts(m, &shape, &acts);
+        if (rc) return rc;
+    }
+    if (train && c->lora_rank > 0) {
+        double tok = (double)c->batch_size * (double)seq;
+        if (m->family == VRAM_FAMILY_WAV2VEC2)
+            tok = (double)c->batch_size * (double)vram_arch_wav2vec2_frames(m, seq);
+        double per = pm.lora_acts_per_token;
+        /* with checkpointing the adapters' tensors of one layer at a time */
+        if (c->checkpointing != VRAM_CKPT_NONE) per /= (double)m->num_layers;
+        acts += per * tok;
+    }
 
-    double kv = 0;
-    if (!train && vram_arch_has_kv_cache(m)) {
-        double kvd = (double)(m->num_kv_heads > 0 ? m->num_kv_heads : m->num_heads) *
-                     (double)(m->head_dim > 0 ? m->head_dim : m->hidden_size / m->num_heads);
-        double b = (double)c->batch_size, tokens = (double)(seq + c->max_new_tokens);
-        if (m->family == VRAM_FAMILY_T5) {
+    if (c->mode == VRAM_MODE_INFER && vram_arch_has_kv_cache(m)) {
+        /* the cache after prefill and at the last decode step; the peak is
+         * the larger of prefill (its working set) and the last step (one
+         * token's working set over the full cache) */
+        double kvd = (double)kv_heads(m) * (double)head_dim(m);
+        double b = (double)c->batch_size, T = (double)c->max_new_tokens;
+        double layers = (double)m->num_layers, prompt_kv, full_kv;
+        if (m->family == VRAM_FAMILY_T5 || m->family == VRAM_FAMILY_WHISPER) {
             /* decoder self-attention over the generated tokens, and the
              * cross-attention keys/values of the encoded input */
-            double layers =
-                (double)(m->num_decoder_layers > 0 ? m->num_decoder_layers : m->num_layers);
-            kv = 2 * layers * kvd * b * shape.mm * ((double)c->max_new_tokens + (double)seq);
+            double src = m->family == VRAM_FAMILY_WHISPER ? (double)m->max_source_positions
+                                                           : (double)seq;
+            layers = (double)(m->num_decoder_layers > 0 ? m->num_decoder_layers : m->num_layers);
+            prompt_kv = 2 * layers * kvd * b * mm * src;
+            full_kv = 2 * layers * kvd * b * mm * (T + src);
         } else {
-            kv = 2 * (double)m->num_layers * kvd * tokens * b * shape.mm;
+            prompt_kv = 2 * layers * kvd * (double)seq * b * mm;
+            full_kv = 2 * layers * kvd * ((double)seq + T) * b * mm;
+        }
+        kv = full_kv;
+        if (T > 0) {
+            vram_arch_shape_t one = shape;
+            one.seq = 1;
+            double step = 0;
+            if ((rc = vram_arch_acts(m, &one, &step))) return rc;
+            double prefill = acts + prompt_kv - full_kv;
+            acts = prefill > step ? prefill : step;
         }
     }
 
-    double overhead = (double)(c->overhead_bytes == VRAM_UNKNOWN_U64 ? VRAM_DEFAULT_OVERHEAD_BYTES
-                                                                     : c->overhead_bytes);
-    /* the caching allocator rounds every block up to 512 bytes: half a
-     * block lost per persistent tensor on average */
-    double per_param_tensors =
-        1 + (train ? 1 : 0) + (train && c->optimizer != VRAM_OPTIMIZER_SGD ? 2 : 0);
-    overhead += 256.0 * per_param_tensors * (double)p.tensors;
+    /* what a real GPU adds */
+    double context = vram_gpu_context_bytes(c), work = vram_gpu_workspace_bytes(c);
+    if (c->overhead_bytes != VRAM_UNKNOWN_U64) {
+        context = (double)c->overhead_bytes; /* the user's figure replaces both */
+        work = 0;
+    }
+    /* Backward runs the head first: its chain is in flight while every
+     * activation is kept (but no layer is recomputed yet); by the time a
+     * layer's gradients are in flight the head's tensors are freed (except
+     * logits a benchmark's output still references), and with
+     * checkpointing that layer's recomputed activations exist. */
+    backward_t bt = {0, 0};
+    double recompute = 0, head = 0;
+    if (train) {
+        bt = backward_temps(m, &shape);
+        if (vram_arch_has_layers(m)) {
+            double tokens = (double)c->batch_size * (double)seq;
+            if (m->family == VRAM_FAMILY_WAV2VEC2)
+                tokens = (double)c->batch_size * (double)vram_arch_wav2vec2_frames(m, seq);
+            vram_arch_shape_t bare = shape;
+            bare.sum_loss = false;
+            head = shape.sum_loss ? 0 : vram_arch_head_acts(m, &bare, tokens);
+            if (shape.checkpointing == VRAM_CKPT_FULL ||
+                shape.checkpointing == VRAM_CKPT_FULL_OFFLOAD) {
+                vram_arch_shape_t inputs = shape;
+                inputs.checkpointing = shape.checkpointing == VRAM_CKPT_FULL
+                                           ? VRAM_CKPT_FULL_INPUTS
+                                           : VRAM_CKPT_OFFLOAD_INPUTS;
+                double without = 0;
+                if ((rc = vram_arch_acts(m, &inputs, &without))) return rc;
+                recompute = acts - without;
+            }
+        }
+    }
+    double at_head = acts - recompute + bt.chain, at_layer = acts - head + bt.layer;
+    double acts_peak = at_head > at_layer ? at_head : at_layer;
+    double bwd = (train ? acts_peak - acts : 0) + pm.dequant;
+    if (bwd < 0) bwd = 0;
+    double opt = train ? optimizer_temps(c, &pm) : 0;
+    double buffers = (double)p.buffer_bytes + 8.0 * (double)p.buffer_i64;
+    /* Training peaks at the start of backward (all activations, the loss's
+     * gradient chain; gradients only when kept from an earlier
+     * micro-batch), at its end (every gradient, one layer's chain) or in the
+     * optimizer step (gradients, states, the step's intermediates). */
+    double fixed = pm.params + buffers + pm.states + work;
+    double at_bwd = fixed + pm.cache + acts + bwd + (c->grads_kept ? pm.grads : 0);
+    double at_end = fixed + pm.cache + pm.grads + bt.layer + pm.dequant;
+    double at_step = fixed + pm.grads + opt;
+    double peak = at_bwd;
+    if (train && at_end > peak) peak = at_end;
+    bool in_step = train && at_step > peak;
+    if (in_step) peak = at_step;
+    if (!train) peak = fixed + acts + kv;
+
+    /* the live tensors of each phase carved into segments as the pool does;
+     * the process keeps the largest reservation */
+    phase_t phases[3] = {
+        {true, c->grads_kept, acts, bwd + pm.cache, 0},
+        {true, true, 0, bt.layer + pm.dequant + pm.cache, 0},
+        {true, true, 0, opt, 0},
+    };
+    int nphases = train ? 3 : 1;
+    if (!train) phases[0] = (phase_t){false, false, acts, 0, kv};
+    double reserved = 0;
+    for (int i = 0; i < nphases; i++) {
+        double r = carve_phase(m, &p, &pm, c, buffers + work, &phases[i]);
+        if (r > reserved) reserved = r;
+    }
+    double rounding = reserved - peak;
+    if (rounding < 0) rounding = 0;
 
     vram_estimate_t e = {0};
     e.parameters_count = p.params;
+    e.trainable_count = train ? (uint64_t)pm.trainable : 0;
     /* buffers are exact byte counts: kept in integers (a double would
      * round a measured profile's figure above 2^53) */
     const uint64_t max_bytes = (uint64_t)VRAM_MAX_BYTES;
@@ -247,16 +562,28 @@ int vram_estimate(const vram_model_t *m, const vram_estimate_config_t *c, vram_e
                          "estimate for \"%s\": the buffers exceed the limit of 2^60 bytes (1 EiB)",
                          m->name);
     e.buffers = p.buffer_bytes + 8 * p.buffer_i64;
-    if ((rc = to_bytes(m, params, "parameters", &e.parameters)) ||
-        (rc = to_bytes(m, grads, "gradients", &e.gradients)) ||
-        (rc = to_bytes(m, states, "optimizer states", &e.optimizer_states)) ||
+    if ((rc = to_bytes(m, pm.params, "parameters", &e.parameters)) ||
+        (rc = to_bytes(m, pm.grads, "gradients", &e.gradients)) ||
+        (rc = to_bytes(m, pm.states, "optimizer states", &e.optimizer_states)) ||
         (rc = to_bytes(m, acts, "activations", &e.activations)) ||
         (rc = to_bytes(m, kv, "KV cache", &e.kv_cache)) ||
-        (rc = to_bytes(m, overhead, "overhead", &e.overhead)))
+        (rc = to_bytes(m, pm.cache, "autocast cache", &e.autocast_cache)) ||
+        (rc = to_bytes(m, bwd, "backward temporaries", &e.backward_temps)) ||
+        (rc = to_bytes(m, opt, "optimizer temporaries", &e.optimizer_temps)) ||
+        (rc = to_bytes(m, work, "workspaces", &e.workspaces)) ||
+        (rc = to_bytes(m, context, "CUDA context", &e.cuda_context)) ||
+        (rc = to_bytes(m, rounding, "allocator rounding", &e.allocator_rounding)))
         return rc;
-    /* seven components of at most 2^60 bytes each: the sum cannot wrap */
-    e.total = e.parameters + e.buffers + e.gradients + e.optimizer_states + e.activations +
-              e.kv_cache + e.overhead;
+    /* the peak adds at most eleven parts of at most 2^60 bytes each */
+    e.allocated_peak = peak < 0x1p63 ? (uint64_t)ceil(peak) : (uint64_t)1 << 63;
+    /* each part is at most 2^60 bytes: these sums cannot wrap */
+    e.reserved = e.allocated_peak + e.allocator_rounding;
+    e.nvidia_smi = e.reserved + e.cuda_context;
+    e.total = e.nvidia_smi;
+    e.overhead = e.autocast_cache + e.backward_temps + e.optimizer_temps + e.workspaces +
+                 e.allocator_rounding + e.cuda_context;
+    e.peak_in_optimizer_step = in_step;
+    e.fused_attention = fused;
     e.seq_len = vram_arch_is_image(m) ? 0 : seq;
     e.image_size = vram_arch_is_image(m) ? image : 0;
     *out = e;

@@ -11,7 +11,9 @@ static const char *const optimizers[] = {"sgd",   "momentum",  "adam",
 static const char *const checkpointings[] = {"none", "full", "selective"};
 static const char *const families[] = {"bert", "gpt2",   "gpt-neox", "llama",        "t5",
                                        "vit",  "resnet", "vgg",      "mobilenet-v2", "efficientnet",
-                                       "lstm", "gru",    "profile"};
+                                       "lstm", "gru",    "profile",  "qwen2",        "phi",
+                                       "phi3", "gemma",  "gemma2",   "opt",          "gpt-bigcode",
+                                       "mixtral", "qwen2-moe", "whisper", "wav2vec2"};
 static const char *const fits[] = {"fits", "tight", "will not fit"};
 
 #define COUNT(a) (sizeof(a) / sizeof((a)[0]))

@@ -33,6 +33,14 @@ static int64_t floor_pow2(int64_t v)
     return p;
 }
 
+/* Whether the estimate at `batch` fits; a refused estimate does not. */
+static bool fits_at(const vram_model_t *m, const vram_estimate_config_t *c, int64_t batch,
+                    uint64_t budget)
+{
+    vram_estimate_t e;
+    return estimate_at(m, c, batch, &e) == 0 && e.total <= budget;
+}
+
 /* Largest batch whose estimate fits the budget (0: not even one). */
 static int max_batch(const vram_model_t *m, const vram_estimate_config_t *c, uint64_t budget,
                      uint64_t model_bytes, uint64_t per_sample, int64_t *out)
@@ -47,14 +55,44 @@ static int max_batch(const vram_model_t *m, const vram_estimate_config_t *c, uin
     }
     int64_t b = per_sample ? (int64_t)((budget - model_bytes) / per_sample) : MAX_BATCH;
     if (b > MAX_BATCH) b = MAX_BATCH;
-    /* rounding of the components: step to the exact boundary */
-    vram_estimate_t e;
-    int rc;
-    /* a refused estimate counts as not fitting */
-    while (b > 0 && ((rc = estimate_at(m, c, b, &e)) || e.total > budget))
-        b--;
-    while (b < MAX_BATCH && !(rc = estimate_at(m, c, b + 1, &e)) && e.total <= budget)
-        b++;
+    if (b < 1) b = 1;
+    /* the estimate grows with the batch but is not exactly affine (the
+     * allocator's rounding, the peak's phase): bracket the boundary around
+     * the affine guess by doubling steps, then bisect */
+    int64_t lo = 0, hi = MAX_BATCH + 1; /* fits(lo) (or lo = 0), !fits(hi) */
+    int64_t step = 1;
+    if (fits_at(m, c, b, budget)) {
+        lo = b;
+        while (lo < MAX_BATCH) {
+            int64_t next = lo + step > MAX_BATCH ? MAX_BATCH : lo + step;
+            if (!fits_at(m, c, next, budget)) {
+                hi = next;
+                break;
+            }
+            lo = next;
+            step *= 2;
+        }
+        if (lo == MAX_BATCH) hi = MAX_BATCH + 1;
+    } else {
+        hi = b;
+        while (hi > 1) {
+            int64_t next = hi - step < 1 ? 1 : hi - step;
+            if (fits_at(m, c, next, budget)) {
+                lo = next;
+                break;
+            }
+            hi = next;
+            step *= 2;
+        }
+    }
+    while (hi - lo > 1) {
+        int64_t mid = lo + (hi - lo) / 2;
+        if (fits_at(m, c, mid, budget))
+            lo = mid;
+        else
+            hi = mid;
+    }
+    b = lo;
     *out = b;
     return 0;
 }
@@ -130,6 +168,24 @@ static void suggestions(const vram_model_t *m, const vram_estimate_config_t *c, 
         v = at;
         v.optimizer = VRAM_OPTIMIZER_ADAM8BIT;
         suggest_variant(p, m, &v, "optimizer=adam8bit", "8-bit Adam states (bitsandbytes)",
+                        base.total, budget);
+    }
+    if (c->lora_rank == 0 && c->zero_stage == 0) {
+        /* LoRA on every linear, then QLoRA's NF4 base with bf16 compute
+         * (Dettmers et al. 2023), when the family has LoRA targets */
+        v = at;
+        v.lora_rank = 16;
+        v.lora_alpha = 32;
+        v.lora_targets = VRAM_LORA_ALL_LINEAR;
+        suggest_variant(p, m, &v, "lora=r16,all-linear",
+                        "LoRA adapters (rank 16, all linear layers); the base is frozen",
+                        base.total, budget);
+        v.quantize_base = VRAM_QUANT_NF4;
+        v.double_quant = true;
+        if (v.precision == VRAM_PREC_FP32) v.precision = VRAM_PREC_AMP_BF16;
+        suggest_variant(p, m, &v, "qlora=nf4,r16",
+                        "QLoRA: NF4 base with double quantization, bf16 compute, rank-16 "
+                        "adapters",
                         base.total, budget);
     }
     int zero_gpus = c->gpus > 1 ? c->gpus : 8;

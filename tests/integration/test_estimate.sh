@@ -27,7 +27,9 @@ eq() { if [ "$1" = "$2" ]; then ok; else bad "$3: got '$1', want '$2'"; fi; }
 
 # --- estimate: text report
 expect 0 "$VRAM" estimate --model gpt2 --batch-size 4 --seq-len 512
-for row in Parameters Buffers Gradients "Optimizer states" Activations "KV cache" Overhead Total; do
+for row in Parameters Buffers Gradients "Optimizer states" Activations "KV cache" "Autocast cache" \
+  "Backward temps" "Optimizer temps" "cuBLAS workspaces" "Allocator rounding" "CUDA context" \
+  "Allocated at peak" "Reserved" "nvidia-smi"; do
   has "$row" "$tmp/out"
 done
 has "124,439,808 parameters" "$tmp/out"
@@ -37,16 +39,19 @@ has "GiB" "$tmp/out"
 expect 0 "$VRAM" estimate --model bert-base --batch-size 2 --seq-len 128 --json
 eq "$(json 'd["parameters_count"]')" 109482240 "bert-base parameters_count"
 eq "$(json 'd["bytes"]["parameters"]')" $((109482240 * 4)) "fp32 parameter bytes"
-eq "$(json 'sum(v for k, v in d["bytes"].items() if k != "total") == d["bytes"]["total"]')" True "total is the sum"
-eq "$(json 'sorted(d["bytes"])')" "['activations', 'buffers', 'gradients', 'kv_cache', 'optimizer_states', 'overhead', 'parameters', 'total']" "bytes keys"
+b='d["bytes"]'
+eq "$(json "$b['nvidia_smi'] == $b['reserved'] + $b['cuda_context'] == $b['total']")" True "nvidia-smi = reserved + context"
+eq "$(json "$b['reserved'] == $b['allocated_peak'] + $b['allocator_rounding']")" True "reserved = peak + rounding"
+eq "$(json "$b['overhead'] == sum($b[k] for k in ('autocast_cache', 'backward_temps', 'optimizer_temps', 'workspaces', 'allocator_rounding', 'cuda_context'))")" True "overhead is the real-GPU lines"
+eq "$(json 'd["peak_phase"] in ("backward", "optimizer step")')" True "peak phase"
 
-# mixed precision Adam: 16 bytes per parameter (+4 bytes step per tensor)
+# mixed precision Adam: torch.autocast's 18 bytes per parameter (+4 bytes step per tensor)
 expect 0 "$VRAM" estimate --model llama-2-7b --precision amp-bf16 --optimizer adam --seq-len 256 --json
-eq "$(json '(d["bytes"]["parameters"] + d["bytes"]["gradients"] + d["bytes"]["optimizer_states"]) // d["parameters_count"]')" 16 "amp adam bytes/param"
+eq "$(json '(d["bytes"]["parameters"] + d["bytes"]["gradients"] + d["bytes"]["optimizer_states"] + d["bytes"]["autocast_cache"]) // d["parameters_count"]')" 18 "amp adam bytes/param"
 
-# ZeRO-3 over 8 GPUs divides parameters, gradients, states
-expect 0 "$VRAM" estimate --model llama-2-7b --precision amp-bf16 --seq-len 256 --zero 3 --gpus 8 --json
-eq "$(json 'd["bytes"]["parameters"] == -(-6738415616 * 2 // 8)')" True "ZeRO-3 parameters / 8"
+# ZeRO-3 over 8 GPUs: DeepSpeed's 4 x largest layer + 18 bytes/param / 8
+expect 0 "$VRAM" estimate --model llama-2-7b --precision amp-bf16 --optimizer adam --seq-len 256 --zero 3 --gpus 8 --json
+eq "$(json 'abs(d["bytes"]["parameters"] + d["bytes"]["gradients"] + d["bytes"]["optimizer_states"] - (4 * 32000 * 4096 + 18 * 6738415616 // 8)) < 4096')" True "ZeRO-3 DeepSpeed formula"
 
 # inference KV cache: 2 * 32 layers * 8 kv heads * 128 * (1000 + 24) * 2 batch * 2 bytes
 expect 0 "$VRAM" estimate --model mistral-7b --mode infer --precision bf16 --batch-size 2 --seq-len 1000 --max-new-tokens 24 --json
@@ -56,7 +61,7 @@ eq "$(json 'd["bytes"]["gradients"] + d["bytes"]["optimizer_states"]')" 0 "infer
 # image model, checkpointing lowers activations, --overhead is honoured
 expect 0 "$VRAM" estimate --model resnet50 --batch-size 32 --image-size 224 --overhead 1GiB --json
 full=$(json 'd["bytes"]["activations"]')
-eq "$(json 'd["bytes"]["overhead"] >= 1 << 30 and d["bytes"]["overhead"] < (1 << 30) + (1 << 20)')" True "--overhead"
+eq "$(json 'd["bytes"]["cuda_context"] == 1 << 30 and d["bytes"]["workspaces"] == 0')" True "--overhead"
 expect 0 "$VRAM" estimate --model resnet50 --batch-size 32 --checkpointing full --json
 ck=$(json 'd["bytes"]["activations"]')
 [ "$ck" -lt "$full" ] && ok || bad "checkpointing did not lower activations ($ck >= $full)"
@@ -145,7 +150,8 @@ has "gradient-accumulation steps" "$tmp/out"
 # nothing fits: suggestions
 expect 0 "$VRAM" plan --model llama-2-13b --gpu-name RTX4090-24GB --seq-len 2048 --json
 eq "$(json 'd["recommendations"]["maximum"]')" 0 "13B fp32 on 24 GB"
-eq "$(json '{"all-of-the-above", "checkpointing=full", "attention=fused", "optimizer=adam8bit"} <= {s["change"] for s in d["suggestions"]}')" True "suggestions"
+eq "$(json '{"all-of-the-above", "optimizer=adam8bit", "lora=r16,all-linear", "qlora=nf4,r16"} <= {s["change"] for s in d["suggestions"]}')" True "suggestions"
+eq "$(json '[s["saving_bytes"] for s in d["suggestions"] if s["change"] == "qlora=nf4,r16"] > [s["saving_bytes"] for s in d["suggestions"] if s["change"] == "lora=r16,all-linear"]')" True "QLoRA saves more than LoRA"
 eq "$(json 'all(s["saving_bytes"] > 0 for s in d["suggestions"])')" True "suggestions save memory"
 
 # plan errors
@@ -181,6 +187,37 @@ if VRAM_SIM=1xA100-40GB "$VRAM" info >/dev/null 2>&1; then
 else
   echo "note: sim backend unavailable; --gpu N not exercised"
 fi
+
+# --- second edition: heads, families, LoRA, hub ids, GPU names, weights only
+expect 0 "$VRAM" estimate --hf-config "$DATA/hf/bert-large-cls.json" --json
+eq "$(json 'd["parameters_count"]')" 335143938 "BertForSequenceClassification (2 labels)"
+expect 0 "$VRAM" estimate --hf-config "$DATA/hf/whisper-tiny.json" --json
+eq "$(json 'd["family"] + str(d["parameters_count"])')" whisper37760640 "whisper-tiny"
+printf '{"model_type":"whisper","vocab_size":51865,"d_model":384,"encoder_layers":4,"decoder_layers":4}' >"$tmp/w.json"
+expect 1 "$VRAM" estimate --hf-config "$tmp/w.json"
+has "encoder_attention_heads" "$tmp/err"
+printf '{"model_type":"mistral","vocab_size":32000,"hidden_size":4096,"num_hidden_layers":32,"num_attention_heads":32,"intermediate_size":14336,"num_local_experts":8,"num_experts_per_tok":2}' >"$tmp/m.json"
+expect 1 "$VRAM" estimate --hf-config "$tmp/m.json"
+has "num_local_experts" "$tmp/err"
+expect 0 "$VRAM" estimate --model llama-2-7b --precision bf16 --seq-len 512 --lora-rank 8 --lora-targets q,v --json
+eq "$(json 'd["bytes"]["trainable_count"] if "trainable_count" in d["bytes"] else d["trainable_count"]')" 4194304 "LoRA r8 q,v trainable"
+expect 0 "$VRAM" estimate --model llama-2-7b --precision bf16 --seq-len 512 --lora-rank 16 --quantize-base nf4 --json
+eq "$(json 'd["bytes"]["parameters"] < 5 * 2**30')" True "QLoRA NF4 base under 5 GiB"
+expect 2 "$VRAM" estimate --model llama-2-7b --lora-targets q,zz
+has "zz" "$tmp/err"
+expect 2 "$VRAM" estimate --model gpt2 --gpu-name Voodoo2
+has "unknown GPU" "$tmp/err"
+expect 0 "$VRAM" estimate --model gpt2 --gpu-name H100 --json
+eq "$(json 'd["bytes"]["workspaces"]')" $((2 * 32 * 1024 * 1024)) "Hopper workspaces"
+has "80 GB H100" "$tmp/out"
+expect 0 "$VRAM" estimate --model bert-large --mode load --gpu-name V100 --cuda 11.3 --json
+eq "$(json 'd["bytes"]["cuda_context"] == 1343 << 20 and d["bytes"]["activations"] == 0')" True "weights only, eager context"
+mkdir -p "$tmp/hub/models--org--gpt/snapshots/r1"
+cp "$DATA/hf/gpt2.json" "$tmp/hub/models--org--gpt/snapshots/r1/config.json"
+expect 0 env HF_HUB_CACHE="$tmp/hub" "$VRAM" estimate --hf-config org/gpt --json
+eq "$(json 'd["parameters_count"]')" 124439808 "hub id from the cache"
+expect 1 env HF_HUB_CACHE="$tmp/hub" "$VRAM" estimate --hf-config org/absent
+has "not in the local Hugging Face cache" "$tmp/err"
 
 echo "$pass passed, $failn failed"
 [ "$failn" -eq 0 ]

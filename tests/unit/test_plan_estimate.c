@@ -34,10 +34,22 @@ static uint64_t tensors_of(const vram_model_t *m)
     return t;
 }
 
+/* The breakdown's identities: what nvidia-smi shows is the allocator's
+ * reservation plus the context; the reservation is the allocated peak plus
+ * the pool model's rounding; overhead is the sum of the real-GPU lines; the
+ * peak never exceeds all parts together (not all are live at once). */
 static void total_is_the_sum(const vram_estimate_t *e)
 {
-    assert_int_equal(e->total, e->parameters + e->buffers + e->gradients + e->optimizer_states +
-                                   e->activations + e->kv_cache + e->overhead);
+    assert_int_equal(e->total, e->nvidia_smi);
+    assert_int_equal(e->nvidia_smi, e->reserved + e->cuda_context);
+    assert_int_equal(e->reserved, e->allocated_peak + e->allocator_rounding);
+    assert_int_equal(e->overhead, e->autocast_cache + e->backward_temps + e->optimizer_temps +
+                                      e->workspaces + e->allocator_rounding + e->cuda_context);
+    uint64_t all = e->parameters + e->buffers + e->gradients + e->optimizer_states +
+                   e->activations + e->kv_cache + e->autocast_cache + e->backward_temps +
+                   e->optimizer_temps + e->workspaces;
+    assert_true(e->allocated_peak <= all + (all >> 40) + 1); /* doubles near 2^60 */
+    assert_true(e->allocated_peak >= e->parameters + e->buffers + e->optimizer_states);
 }
 
 static void fp32_adamw_is_16_bytes_per_parameter(void **state)
@@ -57,7 +69,7 @@ static void fp32_adamw_is_16_bytes_per_parameter(void **state)
     total_is_the_sum(&e);
 }
 
-static void mixed_precision_adam_is_zero_papers_16_bytes(void **state)
+static void mixed_precision_adam_is_18_bytes(void **state)
 {
     (void)state;
     vram_model_t m = model("gpt2");
@@ -68,11 +80,22 @@ static void mixed_precision_adam_is_zero_papers_16_bytes(void **state)
     for (int p = VRAM_PREC_AMP_FP16; p <= VRAM_PREC_AMP_BF16; p++) {
         c.precision = (vram_precision_t)p;
         vram_estimate_t e = est(&m, &c);
-        assert_int_equal(e.parameters, 2 * n);
-        assert_int_equal(e.gradients, 2 * n);
-        /* fp32 master weights, momentum and variance: 12 bytes */
-        assert_int_equal(e.optimizer_states, 12 * n + 4 * t);
+        /* torch.autocast: fp32 weights, gradients, momentum and variance,
+         * and the cached half-precision copies (HF's and EleutherAI's 18) */
+        assert_int_equal(e.parameters, 4 * n);
+        assert_int_equal(e.gradients, 4 * n);
+        assert_int_equal(e.optimizer_states, 8 * n + 4 * t);
+        assert_int_equal(e.autocast_cache, 2 * n);
+        assert_int_equal(e.parameters + e.gradients + e.optimizer_states + e.autocast_cache,
+                         18 * n + 4 * t);
+        /* DeepSpeed's mixed precision (ZeRO over one GPU): ZeRO's 16 */
+        c.zero_stage = 1;
+        c.gpus = 1;
+        e = est(&m, &c);
         assert_int_equal(e.parameters + e.gradients + e.optimizer_states, 16 * n + 4 * t);
+        assert_int_equal(e.autocast_cache, 0);
+        c.zero_stage = 0;
+        c.gpus = 0;
     }
     c.precision = VRAM_PREC_BF16; /* pure bf16: states in bf16 too */
     vram_estimate_t e = est(&m, &c);
@@ -117,25 +140,26 @@ static void zero_stages_partition_states_gradients_parameters(void **state)
     c.precision = VRAM_PREC_AMP_BF16;
     c.seq_len = 512;
     vram_estimate_t base = est(&m, &c);
+    double n = 6738415616.0, t = (double)tensors_of(&m), largest = 32000.0 * 4096;
     srand(42);
     for (int trial = 0; trial < 50; trial++) {
         int gpus = 1 + rand() % 64;
         c.gpus = gpus;
-        uint64_t prev_total = UINT64_MAX;
-        for (int z = 0; z <= 3; z++) {
+        for (int z = 1; z <= 3; z++) {
             c.zero_stage = z;
             vram_estimate_t e = est(&m, &c);
             total_is_the_sum(&e);
-            uint64_t opt =
-                z >= 1 ? (base.optimizer_states + gpus - 1) / gpus : base.optimizer_states;
-            uint64_t grad = z >= 2 ? (base.gradients + gpus - 1) / gpus : base.gradients;
-            uint64_t par = z >= 3 ? (base.parameters + gpus - 1) / gpus : base.parameters;
-            assert_true(e.optimizer_states >= opt - 1 && e.optimizer_states <= opt + 1);
-            assert_true(e.gradients >= grad - 1 && e.gradients <= grad + 1);
-            assert_true(e.parameters >= par - 1 && e.parameters <= par + 1);
+            /* DeepSpeed's estimators: ZeRO-1 2+2+12/N (Adam's states and the
+             * fp32 master; the paper), ZeRO-2 4Ψ + 16Ψ/N
+             * (estimate_zero2_model_states_mem_needs), ZeRO-3 4 x largest
+             * layer + 18Ψ/N (estimate_zero3_model_states_mem_needs); plus
+             * torch's 4-byte step per tensor */
+            double want = z == 1   ? 4 * n + (12 * n + 4 * t) / gpus
+                          : z == 2 ? 4 * n + (16 * n + 4 * t) / gpus
+                                   : 4 * largest + (18 * n + 4 * t) / gpus;
+            double got = (double)(e.parameters + e.gradients + e.optimizer_states);
+            assert_true(got >= want - 3 && got <= want + 3);
             assert_int_equal(e.activations, base.activations);
-            assert_true(e.total <= prev_total);
-            prev_total = e.total;
         }
     }
 }
@@ -269,8 +293,11 @@ static void half_precision_halves_activations(void **state)
         uint64_t full = est(&m, &c).activations;
         c.precision = VRAM_PREC_BF16;
         uint64_t half = est(&m, &c).activations;
-        /* masks, indices and statistics keep their size: a little over half */
-        assert_true(half > full / 2 && half < full * 56 / 100);
+        /* masks, indices and statistics keep their size: a little over half
+         * (causal LMs keep their loss's fp32 logits: more) */
+        assert_true(half > full / 2);
+        bool lm = m.family == VRAM_FAMILY_LLAMA || m.family == VRAM_FAMILY_GPT2;
+        assert_true(half < full * (lm ? 70 : 56) / 100);
         /* autocast keeps the residual stream, norms and softmax in fp32 and
          * adds 2-byte copies for the matmuls: in between */
         c.precision = VRAM_PREC_AMP_FP16;
@@ -410,13 +437,18 @@ static void randomized_invariants(void **state)
         vram_estimate_t e = est(&m, &c);
         total_is_the_sum(&e);
         assert_true(e.parameters > 0 && e.activations > 0);
-        assert_true(e.overhead >= VRAM_DEFAULT_OVERHEAD_BYTES);
+        assert_true(e.cuda_context >= 300000000ull && e.overhead >= e.cuda_context);
         if (c.mode == VRAM_MODE_INFER) assert_int_equal(e.gradients + e.optimizer_states, 0);
-        /* one more sample never costs less */
+        /* one more sample never costs less (up to the allocator's carving,
+         * which can repack the activations' segments a little better) */
         c.batch_size++;
-        assert_true(est(&m, &c).total > e.total);
+        if (est(&m, &c).total + e.total / 100 < e.total)
+            fail_msg("%s mode %d batch %lld prec %d opt %d ck %d zero %d/%d: %llu -> %llu", m.name,
+                     c.mode, (long long)c.batch_size, c.precision, c.optimizer, c.checkpointing,
+                     c.zero_stage, c.gpus, (unsigned long long)e.total,
+                     (unsigned long long)est(&m, &c).total);
         c.overhead_bytes = 0;
-        assert_true(est(&m, &c).overhead < VRAM_DEFAULT_OVERHEAD_BYTES);
+        assert_int_equal(est(&m, &c).cuda_context + est(&m, &c).workspaces, 0);
     }
 }
 
@@ -509,7 +541,7 @@ static void settings_have_upper_bounds(void **state)
     vram_estimate_config_t c;
     vram_estimate_config_init(&c);
     c.overhead_bytes = 1ull << 60;
-    assert_int_equal(est(&m, &c).overhead, 1ull << 60) /* profiles have no tensors */;
+    assert_int_equal(est(&m, &c).cuda_context, 1ull << 60) /* replaces context and workspaces */;
     c.overhead_bytes = (1ull << 60) + 1;
     expect_einval(&m, &c, "overhead", "2^60");
     /* the default sequence length plus new tokens cannot overflow either */
@@ -657,7 +689,7 @@ int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(fp32_adamw_is_16_bytes_per_parameter),
-        cmocka_unit_test(mixed_precision_adam_is_zero_papers_16_bytes),
+        cmocka_unit_test(mixed_precision_adam_is_18_bytes),
         cmocka_unit_test(optimizer_state_bytes),
         cmocka_unit_test(zero_stages_partition_states_gradients_parameters),
         cmocka_unit_test(kv_cache_formula),

@@ -1,0 +1,245 @@
+#!/usr/bin/env python3
+"""Published GPU memory measurements against `vram estimate`.
+
+Reads ../shared/estimation/gpu-measurements.json at run time (or the file
+named by $VRAM_GPU_MEASUREMENTS / --cases), turns each case's stated set-up
+into `vram estimate` flags, and prints the measured figure, the comparable
+estimate (allocated at peak, reserved, or what nvidia-smi shows, as the case
+says it measured) and the error. The flags come from the case's own fields
+and notes only; nothing here is tuned per case. Hub ids are looked up the
+way users do: a local Hugging Face cache (a temporary one built from
+tests/data/hf, since this machine has no network), through --hf-config ID.
+
+Usage: bench/estimate/gpu_cases.py [--vram build/vram] [--cases FILE] [--json]
+"""
+import argparse
+import json
+import os
+import re
+import shutil
+import statistics
+import subprocess
+import sys
+import tempfile
+
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+
+# hub id -> config.json fixture (published configs, tests/data/hf)
+CONFIGS = {
+    "bert-large-uncased": "bert-large-cls.json",
+    "bigcode/octocoder": "octocoder.json",
+    "meta-llama/Llama-3.2-3B-Instruct": "llama-3.2-3b.json",
+    "facebook/opt-350m": "opt-350m.json",
+}
+# torchvision models without a hub id -> catalog names
+CATALOG = {"vit_l_16": "vit-l-16", "vit-l/16": "vit-l-16", "vit-b/16": "vit-b-16",
+           "resnet50": "resnet50"}
+
+
+def find_cases(explicit):
+    for path in [explicit, os.environ.get("VRAM_GPU_MEASUREMENTS"),
+                 os.path.join(ROOT, "..", "shared", "estimation", "gpu-measurements.json"),
+                 os.path.join(ROOT, "..", "..", "shared", "estimation", "gpu-measurements.json")]:
+        if path and os.path.exists(path):
+            return path
+    sys.exit("gpu-measurements.json not found: give --cases FILE or set VRAM_GPU_MEASUREMENTS")
+
+
+def hub_cache(tmp):
+    """A Hugging Face hub cache holding the fixtures, laid out as the hub does."""
+    hub = os.path.join(tmp, "hub")
+    for hub_id, fixture in CONFIGS.items():
+        repo = os.path.join(hub, "models--" + hub_id.replace("/", "--"))
+        snap = os.path.join(repo, "snapshots", "0" * 40)
+        os.makedirs(snap)
+        os.makedirs(os.path.join(repo, "refs"))
+        with open(os.path.join(repo, "refs", "main"), "w") as f:
+            f.write("0" * 40)
+        shutil.copy(os.path.join(ROOT, "tests", "data", "hf", fixture),
+                    os.path.join(snap, "config.json"))
+    return hub
+
+
+def text(case):
+    return " ".join(str(case.get(k) or "") for k in
+                    ("model", "mode", "precision", "optimizer", "attention", "peft", "notes",
+                     "gpu_model", "measured_what")).lower()
+
+
+def flags_for(case):
+    """The `vram estimate` flags that describe the case, from its fields."""
+    t = text(case)
+    f = []
+    hub = case.get("hf_model_id")
+    if hub:
+        f += ["--hf-config", hub]
+    else:
+        name = next((v for k, v in CATALOG.items() if k in t.replace(" ", "_") or k in t), None)
+        if not name:
+            return None, "no model description"
+        f += ["--model", name]
+    mode = (case.get("mode") or "").lower()
+    seq = case.get("seq_len")
+    if "no forward" in mode or "weights loaded" in mode:
+        f += ["--mode", "load"]
+    elif mode.startswith("inference"):
+        f += ["--mode", "infer"]
+        nums = [int(x) for x in re.findall(r"\d+", str(seq or ""))]
+        if "max_new_tokens" in str(seq) and len(nums) >= 2:
+            f += ["--seq-len", str(nums[0]), "--max-new-tokens", str(nums[-1])]
+        elif nums:
+            f += ["--seq-len", str(nums[0])]
+    else:
+        f += ["--mode", "train"]
+        if isinstance(seq, int):
+            f += ["--seq-len", str(seq)]
+    if case.get("batch_size"):
+        f += ["--batch-size", str(case["batch_size"])]
+    if case.get("image_size"):
+        f += ["--image-size", str(re.findall(r"\d+", str(case["image_size"]))[0])]
+    prec = (case.get("precision") or "").lower()
+    if "amp" in prec or "mixed" in prec or "autocast" in prec:
+        f += ["--precision", "amp-bf16" if "bf16" in prec else "amp-fp16"]
+    elif "bf16" in prec:
+        f += ["--precision", "bf16"]
+    elif "fp16" in prec:
+        f += ["--precision", "fp16"]
+    elif "4-bit" in prec or "int4" in prec:
+        f += ["--precision", "int4"]
+    else:
+        f += ["--precision", "fp32"]
+    opt = (case.get("optimizer") or "none").lower()
+    if "training" in mode:
+        if opt.startswith("none"):
+            f += ["--optimizer", "sgd"]
+        elif ("8-bit" in opt or "8bit" in opt) and "non-8-bit" not in opt:
+            f += ["--optimizer", "adam8bit"]
+        elif "adamw" in opt:
+            f += ["--optimizer", "adamw"]
+        elif "adam" in opt:
+            f += ["--optimizer", "adam"]
+        elif "sgd" in opt:
+            f += ["--optimizer", "momentum" if "momentum" in opt else "sgd"]
+        if "adamw_hf" in opt or "for-loop" in opt or "foreach=false" in opt:
+            f += ["--optimizer-impl", "for-loop"]  # transformers' own AdamW: one tensor at a time
+        elif "fused=true" in opt:
+            f += ["--optimizer-impl", "fused"]
+        if case.get("checkpointing"):
+            f += ["--checkpointing", "full"]
+        ga = re.search(r"gradient_accumulation_steps=(\d+)", t)
+        if ga:
+            f += ["--accumulation-steps", ga.group(1)]
+        if "offloading" in t and case.get("checkpointing"):
+            f += ["--activation-offload", "on"]
+        if "chunked" in t and "chunked ce" in t.replace("-", " ") and "plain" not in t:
+            f += ["--loss", "chunked"]
+        elif re.search(r"loss\s*=\s*(outputs\.)?logits\.sum\(\)", t):
+            f += ["--loss", "sum"]
+    att = (case.get("attention") or "").lower()
+    if "eager" in att:
+        f += ["--attention", "eager"]
+    elif "sdpa" in att or "flash" in att:
+        f += ["--attention", "fused"]
+    peft = (case.get("peft") or "").lower()
+    if peft:
+        r = re.search(r"rank (\d+)", peft)
+        a = re.search(r"alpha (\d+)", peft)
+        if r:
+            f += ["--lora-rank", r.group(1)]
+        if a:
+            f += ["--lora-alpha", a.group(1)]
+        targets = []
+        for name, role in (("q_proj", "q"), ("k_proj", "k"), ("v_proj", "v"),
+                           ("output_proj", "o"), ("o_proj", "o")):
+            if name in peft and role not in targets:
+                targets.append(role)
+        if "apply_lora_to_mlp=true" in peft.replace(" ", ""):
+            targets += ["gate", "up", "down"]
+        if "all-linear" in peft:
+            targets = ["all-linear"]
+        if targets:
+            f += ["--lora-targets", ",".join(targets)]
+        if "qlora" in peft or "nf4" in peft:
+            f += ["--quantize-base", "nf4"]
+    if case.get("zero"):
+        f += ["--zero", str(case["zero"]), "--gpus", str(case.get("gpus") or 1)]
+    gpu = (case.get("gpu_model") or "").lower()
+    for name in ("h100", "a100", "v100", "l40s", "l4", "a10", "t4", "rtx4090", "rtx3090"):
+        if re.search(r"\b" + name + r"\b", gpu.replace("-", " ")):
+            f += ["--gpu-name", name.upper()]
+            break
+    # PyTorch before 1.13 (transformers before ~4.24, 2022) loads every kernel eagerly
+    tv = re.search(r"transformers ~?v?4\.(\d+)", t)
+    pv = re.search(r"pytorch (\d+)\.(\d+)", t)
+    if pv:
+        f += ["--lazy-loading", "on" if (int(pv.group(1)), int(pv.group(2))) >= (1, 13) else "off"]
+    elif tv and int(tv.group(1)) < 24:
+        f += ["--lazy-loading", "off"]
+    else:
+        year = re.search(r"transformers[^;)]*?\b(20\d\d)\b", t)
+        if year and int(year.group(1)) <= 2022:
+            f += ["--lazy-loading", "off"]
+    return f, None
+
+
+def measured_key(case):
+    w = (case.get("measured_what") or "").lower()
+    if "nvidia-smi" in w or "nvml" in w:
+        return "nvidia_smi"
+    if "reserved" in w:
+        return "reserved"
+    return "allocated_peak"  # max_memory_allocated, peak active, snapshot peak allocated
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--vram", default=os.path.join(ROOT, "build", "vram"))
+    ap.add_argument("--cases")
+    ap.add_argument("--json", action="store_true")
+    args = ap.parse_args()
+    cases = json.load(open(find_cases(args.cases)))
+    rows = []
+    with tempfile.TemporaryDirectory() as tmp:
+        env = dict(os.environ, HF_HUB_CACHE=hub_cache(tmp))
+        for case in cases:
+            flags, why = flags_for(case)
+            row = {"id": case["id"], "measured_mib": case["measured_mib"],
+                   "compare": measured_key(case)}
+            if flags is None:
+                row["error"] = why
+                rows.append(row)
+                continue
+            row["flags"] = " ".join(flags)
+            p = subprocess.run([args.vram, "estimate", *flags, "--json"], env=env,
+                               capture_output=True, text=True)
+            if p.returncode:
+                row["error"] = p.stderr.strip()
+            else:
+                d = json.loads(p.stdout)
+                est = d["bytes"][row["compare"]] / 2**20
+                row["estimate_mib"] = round(est, 1)
+                row["error_pct"] = round(100 * (est - case["measured_mib"]) / case["measured_mib"], 1)
+            rows.append(row)
+    errs = [abs(r["error_pct"]) for r in rows if "error_pct" in r]
+    summary = {"cases": len(rows), "estimable": len(errs),
+               "median_abs_error_pct": round(statistics.median(errs), 1) if errs else None,
+               "worst_abs_error_pct": round(max(errs), 1) if errs else None}
+    if args.json:
+        print(json.dumps({"rows": rows, "summary": summary}, indent=1))
+        return
+    print(f"{'case':52} {'compare':>14} {'measured':>10} {'estimate':>10} {'error':>7}")
+    for r in rows:
+        if "error_pct" in r:
+            print(f"{r['id']:52} {r['compare']:>14} {r['measured_mib']:>10.0f} "
+                  f"{r['estimate_mib']:>10.0f} {r['error_pct']:>+6.1f}%")
+        else:
+            print(f"{r['id']:52} not estimable: {r['error']}")
+    for r in rows:
+        if "flags" in r:
+            print(f"  {r['id']}: vram estimate {r['flags']}")
+    print(f"median |error| {summary['median_abs_error_pct']} %, worst {summary['worst_abs_error_pct']} %, "
+          f"{summary['estimable']}/{summary['cases']} estimable")
+
+
+if __name__ == "__main__":
+    main()
