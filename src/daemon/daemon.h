@@ -41,6 +41,7 @@ typedef struct {
     int status;
     char *body;        /* malloc'd JSON */
     const char *allow; /* Allow header for 405 */
+    char allow_buf[64];
 } vramd_response_t;
 
 typedef struct {
@@ -53,6 +54,10 @@ typedef struct {
 
 /* routes.c: answers one request; always fills resp (status and body). */
 void vramd_route(vramd_state_t *d, const vramd_request_t *req, vramd_response_t *resp);
+/* Fills r with a JSON error {"error": {"code", "message"}} (the message is
+ * escaped: it may quote client input). */
+void vramd_error(vramd_response_t *r, int status, const char *code, const char *fmt, ...)
+    __attribute__((format(printf, 4, 5)));
 
 /* http.c: listeners. Each takes an already listening socket. */
 typedef struct vramd_http vramd_http_t;

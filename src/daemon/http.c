@@ -20,6 +20,37 @@ typedef struct {
     bool too_large;
 } body_t;
 
+static int hex_digit(char c)
+{
+    return c >= '0' && c <= '9' ? c - '0'
+           : c >= 'a' && c <= 'f' ? c - 'a' + 10
+           : c >= 'A' && c <= 'F' ? c - 'A' + 10
+                                  : -1;
+}
+
+/* Percent-decoding of the path and query values in place. A %00 becomes DEL
+ * (0x7f) instead of a NUL, which would cut the string and route
+ * "/v1/jobs/1%00/x" as "/v1/jobs/1"; the router refuses control characters
+ * with a 400. */
+static size_t unescape(void *cls, struct MHD_Connection *c, char *s)
+{
+    (void)cls;
+    (void)c;
+    char *out = s;
+    for (const char *p = s; *p; p++) {
+        int hi, lo;
+        if (*p == '%' && (hi = hex_digit(p[1])) >= 0 && (lo = hex_digit(p[2])) >= 0) {
+            char b = (char)(hi * 16 + lo);
+            *out++ = b ? b : 0x7f;
+            p += 2;
+        } else {
+            *out++ = *p;
+        }
+    }
+    *out = 0;
+    return (size_t)(out - s);
+}
+
 static const char *query_value(void *arg, const char *key)
 {
     return MHD_lookup_connection_value(arg, MHD_GET_ARGUMENT_KIND, key);
@@ -146,6 +177,7 @@ int vramd_http_start(vramd_state_t *d, int fd, vramd_transport_t transport, vram
                      MHD_USE_POLL | MHD_USE_ERROR_LOG;
     h->mhd = MHD_start_daemon(flags, 0, NULL, NULL, on_request, h, MHD_OPTION_LISTEN_SOCKET, fd,
                               MHD_OPTION_NOTIFY_COMPLETED, on_completed, h,
+                              MHD_OPTION_UNESCAPE_CALLBACK, unescape, NULL,
                               MHD_OPTION_CONNECTION_TIMEOUT, (unsigned)300,
                               MHD_OPTION_CONNECTION_LIMIT, (unsigned)512, MHD_OPTION_END);
     if (!h->mhd) {

@@ -141,12 +141,27 @@ static int listen_tcp(const char *spec, int *out, char *actual, size_t len)
 
 static _Atomic int stopping;
 
+/* A persistent error (a full disk) fails every tick: report it when it
+ * starts, once a minute while it lasts, and when it ends. */
 static void *scheduler_thread(void *arg)
 {
     vram_sched_t *s = arg;
+    uint64_t last_report = 0, failures = 0;
     while (!stopping) {
         int rc = vram_sched_run_once(s, 100);
-        if (rc < 0) vramd_log("error", "scheduler: %s", vram_last_error());
+        uint64_t now = vram_now_ns();
+        if (rc < 0) {
+            failures++;
+            if (failures == 1 || now - last_report >= 60000000000ULL) {
+                vramd_log("error", "scheduler: %s (%llu failed ticks so far; reported once a minute)",
+                          vram_last_error(), (unsigned long long)failures);
+                last_report = now;
+            }
+        } else if (failures) {
+            vramd_log("info", "scheduler: recovered after %llu failed ticks",
+                      (unsigned long long)failures);
+            failures = 0;
+        }
     }
     return NULL;
 }

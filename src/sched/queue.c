@@ -2,9 +2,11 @@
  * behind a waiting head may start when they fit now; without it the head
  * blocks everything behind it. */
 #include "sched_internal.h"
+#include "core/map.h"
 
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 
 static int queue_order(const void *a, const void *b)
 {
@@ -12,6 +14,68 @@ static int queue_order(const void *a, const void *b)
     if (x->job.req.priority != y->job.req.priority)
         return x->job.req.priority > y->job.req.priority ? -1 : 1;
     return x->job.id < y->job.id ? -1 : x->job.id > y->job.id;
+}
+
+/* Negative when x goes before y. */
+static int before(const sched_job_t *x, const sched_job_t *y)
+{
+    return queue_order(&x, &y);
+}
+
+int vram_queue_insert(vram_sched_t *s, sched_job_t *j)
+{
+    if (s->nqueue == s->qcap) {
+        size_t cap = s->qcap ? s->qcap * 2 : 64;
+        sched_job_t **a = realloc(s->queue, cap * sizeof *a);
+        if (!a) return vram_fail(VRAM_ENOMEM, "out of memory");
+        s->queue = a;
+        s->qcap = cap;
+    }
+    size_t lo = 0, hi = s->nqueue;
+    while (lo < hi) {
+        size_t mid = (lo + hi) / 2;
+        if (before(s->queue[mid], j) < 0)
+            lo = mid + 1;
+        else
+            hi = mid;
+    }
+    memmove(s->queue + lo + 1, s->queue + lo, (s->nqueue - lo) * sizeof *s->queue);
+    s->queue[lo] = j;
+    s->nqueue++;
+    for (size_t i = lo; i < s->nqueue; i++) /* later jobs move back one place */
+        s->queue[i]->queue_pos = (int)i + 1;
+    return 0;
+}
+
+void vram_queue_compact(vram_sched_t *s)
+{
+    size_t k = 0;
+    for (size_t i = 0; i < s->nqueue; i++) {
+        sched_job_t *j = s->queue[i];
+        if (j->job.state != VRAM_JOB_QUEUED) continue;
+        j->queue_pos = (int)k + 1;
+        s->queue[k++] = j;
+    }
+    s->nqueue = k;
+}
+
+int vram_queue_rebuild(vram_sched_t *s)
+{
+    s->nqueue = 0;
+    for (size_t i = 0; i < s->nactive; i++) {
+        if (s->active[i]->job.state != VRAM_JOB_QUEUED) continue;
+        if (s->nqueue == s->qcap) {
+            size_t cap = s->qcap ? s->qcap * 2 : 64;
+            sched_job_t **a = realloc(s->queue, cap * sizeof *a);
+            if (!a) return vram_fail(VRAM_ENOMEM, "out of memory");
+            s->queue = a;
+            s->qcap = cap;
+        }
+        s->queue[s->nqueue++] = s->active[i];
+    }
+    qsort(s->queue, s->nqueue, sizeof *s->queue, queue_order);
+    vram_queue_compact(s);
+    return 0;
 }
 
 int vram_queue_timeouts(vram_sched_t *s, double now)
@@ -30,30 +94,47 @@ int vram_queue_timeouts(vram_sched_t *s, double now)
     return changed;
 }
 
+static bool count_running(vram_sched_t *s, vram_map_t *running)
+{
+    for (size_t i = 0; i < s->nactive; i++) {
+        const vram_job_t *j = &s->active[i]->job;
+        uint64_t n = 0;
+        if (j->state != VRAM_JOB_RUNNING) continue;
+        vram_map_get(running, (uint64_t)j->req.uid + 1, &n);
+        if (!vram_map_put(running, (uint64_t)j->req.uid + 1, n + 1)) return false;
+    }
+    return true;
+}
+
 int vram_queue_admit(vram_sched_t *s, double now)
 {
     /* A daemon going down admits nothing more: queued jobs stay queued (and
      * stored) for the next start, rather than starting while it exits. */
     if (s->shutting_down) return 0;
-    size_t nq = 0;
-    for (size_t i = 0; i < s->nactive; i++)
-        if (s->active[i]->job.state == VRAM_JOB_QUEUED) nq++;
-    if (nq == 0) return 0;
-    sched_job_t **q = malloc(nq * sizeof *q);
+    if (s->nqueue == 0) return 0;
     sched_dev_t *devs = calloc((size_t)s->ndev + 1, sizeof *devs);
+    vram_map_t running = {0}; /* uid + 1 -> running jobs, for max_running_per_uid */
     int changed = 0, rc = 0;
-    if (!q || !devs) {
+    if (!devs) {
         rc = vram_fail(VRAM_ENOMEM, "out of memory");
         goto out;
     }
-    nq = 0;
-    for (size_t i = 0; i < s->nactive; i++)
-        if (s->active[i]->job.state == VRAM_JOB_QUEUED) q[nq++] = s->active[i];
-    qsort(q, nq, sizeof *q, queue_order);
-    if ((rc = vram_ledger_probe(s, devs, false)) != 0) goto out;
+    if ((rc = vram_ledger_probe(s, devs, s->cfg.probe_interval_s)) != 0) goto out;
+    int limit = s->cfg.max_running_per_uid;
+    if (limit > 0 && !count_running(s, &running)) {
+        rc = vram_fail(VRAM_ENOMEM, "out of memory");
+        goto out;
+    }
 
-    for (size_t i = 0; i < nq; i++) {
-        sched_job_t *j = q[i];
+    for (size_t i = 0; i < s->nqueue; i++) {
+        sched_job_t *j = s->queue[i];
+        if (j->job.state != VRAM_JOB_QUEUED) continue;
+        uid_t uid = j->job.req.uid;
+        uint64_t nrun = 0;
+        /* A uid at its quota waits without holding the others back. */
+        if (limit > 0 && uid != 0 && vram_map_get(&running, (uint64_t)uid + 1, &nrun) &&
+            nrun >= (uint64_t)limit)
+            continue;
         int placed[VRAM_SCHED_MAX_GPUS];
         uint64_t per_gpu;
         uint32_t batch, accum;
@@ -81,9 +162,13 @@ int vram_queue_admit(vram_sched_t *s, double now)
             snprintf(msg, sizeof msg, "admitted on %d GPU(s)", n);
         if ((rc = vram_sched_transition(s, j, VRAM_JOB_RUNNING, "admitted", msg)) != 0) goto out;
         changed++;
+        if (limit > 0 && !vram_map_put(&running, (uint64_t)uid + 1, nrun + 1)) {
+            rc = vram_fail(VRAM_ENOMEM, "out of memory");
+            goto out;
+        }
     }
 out:
-    free(q);
+    vram_map_clear(&running);
     free(devs);
     return rc ? rc : changed;
 }

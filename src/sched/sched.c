@@ -98,6 +98,21 @@ int vram_sched_config_from_options(vram_sched_config_t *cfg)
     const char *db = vram_option_str(VRAM_OPT_DB);
     cfg->db_path = *db ? db : NULL;
     cfg->probe_interval_s = 0.05; /* below the daemon's 100 ms tick */
+    if ((rc = vram_option_double(VRAM_OPT_STATUS_CACHE, &cfg->status_cache_s)) != 0) return rc;
+    if ((rc = vram_option_double(VRAM_OPT_KILL_GRACE, &cfg->kill_grace_s)) != 0) return rc;
+    static const struct {
+        vram_option_t opt;
+        const char *name;
+    } quotas[] = {{VRAM_OPT_MAX_QUEUED_PER_USER, "VRAM_MAX_QUEUED_PER_USER"},
+                  {VRAM_OPT_MAX_RUNNING_PER_USER, "VRAM_MAX_RUNNING_PER_USER"}};
+    int *quota_out[] = {&cfg->max_queued_per_uid, &cfg->max_running_per_uid};
+    for (int i = 0; i < 2; i++) {
+        if ((rc = vram_option_int(quotas[i].opt, &n)) != 0) return rc;
+        if (n < 0 || n > 10000000)
+            return vram_fail(VRAM_EINVAL, "%s: %lld is out of range (0 to 10000000)",
+                             quotas[i].name, n);
+        *quota_out[i] = (int)n;
+    }
     return 0;
 }
 
@@ -116,7 +131,7 @@ static int add_active(vram_sched_t *s, sched_job_t *j)
     return 0;
 }
 
-static sched_job_t *find_active(vram_sched_t *s, int64_t id)
+sched_job_t *vram_sched_find_active(vram_sched_t *s, int64_t id)
 {
     /* active is in arrival (id) order: binary search */
     size_t lo = 0, hi = s->nactive;
@@ -148,6 +163,7 @@ static void bury_fd(vram_sched_t *s, int fd)
 
 void vram_sched_drop_ended(vram_sched_t *s)
 {
+    vram_queue_compact(s); /* before the ended jobs are freed */
     size_t k = 0;
     for (size_t i = 0; i < s->nactive; i++) {
         sched_job_t *j = s->active[i];
@@ -159,6 +175,24 @@ void vram_sched_drop_ended(vram_sched_t *s)
         }
     }
     s->nactive = k;
+}
+
+/* Keeps a state change for on_event until the transaction commits; an event
+ * that cannot be kept (out of memory) is lost, never the state change. */
+static void defer_event(vram_sched_t *s, const vram_job_t *job, const char *kind,
+                        const char *message)
+{
+    if (s->nevents == s->events_cap) {
+        size_t cap = s->events_cap ? s->events_cap * 2 : 16;
+        sched_event_t *a = realloc(s->events, cap * sizeof *a);
+        if (!a) return;
+        s->events = a;
+        s->events_cap = cap;
+    }
+    sched_event_t *e = &s->events[s->nevents++];
+    e->job = *job;
+    snprintf(e->kind, sizeof e->kind, "%s", kind);
+    snprintf(e->message, sizeof e->message, "%s", message ? message : "");
 }
 
 int vram_sched_transition(vram_sched_t *s, sched_job_t *j, vram_job_state_t to, const char *kind,
@@ -181,7 +215,7 @@ int vram_sched_transition(vram_sched_t *s, sched_job_t *j, vram_job_state_t to, 
     }
     int rc = vram_store_update_job(s->store, &j->job);
     if (rc == 0) rc = vram_store_event(s->store, j->job.id, now, kind, message);
-    if (s->cfg.on_event) s->cfg.on_event(s->cfg.event_arg, &j->job, kind, message);
+    if (s->cfg.on_event) defer_event(s, &j->job, kind, message);
     pthread_cond_broadcast(&s->changed);
     return rc;
 }
@@ -197,8 +231,9 @@ static void resync(vram_sched_t *s)
         free(s->active[i]);
     }
     s->nactive = 0;
+    s->nqueue = 0;
     s->obs_valid = false;
-    if (vram_store_load_active(s->store, reload_one, s) != 0) return;
+    if (vram_store_load_active(s->store, reload_one, s) != 0 || vram_queue_rebuild(s) != 0) return;
     double now = vram_sched_now(s);
     for (size_t i = 0; i < s->nactive; i++) {
         sched_job_t *j = s->active[i];
@@ -209,11 +244,33 @@ static void resync(vram_sched_t *s)
     pthread_cond_broadcast(&s->changed);
 }
 
-/* Runs fn inside one transaction under the lock, then drops ended jobs. */
+/* Tells on_event the committed state changes, outside the scheduler lock but
+ * in commit order (deliver_lock is taken before the lock is released). */
+static void unlock_and_deliver(vram_sched_t *s)
+{
+    if (s->nevents == 0) {
+        pthread_mutex_unlock(&s->lock);
+        return;
+    }
+    sched_event_t *ev = s->events;
+    size_t n = s->nevents;
+    s->events = NULL;
+    s->nevents = s->events_cap = 0;
+    pthread_mutex_lock(&s->deliver_lock);
+    pthread_mutex_unlock(&s->lock);
+    for (size_t i = 0; i < n; i++)
+        s->cfg.on_event(s->cfg.event_arg, &ev[i].job, ev[i].kind, ev[i].message);
+    pthread_mutex_unlock(&s->deliver_lock);
+    free(ev);
+}
+
+/* Runs fn inside one transaction under the lock, then drops ended jobs. The
+ * state changes are told (on_event) only once the transaction committed. */
 static int locked_op(vram_sched_t *s, int (*fn)(vram_sched_t *, void *), void *arg)
 {
     pthread_mutex_lock(&s->lock);
     s->dirty = false;
+    s->nevents = 0;
     int rc = vram_store_begin(s->store);
     if (rc == 0) {
         rc = fn(s, arg);
@@ -222,6 +279,7 @@ static int locked_op(vram_sched_t *s, int (*fn)(vram_sched_t *, void *), void *a
             if (c) rc = c;
         }
         if (rc < 0) {
+            s->nevents = 0; /* rolled back: nothing happened */
             vram_store_rollback(s->store);
             if (s->dirty) {
                 /* keep the operation's error message, not resync's */
@@ -232,8 +290,9 @@ static int locked_op(vram_sched_t *s, int (*fn)(vram_sched_t *, void *), void *a
             }
         }
     }
+    if (rc < 0) s->nevents = 0; /* a failed begin or commit */
     vram_sched_drop_ended(s);
-    pthread_mutex_unlock(&s->lock);
+    unlock_and_deliver(s);
     return rc;
 }
 
@@ -320,6 +379,7 @@ int vram_sched_open(const vram_sched_config_t *cfg, vram_sched_t **out)
         s->dev = (vram_sched_devices_t){ctx_count, ctx_info, ctx_procs, cfg->ctx};
     s->wake[0] = s->wake[1] = -1;
     pthread_mutex_init(&s->lock, NULL);
+    pthread_mutex_init(&s->deliver_lock, NULL);
     pthread_condattr_t ca;
     pthread_condattr_init(&ca);
     pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
@@ -344,6 +404,7 @@ int vram_sched_open(const vram_sched_config_t *cfg, vram_sched_t **out)
     const char *path = cfg->db_path ? cfg->db_path : ":memory:";
     if ((rc = vram_store_open(path, &s->store)) != 0) goto fail;
     if ((rc = vram_store_load_active(s->store, reload_one, s)) != 0) goto fail;
+    if ((rc = vram_queue_rebuild(s)) != 0) goto fail;
     if ((rc = locked_op(s, recover, NULL)) < 0) goto fail;
     *out = s;
     return 0;
@@ -363,6 +424,10 @@ void vram_sched_close(vram_sched_t *s)
         close(s->dead_fds[i]);
     free(s->dead_fds);
     free(s->active);
+    free(s->queue);
+    free(s->events);
+    free(s->kills);
+    pthread_mutex_destroy(&s->deliver_lock);
     free(s->obs);
     vram_store_close(s->store);
     if (s->wake[0] >= 0) close(s->wake[0]);
@@ -378,6 +443,39 @@ typedef struct {
     const vram_job_request_t *req;
     vram_job_t *out;
 } submit_arg_t;
+
+/* The process whose exit releases a job must be the caller's own (root may
+ * name any): else one user could tie a job to another's process, or be
+ * signalled through it on cancel. Never pid 1 or a kernel thread. */
+static int check_pid(const vram_job_request_t *r)
+{
+    uid_t owner;
+    bool kthread;
+    if (!vram_proc_alive(r->pid, 0) || !vram_proc_owner(r->pid, &owner, &kthread))
+        return vram_fail(VRAM_EINVAL, "pid: process %d is not running", (int)r->pid);
+    if (r->pid == 1 || kthread)
+        return vram_fail(VRAM_EINVAL, "pid: process %d is %s, not a job's process", (int)r->pid,
+                         r->pid == 1 ? "init" : "a kernel thread");
+    if (r->uid != 0 && owner != r->uid)
+        return vram_fail(VRAM_EPERM, "pid: process %d belongs to uid %u, not to uid %u",
+                         (int)r->pid, (unsigned)owner, (unsigned)r->uid);
+    return 0;
+}
+
+/* One uid may not hold more than max_queued_per_uid queued jobs (root may). */
+static int check_queue_quota(vram_sched_t *s, const vram_job_request_t *r)
+{
+    int limit = s->cfg.max_queued_per_uid;
+    if (limit <= 0 || r->uid == 0) return 0;
+    int n = 0;
+    for (size_t i = 0; i < s->nqueue; i++)
+        if (s->queue[i]->job.state == VRAM_JOB_QUEUED && s->queue[i]->job.req.uid == r->uid) n++;
+    if (n < limit) return 0;
+    return vram_fail(VRAM_EBUSY,
+                     "uid %u already has %d queued jobs (MAX_QUEUED_PER_USER is %d): wait for "
+                     "some to start or cancel them",
+                     (unsigned)r->uid, n, limit);
+}
 
 static int validate(vram_sched_t *s, vram_job_request_t *r)
 {
@@ -406,8 +504,10 @@ static int validate(vram_sched_t *s, vram_job_request_t *r)
                          r->min_batch_size, r->batch_size);
     if (!isfinite(r->timeout_s)) return vram_fail(VRAM_EINVAL, "timeout_s: must be finite");
     if (r->pid < 0) return vram_fail(VRAM_EINVAL, "pid: must not be negative");
-    if (r->pid > 0 && !vram_proc_alive(r->pid, 0))
-        return vram_fail(VRAM_EINVAL, "pid: process %d is not running", (int)r->pid);
+    if (r->pid > 0) {
+        int rc = check_pid(r);
+        if (rc) return rc;
+    }
 
     /* A request no device could ever hold would wait forever: refuse it. */
     uint64_t need = r->mem_bytes;
@@ -415,7 +515,7 @@ static int validate(vram_sched_t *s, vram_job_request_t *r)
         need = vram_job_mem_at_batch(r, r->min_batch_size ? r->min_batch_size : 1);
     sched_dev_t *devs = calloc((size_t)s->ndev + 1, sizeof *devs);
     if (!devs) return vram_fail(VRAM_ENOMEM, "out of memory");
-    int rc = vram_ledger_probe(s, devs, false);
+    int rc = vram_ledger_probe(s, devs, s->cfg.probe_interval_s);
     int fits = 0;
     uint64_t best = 0;
     for (int d = 0; rc == 0 && d < s->ndev; d++) {
@@ -448,6 +548,7 @@ static int do_submit(vram_sched_t *s, void *arg)
     r.command[sizeof r.command - 1] = 0;
     if (r.gpus == 0 && r.npinned == 0) r.gpus = 1;
     int rc = validate(s, &r);
+    if (rc == 0) rc = check_queue_quota(s, &r);
     if (rc) return rc;
     double now = vram_sched_now(s);
     if (r.timeout_s < 0) r.timeout_s = s->cfg.job_timeout_s;
@@ -468,6 +569,7 @@ static int do_submit(vram_sched_t *s, void *arg)
         free(j);
         return rc;
     }
+    if ((rc = vram_queue_insert(s, j)) != 0) return rc; /* j is active: resync frees it */
     rc = vram_queue_admit(s, now);
     if (rc < 0) return rc;
     *a->out = j->job;
@@ -498,7 +600,7 @@ typedef struct {
 
 static int owned(vram_sched_t *s, int64_t id, uid_t uid, sched_job_t **out)
 {
-    sched_job_t *j = find_active(s, id);
+    sched_job_t *j = vram_sched_find_active(s, id);
     if (!j) {
         vram_job_t old;
         int rc = vram_store_get_job(s->store, id, &old);
@@ -536,6 +638,7 @@ static int do_end(vram_sched_t *s, void *arg)
         char msg[96];
         snprintf(msg, sizeof msg, "cancelled by uid %u", (unsigned)a->uid);
         rc = vram_sched_transition(s, j, VRAM_JOB_CANCELLED, "cancelled", msg);
+        if (rc == 0 && a->kind == 0 && was_running) vram_pid_terminate(s, j, now);
     } else {
         j->job.exit_status = a->exit_status;
         char msg[300];
@@ -579,7 +682,7 @@ static int check_usage(vram_sched_t *s, double now)
 {
     sched_dev_t *devs = calloc((size_t)s->ndev + 1, sizeof *devs);
     if (!devs) return vram_fail(VRAM_ENOMEM, "out of memory");
-    int rc = vram_ledger_probe(s, devs, true);
+    int rc = vram_ledger_probe(s, devs, 0);
     free(devs);
     for (size_t i = 0; rc == 0 && i < s->nactive; i++) {
         sched_job_t *j = s->active[i];
@@ -603,6 +706,7 @@ static int do_tick(vram_sched_t *s, void *arg)
     (void)arg;
     double now = vram_sched_now(s);
     int changed = 0, rc;
+    vram_pid_kill_overdue(s, now);
     for (size_t i = 0; i < s->nactive; i++) {
         sched_job_t *j = s->active[i];
         if (j->job.state != VRAM_JOB_RUNNING) continue;
@@ -695,7 +799,7 @@ int vram_sched_run_once(vram_sched_t *s, int timeout_ms)
 int vram_sched_job(vram_sched_t *s, int64_t id, vram_job_t *out)
 {
     pthread_mutex_lock(&s->lock);
-    sched_job_t *j = find_active(s, id);
+    sched_job_t *j = vram_sched_find_active(s, id);
     int rc = 0;
     if (j)
         *out = j->job;
@@ -706,6 +810,12 @@ int vram_sched_job(vram_sched_t *s, int64_t id, vram_job_t *out)
 }
 
 int vram_sched_wait(vram_sched_t *s, int64_t id, int timeout_ms, vram_job_t *out)
+{
+    return vram_sched_wait_change(s, id, VRAM_JOB_QUEUED, timeout_ms, out);
+}
+
+int vram_sched_wait_change(vram_sched_t *s, int64_t id, int from, int timeout_ms,
+                           vram_job_t *out)
 {
     struct timespec until;
     clock_gettime(CLOCK_MONOTONIC, &until);
@@ -718,19 +828,15 @@ int vram_sched_wait(vram_sched_t *s, int64_t id, int timeout_ms, vram_job_t *out
     pthread_mutex_lock(&s->lock);
     int rc = 0;
     for (;;) {
-        sched_job_t *j = find_active(s, id);
-        if (!j) {
+        sched_job_t *j = vram_sched_find_active(s, id);
+        if (j)
+            *out = j->job;
+        else
             rc = vram_store_get_job(s->store, id, out);
-            break;
-        }
-        if (j->job.state != VRAM_JOB_QUEUED || s->shutting_down) {
-            *out = j->job;
-            break;
-        }
-        if (pthread_cond_timedwait(&s->changed, &s->lock, &until) == ETIMEDOUT) {
-            *out = j->job;
-            break;
-        }
+        int now = rc == VRAM_ENOENT ? VRAM_JOB_MISSING : (int)out->state;
+        if ((rc && rc != VRAM_ENOENT) || now != from || s->shutting_down) break;
+        if (pthread_cond_timedwait(&s->changed, &s->lock, &until) == ETIMEDOUT) break;
+        rc = 0;
     }
     pthread_mutex_unlock(&s->lock);
     return rc;
@@ -740,7 +846,7 @@ int vram_sched_check(vram_sched_t *s)
 {
     pthread_mutex_lock(&s->lock);
     sched_dev_t *devs = calloc((size_t)s->ndev + 1, sizeof *devs);
-    int rc = devs ? vram_ledger_probe(s, devs, true) : vram_fail(VRAM_ENOMEM, "out of memory");
+    int rc = devs ? vram_ledger_probe(s, devs, 0) : vram_fail(VRAM_ENOMEM, "out of memory");
     for (int d = 0; rc == 0 && d < s->ndev; d++) {
         if (devs[d].reserved > devs[d].usable)
             rc =

@@ -415,6 +415,7 @@ static void process_exit_releases(void **st)
     }
     vram_job_request_t r = req_of("child", 60, 1, 0);
     r.pid = child;
+    r.uid = getuid(); /* a job's pid must be its owner's */
     vram_job_t a, b;
     assert_int_equal(vram_sched_submit(s, &r, &a), 0);
     assert_int_equal(a.state, VRAM_JOB_RUNNING);
@@ -435,6 +436,7 @@ static void process_exit_releases(void **st)
     assert_int_equal(state_of(s, b.id), VRAM_JOB_RUNNING);
     /* a dead pid is refused at submission */
     r.pid = child;
+    r.uid = getuid(); /* a job's pid must be its owner's */
     assert_int_equal(vram_sched_submit(s, &r, &a), VRAM_EINVAL);
     assert_non_null(strstr(vram_last_error(), "pid"));
     vram_sched_close(s);
@@ -455,6 +457,7 @@ static void dead_queued_clients_are_dropped(void **st)
     }
     vram_job_request_t r = req_of("waiting", 20, 1, 0);
     r.pid = child;
+    r.uid = getuid(); /* a job's pid must be its owner's */
     vram_job_t q;
     assert_int_equal(vram_sched_submit(s, &r, &q), 0);
     assert_int_equal(q.state, VRAM_JOB_QUEUED);
@@ -498,9 +501,11 @@ static void reload_after_crash(void **st)
         vram_job_request_t r = req_of("alive", 30, 1, 0);
         vram_job_t j;
         r.pid = alive;
+        r.uid = getuid(); /* a job's pid must be its owner's */
         if (vram_sched_submit(s, &r, &j) || j.state != VRAM_JOB_RUNNING) _exit(11);
         r = req_of("doomed", 30, 1, 0);
         r.pid = doomed;
+        r.uid = getuid(); /* a job's pid must be its owner's */
         if (vram_sched_submit(s, &r, &j) || j.state != VRAM_JOB_RUNNING) _exit(12);
         const char *names[] = {"q1", "q2", "q3"};
         for (int i = 0; i < 3; i++) {
@@ -592,6 +597,7 @@ static void usage_watch_flags_overuse(void **st)
     fake.outside[0] = 20 * GiB; /* the device sees the child's 20 GiB */
     vram_job_request_t r = req_of("watched", 30, 1, 0);
     r.pid = getpid(); /* the child is in this job's process tree */
+    r.uid = getuid(); /* a job's pid must be its owner's */
     vram_job_t j;
     assert_int_equal(vram_sched_submit(s, &r, &j), 0);
     assert_int_equal(j.state, VRAM_JOB_RUNNING);
