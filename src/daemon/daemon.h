@@ -42,6 +42,7 @@ typedef struct {
     char *body;        /* malloc'd JSON */
     const char *allow; /* Allow header for 405 */
     char allow_buf[64];
+    bool close; /* answer, then close the connection */
 } vramd_response_t;
 
 typedef struct {

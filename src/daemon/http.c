@@ -51,6 +51,29 @@ static size_t unescape(void *cls, struct MHD_Connection *c, char *s)
     return (size_t)(out - s);
 }
 
+static enum MHD_Result first_key(void *cls, enum MHD_ValueKind kind, const char *key,
+                                 const char *value)
+{
+    (void)kind;
+    (void)value;
+    *(const char **)cls = key;
+    return MHD_NO; /* the first is enough */
+}
+
+/* A raw NUL in the request line ("DELETE /v1/jobs/1\0/x HTTP/1.1") cuts the
+ * url libmicrohttpd hands over to its prefix. libmicrohttpd 0.9.75 parses the
+ * line in place: the path is followed by its query arguments, if any, then by
+ * the version; anything else between them was hidden behind a NUL. When the
+ * layout is not that one (another libmicrohttpd), nothing is refused. */
+static bool hides_a_nul(struct MHD_Connection *c, const char *url, const char *version)
+{
+    const char *end = url + strlen(url) + 1, *key = NULL;
+    if (version <= url || version - url > 65536) return false;
+    MHD_get_connection_values(c, MHD_GET_ARGUMENT_KIND, first_key, &key);
+    if (key) return key > url && key < version && key != end;
+    return end != version;
+}
+
 static const char *query_value(void *arg, const char *key)
 {
     return MHD_lookup_connection_value(arg, MHD_GET_ARGUMENT_KIND, key);
@@ -98,7 +121,6 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *c, const cha
                                   const char *method, const char *version, const char *upload_data,
                                   size_t *upload_size, void **con_cls)
 {
-    (void)version;
     vramd_http_t *h = cls;
     body_t *b = *con_cls;
     if (!b) {
@@ -135,8 +157,12 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *c, const cha
         .transport = h->transport,
     };
     authorize(c, &q);
-    vramd_response_t r;
-    vramd_route(h->d, &q, &r);
+    vramd_response_t r = {0};
+    if (hides_a_nul(c, url, version)) {
+        vramd_error(&r, 400, "bad_path", "the request line holds a NUL byte in its path");
+        r.close = true;
+    } else
+        vramd_route(h->d, &q, &r);
     size_t len = strlen(r.body);
     struct MHD_Response *resp = MHD_create_response_from_buffer(len, r.body, MHD_RESPMEM_MUST_FREE);
     if (!resp) {
@@ -145,6 +171,7 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *c, const cha
     }
     MHD_add_response_header(resp, "Content-Type", "application/json");
     if (r.allow) MHD_add_response_header(resp, "Allow", r.allow);
+    if (r.close) MHD_add_response_header(resp, "Connection", "close");
     if (r.status >= 400 && strcmp(method, "GET"))
         vramd_log("debug", "%s %s -> %d", method, url, r.status);
     enum MHD_Result ret = MHD_queue_response(c, (unsigned)r.status, resp);

@@ -354,8 +354,9 @@ void vramd_route(vramd_state_t *d, const vramd_request_t *q, vramd_response_t *r
      * DEL (0x7f) so that it reaches this check. */
     for (size_t i = 0; p[i]; i++)
         if ((unsigned char)p[i] < 0x20 || p[i] == 0x7f) {
-            vramd_error(r, 400, "bad_path", "the path contains a NUL or control character at byte %zu",
-                  i);
+            vramd_error(r, 400, "bad_path",
+                        "the path contains a NUL or control character at byte %zu", i);
+            r->close = true; /* a client that sends this is not worth keeping */
             return;
         }
     const struct route *found = NULL;

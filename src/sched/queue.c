@@ -22,15 +22,21 @@ static int before(const sched_job_t *x, const sched_job_t *y)
     return queue_order(&x, &y);
 }
 
+/* Room for one more queued job. */
+static bool queue_room(vram_sched_t *s)
+{
+    if (s->nqueue < s->qcap) return true;
+    size_t cap = s->qcap ? s->qcap * 2 : 64;
+    sched_job_t **a = realloc(s->queue, cap * sizeof *a);
+    if (!a) return false;
+    s->queue = a;
+    s->qcap = cap;
+    return true;
+}
+
 int vram_queue_insert(vram_sched_t *s, sched_job_t *j)
 {
-    if (s->nqueue == s->qcap) {
-        size_t cap = s->qcap ? s->qcap * 2 : 64;
-        sched_job_t **a = realloc(s->queue, cap * sizeof *a);
-        if (!a) return vram_fail(VRAM_ENOMEM, "out of memory");
-        s->queue = a;
-        s->qcap = cap;
-    }
+    if (!queue_room(s)) return vram_fail(VRAM_ENOMEM, "out of memory");
     size_t lo = 0, hi = s->nqueue;
     while (lo < hi) {
         size_t mid = (lo + hi) / 2;
@@ -64,13 +70,7 @@ int vram_queue_rebuild(vram_sched_t *s)
     s->nqueue = 0;
     for (size_t i = 0; i < s->nactive; i++) {
         if (s->active[i]->job.state != VRAM_JOB_QUEUED) continue;
-        if (s->nqueue == s->qcap) {
-            size_t cap = s->qcap ? s->qcap * 2 : 64;
-            sched_job_t **a = realloc(s->queue, cap * sizeof *a);
-            if (!a) return vram_fail(VRAM_ENOMEM, "out of memory");
-            s->queue = a;
-            s->qcap = cap;
-        }
+        if (!queue_room(s)) return vram_fail(VRAM_ENOMEM, "out of memory");
         s->queue[s->nqueue++] = s->active[i];
     }
     qsort(s->queue, s->nqueue, sizeof *s->queue, queue_order);

@@ -856,6 +856,22 @@ int vram_sched_check(vram_sched_t *s)
             rc = vram_fail(VRAM_ESTATE, "device %d: %d jobs > limit %d", d, devs[d].jobs,
                            s->cfg.max_concurrent_jobs);
     }
+    /* the queue: every queued job once, in queue order, numbered 1..n */
+    size_t nq = 0;
+    for (size_t i = 0; i < s->nactive; i++)
+        nq += s->active[i]->job.state == VRAM_JOB_QUEUED;
+    if (rc == 0 && nq != s->nqueue)
+        rc = vram_fail(VRAM_ESTATE, "%zu queued jobs, %zu in the queue", nq, s->nqueue);
+    for (size_t i = 0; rc == 0 && i < s->nqueue; i++) {
+        const sched_job_t *j = s->queue[i];
+        const vram_job_request_t *a = i ? &s->queue[i - 1]->job.req : NULL, *b = &j->job.req;
+        if (j->job.state != VRAM_JOB_QUEUED || j->queue_pos != (int)i + 1)
+            rc = vram_fail(VRAM_ESTATE, "queue entry %zu: job %lld (%s, position %d)", i,
+                           (long long)j->job.id, vram_job_state_name(j->job.state), j->queue_pos);
+        else if (a && (a->priority < b->priority ||
+                       (a->priority == b->priority && s->queue[i - 1]->job.id > j->job.id)))
+            rc = vram_fail(VRAM_ESTATE, "queue out of order at job %lld", (long long)j->job.id);
+    }
     for (size_t i = 0; rc == 0 && i < s->nactive; i++) {
         const vram_job_t *j = &s->active[i]->job;
         if (i > 0 && s->active[i - 1]->job.id >= j->id)
