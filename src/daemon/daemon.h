@@ -65,6 +65,25 @@ typedef struct vramd_http vramd_http_t;
 int vramd_http_start(vramd_state_t *d, int fd, vramd_transport_t transport, vramd_http_t **out);
 void vramd_http_stop(vramd_http_t *h);
 
+/* guard.c: per-peer connection limits and request deadlines of a listener.
+ * opened/closed come from libmicrohttpd's connection notifications;
+ * answering(true) once a request has arrived in full, (false) after its
+ * reply (the next request's deadline starts). per_peer 0 or timeout_s 0 turn
+ * either limit off. Thread-safe. */
+typedef struct vramd_guard vramd_guard_t;
+int vramd_guard_start(unsigned per_peer, double timeout_s, vramd_guard_t **out);
+void vramd_guard_stop(vramd_guard_t *g);
+void vramd_guard_opened(vramd_guard_t *g, int fd, void **socket_context);
+void vramd_guard_closed(vramd_guard_t *g, void *socket_context);
+void vramd_guard_answering(vramd_guard_t *g, void *socket_context, bool answering);
+
+/* lock.c: takes an exclusive lock on path (created with mode, never through
+ * a symlink) for the process's life and writes the pid into it; EBUSY names
+ * the pid holding it and `what` it guards. lock_devices locks each device of
+ * ctx (the state file of simulated ones), up to max fds. */
+int vramd_lock(const char *path, const char *what, mode_t mode, int *out);
+int vramd_lock_devices(vram_ctx_t *ctx, int *fds, int max, int *n);
+
 /* serve.c: `vramd [options]` / `vram serve [options]`; returns the exit code. */
 int vramd_main(int argc, char **argv, const char *prog);
 

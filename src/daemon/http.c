@@ -10,6 +10,7 @@
 
 struct vramd_http {
     struct MHD_Daemon *mhd;
+    vramd_guard_t *guard;
     vramd_state_t *d;
     vramd_transport_t transport;
 };
@@ -157,6 +158,9 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *c, const cha
         .transport = h->transport,
     };
     authorize(c, &q);
+    const union MHD_ConnectionInfo *ci =
+        MHD_get_connection_info(c, MHD_CONNECTION_INFO_SOCKET_CONTEXT);
+    vramd_guard_answering(h->guard, ci ? ci->socket_context : NULL, true);
     vramd_response_t r = {0};
     if (hides_a_nul(c, url, version)) {
         vramd_error(&r, 400, "bad_path", "the request line holds a NUL byte in its path");
@@ -179,12 +183,28 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *c, const cha
     return ret;
 }
 
+static void on_connection(void *cls, struct MHD_Connection *c, void **socket_context,
+                          enum MHD_ConnectionNotificationCode toe)
+{
+    vramd_http_t *h = cls;
+    if (toe == MHD_CONNECTION_NOTIFY_CLOSED) {
+        vramd_guard_closed(h->guard, *socket_context);
+        *socket_context = NULL;
+        return;
+    }
+    const union MHD_ConnectionInfo *info =
+        MHD_get_connection_info(c, MHD_CONNECTION_INFO_CONNECTION_FD);
+    if (info) vramd_guard_opened(h->guard, info->connect_fd, socket_context);
+}
+
 static void on_completed(void *cls, struct MHD_Connection *c, void **con_cls,
                          enum MHD_RequestTerminationCode toe)
 {
-    (void)cls;
-    (void)c;
+    vramd_http_t *h = cls;
     (void)toe;
+    const union MHD_ConnectionInfo *ci =
+        MHD_get_connection_info(c, MHD_CONNECTION_INFO_SOCKET_CONTEXT);
+    vramd_guard_answering(h->guard, ci ? ci->socket_context : NULL, false);
     body_t *b = *con_cls;
     if (b) {
         free(b->buf);
@@ -200,14 +220,27 @@ int vramd_http_start(vramd_state_t *d, int fd, vramd_transport_t transport, vram
     if (!h) return vram_fail(VRAM_ENOMEM, "out of memory");
     h->d = d;
     h->transport = transport;
+    long long per_peer = 0;
+    double timeout = 0;
+    int rc = vram_option_int(VRAM_OPT_MAX_CONNECTIONS_PER_PEER, &per_peer);
+    if (rc == 0) rc = vram_option_double(VRAM_OPT_REQUEST_TIMEOUT, &timeout);
+    if (rc == 0 && (per_peer < 0 || per_peer > 100000 || timeout < 0))
+        rc = vram_fail(VRAM_EINVAL, "VRAM_MAX_CONNECTIONS_PER_PEER / VRAM_REQUEST_TIMEOUT out of range");
+    if (rc == 0) rc = vramd_guard_start((unsigned)per_peer, timeout, &h->guard);
+    if (rc) {
+        free(h);
+        return rc;
+    }
     unsigned flags = MHD_USE_THREAD_PER_CONNECTION | MHD_USE_INTERNAL_POLLING_THREAD |
                      MHD_USE_POLL | MHD_USE_ERROR_LOG;
     h->mhd = MHD_start_daemon(flags, 0, NULL, NULL, on_request, h, MHD_OPTION_LISTEN_SOCKET, fd,
                               MHD_OPTION_NOTIFY_COMPLETED, on_completed, h,
+                              MHD_OPTION_NOTIFY_CONNECTION, on_connection, h,
                               MHD_OPTION_UNESCAPE_CALLBACK, unescape, NULL,
                               MHD_OPTION_CONNECTION_TIMEOUT, (unsigned)300,
                               MHD_OPTION_CONNECTION_LIMIT, (unsigned)512, MHD_OPTION_END);
     if (!h->mhd) {
+        vramd_guard_stop(h->guard);
         free(h);
         return vram_fail(VRAM_EIO, "libmicrohttpd could not start on the %s listener",
                          transport == VRAMD_UNIX ? "Unix socket" : "TCP");
@@ -220,5 +253,6 @@ void vramd_http_stop(vramd_http_t *h)
 {
     if (!h) return;
     MHD_stop_daemon(h->mhd);
+    vramd_guard_stop(h->guard);
     free(h);
 }

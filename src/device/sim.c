@@ -11,6 +11,7 @@
  * Addresses are real, unique reservations of address space (PROT_NONE,
  * MAP_NORESERVE): never dereferenced, never overlapping, and they cost no
  * memory. */
+#include "core/file.h"
 #include "core/map.h"
 #include "device/backend.h"
 #include "core/proc.h"
@@ -72,14 +73,11 @@ typedef struct {
  * else can write (a planted /tmp/vram-<uid> must not capture our state). */
 static int private_dir(const char *dir)
 {
-    if (mkdir(dir, 0700) != 0 && errno != EEXIST)
-        return vram_fail(VRAM_EIO, "cannot create %s: %s", dir, strerror(errno));
-    struct stat st;
-    if (lstat(dir, &st) != 0 || !S_ISDIR(st.st_mode) || st.st_uid != geteuid() ||
-        (st.st_mode & 022))
-        return vram_fail(VRAM_EPERM,
-                         "%s is not a private directory of this user; set VRAM_SIM_STATE", dir);
-    return 0;
+    int rc = vram_private_dir(dir, true, 0700);
+    if (rc != VRAM_EPERM) return rc;
+    char why[256];
+    snprintf(why, sizeof why, "%s", vram_last_error());
+    return vram_fail(VRAM_EPERM, "%s; set VRAM_SIM_STATE", why);
 }
 
 static int state_path(const vram_sim_spec_t *spec, char *buf, size_t len)
