@@ -93,3 +93,17 @@ print(f"ok - slow requests cut after {took:.1f} s")
 PY
 [ "$(field "$(api GET /v1/health)" 'd["status"]')" = ok ] || fail "daemon stopped serving"
 pass "connection guard: 4 connections per uid, slow requests cut after REQUEST_TIMEOUT"
+
+# As root, a driver library named by VRAM_NVML_LIBRARY must be root's and
+# writable by nobody else (it would run with root's rights).
+if [ "$(id -u)" = 0 ] && [ -f "${VRAM_FAKES_DIR:-}/libnvidia-ml.so.1" ]; then
+    mkdir -m 0755 "$T/libs"
+    cp "$VRAM_FAKES_DIR/libnvidia-ml.so.1" "$T/libs/"
+    chmod 0666 "$T/libs/libnvidia-ml.so.1"
+    out=$(VRAM_BACKEND=nvml VRAM_NVML_LIBRARY=$T/libs/libnvidia-ml.so.1 FAKE_NVML_DEVICES=1 "$VRAM" info 2>&1) || true
+    grep -q "refusing to load" <<<"$out" || fail "a world-writable driver library was loaded as root: $out"
+    chmod 0755 "$T/libs/libnvidia-ml.so.1"
+    VRAM_BACKEND=nvml VRAM_NVML_LIBRARY=$T/libs/libnvidia-ml.so.1 FAKE_NVML_DEVICES=1 "$VRAM" info >/dev/null \
+        || fail "a root-owned 0755 driver library was refused"
+    pass "as root, a world-writable VRAM_NVML_LIBRARY is refused, a root-owned one loads"
+fi
