@@ -58,6 +58,18 @@ static long request(CURL *h, const char *url, const char *body, buf_t *out)
     return code;
 }
 
+/* A keep-alive libcurl handle on vramd's socket that sends JSON. */
+static CURL *open_client(struct curl_slist **hdr)
+{
+    CURL *h = curl_easy_init();
+    *hdr = curl_slist_append(NULL, "Content-Type: application/json");
+    curl_easy_setopt(h, CURLOPT_UNIX_SOCKET_PATH, sock_path);
+    curl_easy_setopt(h, CURLOPT_HTTPHEADER, *hdr);
+    curl_easy_setopt(h, CURLOPT_WRITEFUNCTION, on_data);
+    curl_easy_setopt(h, CURLOPT_NOSIGNAL, 1L);
+    return h;
+}
+
 typedef struct {
     uint64_t *op_ns, *req_ns;
     int errors;
@@ -66,12 +78,8 @@ typedef struct {
 static void *client(void *arg)
 {
     client_t *c = arg;
-    CURL *h = curl_easy_init();
-    struct curl_slist *hdr = curl_slist_append(NULL, "Content-Type: application/json");
-    curl_easy_setopt(h, CURLOPT_UNIX_SOCKET_PATH, sock_path);
-    curl_easy_setopt(h, CURLOPT_HTTPHEADER, hdr);
-    curl_easy_setopt(h, CURLOPT_WRITEFUNCTION, on_data);
-    curl_easy_setopt(h, CURLOPT_NOSIGNAL, 1L);
+    struct curl_slist *hdr;
+    CURL *h = open_client(&hdr);
     buf_t b = {0};
     const char *job = "{\"name\":\"bench\",\"mem_bytes\":1073741824}";
     for (int i = 0; i < ops_per_client; i++) {
@@ -204,12 +212,8 @@ static double job_field(CURL *h, long long id, const char *key)
 
 static int status_mode(int queued, int readers)
 {
-    CURL *h = curl_easy_init();
-    struct curl_slist *hdr = curl_slist_append(NULL, "Content-Type: application/json");
-    curl_easy_setopt(h, CURLOPT_UNIX_SOCKET_PATH, sock_path);
-    curl_easy_setopt(h, CURLOPT_HTTPHEADER, hdr);
-    curl_easy_setopt(h, CURLOPT_WRITEFUNCTION, on_data);
-    curl_easy_setopt(h, CURLOPT_NOSIGNAL, 1L);
+    struct curl_slist *hdr;
+    CURL *h = open_client(&hdr);
     buf_t b = {0};
     int errors = 0;
     double e50, e99, f50, f99;
