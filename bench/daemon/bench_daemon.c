@@ -223,7 +223,8 @@ static int status_mode(int queued, int readers)
     usleep(3000000);
     readers_finish(&rd, &e50, &e99, &en);
     /* 70 GiB on both GPUs, then a 10 GiB job tied to a child process */
-    errors += post(h, "http://localhost/v1/jobs", "{\"mem_bytes\":\"70GiB\",\"gpus\":2}", &b) != 201;
+    errors +=
+        post(h, "http://localhost/v1/jobs", "{\"mem_bytes\":\"70GiB\",\"gpus\":2}", &b) != 201;
     pid_t child = fork();
     if (child == 0) {
         pause();
@@ -257,8 +258,7 @@ static int status_mode(int queued, int readers)
     printf("  %d queued jobs: %zu replies in 3 s, p50 %.3f ms  p99 %.3f ms  (p99 ratio %.2f)\n",
            queued, fn, f50, f99, e99 > 0 ? f99 / e99 : 0);
     printf("  queue filled in %.1f s (%.0f submissions/s)\n", fill_s, queued / fill_s);
-    printf("  killed job's reservation released %.3f s after kill -9 (target < 1 s)\n",
-           release_s);
+    printf("  killed job's reservation released %.3f s after kill -9 (target < 1 s)\n", release_s);
     printf("  errors: %d\n", errors);
     free(b.data);
     curl_slist_free_all(hdr);

@@ -16,7 +16,7 @@
 typedef struct conn {
     struct conn *prev, *next;
     int fd;
-    char peer[64]; /* "uid 1000" or "127.0.0.1" */
+    char peer[64];     /* "uid 1000" or "127.0.0.1" */
     uint64_t since_ns; /* start of the request being received */
     bool answering;    /* the request arrived; its handler runs (long polls) */
 } conn_t;

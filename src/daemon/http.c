@@ -23,7 +23,7 @@ typedef struct {
 
 static int hex_digit(char c)
 {
-    return c >= '0' && c <= '9' ? c - '0'
+    return c >= '0' && c <= '9'   ? c - '0'
            : c >= 'a' && c <= 'f' ? c - 'a' + 10
            : c >= 'A' && c <= 'F' ? c - 'A' + 10
                                   : -1;
@@ -225,7 +225,8 @@ int vramd_http_start(vramd_state_t *d, int fd, vramd_transport_t transport, vram
     int rc = vram_option_int(VRAM_OPT_MAX_CONNECTIONS_PER_PEER, &per_peer);
     if (rc == 0) rc = vram_option_double(VRAM_OPT_REQUEST_TIMEOUT, &timeout);
     if (rc == 0 && (per_peer < 0 || per_peer > 100000 || timeout < 0))
-        rc = vram_fail(VRAM_EINVAL, "VRAM_MAX_CONNECTIONS_PER_PEER / VRAM_REQUEST_TIMEOUT out of range");
+        rc = vram_fail(VRAM_EINVAL,
+                       "VRAM_MAX_CONNECTIONS_PER_PEER / VRAM_REQUEST_TIMEOUT out of range");
     if (rc == 0) rc = vramd_guard_start((unsigned)per_peer, timeout, &h->guard);
     if (rc) {
         free(h);
@@ -233,12 +234,11 @@ int vramd_http_start(vramd_state_t *d, int fd, vramd_transport_t transport, vram
     }
     unsigned flags = MHD_USE_THREAD_PER_CONNECTION | MHD_USE_INTERNAL_POLLING_THREAD |
                      MHD_USE_POLL | MHD_USE_ERROR_LOG;
-    h->mhd = MHD_start_daemon(flags, 0, NULL, NULL, on_request, h, MHD_OPTION_LISTEN_SOCKET, fd,
-                              MHD_OPTION_NOTIFY_COMPLETED, on_completed, h,
-                              MHD_OPTION_NOTIFY_CONNECTION, on_connection, h,
-                              MHD_OPTION_UNESCAPE_CALLBACK, unescape, NULL,
-                              MHD_OPTION_CONNECTION_TIMEOUT, (unsigned)300,
-                              MHD_OPTION_CONNECTION_LIMIT, (unsigned)512, MHD_OPTION_END);
+    h->mhd = MHD_start_daemon(
+        flags, 0, NULL, NULL, on_request, h, MHD_OPTION_LISTEN_SOCKET, fd,
+        MHD_OPTION_NOTIFY_COMPLETED, on_completed, h, MHD_OPTION_NOTIFY_CONNECTION, on_connection,
+        h, MHD_OPTION_UNESCAPE_CALLBACK, unescape, NULL, MHD_OPTION_CONNECTION_TIMEOUT,
+        (unsigned)300, MHD_OPTION_CONNECTION_LIMIT, (unsigned)512, MHD_OPTION_END);
     if (!h->mhd) {
         vramd_guard_stop(h->guard);
         free(h);

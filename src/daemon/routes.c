@@ -169,9 +169,11 @@ static void get_job(vramd_state_t *d, const vramd_request_t *q, vramd_response_t
             return;
         }
         int from = VRAM_JOB_QUEUED;
-        if (since) from = !strcmp(since, "missing") ? VRAM_JOB_MISSING : vram_job_state_parse(since);
+        if (since)
+            from = !strcmp(since, "missing") ? VRAM_JOB_MISSING : vram_job_state_parse(since);
         if (since && from == -1 && strcmp(since, "missing")) {
-            vramd_error(r, 400, "bad_query", "since=%s: expected a job state or \"missing\"", since);
+            vramd_error(r, 400, "bad_query", "since=%s: expected a job state or \"missing\"",
+                        since);
             return;
         }
         vram_job_t job;
@@ -335,12 +337,12 @@ static bool admitted(const struct route *rt, const vramd_request_t *q, vramd_res
     if (rt->who == ANYONE || q->may_mutate) return true;
     if (rt->who == READER)
         vramd_error(r, 403, "forbidden",
-              "without the token, TCP readers see aggregate status only (/v1/health, "
-              "/v1/status, /v1/devices); jobs are visible on the Unix socket or with "
-              "\"Authorization: Bearer TOKEN\"");
+                    "without the token, TCP readers see aggregate status only (/v1/health, "
+                    "/v1/status, /v1/devices); jobs are visible on the Unix socket or with "
+                    "\"Authorization: Bearer TOKEN\"");
     else
-        vramd_error(r, q->deny_reason && strstr(q->deny_reason, "wrong") ? 401 : 403, "forbidden", "%s",
-              q->deny_reason ? q->deny_reason : "mutations are not allowed here");
+        vramd_error(r, q->deny_reason && strstr(q->deny_reason, "wrong") ? 401 : 403, "forbidden",
+                    "%s", q->deny_reason ? q->deny_reason : "mutations are not allowed here");
     return false;
 }
 
@@ -382,16 +384,15 @@ void vramd_route(vramd_state_t *d, const vramd_request_t *q, vramd_response_t *r
     }
     if (at) {
         vramd_error(r, 405, "method_not_allowed", "%s is not allowed here (allowed: %s)", q->method,
-              r->allow_buf);
+                    r->allow_buf);
         r->allow = r->allow_buf;
         return;
     }
     if (bad_id) {
-        vramd_error(r, 404, "not_found", "no such job in \"%.60s\" (ids are positive integers)",
-                    p);
+        vramd_error(r, 404, "not_found", "no such job in \"%.60s\" (ids are positive integers)", p);
         return;
     }
     vramd_error(r, 404, "not_found",
-          "no route %s %s (the API is under /v1: health, status, devices, config, jobs)", q->method,
-          p);
+                "no route %s %s (the API is under /v1: health, status, devices, config, jobs)",
+                q->method, p);
 }

@@ -48,8 +48,10 @@ static int own_dir(const char *path_of_file, bool explicit_path, mode_t mode)
     snprintf(dir, sizeof dir, "%s", path_of_file);
     char *slash = strrchr(dir, '/');
     if (!slash) return 0; /* the working directory */
-    if (slash == dir) slash[1] = 0;
-    else *slash = 0;
+    if (slash == dir)
+        slash[1] = 0;
+    else
+        *slash = 0;
     struct stat st;
     if (!explicit_path && stat(dir, &st) != 0) {
         for (char *p = dir + 1; *p; p++) {
@@ -83,8 +85,7 @@ static int listen_unix(const char *path, mode_t mode, int *out)
      * members may connect (mode 0660), nobody else. */
     struct group *vram_group = geteuid() == 0 ? getgrnam("vram") : NULL;
     if (bind(fd, (struct sockaddr *)&a, sizeof a) != 0 || chmod(path, mode) != 0 ||
-        (vram_group && chown(path, (uid_t)-1, vram_group->gr_gid) != 0) ||
-        listen(fd, 256) != 0) {
+        (vram_group && chown(path, (uid_t)-1, vram_group->gr_gid) != 0) || listen(fd, 256) != 0) {
         rc = vram_fail(VRAM_EIO, "cannot listen on %s: %s", path, strerror(errno));
         close(fd);
         return rc;
@@ -168,7 +169,8 @@ static void *scheduler_thread(void *arg)
         if (rc < 0) {
             failures++;
             if (failures == 1 || now - last_report >= 60000000000ULL) {
-                vramd_log("error", "scheduler: %s (%llu failed ticks so far; reported once a minute)",
+                vramd_log("error",
+                          "scheduler: %s (%llu failed ticks so far; reported once a minute)",
                           vram_last_error(), (unsigned long long)failures);
                 last_report = now;
             }
@@ -353,6 +355,7 @@ int vramd_main(int argc, char **argv, const char *prog)
         return 1;
     }
     signal(SIGPIPE, SIG_IGN);
+    signal(SIGXFSZ, SIG_IGN); /* a file size limit fails the write (EFBIG), not the daemon */
     sigset_t stop;
     sigemptyset(&stop);
     sigaddset(&stop, SIGINT);

@@ -129,7 +129,7 @@ int vram_ledger_probe(vram_sched_t *s, sched_dev_t *devs, double max_age_s)
         uint64_t covered = 0;
         for (size_t i = 0; i < s->nactive; i++) {
             sched_job_t *j = s->active[i];
-            if (j->job.state != VRAM_JOB_RUNNING) continue;
+            if (j->job.state != VRAM_JOB_RUNNING || j->released) continue;
             int slot = placed_slot(j, d);
             if (slot < 0) continue;
             dv->reserved += j->job.reserved_bytes;

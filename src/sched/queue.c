@@ -108,10 +108,18 @@ static bool count_running(vram_sched_t *s, vram_map_t *running)
 
 int vram_queue_admit(vram_sched_t *s, double now)
 {
+    return vram_queue_admit_only(s, NULL, now);
+}
+
+int vram_queue_admit_only(vram_sched_t *s, sched_job_t *only, double now)
+{
     /* A daemon going down admits nothing more: queued jobs stay queued (and
      * stored) for the next start, rather than starting while it exits. */
     if (s->shutting_down) return 0;
     if (s->nqueue == 0) return 0;
+    /* Without backfill the pass stops at the first job that does not fit
+     * (cheap already), and a new job may have become the head. */
+    if (!s->cfg.backfill) only = NULL;
     sched_dev_t *devs = calloc((size_t)s->ndev + 1, sizeof *devs);
     vram_map_t running = {0}; /* uid + 1 -> running jobs, for max_running_per_uid */
     int changed = 0, rc = 0;
@@ -128,7 +136,7 @@ int vram_queue_admit(vram_sched_t *s, double now)
 
     for (size_t i = 0; i < s->nqueue; i++) {
         sched_job_t *j = s->queue[i];
-        if (j->job.state != VRAM_JOB_QUEUED) continue;
+        if (j->job.state != VRAM_JOB_QUEUED || (only && j != only)) continue;
         uid_t uid = j->job.req.uid;
         uint64_t nrun = 0;
         /* A uid at its quota waits without holding the others back. */

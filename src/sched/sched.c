@@ -240,6 +240,9 @@ static void resync(vram_sched_t *s)
         if (j->job.state != VRAM_JOB_RUNNING) continue;
         if (j->job.req.pid > 0) j->pidfd = vram_pid_open_fd(j->job.req.pid);
         j->lease_until = s->cfg.lease_s > 0 ? now + s->cfg.lease_s : 0;
+        /* The store could not record that its process ended (each tick
+         * tries again): its memory is free meanwhile, in memory. */
+        j->released = j->job.req.pid > 0 && !vram_proc_alive(j->job.req.pid, j->pid_start);
     }
     pthread_cond_broadcast(&s->changed);
 }
@@ -570,7 +573,7 @@ static int do_submit(vram_sched_t *s, void *arg)
         return rc;
     }
     if ((rc = vram_queue_insert(s, j)) != 0) return rc; /* j is active: resync frees it */
-    rc = vram_queue_admit(s, now);
+    rc = vram_queue_admit_only(s, j, now);
     if (rc < 0) return rc;
     *a->out = j->job;
     pthread_cond_broadcast(&s->changed);
@@ -814,8 +817,7 @@ int vram_sched_wait(vram_sched_t *s, int64_t id, int timeout_ms, vram_job_t *out
     return vram_sched_wait_change(s, id, VRAM_JOB_QUEUED, timeout_ms, out);
 }
 
-int vram_sched_wait_change(vram_sched_t *s, int64_t id, int from, int timeout_ms,
-                           vram_job_t *out)
+int vram_sched_wait_change(vram_sched_t *s, int64_t id, int from, int timeout_ms, vram_job_t *out)
 {
     struct timespec until;
     clock_gettime(CLOCK_MONOTONIC, &until);

@@ -19,6 +19,8 @@ typedef struct {
     uint64_t used_bytes[VRAM_SCHED_MAX_GPUS]; /* last seen usage per placed device */
     bool over_reported;                       /* an over_reservation event was recorded */
     int queue_pos;                            /* 1-based place in s->queue while queued */
+    bool released; /* running, but its process is gone and the store could not record that
+                      yet (a full disk): the ledger no longer counts its reservation */
 } sched_job_t;
 
 /* One device as the ledger sees it during one pass. */
@@ -64,15 +66,15 @@ struct vram_sched {
     int *dead_fds; /* pidfds to close in tick (poll may hold them) */
     size_t ndead, dead_cap;
     double last_usage_check;
-    bool shutting_down; /* vram_sched_shutdown: waiters return, nothing is admitted */
-    bool dirty;         /* the current operation changed jobs in memory */
+    bool shutting_down;           /* vram_sched_shutdown: waiters return, nothing is admitted */
+    bool dirty;                   /* the current operation changed jobs in memory */
     pthread_mutex_t deliver_lock; /* keeps committed events in order outside the lock */
     sched_event_t *events;        /* state changes of the current operation (on_event) */
     size_t nevents, events_cap;
     sched_kill_t *kills; /* cancelled running jobs' processes, SIGKILLed after the grace */
     size_t nkills, kills_cap;
-    sched_dev_t *obs;   /* last observation of the devices (reservations not filled) */
-    uint64_t obs_ns;    /* when it was made (monotonic) */
+    sched_dev_t *obs; /* last observation of the devices (reservations not filled) */
+    uint64_t obs_ns;  /* when it was made (monotonic) */
     bool obs_valid;
 };
 
@@ -90,6 +92,10 @@ void vram_queue_compact(vram_sched_t *s);
 int vram_queue_rebuild(vram_sched_t *s);
 /* times out, then admits queued jobs in priority/arrival order. */
 int vram_queue_admit(vram_sched_t *s, double now);
+/* Admission of one new job (with backfill): every other queued job was already found not to
+ * fit, and nothing was freed since (frees and ticks run vram_queue_admit), so
+ * a submission costs O(1) placements, not one per queued job. */
+int vram_queue_admit_only(vram_sched_t *s, sched_job_t *only, double now);
 int vram_queue_timeouts(vram_sched_t *s, double now);
 /* sched.c helpers used by queue.c */
 double vram_sched_now(const vram_sched_t *s);

@@ -34,6 +34,7 @@ cleanup() {
         fi
         for p in $(jobs -p); do kill -9 "$p" || true; done
         wait || true
+        [ -z "${CLEANUP_HOOK:-}" ] || $CLEANUP_HOOK
     } 2>/dev/null
     if [ $rc -ne 0 ] && [ -f "$T/vramd.log" ]; then
         echo "---- vramd log ----"; tail -n 60 "$T/vramd.log"

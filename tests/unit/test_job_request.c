@@ -23,7 +23,8 @@ static void refused(const char *body, int status, const char *part)
     int rc = decode(body, &q, &e);
     assert_int_equal(rc, status == 422 ? VRAM_EINVAL : VRAM_EPARSE);
     assert_int_equal(e.status, status);
-    if (!strstr(e.message, part)) fail_msg("%s: message \"%s\" lacks \"%s\"", body, e.message, part);
+    if (!strstr(e.message, part))
+        fail_msg("%s: message \"%s\" lacks \"%s\"", body, e.message, part);
 }
 
 static void decodes_every_field(void **st)
