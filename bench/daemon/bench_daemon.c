@@ -204,6 +204,7 @@ static double job_field(CURL *h, long long id, const char *key)
     if (curl_easy_perform(h) == CURLE_OK) {
         json_t *o = json_loadb(b.data, b.len, 0, NULL);
         v = json_number_value(json_object_get(o, key));
+        if (v <= 0) fprintf(stderr, "job %lld: no %s in %.300s\n", id, key, b.data ? b.data : "");
         json_decref(o);
     }
     free(b.data);
@@ -294,6 +295,7 @@ int main(int argc, char **argv)
         setenv("VRAM_LISTEN", "", 1);
         setenv("VRAM_LOG_LEVEL", "warn", 1);
         setenv("VRAM_MAX_QUEUED_PER_USER", "0", 1); /* root is exempt anyway */
+        setenv("VRAM_SAFETY_MARGIN", "0", 1);       /* the status mode fills GPUs exactly */
         execl(argv[1], argv[1], "--foreground", (char *)NULL);
         perror(argv[1]);
         _exit(127);

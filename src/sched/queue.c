@@ -128,6 +128,12 @@ int vram_queue_admit_only(vram_sched_t *s, sched_job_t *only, double now)
         goto out;
     }
     if ((rc = vram_ledger_probe(s, devs, s->cfg.probe_interval_s)) != 0) goto out;
+    /* The outside use the waiting jobs were found not to fit with: a full
+     * pass sets it, a pass for one job can only raise it (do_tick runs the
+     * next full pass when it falls below). */
+    for (int d = 0; d < s->ndev && d < 64; d++)
+        if (!only || devs[d].unmanaged > s->unmanaged_seen[d])
+            s->unmanaged_seen[d] = devs[d].unmanaged;
     int limit = s->cfg.max_running_per_uid;
     if (limit > 0 && !count_running(s, &running)) {
         rc = vram_fail(VRAM_ENOMEM, "out of memory");

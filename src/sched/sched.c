@@ -704,6 +704,25 @@ static int check_usage(vram_sched_t *s, double now)
     return rc;
 }
 
+/* A tick's admission pass costs one placement per queued job: it is only
+ * worth it when memory may have been freed since the last pass (a job ended,
+ * which ticks count, or memory used outside vramd fell); frees through the
+ * API run their own pass (vram_queue_admit_only records what each saw). */
+static bool outside_use_fell(vram_sched_t *s)
+{
+    if (s->nqueue == 0) return false;
+    sched_dev_t *devs = calloc((size_t)s->ndev + 1, sizeof *devs);
+    if (!devs || vram_ledger_probe(s, devs, s->cfg.probe_interval_s) != 0) {
+        free(devs);
+        return true; /* cannot tell: try */
+    }
+    bool fell = false;
+    for (int d = 0; d < s->ndev; d++)
+        fell |= devs[d].unmanaged < s->unmanaged_seen[d];
+    free(devs);
+    return fell;
+}
+
 static int do_tick(vram_sched_t *s, void *arg)
 {
     (void)arg;
@@ -738,6 +757,7 @@ static int do_tick(vram_sched_t *s, void *arg)
         s->last_usage_check = now;
         if ((rc = check_usage(s, now)) < 0) return rc;
     }
+    if (changed == 0 && !outside_use_fell(s)) return 0; /* nothing could fit now */
     if ((rc = vram_queue_admit(s, now)) < 0) return rc;
     return changed + rc;
 }

@@ -73,6 +73,7 @@ struct vram_sched {
     size_t nevents, events_cap;
     sched_kill_t *kills; /* cancelled running jobs' processes, SIGKILLed after the grace */
     size_t nkills, kills_cap;
+    uint64_t unmanaged_seen[64]; /* outside use per device the waiting jobs did not fit with */
     sched_dev_t *obs; /* last observation of the devices (reservations not filled) */
     uint64_t obs_ns;  /* when it was made (monotonic) */
     bool obs_valid;
