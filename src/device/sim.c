@@ -240,9 +240,9 @@ static void sim_close(void *state);
 
 static int map_state_file(sim_t *s)
 {
-    int flags = O_RDWR | O_CREAT | O_CLOEXEC;
-    if (!*vram_option_str(VRAM_OPT_SIM_STATE)) flags |= O_NOFOLLOW;
-    s->fd = open(s->path, flags, 0600);
+    /* Never through a symlink, even for an explicit VRAM_SIM_STATE: a link
+     * planted there must not make a root process write elsewhere. */
+    s->fd = open(s->path, O_RDWR | O_CREAT | O_CLOEXEC | O_NOFOLLOW, 0600);
     if (s->fd < 0)
         return vram_fail(VRAM_EIO, "cannot open sim state file %s: %s", s->path, strerror(errno));
     int rc = lock_table(s);
@@ -253,6 +253,17 @@ static int map_state_file(sim_t *s)
         return vram_fail(VRAM_EIO, "cannot stat %s: %s", s->path, strerror(errno));
     }
     bool fresh = st.st_size == 0;
+    uint64_t magic = 0;
+    if (!fresh && (!S_ISREG(st.st_mode) || st.st_uid != geteuid() ||
+                   pread(s->fd, &magic, sizeof magic, 0) != (ssize_t)sizeof magic ||
+                   magic != SIM_MAGIC)) {
+        /* Not ours: never overwrite a file that is not a sim state file. */
+        unlock_table(s);
+        return vram_fail(VRAM_EPERM,
+                         "%s is not a sim state file of this user: refusing to overwrite it "
+                         "(set VRAM_SIM_STATE to another file)",
+                         s->path);
+    }
     if (!fresh && st.st_size != (off_t)sizeof(sim_table_t)) {
         /* Another layout (an older vram): start over rather than misread it. */
         if (ftruncate(s->fd, 0) != 0) rc = vram_fail(VRAM_EIO, "cannot reset %s", s->path);

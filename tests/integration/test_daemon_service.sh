@@ -107,3 +107,13 @@ if [ "$(id -u)" = 0 ] && [ -f "${VRAM_FAKES_DIR:-}/libnvidia-ml.so.1" ]; then
         || fail "a root-owned 0755 driver library was refused"
     pass "as root, a world-writable VRAM_NVML_LIBRARY is refused, a root-owned one loads"
 fi
+
+# The sim never writes through a symlink nor over a file that is not its own.
+echo "precious" >"$T/precious"
+out=$(VRAM_SIM_STATE=$T/precious "$VRAM" sim status 2>&1) && fail "a foreign file was taken as sim state: $out"
+grep -q "not a sim state file" <<<"$out" || fail "message: $out"
+[ "$(cat "$T/precious")" = precious ] || fail "the foreign file was overwritten"
+ln -s "$T/precious" "$T/state-link"
+out=$(VRAM_SIM_STATE=$T/state-link "$VRAM" sim status 2>&1) && fail "a symlinked sim state was followed: $out"
+[ "$(cat "$T/precious")" = precious ] || fail "written through the symlink"
+pass "sim state: a foreign file or a symlink is refused, never overwritten"
