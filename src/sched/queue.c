@@ -2,7 +2,6 @@
  * behind a waiting head may start when they fit now; without it the head
  * blocks everything behind it. */
 #include "sched_internal.h"
-#include "core/map.h"
 
 #include <stdio.h>
 #include <stdlib.h>
@@ -94,16 +93,14 @@ int vram_queue_timeouts(vram_sched_t *s, double now)
     return changed;
 }
 
-static bool count_running(vram_sched_t *s, vram_map_t *running)
+/* Running jobs of one uid: counted only for a job about to be admitted
+ * (few per pass), so a pass allocates nothing for the quota. */
+static int running_of(const vram_sched_t *s, uid_t uid)
 {
-    for (size_t i = 0; i < s->nactive; i++) {
-        const vram_job_t *j = &s->active[i]->job;
-        uint64_t n = 0;
-        if (j->state != VRAM_JOB_RUNNING) continue;
-        vram_map_get(running, (uint64_t)j->req.uid + 1, &n);
-        if (!vram_map_put(running, (uint64_t)j->req.uid + 1, n + 1)) return false;
-    }
-    return true;
+    int n = 0;
+    for (size_t i = 0; i < s->nactive; i++)
+        n += s->active[i]->job.state == VRAM_JOB_RUNNING && s->active[i]->job.req.uid == uid;
+    return n;
 }
 
 int vram_queue_admit(vram_sched_t *s, double now)
@@ -121,7 +118,6 @@ int vram_queue_admit_only(vram_sched_t *s, sched_job_t *only, double now)
      * (cheap already), and a new job may have become the head. */
     if (!s->cfg.backfill) only = NULL;
     sched_dev_t *devs = calloc((size_t)s->ndev + 1, sizeof *devs);
-    vram_map_t running = {0}; /* uid + 1 -> running jobs, for max_running_per_uid */
     int changed = 0, rc = 0;
     if (!devs) {
         rc = vram_fail(VRAM_ENOMEM, "out of memory");
@@ -135,20 +131,10 @@ int vram_queue_admit_only(vram_sched_t *s, sched_job_t *only, double now)
         if (!only || devs[d].unmanaged > s->unmanaged_seen[d])
             s->unmanaged_seen[d] = devs[d].unmanaged;
     int limit = s->cfg.max_running_per_uid;
-    if (limit > 0 && !count_running(s, &running)) {
-        rc = vram_fail(VRAM_ENOMEM, "out of memory");
-        goto out;
-    }
 
     for (size_t i = 0; i < s->nqueue; i++) {
         sched_job_t *j = s->queue[i];
         if (j->job.state != VRAM_JOB_QUEUED || (only && j != only)) continue;
-        uid_t uid = j->job.req.uid;
-        uint64_t nrun = 0;
-        /* A uid at its quota waits without holding the others back. */
-        if (limit > 0 && uid != 0 && vram_map_get(&running, (uint64_t)uid + 1, &nrun) &&
-            nrun >= (uint64_t)limit)
-            continue;
         int placed[VRAM_SCHED_MAX_GPUS];
         uint64_t per_gpu;
         uint32_t batch, accum;
@@ -156,6 +142,9 @@ int vram_queue_admit_only(vram_sched_t *s, sched_job_t *only, double now)
             if (!s->cfg.backfill) break;
             continue;
         }
+        /* A uid at its quota waits without holding the others back. */
+        uid_t uid = j->job.req.uid;
+        if (limit > 0 && uid != 0 && running_of(s, uid) >= limit) continue;
         int n = j->job.req.npinned > 0 ? j->job.req.npinned : j->job.req.gpus;
         j->job.ndevices = n;
         for (int k = 0; k < n; k++) {
@@ -176,13 +165,8 @@ int vram_queue_admit_only(vram_sched_t *s, sched_job_t *only, double now)
             snprintf(msg, sizeof msg, "admitted on %d GPU(s)", n);
         if ((rc = vram_sched_transition(s, j, VRAM_JOB_RUNNING, "admitted", msg)) != 0) goto out;
         changed++;
-        if (limit > 0 && !vram_map_put(&running, (uint64_t)uid + 1, nrun + 1)) {
-            rc = vram_fail(VRAM_ENOMEM, "out of memory");
-            goto out;
-        }
     }
 out:
-    vram_map_clear(&running);
     free(devs);
     return rc ? rc : changed;
 }

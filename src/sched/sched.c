@@ -255,16 +255,20 @@ static void unlock_and_deliver(vram_sched_t *s)
         pthread_mutex_unlock(&s->lock);
         return;
     }
-    sched_event_t *ev = s->events;
-    size_t n = s->nevents;
-    s->events = NULL;
-    s->nevents = s->events_cap = 0;
+    /* Two buffers, swapped: the next operation fills one while this one is
+     * told from the other (the spare is guarded by deliver_lock). */
     pthread_mutex_lock(&s->deliver_lock);
+    sched_event_t *ev = s->events;
+    size_t n = s->nevents, cap = s->events_cap;
+    s->events = s->spare_events;
+    s->events_cap = s->spare_cap;
+    s->nevents = 0;
     pthread_mutex_unlock(&s->lock);
     for (size_t i = 0; i < n; i++)
         s->cfg.on_event(s->cfg.event_arg, &ev[i].job, ev[i].kind, ev[i].message);
+    s->spare_events = ev;
+    s->spare_cap = cap;
     pthread_mutex_unlock(&s->deliver_lock);
-    free(ev);
 }
 
 /* Runs fn inside one transaction under the lock, then drops ended jobs. The
@@ -429,6 +433,7 @@ void vram_sched_close(vram_sched_t *s)
     free(s->active);
     free(s->queue);
     free(s->events);
+    free(s->spare_events);
     free(s->kills);
     pthread_mutex_destroy(&s->deliver_lock);
     free(s->obs);

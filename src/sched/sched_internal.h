@@ -71,11 +71,13 @@ struct vram_sched {
     pthread_mutex_t deliver_lock; /* keeps committed events in order outside the lock */
     sched_event_t *events;        /* state changes of the current operation (on_event) */
     size_t nevents, events_cap;
+    sched_event_t *spare_events; /* the other buffer (deliver_lock) */
+    size_t spare_cap;
     sched_kill_t *kills; /* cancelled running jobs' processes, SIGKILLed after the grace */
     size_t nkills, kills_cap;
     uint64_t unmanaged_seen[64]; /* outside use per device the waiting jobs did not fit with */
-    sched_dev_t *obs; /* last observation of the devices (reservations not filled) */
-    uint64_t obs_ns;  /* when it was made (monotonic) */
+    sched_dev_t *obs;            /* last observation of the devices (reservations not filled) */
+    uint64_t obs_ns;             /* when it was made (monotonic) */
     bool obs_valid;
 };
 
