@@ -4,6 +4,7 @@
 #include "daemon/daemon.h"
 
 #include <microhttpd.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
@@ -20,6 +21,17 @@ typedef struct {
     size_t len;
     bool too_large;
 } body_t;
+
+/* libmicrohttpd's own messages (a client that closed early, a malformed
+ * request) go to vramd's log at debug level, escaped like every line. */
+static void mhd_log(void *cls, const char *fmt, va_list ap)
+{
+    (void)cls;
+    char msg[512];
+    vsnprintf(msg, sizeof msg, fmt, ap);
+    msg[strcspn(msg, "\n")] = 0;
+    vramd_log("debug", "libmicrohttpd: %s", msg);
+}
 
 static int hex_digit(char c)
 {
@@ -234,11 +246,14 @@ int vramd_http_start(vramd_state_t *d, int fd, vramd_transport_t transport, vram
     }
     unsigned flags = MHD_USE_THREAD_PER_CONNECTION | MHD_USE_INTERNAL_POLLING_THREAD |
                      MHD_USE_POLL | MHD_USE_ERROR_LOG;
-    h->mhd = MHD_start_daemon(
-        flags, 0, NULL, NULL, on_request, h, MHD_OPTION_LISTEN_SOCKET, fd,
-        MHD_OPTION_NOTIFY_COMPLETED, on_completed, h, MHD_OPTION_NOTIFY_CONNECTION, on_connection,
-        h, MHD_OPTION_UNESCAPE_CALLBACK, unescape, NULL, MHD_OPTION_CONNECTION_TIMEOUT,
-        (unsigned)300, MHD_OPTION_CONNECTION_LIMIT, (unsigned)512, MHD_OPTION_END);
+    h->mhd = MHD_start_daemon(flags, 0, NULL, NULL, on_request, h,                    //
+                              MHD_OPTION_LISTEN_SOCKET, fd,                          //
+                              MHD_OPTION_NOTIFY_COMPLETED, on_completed, h,          //
+                              MHD_OPTION_NOTIFY_CONNECTION, on_connection, h,        //
+                              MHD_OPTION_UNESCAPE_CALLBACK, unescape, NULL,          //
+                              MHD_OPTION_EXTERNAL_LOGGER, mhd_log, NULL,             //
+                              MHD_OPTION_CONNECTION_TIMEOUT, (unsigned)300,          //
+                              MHD_OPTION_CONNECTION_LIMIT, (unsigned)512, MHD_OPTION_END);
     if (!h->mhd) {
         vramd_guard_stop(h->guard);
         free(h);

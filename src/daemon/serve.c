@@ -37,12 +37,11 @@ static void usage(FILE *out, const char *prog)
                 vram_option_help((vram_option_t)i), vram_option_default((vram_option_t)i));
 }
 
-/* The directory of a file the daemon keeps (socket, database): created
- * (with its parents) when missing, unless the path was given explicitly
- * (then it must exist: a typo must not grow a tree), and in any case owned by
- * the daemon's user and writable by nobody else. `mode` is what it gets when
- * created (the umask is 077). */
-static int own_dir(const char *path_of_file, bool explicit_path, mode_t mode)
+/* The directory of a file the daemon keeps: created (with its parents) when
+ * missing if `create`, then, if `check`, refused unless owned by the daemon's
+ * user and writable by nobody else. `mode` is what it gets when created (the
+ * umask is 077). */
+static int own_dir(const char *path_of_file, bool create, bool check, mode_t mode)
 {
     char dir[512];
     snprintf(dir, sizeof dir, "%s", path_of_file);
@@ -53,7 +52,7 @@ static int own_dir(const char *path_of_file, bool explicit_path, mode_t mode)
     else
         *slash = 0;
     struct stat st;
-    if (!explicit_path && stat(dir, &st) != 0) {
+    if (create && stat(dir, &st) != 0) {
         for (char *p = dir + 1; *p; p++) {
             if (*p != '/') continue;
             *p = 0;
@@ -62,7 +61,7 @@ static int own_dir(const char *path_of_file, bool explicit_path, mode_t mode)
         }
         if (mkdir(dir, mode) == 0) chmod(dir, mode);
     }
-    return vram_private_dir(dir, false, mode);
+    return check ? vram_private_dir(dir, false, mode) : 0;
 }
 
 static int listen_unix(const char *path, mode_t mode, int *out)
@@ -71,7 +70,9 @@ static int listen_unix(const char *path, mode_t mode, int *out)
     if (strlen(path) >= sizeof a.sun_path)
         return vram_fail(VRAM_EINVAL, "socket path %s is too long", path);
     snprintf(a.sun_path, sizeof a.sun_path, "%s", path);
-    int rc = own_dir(path, *vram_option_str(VRAM_OPT_SOCKET) != 0, 0755);
+    /* The default socket directory is checked; an explicit socket may live
+     * wherever its operator put it (its parents are created as before). */
+    int rc = own_dir(path, true, !*vram_option_str(VRAM_OPT_SOCKET), 0755);
     if (rc) return rc;
     int fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
     if (fd < 0) return vram_fail(VRAM_EIO, "socket: %s", strerror(errno));
@@ -375,7 +376,9 @@ int vramd_main(int argc, char **argv, const char *prog)
      * anything is recovered or admitted, so a refused start writes nothing. */
     char db_lock[560];
     snprintf(db_lock, sizeof db_lock, "%s.lock", db);
-    if (own_dir(db, *vram_option_str(VRAM_OPT_DB) != 0, 0700) != 0 ||
+    /* The database's directory: never created for an explicit VRAM_DB (a typo
+     * must not grow a tree), always private (others must not plant -wal). */
+    if (own_dir(db, !*vram_option_str(VRAM_OPT_DB), true, 0700) != 0 ||
         vramd_lock(db_lock, "the database", 0600, &db_lock_fd) != 0) {
         vramd_log("error", "%s", vram_last_error());
         goto out;

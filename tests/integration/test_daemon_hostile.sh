@@ -99,13 +99,14 @@ wait_state "$id" failed
 j=$(api GET "/v1/jobs/$id")
 release=$(python3 -c "import sys; d=float(sys.argv[2])-float(sys.argv[1]); print('%.3f' % d); sys.exit(0 if d < 1 else 1)" "$t1" "$(field "$j" 'd["ended_at"]')") \
     || fail "the honest job was released $release s after its process died"
-# the attacker never saw the honest job's command or pid
-hj=$(nobody_api GET "/v1/jobs/$id")
-grep -q '"command"' <<<"$hj" && fail "another uid sees the command: $hj"
-grep -q '"pid"' <<<"$hj" && fail "another uid sees the pid: $hj"
-r=$(nobody_api DELETE "/v1/jobs/$id"); [ "${r##* }" = 403 ] || [ "${r##* }" = 409 ] || fail "attacker cancelled: $r"
 touch "$T/stop"; wait "$ATTACK" || true
 stats=$(tail -n1 "$T/attack.out")
+# the attacker never sees the honest job's command or pid, nor may end it
+hj=$(nobody_api GET "/v1/jobs/$id")
+[ "${hj##* }" = 200 ] || fail "attacker's read of job $id: $hj"
+grep -q '"command"' <<<"$hj" && fail "another uid sees the command: $hj"
+grep -q '"pid"' <<<"$hj" && fail "another uid sees the pid: $hj"
+r=$(nobody_api DELETE "/v1/jobs/$id"); [ "${r##* }" = 403 ] || fail "attacker's cancel: $r"
 [ "$(field "$stats" 'd["status"]')" -gt 0 ] || fail "the status flood never got through: $stats"
 check_ledger
 pass "under attack ($stats): honest job admitted $admit s after vram run started, released $release s after kill -9"
