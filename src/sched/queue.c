@@ -72,7 +72,7 @@ int vram_queue_rebuild(vram_sched_t *s)
         if (!queue_room(s)) return vram_fail(VRAM_ENOMEM, "out of memory");
         s->queue[s->nqueue++] = s->active[i];
     }
-    qsort(s->queue, s->nqueue, sizeof *s->queue, queue_order);
+    if (s->nqueue > 1) qsort(s->queue, s->nqueue, sizeof *s->queue, queue_order);
     vram_queue_compact(s);
     return 0;
 }

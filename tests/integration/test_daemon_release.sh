@@ -46,7 +46,10 @@ pass "kill -9 of vram run: reservation released, next job running after $d s"
 
 # kill -9 of the job's COMMAND: vram run reports it at once. C needs 60 GiB on
 # both GPUs, so it waits for B.
-"$VRAM" run --quiet --gpus 2 --mem 60GiB --name C -- sleep 0.3 >/dev/null 2>&1 &
+# C holds its GPUs until the test writes to the fifo $T/goC (a short sleep
+# could end before the test sees it running).
+mkfifo "$T/goC"
+"$VRAM" run --quiet --gpus 2 --mem 60GiB --name C -- sh -c "read _ <'$T/goC'" >/dev/null 2>&1 &
 C=$!
 watch_state 3 queued
 wait_line "$T/b.out" holding   # B's COMMAND holds its 60 GiB
@@ -55,6 +58,7 @@ t0=$(now)
 kill -9 "$child"
 watch_state 3 running
 d=$(started_within "$t0" 3) || fail "release after kill -9 of COMMAND took $d s"
+echo go >"$T/goC"
 wait "$C"
 set +e; wait "$B"; rc=$?; set -e
 [ $rc = 137 ] || fail "vram run should return 128+9 for a killed COMMAND, got $rc"
