@@ -117,7 +117,14 @@ VRAM_API const char *vram_build_id(void);
     X(PLACEMENT, STRING, "best-fit", "placement: best-fit or least-loaded")                        \
     X(BACKFILL, BOOL, "true", "start smaller queued jobs that fit while bigger ones wait")         \
     X(LEASE, SECONDS, "0", "job lease; unrenewed jobs are released (0 = watch pid only)")          \
-    X(SOCKET_MODE, STRING, "0660", "permissions of the vramd Unix socket (octal)")             \
+    X(SOCKET_MODE, STRING, "0660", "permissions of the vramd Unix socket (octal)")                 \
+    X(TOKEN_FILE, STRING, "", "file holding the TCP token (0600, owned by vramd's user)")         \
+    X(MAX_QUEUED_PER_USER, INT, "1000", "queued jobs per uid (0 = no limit; root is exempt)")     \
+    X(MAX_RUNNING_PER_USER, INT, "64", "running jobs per uid (0 = no limit; root is exempt)")     \
+    X(STATUS_CACHE, SECONDS, "0.25", "GET /v1/status reuses a device probe up to this old")      \
+    X(KILL_GRACE, SECONDS, "10", "cancel of a running job: SIGKILL this long after SIGTERM")      \
+    X(MAX_CONNECTIONS_PER_PEER, INT, "32", "open connections per socket uid or TCP address")     \
+    X(REQUEST_TIMEOUT, SECONDS, "10", "seconds a connection may idle or dribble a request")        \
     /* watch: monitoring (docs/monitoring.md) */                                                   \
     X(WATCH_INTERVAL, SECONDS, "1", "vramd samples the devices this often")                        \
     X(WATCH_HISTORY, SECONDS, "1h", "full-rate history kept (older: per-minute mean and max)")     \
@@ -180,6 +187,13 @@ VRAM_API int vram_parse_seconds(const char *text, double *out);
 VRAM_API const char *vram_format_size(uint64_t bytes, char *buf, size_t len);
 /* Bytes as GiB (double), for tables. */
 VRAM_API double vram_gib(uint64_t bytes);
+/* Copies `in` into out[0..len) for printing to a terminal or a log: control
+ * characters, DEL, C1 controls, backslash and bytes that are not valid UTF-8
+ * become \n, \t, \\ or \xHH, so a client string cannot move the cursor,
+ * change colours or forge a log line. Always NUL-terminates (when len > 0);
+ * returns the length the whole escaped text needs (like snprintf). NULL in is
+ * "". Thread-safe. */
+VRAM_API size_t vram_escape_text(const char *in, char *out, size_t len);
 
 /* Monotonic clock in nanoseconds. */
 VRAM_API uint64_t vram_now_ns(void);
@@ -187,11 +201,6 @@ VRAM_API uint64_t vram_now_ns(void);
 /* Levenshtein distance of the first 63 bytes of a and b (for "did you
  * mean"). Neither may be NULL. Thread-safe. */
 VRAM_API size_t vram_edit_distance(const char *a, const char *b);
-/* Copies `in` (NULL = "") into out[len] with control characters, DEL and C1
- * controls written as \xNN and '\' as "\\", so a client's string cannot
- * move a terminal's cursor or forge a log line; cut at len-1. Returns out.
- * Thread-safe. */
-VRAM_API const char *vram_escape_text(const char *in, char *out, size_t len);
 
 /* ===================================================================== */
 /* core: the table of common GPU models (sim specs, `vram plan --gpu-name`) */
@@ -833,8 +842,16 @@ typedef struct {
      * (seconds; 0 = query the devices for every decision). Reservations are
      * always current; only outside usage may be this old. */
     double probe_interval_s;
-    /* Called (under the scheduler lock: must not call vram_sched_*) after
-     * each state change, e.g. to log it; NULL = none. */
+    double status_cache_s;   /* GET /v1/status may reuse an observation this old */
+    int max_queued_per_uid;  /* submissions past it are refused (EBUSY); 0 = none; root exempt */
+    int max_running_per_uid; /* admission holds a uid's further jobs back; 0 = none; root exempt */
+    /* Cancelling a running job sends SIGTERM to its process group (its pid
+     * alone when that group is the scheduler's own), then SIGKILL after this
+     * many seconds if it still runs; < 0 = signal nothing. */
+    double kill_grace_s;
+    /* Called after each state change once its transaction has committed
+     * (never for rolled-back work), outside the scheduler lock, in order,
+     * e.g. to log it: must not block long; NULL = none. */
     void (*on_event)(void *arg, const vram_job_t *job, const char *kind, const char *message);
     void *event_arg;
 } vram_sched_config_t;
@@ -882,6 +899,13 @@ VRAM_API void vram_sched_shutdown(vram_sched_t *s);
 VRAM_API int vram_sched_job(vram_sched_t *s, int64_t id, vram_job_t *out);
 /* Waits until job `id` is no longer QUEUED or timeout_ms passes; copies it. */
 VRAM_API int vram_sched_wait(vram_sched_t *s, int64_t id, int timeout_ms, vram_job_t *out);
+/* Waits until job `id` is in another state than `from` (a vram_job_state_t,
+ * or VRAM_JOB_MISSING: until it is submitted) or timeout_ms passes; copies
+ * it. ENOENT when the job does not exist (after the wait, for MISSING).
+ * Thread-safe; returns at once after vram_sched_shutdown. */
+#define VRAM_JOB_MISSING (-1)
+VRAM_API int vram_sched_wait_change(vram_sched_t *s, int64_t id, int from, int timeout_ms,
+                                    vram_job_t *out);
 /* JSON documents (malloc'd, caller frees; NULL on ENOMEM, for an unknown
  * job id, or when the devices cannot be read for the status): one job; the jobs
  * (active first, then up to `limit` ended ones, newest first); the memory
@@ -890,6 +914,14 @@ VRAM_API char *vram_sched_job_json(vram_sched_t *s, int64_t id);
 VRAM_API char *vram_sched_jobs_json(vram_sched_t *s, int limit);
 VRAM_API char *vram_sched_status_json(vram_sched_t *s);
 VRAM_API char *vram_sched_devices_json(vram_sched_t *s);
+/* The same views as one reader sees them (the plain ones are root's view):
+ * a uid sees the pid and command of its own jobs only (root: of all);
+ * VRAM_VIEWER_ANONYMOUS (an unauthenticated TCP reader) sees no job at all
+ * (job/jobs return NULL) and a status without the names of pending jobs. */
+#define VRAM_VIEWER_ANONYMOUS ((int64_t)-1)
+VRAM_API char *vram_sched_job_json_for(vram_sched_t *s, int64_t id, int64_t viewer);
+VRAM_API char *vram_sched_jobs_json_for(vram_sched_t *s, int limit, int64_t viewer);
+VRAM_API char *vram_sched_status_json_for(vram_sched_t *s, int64_t viewer);
 /* The event log of one job, oldest first: {"id", "events": [{"at", "kind",
  * "message"}]}; NULL for an unknown id (ENOENT) or a store error. */
 VRAM_API char *vram_sched_events_json(vram_sched_t *s, int64_t id);
@@ -965,6 +997,26 @@ VRAM_API void vram_oom_scan_init(vram_oom_scan_t *s);
 VRAM_API const char *vram_oom_scan_feed(vram_oom_scan_t *s, const char *data, size_t n);
 /* The i-th recognized message (static), NULL past the end. */
 VRAM_API const char *vram_oom_message(size_t i);
+/* Why a request body was refused: the HTTP status (400: malformed JSON or a
+ * wrong type; 422: a bad value), a short code ("bad_json", "bad_type",
+ * "unknown_field", "invalid_value") and a message that names the field. */
+typedef struct {
+    int status;
+    char code[24];
+    char message[256];
+} vram_request_error_t;
+/* Decodes the JSON body of POST /v1/jobs (text need not be NUL-terminated)
+ * into *out: unknown fields, wrong types, out-of-range values, sizes (integer
+ * or "10GiB") above 2^60 bytes, strings with a NUL and -0 are refused. Uid is
+ * left 0 and timeout_s -1 (the daemon's default) when absent. Returns 0, or
+ * EPARSE (err->status 400) / EINVAL (422) with *err filled. Thread-safe. */
+VRAM_API int vram_job_request_decode(const char *text, size_t len, vram_job_request_t *out,
+                                     vram_request_error_t *err);
+/* Decodes the body of POST /v1/jobs/{id}/finish: {"exit_status": -1000..1000,
+ * "error": "..."}, both optional (an empty body is exit status 0). `error`
+ * gets the text (error_len bytes at most). Errors as above. */
+VRAM_API int vram_job_finish_decode(const char *text, size_t len, int *exit_status, char *error,
+                                    size_t error_len, vram_request_error_t *err);
 
 /* Memory per GPU of a job at batch b (degradation formula above). */
 VRAM_API uint64_t vram_job_mem_at_batch(const vram_job_request_t *req, uint32_t batch);

@@ -7,6 +7,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
 
 int vram_read_file(const char *path, size_t limit, char **text, size_t *len)
 {
@@ -41,5 +43,23 @@ int vram_read_file(const char *path, size_t limit, char **text, size_t *len)
     buf[used] = '\0';
     *text = buf;
     *len = used;
+    return 0;
+}
+
+int vram_private_dir(const char *dir, bool create, mode_t mode)
+{
+    if (create && mkdir(dir, mode) != 0 && errno != EEXIST)
+        return vram_fail(VRAM_EIO, "cannot create directory %s: %s", dir, strerror(errno));
+    struct stat st;
+    if (lstat(dir, &st) != 0)
+        return vram_fail(VRAM_EIO, "directory %s: %s", dir, strerror(errno));
+    if (!S_ISDIR(st.st_mode))
+        return vram_fail(VRAM_EPERM, "%s is not a directory (or is a symlink)", dir);
+    if (st.st_uid != geteuid())
+        return vram_fail(VRAM_EPERM, "directory %s belongs to uid %u, not to this uid %u", dir,
+                         (unsigned)st.st_uid, (unsigned)geteuid());
+    if (st.st_mode & 022)
+        return vram_fail(VRAM_EPERM, "directory %s is writable by %s (mode %03o): refused", dir,
+                         st.st_mode & 002 ? "others" : "its group", (unsigned)(st.st_mode & 0777));
     return 0;
 }

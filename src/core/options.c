@@ -118,7 +118,9 @@ const char *vram_option_str(vram_option_t opt)
 {
     if (!valid(opt)) return "";
     if (overrides[opt]) return overrides[opt];
-    const char *env = getenv(table[opt].env);
+    /* secure_getenv: a set-uid or capability-raised process ignores the
+     * environment (library paths, databases) of whoever started it. */
+    const char *env = secure_getenv(table[opt].env);
     return env ? env : table[opt].def;
 }
 

@@ -57,6 +57,34 @@ bool vram_proc_alive(pid_t pid, uint64_t start_time)
     return start_time == 0 || st == start_time;
 }
 
+bool vram_proc_owner(pid_t pid, uid_t *uid, bool *kernel_thread)
+{
+    char path[64], line[256];
+    if (pid <= 0) return false;
+    snprintf(path, sizeof path, "/proc/%d/status", (int)pid);
+    FILE *f = fopen(path, "re");
+    if (!f) return false;
+    bool found = false;
+    unsigned long u = 0;
+    while (!found && fgets(line, sizeof line, f))
+        found = sscanf(line, "Uid: %lu", &u) == 1;
+    fclose(f);
+    /* flags is field 9 of stat, after the last ')' the 7th */
+    char buf[1024];
+    snprintf(path, sizeof path, "/proc/%d/stat", (int)pid);
+    f = fopen(path, "re");
+    if (!f) return false;
+    size_t n = fread(buf, 1, sizeof buf - 1, f);
+    fclose(f);
+    buf[n] = '\0';
+    char *p = strrchr(buf, ')');
+    unsigned long flags = 0;
+    if (!found || !p || sscanf(p + 1, " %*c %*d %*d %*d %*d %*d %lu", &flags) != 1) return false;
+    *uid = (uid_t)u;
+    *kernel_thread = (flags & 0x00200000UL) != 0; /* PF_KTHREAD */
+    return true;
+}
+
 pid_t vram_proc_parent(pid_t pid)
 {
     pid_t pp = 0;

@@ -17,6 +17,9 @@ uint64_t vram_proc_start_time(pid_t pid);
 bool vram_proc_alive(pid_t pid, uint64_t start_time);
 /* Parent pid; 0 when unknown. */
 pid_t vram_proc_parent(pid_t pid);
+/* Real uid of a process (/proc/<pid>/status) and whether it is a kernel
+ * thread (PF_KTHREAD in /proc/<pid>/stat); false when it does not exist. */
+bool vram_proc_owner(pid_t pid, uid_t *uid, bool *kernel_thread);
 /* Command name from /proc/<pid>/comm; "" when unknown. */
 void vram_proc_name(pid_t pid, char *buf, size_t len);
 

@@ -42,6 +42,8 @@ typedef struct {
     char *body;        /* malloc'd JSON */
     const char *allow; /* Allow header for 405 */
     const char *content_type; /* NULL = application/json */
+    char allow_buf[64];
+    bool close; /* answer, then close the connection */
 } vramd_response_t;
 
 typedef struct {
@@ -55,6 +57,10 @@ typedef struct {
 
 /* routes.c: answers one request; always fills resp (status and body). */
 void vramd_route(vramd_state_t *d, const vramd_request_t *req, vramd_response_t *resp);
+/* Fills r with a JSON error {"error": {"code", "message"}} (the message is
+ * escaped: it may quote client input). */
+void vramd_error(vramd_response_t *r, int status, const char *code, const char *fmt, ...)
+    __attribute__((format(printf, 4, 5)));
 
 /* submit.c (vram submit): the spawn part of POST /v1/jobs checked and
  * serialized (malloc'd; NULL with resp filled when refused: TCP, another
@@ -69,10 +75,20 @@ void vramd_submit_stop(void);
 void vramd_submit_event(const vram_job_t *job, const char *kind);
 void vramd_job_output(vramd_state_t *d, const vramd_request_t *req, vramd_response_t *resp,
                       int64_t id);
-/* watch_routes.c, dashboard.c: monitoring routes (/metrics, /v1/history,
- * /v1/alerts, /v1/peaks, /v1/watch, the dashboard). true when the request was
- * theirs and resp is filled. */
-bool vramd_watch_route(vramd_state_t *d, const vramd_request_t *req, vramd_response_t *resp);
+/* watch_routes.c: the monitoring routes' handlers (rows of routes.c's table):
+ * GET /metrics, /v1/watch, /v1/history, /v1/alerts, /v1/peaks, and
+ * POST /v1/peaks/reset. */
+void vramd_watch_metrics(vramd_state_t *d, const vramd_request_t *q, vramd_response_t *r,
+                         int64_t id);
+void vramd_watch_sample(vramd_state_t *d, const vramd_request_t *q, vramd_response_t *r, int64_t id);
+void vramd_watch_history(vramd_state_t *d, const vramd_request_t *q, vramd_response_t *r,
+                         int64_t id);
+void vramd_watch_alerts(vramd_state_t *d, const vramd_request_t *q, vramd_response_t *r, int64_t id);
+void vramd_watch_peaks(vramd_state_t *d, const vramd_request_t *q, vramd_response_t *r, int64_t id);
+void vramd_watch_reset_peaks(vramd_state_t *d, const vramd_request_t *q, vramd_response_t *r,
+                             int64_t id);
+/* dashboard.c: the dashboard's embedded files on TCP; true when the request
+ * was one of them and resp is filled. */
 bool vramd_dashboard_route(vramd_state_t *d, const vramd_request_t *req, vramd_response_t *resp);
 /* Opens and starts the watch on the daemon's devices, scheduler and database. */
 int vramd_watch_start(vramd_state_t *d, vram_ctx_t *ctx, vram_sched_t *sched, const char *db);
@@ -81,6 +97,25 @@ int vramd_watch_start(vramd_state_t *d, vram_ctx_t *ctx, vram_sched_t *sched, co
 typedef struct vramd_http vramd_http_t;
 int vramd_http_start(vramd_state_t *d, int fd, vramd_transport_t transport, vramd_http_t **out);
 void vramd_http_stop(vramd_http_t *h);
+
+/* guard.c: per-peer connection limits and request deadlines of a listener.
+ * opened/closed come from libmicrohttpd's connection notifications;
+ * answering(true) once a request has arrived in full, (false) after its
+ * reply (the next request's deadline starts). per_peer 0 or timeout_s 0 turn
+ * either limit off. Thread-safe. */
+typedef struct vramd_guard vramd_guard_t;
+int vramd_guard_start(unsigned per_peer, double timeout_s, vramd_guard_t **out);
+void vramd_guard_stop(vramd_guard_t *g);
+void vramd_guard_opened(vramd_guard_t *g, int fd, void **socket_context);
+void vramd_guard_closed(vramd_guard_t *g, void *socket_context);
+void vramd_guard_answering(vramd_guard_t *g, void *socket_context, bool answering);
+
+/* lock.c: takes an exclusive lock on path (created with mode, never through
+ * a symlink) for the process's life and writes the pid into it; EBUSY names
+ * the pid holding it and `what` it guards. lock_devices locks each device of
+ * ctx (the state file of simulated ones), up to max fds. */
+int vramd_lock(const char *path, const char *what, mode_t mode, int *out);
+int vramd_lock_devices(vram_ctx_t *ctx, int *fds, int max, int *n);
 
 /* serve.c: `vramd [options]` / `vram serve [options]`; returns the exit code. */
 int vramd_main(int argc, char **argv, const char *prog);

@@ -4,12 +4,14 @@
 #include "daemon/daemon.h"
 
 #include <microhttpd.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
 
 struct vramd_http {
     struct MHD_Daemon *mhd;
+    vramd_guard_t *guard;
     vramd_state_t *d;
     vramd_transport_t transport;
 };
@@ -19,6 +21,71 @@ typedef struct {
     size_t len;
     bool too_large;
 } body_t;
+
+/* libmicrohttpd's own messages (a client that closed early, a malformed
+ * request) go to vramd's log at debug level, escaped like every line. */
+static void mhd_log(void *cls, const char *fmt, va_list ap)
+{
+    (void)cls;
+    char msg[512];
+    vsnprintf(msg, sizeof msg, fmt, ap);
+    msg[strcspn(msg, "\n")] = 0;
+    vramd_log("debug", "libmicrohttpd: %s", msg);
+}
+
+static int hex_digit(char c)
+{
+    return c >= '0' && c <= '9'   ? c - '0'
+           : c >= 'a' && c <= 'f' ? c - 'a' + 10
+           : c >= 'A' && c <= 'F' ? c - 'A' + 10
+                                  : -1;
+}
+
+/* Percent-decoding of the path and query values in place. A %00 becomes DEL
+ * (0x7f) instead of a NUL, which would cut the string and route
+ * "/v1/jobs/1%00/x" as "/v1/jobs/1"; the router refuses control characters
+ * with a 400. */
+static size_t unescape(void *cls, struct MHD_Connection *c, char *s)
+{
+    (void)cls;
+    (void)c;
+    char *out = s;
+    for (const char *p = s; *p; p++) {
+        int hi, lo;
+        if (*p == '%' && (hi = hex_digit(p[1])) >= 0 && (lo = hex_digit(p[2])) >= 0) {
+            char b = (char)(hi * 16 + lo);
+            *out++ = b ? b : 0x7f;
+            p += 2;
+        } else {
+            *out++ = *p;
+        }
+    }
+    *out = 0;
+    return (size_t)(out - s);
+}
+
+static enum MHD_Result first_key(void *cls, enum MHD_ValueKind kind, const char *key,
+                                 const char *value)
+{
+    (void)kind;
+    (void)value;
+    *(const char **)cls = key;
+    return MHD_NO; /* the first is enough */
+}
+
+/* A raw NUL in the request line ("DELETE /v1/jobs/1\0/x HTTP/1.1") cuts the
+ * url libmicrohttpd hands over to its prefix. libmicrohttpd 0.9.75 parses the
+ * line in place: the path is followed by its query arguments, if any, then by
+ * the version; anything else between them was hidden behind a NUL. When the
+ * layout is not that one (another libmicrohttpd), nothing is refused. */
+static bool hides_a_nul(struct MHD_Connection *c, const char *url, const char *version)
+{
+    const char *end = url + strlen(url) + 1, *key = NULL;
+    if (version <= url || version - url > 65536) return false;
+    MHD_get_connection_values(c, MHD_GET_ARGUMENT_KIND, first_key, &key);
+    if (key) return key > url && key < version && key != end;
+    return end != version;
+}
 
 static const char *query_value(void *arg, const char *key)
 {
@@ -67,7 +134,6 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *c, const cha
                                   const char *method, const char *version, const char *upload_data,
                                   size_t *upload_size, void **con_cls)
 {
-    (void)version;
     vramd_http_t *h = cls;
     body_t *b = *con_cls;
     if (!b) {
@@ -104,8 +170,15 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *c, const cha
         .transport = h->transport,
     };
     authorize(c, &q);
-    vramd_response_t r;
-    vramd_route(h->d, &q, &r);
+    const union MHD_ConnectionInfo *ci =
+        MHD_get_connection_info(c, MHD_CONNECTION_INFO_SOCKET_CONTEXT);
+    vramd_guard_answering(h->guard, ci ? ci->socket_context : NULL, true);
+    vramd_response_t r = {0};
+    if (hides_a_nul(c, url, version)) {
+        vramd_error(&r, 400, "bad_path", "the request line holds a NUL byte in its path");
+        r.close = true;
+    } else
+        vramd_route(h->d, &q, &r);
     size_t len = strlen(r.body);
     struct MHD_Response *resp = MHD_create_response_from_buffer(len, r.body, MHD_RESPMEM_MUST_FREE);
     if (!resp) {
@@ -115,6 +188,7 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *c, const cha
     MHD_add_response_header(resp, "Content-Type",
                             r.content_type ? r.content_type : "application/json");
     if (r.allow) MHD_add_response_header(resp, "Allow", r.allow);
+    if (r.close) MHD_add_response_header(resp, "Connection", "close");
     if (r.status >= 400 && strcmp(method, "GET"))
         vramd_log("debug", "%s %s -> %d", method, url, r.status);
     enum MHD_Result ret = MHD_queue_response(c, (unsigned)r.status, resp);
@@ -122,12 +196,28 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *c, const cha
     return ret;
 }
 
+static void on_connection(void *cls, struct MHD_Connection *c, void **socket_context,
+                          enum MHD_ConnectionNotificationCode toe)
+{
+    vramd_http_t *h = cls;
+    if (toe == MHD_CONNECTION_NOTIFY_CLOSED) {
+        vramd_guard_closed(h->guard, *socket_context);
+        *socket_context = NULL;
+        return;
+    }
+    const union MHD_ConnectionInfo *info =
+        MHD_get_connection_info(c, MHD_CONNECTION_INFO_CONNECTION_FD);
+    if (info) vramd_guard_opened(h->guard, info->connect_fd, socket_context);
+}
+
 static void on_completed(void *cls, struct MHD_Connection *c, void **con_cls,
                          enum MHD_RequestTerminationCode toe)
 {
-    (void)cls;
-    (void)c;
+    vramd_http_t *h = cls;
     (void)toe;
+    const union MHD_ConnectionInfo *ci =
+        MHD_get_connection_info(c, MHD_CONNECTION_INFO_SOCKET_CONTEXT);
+    vramd_guard_answering(h->guard, ci ? ci->socket_context : NULL, false);
     body_t *b = *con_cls;
     if (b) {
         free(b->buf);
@@ -143,13 +233,30 @@ int vramd_http_start(vramd_state_t *d, int fd, vramd_transport_t transport, vram
     if (!h) return vram_fail(VRAM_ENOMEM, "out of memory");
     h->d = d;
     h->transport = transport;
+    long long per_peer = 0;
+    double timeout = 0;
+    int rc = vram_option_int(VRAM_OPT_MAX_CONNECTIONS_PER_PEER, &per_peer);
+    if (rc == 0) rc = vram_option_double(VRAM_OPT_REQUEST_TIMEOUT, &timeout);
+    if (rc == 0 && (per_peer < 0 || per_peer > 100000 || timeout < 0))
+        rc = vram_fail(VRAM_EINVAL,
+                       "VRAM_MAX_CONNECTIONS_PER_PEER / VRAM_REQUEST_TIMEOUT out of range");
+    if (rc == 0) rc = vramd_guard_start((unsigned)per_peer, timeout, &h->guard);
+    if (rc) {
+        free(h);
+        return rc;
+    }
     unsigned flags = MHD_USE_THREAD_PER_CONNECTION | MHD_USE_INTERNAL_POLLING_THREAD |
                      MHD_USE_POLL | MHD_USE_ERROR_LOG;
-    h->mhd = MHD_start_daemon(flags, 0, NULL, NULL, on_request, h, MHD_OPTION_LISTEN_SOCKET, fd,
-                              MHD_OPTION_NOTIFY_COMPLETED, on_completed, h,
-                              MHD_OPTION_CONNECTION_TIMEOUT, (unsigned)300,
+    h->mhd = MHD_start_daemon(flags, 0, NULL, NULL, on_request, h,                    //
+                              MHD_OPTION_LISTEN_SOCKET, fd,                          //
+                              MHD_OPTION_NOTIFY_COMPLETED, on_completed, h,          //
+                              MHD_OPTION_NOTIFY_CONNECTION, on_connection, h,        //
+                              MHD_OPTION_UNESCAPE_CALLBACK, unescape, NULL,          //
+                              MHD_OPTION_EXTERNAL_LOGGER, mhd_log, NULL,             //
+                              MHD_OPTION_CONNECTION_TIMEOUT, (unsigned)300,          //
                               MHD_OPTION_CONNECTION_LIMIT, (unsigned)512, MHD_OPTION_END);
     if (!h->mhd) {
+        vramd_guard_stop(h->guard);
         free(h);
         return vram_fail(VRAM_EIO, "libmicrohttpd could not start on the %s listener",
                          transport == VRAMD_UNIX ? "Unix socket" : "TCP");
@@ -162,5 +269,6 @@ void vramd_http_stop(vramd_http_t *h)
 {
     if (!h) return;
     MHD_stop_daemon(h->mhd);
+    vramd_guard_stop(h->guard);
     free(h);
 }

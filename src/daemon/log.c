@@ -25,13 +25,16 @@ void vramd_log(const char *level, const char *fmt, ...)
     gmtime_r(&ts.tv_sec, &tm);
     char when[32];
     strftime(when, sizeof when, "%Y-%m-%dT%H:%M:%S", &tm);
+    /* Messages quote client strings (names, paths, errors): escaped, one
+     * line each, so none can forge a log line or drive a terminal. */
+    char msg[2048], safe[4096];
     va_list ap;
     va_start(ap, fmt);
+    vsnprintf(msg, sizeof msg, fmt, ap);
+    va_end(ap);
+    vram_escape_text(msg, safe, sizeof safe);
     pthread_mutex_lock(&lock);
-    fprintf(stderr, "%s.%03ldZ vramd %s: ", when, ts.tv_nsec / 1000000, level);
-    vfprintf(stderr, fmt, ap);
-    fputc('\n', stderr);
+    fprintf(stderr, "%s.%03ldZ vramd %s: %s\n", when, ts.tv_nsec / 1000000, level, safe);
     fflush(stderr);
     pthread_mutex_unlock(&lock);
-    va_end(ap);
 }

@@ -1,6 +1,6 @@
-/* The /v1 API: request bodies are checked field by field (wrong type -> 400,
- * bad value -> 422, both naming the field) before anything reaches the
- * scheduler, so bad input never changes state. */
+/* The /v1 API: one table of routes (method, path pattern, who may call it,
+ * handler). Request bodies are decoded by libvram (vram_job_request_decode)
+ * before anything reaches the scheduler, so bad input never changes state. */
 #include "daemon/daemon.h"
 
 #include <errno.h>
@@ -26,45 +26,16 @@ static void reply(vramd_response_t *r, int status, json_t *v)
     reply_text(r, status, text);
 }
 
-static void error(vramd_response_t *r, int status, const char *code, const char *fmt, ...)
-    __attribute__((format(printf, 4, 5)));
-/* Replaces each byte that is not part of a valid UTF-8 sequence with '?':
- * messages quote client input (paths, bodies), and JSON strings must be
- * UTF-8, or the error reply itself would fail. */
-static void make_utf8(char *s)
+void vramd_error(vramd_response_t *r, int status, const char *code, const char *fmt, ...)
 {
-    unsigned char *p = (unsigned char *)s;
-    while (*p) {
-        size_t n = *p < 0x80           ? 1
-                   : (*p >> 5) == 0x6  ? 2
-                   : (*p >> 4) == 0xe  ? 3
-                   : (*p >> 3) == 0x1e ? 4
-                                       : 0;
-        size_t k = 1;
-        while (k < n && (p[k] & 0xc0) == 0x80)
-            k++;
-        /* Overlong forms, surrogates and code points above U+10FFFF too. */
-        bool ok = n && k == n && !(n == 2 && *p < 0xc2) && !(n == 3 && *p == 0xe0 && p[1] < 0xa0) &&
-                  !(n == 3 && *p == 0xed && p[1] >= 0xa0) &&
-                  !(n == 4 && *p == 0xf0 && p[1] < 0x90) &&
-                  !(n == 4 && (*p > 0xf4 || (*p == 0xf4 && p[1] >= 0x90)));
-        if (!ok) {
-            *p++ = '?';
-            continue;
-        }
-        p += n;
-    }
-}
-
-static void error(vramd_response_t *r, int status, const char *code, const char *fmt, ...)
-{
-    char msg[512];
+    char msg[512], safe[1024];
     va_list ap;
     va_start(ap, fmt);
     vsnprintf(msg, sizeof msg, fmt, ap);
     va_end(ap);
-    make_utf8(msg);
-    reply(r, status, json_pack("{s:{s:s,s:s}}", "error", "code", code, "message", msg));
+    /* Messages quote client input; JSON strings must be valid UTF-8. */
+    vram_escape_text(msg, safe, sizeof safe);
+    reply(r, status, json_pack("{s:{s:s,s:s}}", "error", "code", code, "message", safe));
 }
 
 /* Maps a libvram error to an HTTP status and code. */
@@ -73,234 +44,27 @@ static void vram_error(vramd_response_t *r, int rc)
     const char *msg = *vram_last_error() ? vram_last_error() : vram_strerror(rc);
     switch (rc) {
     case VRAM_EINVAL:
-        error(r, 422, "invalid_value", "%s", msg);
+        vramd_error(r, 422, "invalid_value", "%s", msg);
         break;
     case VRAM_ENOENT:
-        error(r, 404, "not_found", "%s", msg);
+        vramd_error(r, 404, "not_found", "%s", msg);
         break;
     case VRAM_EPERM:
-        error(r, 403, "forbidden", "%s", msg);
+        vramd_error(r, 403, "forbidden", "%s", msg);
         break;
     case VRAM_ESTATE:
-        error(r, 409, "conflict", "%s", msg);
+        vramd_error(r, 409, "conflict", "%s", msg);
+        break;
+    case VRAM_EBUSY:
+        vramd_error(r, 429, "quota", "%s", msg);
         break;
     default:
-        error(r, 500, "internal", "%s", msg);
+        vramd_error(r, 500, "internal", "%s", msg);
         break;
     }
 }
 
-static void method_not_allowed(vramd_response_t *r, const char *method, const char *allow)
-{
-    error(r, 405, "method_not_allowed", "%s is not allowed here (allowed: %s)", method, allow);
-    r->allow = allow;
-}
-
-/* ---- body parsing ---------------------------------------------------------- */
-
-/* Parses the body as a JSON object; on failure fills r and returns NULL. */
-static json_t *parse_body(const vramd_request_t *q, vramd_response_t *r, bool required)
-{
-    if (q->body_too_large) {
-        error(r, 413, "too_large", "request body is larger than %d bytes", VRAMD_MAX_BODY);
-        return NULL;
-    }
-    if (q->body_len == 0 && !required) return json_object();
-    if (q->body_len == 0) {
-        error(r, 400, "bad_json", "request body is empty; a JSON object is required");
-        return NULL;
-    }
-    json_error_t e;
-    json_t *v = json_loadb(q->body, q->body_len, JSON_REJECT_DUPLICATES, &e);
-    if (!v) {
-        error(r, 400, "bad_json", "malformed JSON at line %d, column %d: %s", e.line, e.column,
-              e.text);
-        return NULL;
-    }
-    if (!json_is_object(v)) {
-        json_decref(v);
-        error(r, 400, "bad_json", "the body must be a JSON object");
-        return NULL;
-    }
-    return v;
-}
-
-typedef struct {
-    vramd_response_t *r;
-    bool failed;
-} check_t;
-
-/* Integer field in [lo, hi]; absent leaves *out unchanged. */
-static void get_int(check_t *c, json_t *o, const char *key, long long lo, long long hi,
-                    long long *out)
-{
-    json_t *v = json_object_get(o, key);
-    if (c->failed || !v || json_is_null(v)) return;
-    if (!json_is_integer(v)) {
-        error(c->r, 400, "bad_type", "field \"%s\" must be an integer", key);
-        c->failed = true;
-        return;
-    }
-    long long x = json_integer_value(v);
-    if (x < lo || x > hi) {
-        error(c->r, 422, "invalid_value", "field \"%s\" is %lld; it must be between %lld and %lld",
-              key, x, lo, hi);
-        c->failed = true;
-        return;
-    }
-    *out = x;
-}
-
-/* A size: an integer number of bytes or a string like "10GiB". */
-static void get_size(check_t *c, json_t *o, const char *key, uint64_t *out)
-{
-    json_t *v = json_object_get(o, key);
-    if (c->failed || !v || json_is_null(v)) return;
-    if (json_is_string(v)) {
-        uint64_t b;
-        if (vram_parse_size(json_string_value(v), &b) != 0) {
-            error(c->r, 422, "invalid_value", "field \"%s\": %s", key, vram_last_error());
-            c->failed = true;
-            return;
-        }
-        *out = b;
-        return;
-    }
-    long long x = 0;
-    get_int(c, o, key, 0, (1LL << 60), &x);
-    if (!c->failed) *out = (uint64_t)x;
-}
-
-static void get_string(check_t *c, json_t *o, const char *key, char *buf, size_t len)
-{
-    json_t *v = json_object_get(o, key);
-    if (c->failed || !v || json_is_null(v)) return;
-    if (!json_is_string(v)) {
-        error(c->r, 400, "bad_type", "field \"%s\" must be a string", key);
-        c->failed = true;
-        return;
-    }
-    if (json_string_length(v) >= len) {
-        error(c->r, 422, "invalid_value", "field \"%s\" is longer than %zu characters", key,
-              len - 1);
-        c->failed = true;
-        return;
-    }
-    snprintf(buf, len, "%s", json_string_value(v));
-}
-
-static void get_number(check_t *c, json_t *o, const char *key, double lo, double hi, double *out)
-{
-    json_t *v = json_object_get(o, key);
-    if (c->failed || !v || json_is_null(v)) return;
-    if (!json_is_number(v)) {
-        error(c->r, 400, "bad_type", "field \"%s\" must be a number", key);
-        c->failed = true;
-        return;
-    }
-    double x = json_number_value(v);
-    if (!isfinite(x) || x < lo || x > hi) {
-        error(c->r, 422, "invalid_value", "field \"%s\" is %g; it must be between %g and %g", key,
-              x, lo, hi);
-        c->failed = true;
-        return;
-    }
-    *out = x;
-}
-
-static bool only_known_fields(check_t *c, json_t *o, const char *const *known)
-{
-    const char *key;
-    json_t *v;
-    json_object_foreach(o, key, v)
-    {
-        bool ok = false;
-        for (const char *const *k = known; *k; k++)
-            if (!strcmp(*k, key)) ok = true;
-        if (!ok) {
-            error(c->r, 400, "unknown_field", "unknown field \"%s\"", key);
-            c->failed = true;
-            return false;
-        }
-    }
-    return true;
-}
-
-static bool parse_job_request(json_t *o, vramd_response_t *r, vram_job_request_t *q)
-{
-    static const char *const known[] = {
-        "name",    "mem_bytes",  "gpus",           "priority",         "timeout_s", "pid",
-        "command", "batch_size", "min_batch_size", "per_sample_bytes", "devices",   "max_batch_size",
-        NULL};
-    check_t c = {r, false};
-    memset(q, 0, sizeof *q);
-    q->timeout_s = -1;
-    q->gpus = 0;
-    if (!only_known_fields(&c, o, known)) return false;
-    if (!json_object_get(o, "mem_bytes")) {
-        error(r, 422, "invalid_value", "field \"mem_bytes\" is required (bytes per GPU)");
-        return false;
-    }
-    long long gpus = 0, prio = 0, pid = 0, batch = 0, minb = 0, maxb = 0;
-    get_string(&c, o, "name", q->name, sizeof q->name);
-    get_string(&c, o, "command", q->command, sizeof q->command);
-    get_size(&c, o, "mem_bytes", &q->mem_bytes);
-    get_int(&c, o, "gpus", 1, VRAM_SCHED_MAX_GPUS, &gpus);
-    get_int(&c, o, "priority", -1000000, 1000000, &prio);
-    get_number(&c, o, "timeout_s", 0, 365.0 * 86400, &q->timeout_s);
-    get_int(&c, o, "pid", 0, (1LL << 31) - 1, &pid); /* pid_t range */
-    get_int(&c, o, "batch_size", 0, 1LL << 30, &batch);
-    get_int(&c, o, "min_batch_size", 0, 1LL << 30, &minb);
-    get_int(&c, o, "max_batch_size", 0, 1LL << 30, &maxb);
-    get_size(&c, o, "per_sample_bytes", &q->per_sample_bytes);
-    json_t *devs = json_object_get(o, "devices");
-    if (!c.failed && devs && !json_is_null(devs)) {
-        if (!json_is_array(devs) || json_array_size(devs) > VRAM_SCHED_MAX_GPUS) {
-            error(r, 400, "bad_type",
-                  "field \"devices\" must be an array of at most %d device "
-                  "indexes",
-                  VRAM_SCHED_MAX_GPUS);
-            return false;
-        }
-        size_t i;
-        json_t *d;
-        json_array_foreach(devs, i, d)
-        {
-            if (!json_is_integer(d)) {
-                error(r, 400, "bad_type", "field \"devices\" must hold integers");
-                return false;
-            }
-            long long x = json_integer_value(d);
-            if (x < 0 || x >= 1024) {
-                error(r, 422, "invalid_value", "field \"devices\": no device %lld", x);
-                return false;
-            }
-            q->pinned[q->npinned++] = (int)x;
-        }
-    }
-    if (c.failed) return false;
-    if (q->mem_bytes == 0) {
-        error(r, 422, "invalid_value", "field \"mem_bytes\" must be greater than 0");
-        return false;
-    }
-    q->gpus = (int)gpus;
-    q->priority = (int)prio;
-    q->pid = (pid_t)pid;
-    q->batch_size = (uint32_t)batch;
-    q->min_batch_size = (uint32_t)minb;
-    q->max_batch_size = (uint32_t)maxb;
-    return true;
-}
-
-/* ---- handlers -------------------------------------------------------------------- */
-
-static bool mutation_allowed(const vramd_request_t *q, vramd_response_t *r)
-{
-    if (q->may_mutate) return true;
-    error(r, q->deny_reason && strstr(q->deny_reason, "wrong") ? 401 : 403, "forbidden", "%s",
-          q->deny_reason ? q->deny_reason : "mutations are not allowed here");
-    return false;
-}
+/* ---- handlers ------------------------------------------------------------------ */
 
 /* The uid a mutation acts as: the socket peer, or root for the TCP token. */
 static uid_t actor(const vramd_request_t *q)
@@ -308,90 +72,199 @@ static uid_t actor(const vramd_request_t *q)
     return q->transport == VRAMD_UNIX ? q->uid : 0;
 }
 
-static void job_reply(vramd_state_t *d, vramd_response_t *r, int status, int64_t id)
+/* Who reads: the socket peer, root for the token, else an anonymous reader. */
+static int64_t viewer(const vramd_request_t *q)
 {
-    char *text = vram_sched_job_json(d->sched, id);
+    if (q->transport == VRAMD_UNIX) return q->may_mutate ? (int64_t)q->uid : VRAM_VIEWER_ANONYMOUS;
+    return q->may_mutate ? 0 : VRAM_VIEWER_ANONYMOUS;
+}
+
+static void job_reply(vramd_state_t *d, const vramd_request_t *q, vramd_response_t *r, int status,
+                      int64_t id)
+{
+    char *text = vram_sched_job_json_for(d->sched, id, viewer(q));
     if (!text) {
-        error(r, 404, "not_found", "no job %lld", (long long)id);
+        vramd_error(r, 404, "not_found", "no job %lld", (long long)id);
         return;
     }
     reply_text(r, status, text);
 }
 
-static void submit(vramd_state_t *d, const vramd_request_t *q, vramd_response_t *r)
+static bool body_fits(const vramd_request_t *q, vramd_response_t *r)
 {
-    if (!mutation_allowed(q, r)) return;
-    json_t *o = parse_body(q, r, true);
-    if (!o) return;
-    /* vram submit: what vramd starts itself (submit.c) */
-    json_t *spawn = json_incref(json_object_get(o, "spawn"));
-    json_object_del(o, "spawn");
+    if (!q->body_too_large) return true;
+    vramd_error(r, 413, "too_large", "request body is larger than %d bytes", VRAMD_MAX_BODY);
+    return false;
+}
+
+/* POST /v1/jobs. A `vram submit` body also carries "spawn" (the command
+ * vramd starts itself, checked by submit.c); the rest is the job request. */
+static void submit(vramd_state_t *d, const vramd_request_t *q, vramd_response_t *r, int64_t id)
+{
+    (void)id;
+    if (!body_fits(q, r)) return;
+    json_t *body = json_loadb(q->body, q->body_len, JSON_REJECT_DUPLICATES, NULL);
+    json_t *spawn = json_is_object(body) ? json_incref(json_object_get(body, "spawn")) : NULL;
+    char *rest = NULL, *spec = NULL;
+    if (spawn) {
+        json_object_del(body, "spawn");
+        rest = json_dumps(body, JSON_COMPACT | JSON_PRESERVE_ORDER);
+    }
+    json_decref(body);
     vram_job_request_t req;
-    bool ok = parse_job_request(o, r, &req);
-    json_decref(o);
-    char *spec = ok && spawn ? vramd_submit_spec(d, q, r, spawn) : NULL;
-    json_decref(spawn);
-    if (!ok || (spawn && !spec)) return;
+    vram_request_error_t e;
+    if (vram_job_request_decode(rest ? rest : q->body, rest ? strlen(rest) : q->body_len, &req,
+                                &e) != 0) {
+        vramd_error(r, e.status, e.code, "%s", e.message);
+        goto out;
+    }
+    if (spawn && !(spec = vramd_submit_spec(d, q, r, spawn))) goto out;
     req.uid = q->transport == VRAMD_UNIX ? q->uid : d->daemon_uid;
-    if (spec) req.pid = 0; /* vramd's own process will be the job's */
+    if (spec) req.pid = 0; /* vramd's own monitor process will be the job's */
     req.spawn = spec;
     vram_job_t job;
     int rc = vram_sched_submit(d->sched, &req, &job);
-    free(spec);
     if (rc) {
         vram_error(r, rc);
-        return;
+        goto out;
     }
-    job_reply(d, r, 201, job.id);
+    job_reply(d, q, r, 201, job.id);
+out:
+    free(spec);
+    free(rest);
+    json_decref(spawn);
 }
 
 static void finish(vramd_state_t *d, const vramd_request_t *q, vramd_response_t *r, int64_t id)
 {
-    if (!mutation_allowed(q, r)) return;
-    json_t *o = parse_body(q, r, false);
-    if (!o) return;
-    static const char *const known[] = {"exit_status", "error", NULL};
-    check_t c = {r, false};
-    long long status = 0;
-    char err[256] = "";
-    only_known_fields(&c, o, known);
-    get_int(&c, o, "exit_status", -1000, 1000, &status);
-    get_string(&c, o, "error", err, sizeof err);
-    json_decref(o);
-    if (c.failed) return;
-    int rc = vram_sched_finish(d->sched, id, actor(q), (int)status, err);
+    if (!body_fits(q, r)) return;
+    int status;
+    char err[256];
+    vram_request_error_t e;
+    if (vram_job_finish_decode(q->body, q->body_len, &status, err, sizeof err, &e) != 0) {
+        vramd_error(r, e.status, e.code, "%s", e.message);
+        return;
+    }
+    int rc = vram_sched_finish(d->sched, id, actor(q), status, err);
     if (rc) {
         vram_error(r, rc);
         return;
     }
-    job_reply(d, r, 200, id);
+    job_reply(d, q, r, 200, id);
 }
 
+static void cancel(vramd_state_t *d, const vramd_request_t *q, vramd_response_t *r, int64_t id)
+{
+    int rc = vram_sched_cancel(d->sched, id, actor(q));
+    if (rc) {
+        vram_error(r, rc);
+        return;
+    }
+    job_reply(d, q, r, 200, id);
+}
+
+static void renew(vramd_state_t *d, const vramd_request_t *q, vramd_response_t *r, int64_t id)
+{
+    int rc = vram_sched_renew(d->sched, id, actor(q));
+    if (rc) {
+        vram_error(r, rc);
+        return;
+    }
+    job_reply(d, q, r, 200, id);
+}
+
+/* ?wait=S long-polls until the job leaves `since` (default: queued; a state
+ * name, or "missing" to wait for the job to be submitted), or with
+ * until=end (vram wait) until it has ended. */
 static void get_job(vramd_state_t *d, const vramd_request_t *q, vramd_response_t *r, int64_t id)
 {
     const char *wait = q->query ? q->query(q->query_arg, "wait") : NULL;
+    const char *since = q->query ? q->query(q->query_arg, "since") : NULL;
     if (wait) {
         char *end;
         double s = strtod(wait, &end);
         if (end == wait || *end || !isfinite(s) || s < 0 || s > 60) {
-            error(r, 400, "bad_query", "wait=%s: expected seconds between 0 and 60", wait);
+            vramd_error(r, 400, "bad_query", "wait=%s: expected seconds between 0 and 60", wait);
+            return;
+        }
+        int from = VRAM_JOB_QUEUED;
+        if (since)
+            from = !strcmp(since, "missing") ? VRAM_JOB_MISSING : vram_job_state_parse(since);
+        if (since && from == -1 && strcmp(since, "missing")) {
+            vramd_error(r, 400, "bad_query", "since=%s: expected a job state or \"missing\"",
+                        since);
+            return;
+        }
+        const char *until = q->query ? q->query(q->query_arg, "until") : NULL;
+        if (until && strcmp(until, "end")) {
+            vramd_error(r, 400, "bad_query", "until=%s: expected \"end\"", until);
             return;
         }
         vram_job_t job;
-        const char *until = q->query ? q->query(q->query_arg, "until") : NULL;
-        int rc = until && !strcmp(until, "end") /* vram wait */
-                     ? vram_sched_wait_end(d->sched, id, (int)(s * 1000), &job)
-                     : vram_sched_wait(d->sched, id, (int)(s * 1000), &job);
+        int rc = until ? vram_sched_wait_end(d->sched, id, (int)(s * 1000), &job)
+                       : vram_sched_wait_change(d->sched, id, from, (int)(s * 1000), &job);
         if (rc) {
             vram_error(r, rc);
             return;
         }
     }
-    job_reply(d, r, 200, id);
+    job_reply(d, q, r, 200, id);
 }
 
-static void health(vramd_state_t *d, vramd_response_t *r)
+static void events(vramd_state_t *d, const vramd_request_t *q, vramd_response_t *r, int64_t id)
 {
+    vram_job_t job;
+    int rc = vram_sched_job(d->sched, id, &job);
+    if (rc == 0 && actor(q) != 0 && job.req.uid != actor(q))
+        rc = vram_fail(VRAM_EPERM, "the events of job %lld are visible to its owner and root",
+                       (long long)id);
+    char *text = rc ? NULL : vram_sched_events_json(d->sched, id);
+    if (!text) {
+        vram_error(r, rc ? rc : VRAM_ENOENT);
+        return;
+    }
+    reply_text(r, 200, text);
+}
+
+static void list_jobs(vramd_state_t *d, const vramd_request_t *q, vramd_response_t *r, int64_t id)
+{
+    (void)id;
+    const char *lim = q->query ? q->query(q->query_arg, "limit") : NULL;
+    long limit = 100;
+    if (lim) {
+        char *end;
+        errno = 0;
+        limit = strtol(lim, &end, 10);
+        if (errno || end == lim || *end || limit < 0 || limit > 100000) {
+            vramd_error(r, 400, "bad_query", "limit=%s: expected 0 to 100000", lim);
+            return;
+        }
+    }
+    reply_text(r, 200, vram_sched_jobs_json_for(d->sched, (int)limit, viewer(q)));
+}
+
+static void status(vramd_state_t *d, const vramd_request_t *q, vramd_response_t *r, int64_t id)
+{
+    (void)id;
+    char *t = vram_sched_status_json_for(d->sched, viewer(q));
+    if (!t) {
+        vramd_error(r, 500, "internal", "cannot read devices: %s", vram_last_error());
+        return;
+    }
+    reply_text(r, 200, t);
+}
+
+static void devices(vramd_state_t *d, const vramd_request_t *q, vramd_response_t *r, int64_t id)
+{
+    (void)q;
+    (void)id;
+    reply_text(r, 200, vram_sched_devices_json(d->sched));
+}
+
+static void health(vramd_state_t *d, const vramd_request_t *q, vramd_response_t *r, int64_t id)
+{
+    (void)q;
+    (void)id;
     struct timespec ts;
     clock_gettime(CLOCK_REALTIME, &ts);
     double now = (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
@@ -401,8 +274,11 @@ static void health(vramd_state_t *d, vramd_response_t *r)
                     "tcp", d->tcp_address));
 }
 
-static void config(vramd_response_t *r)
+static void config(vramd_state_t *d, const vramd_request_t *q, vramd_response_t *r, int64_t id)
 {
+    (void)d;
+    (void)q;
+    (void)id;
     json_t *o = json_object();
     for (int i = 0; i < VRAM_OPT_COUNT_; i++) {
         const char *v = vram_option_str((vram_option_t)i);
@@ -411,6 +287,51 @@ static void config(vramd_response_t *r)
     }
     reply(r, 200, json_pack("{s:o}", "options", o));
 }
+
+/* GET /v1/jobs/{id}/output: a submitted job's output so far (vram attach). */
+static void output(vramd_state_t *d, const vramd_request_t *q, vramd_response_t *r, int64_t id)
+{
+    vramd_job_output(d, q, r, id);
+}
+
+/* ---- the table ------------------------------------------------------------------ */
+
+/* Who may call a route: anyone who can connect (aggregates only), an
+ * identified reader (a Unix-socket peer or a token holder; it sees other
+ * users' jobs without their private fields), or an identified caller that may
+ * change state (ownership is then checked by the scheduler). */
+typedef enum { ANYONE, READER, MUTATOR } who_t;
+
+typedef void (*handler_fn)(vramd_state_t *d, const vramd_request_t *q, vramd_response_t *r,
+                           int64_t id);
+
+/* "{id}" in a pattern matches one path segment holding a job id. */
+static const struct route {
+    const char *method;
+    const char *pattern;
+    who_t who;
+    handler_fn handler;
+} routes[] = {
+    {"GET", "/v1/health", ANYONE, health},
+    {"GET", "/v1/status", ANYONE, status},
+    {"GET", "/v1/devices", ANYONE, devices},
+    {"GET", "/v1/config", READER, config},
+    {"GET", "/v1/jobs", READER, list_jobs},
+    {"POST", "/v1/jobs", MUTATOR, submit},
+    {"GET", "/v1/jobs/{id}", READER, get_job},
+    {"DELETE", "/v1/jobs/{id}", MUTATOR, cancel},
+    {"POST", "/v1/jobs/{id}/finish", MUTATOR, finish},
+    {"POST", "/v1/jobs/{id}/renew", MUTATOR, renew},
+    {"GET", "/v1/jobs/{id}/events", READER, events},
+    {"GET", "/v1/jobs/{id}/output", READER, output},
+    /* monitoring (watch_routes.c, docs/monitoring.md): aggregates, no command lines */
+    {"GET", "/metrics", ANYONE, vramd_watch_metrics},
+    {"GET", "/v1/watch", ANYONE, vramd_watch_sample},
+    {"GET", "/v1/history", ANYONE, vramd_watch_history},
+    {"GET", "/v1/alerts", ANYONE, vramd_watch_alerts},
+    {"GET", "/v1/peaks", ANYONE, vramd_watch_peaks},
+    {"POST", "/v1/peaks/reset", MUTATOR, vramd_watch_reset_peaks},
+};
 
 static bool parse_id(const char *text, size_t len, int64_t *id)
 {
@@ -424,166 +345,95 @@ static bool parse_id(const char *text, size_t len, int64_t *id)
     return v > 0;
 }
 
+typedef enum { NO_MATCH, MATCH, BAD_ID } match_t;
+
+/* Matches path against pattern segment by segment; *id gets "{id}". */
+static match_t match(const char *pattern, const char *path, int64_t *id)
+{
+    const char *p = pattern, *s = path;
+    while (*p && *s) {
+        if (!strncmp(p, "{id}", 4)) {
+            size_t n = strcspn(s, "/");
+            const char *pend = p + 4;
+            /* The rest of the path must fit the rest of the pattern first:
+             * "/v1/jobs/abc" is a bad id, "/v1/jobs/abc/x" no route. */
+            if ((strchr(s, '/') != NULL) != (*pend == '/')) return NO_MATCH;
+            if (!parse_id(s, n, id)) return BAD_ID;
+            p = pend;
+            s += n;
+            continue;
+        }
+        if (*p != *s) return NO_MATCH;
+        p++;
+        s++;
+    }
+    return *p || *s ? NO_MATCH : MATCH;
+}
+
+/* Refuses a caller the route does not admit; returns true when allowed. */
+static bool admitted(const struct route *rt, const vramd_request_t *q, vramd_response_t *r)
+{
+    if (rt->who == ANYONE || q->may_mutate) return true;
+    if (rt->who == READER)
+        vramd_error(r, 403, "forbidden",
+                    "without the token, TCP readers see aggregate status only (/v1/health, "
+                    "/v1/status, /v1/devices); jobs are visible on the Unix socket or with "
+                    "\"Authorization: Bearer TOKEN\"");
+    else
+        vramd_error(r, q->deny_reason && strstr(q->deny_reason, "wrong") ? 401 : 403, "forbidden",
+                    "%s", q->deny_reason ? q->deny_reason : "mutations are not allowed here");
+    return false;
+}
+
 void vramd_route(vramd_state_t *d, const vramd_request_t *q, vramd_response_t *r)
 {
     memset(r, 0, sizeof *r);
-    const char *m = q->method, *p = q->path;
-    bool get = !strcmp(m, "GET") || !strcmp(m, "HEAD"), post = !strcmp(m, "POST"),
-         del = !strcmp(m, "DELETE");
     vram_clear_error();
-    /* watch: monitoring routes live in watch_routes.c and dashboard.c */
-    if (vramd_watch_route(d, q, r) || vramd_dashboard_route(d, q, r)) return;
-    if (!strcmp(p, "/v1/health")) {
-        if (!get) {
-            method_not_allowed(r, m, "GET");
+    const char *m = !strcmp(q->method, "HEAD") ? "GET" : q->method, *p = q->path;
+    /* A NUL or control character (%00 decodes to one) must not route the
+     * request as a prefix of itself: the HTTP layer turns a decoded NUL into
+     * DEL (0x7f) so that it reaches this check. */
+    for (size_t i = 0; p[i]; i++)
+        if ((unsigned char)p[i] < 0x20 || p[i] == 0x7f) {
+            vramd_error(r, 400, "bad_path",
+                        "the path contains a NUL or control character at byte %zu", i);
+            r->close = true; /* a client that sends this is not worth keeping */
             return;
         }
-        {
-            health(d, r);
-            return;
+    const struct route *found = NULL;
+    int64_t id = 0;
+    size_t at = 0;
+    bool bad_id = false;
+    for (size_t i = 0; i < sizeof routes / sizeof routes[0]; i++) {
+        match_t mt = match(routes[i].pattern, p, &id);
+        bad_id |= mt == BAD_ID;
+        if (mt != MATCH) continue;
+        if (!strcmp(routes[i].method, m)) {
+            found = &routes[i];
+            break;
         }
+        /* the path exists: collect the methods it allows, for a 405 */
+        at += (size_t)snprintf(r->allow_buf + at, sizeof r->allow_buf - at, at ? ", %s" : "%s",
+                               routes[i].method);
+        if (at >= sizeof r->allow_buf) at = sizeof r->allow_buf - 1;
     }
-    if (!strcmp(p, "/v1/status")) {
-        if (!get) {
-            method_not_allowed(r, m, "GET");
-            return;
-        }
-        char *t = vram_sched_status_json(d->sched);
-        if (!t) {
-            error(r, 500, "internal", "cannot read devices: %s", vram_last_error());
-            return;
-        }
-        {
-            reply_text(r, 200, t);
-            return;
-        }
+    if (found) {
+        if (admitted(found, q, r)) found->handler(d, q, r, id);
+        return;
     }
-    if (!strcmp(p, "/v1/devices")) {
-        if (!get) {
-            method_not_allowed(r, m, "GET");
-            return;
-        }
-        {
-            reply_text(r, 200, vram_sched_devices_json(d->sched));
-            return;
-        }
+    if (at) {
+        vramd_error(r, 405, "method_not_allowed", "%s is not allowed here (allowed: %s)", q->method,
+                    r->allow_buf);
+        r->allow = r->allow_buf;
+        return;
     }
-    if (!strcmp(p, "/v1/config")) {
-        if (!get) {
-            method_not_allowed(r, m, "GET");
-            return;
-        }
-        {
-            config(r);
-            return;
-        }
+    if (vramd_dashboard_route(d, q, r)) return; /* the dashboard's files, on TCP */
+    if (bad_id) {
+        vramd_error(r, 404, "not_found", "no such job in \"%.60s\" (ids are positive integers)", p);
+        return;
     }
-    if (!strcmp(p, "/v1/jobs")) {
-        if (post) {
-            submit(d, q, r);
-            return;
-        }
-        if (!get) {
-            method_not_allowed(r, m, "GET, POST");
-            return;
-        }
-        const char *lim = q->query ? q->query(q->query_arg, "limit") : NULL;
-        long limit = 100;
-        if (lim) {
-            char *end;
-            errno = 0;
-            limit = strtol(lim, &end, 10);
-            if (errno || end == lim || *end || limit < 0 || limit > 100000) {
-                error(r, 400, "bad_query", "limit=%s: expected 0 to 100000", lim);
-                return;
-            }
-        }
-        {
-            reply_text(r, 200, vram_sched_jobs_json(d->sched, (int)limit));
-            return;
-        }
-    }
-    if (!strncmp(p, "/v1/jobs/", 9)) {
-        const char *rest = p + 9, *slash = strchr(rest, '/');
-        size_t idlen = slash ? (size_t)(slash - rest) : strlen(rest);
-        int64_t id;
-        if (!parse_id(rest, idlen, &id)) {
-            error(r, 404, "not_found", "no such job \"%.*s\" (ids are positive integers)",
-                  (int)(idlen > 40 ? 40 : idlen), rest);
-            return;
-        }
-        if (!slash) {
-            if (get) {
-                get_job(d, q, r, id);
-                return;
-            }
-            if (del) {
-                if (!mutation_allowed(q, r)) return;
-                int rc = vram_sched_cancel(d->sched, id, actor(q));
-                if (rc) {
-                    vram_error(r, rc);
-                    return;
-                }
-                {
-                    job_reply(d, r, 200, id);
-                    return;
-                }
-            }
-            {
-                method_not_allowed(r, m, "GET, DELETE");
-                return;
-            }
-        }
-        if (!strcmp(slash, "/finish")) {
-            if (!post) {
-                method_not_allowed(r, m, "POST");
-                return;
-            }
-            {
-                finish(d, q, r, id);
-                return;
-            }
-        }
-        if (!strcmp(slash, "/output")) { /* vram attach (submit.c) */
-            if (!get) {
-                method_not_allowed(r, m, "GET");
-                return;
-            }
-            vramd_job_output(d, q, r, id);
-            return;
-        }
-        if (!strcmp(slash, "/events")) {
-            if (!get) {
-                method_not_allowed(r, m, "GET");
-                return;
-            }
-            char *text = vram_sched_events_json(d->sched, id);
-            if (!text) {
-                error(r, 404, "not_found", "no job %lld", (long long)id);
-                return;
-            }
-            reply_text(r, 200, text);
-            return;
-        }
-        if (!strcmp(slash, "/renew")) {
-            if (!post) {
-                method_not_allowed(r, m, "POST");
-                return;
-            }
-            if (!mutation_allowed(q, r)) return;
-            int rc = vram_sched_renew(d->sched, id, actor(q));
-            if (rc) {
-                vram_error(r, rc);
-                return;
-            }
-            {
-                job_reply(d, r, 200, id);
-                return;
-            }
-        }
-    }
-    error(r, 404, "not_found",
-          "no route %s %s (the API is under /v1: health, status, devices, "
-          "config, jobs)",
-          m, p);
+    vramd_error(r, 404, "not_found",
+                "no route %s %s (the API is under /v1: health, status, devices, config, jobs, "
+                "watch, history, alerts, peaks; /metrics)",
+                q->method, p);
 }

@@ -13,6 +13,9 @@
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/un.h>
+#include <grp.h>
+#include <sys/file.h>
+#include "core/file.h"
 #include <time.h>
 #include <unistd.h>
 
@@ -34,22 +37,31 @@ static void usage(FILE *out, const char *prog)
                 vram_option_help((vram_option_t)i), vram_option_default((vram_option_t)i));
 }
 
-static int mkdirs(const char *path_of_file)
+/* The directory of a file the daemon keeps: created (with its parents) when
+ * missing if `create`, then, if `check`, refused unless owned by the daemon's
+ * user and writable by nobody else. `mode` is what it gets when created (the
+ * umask is 077). */
+static int own_dir(const char *path_of_file, bool create, bool check, mode_t mode)
 {
     char dir[512];
     snprintf(dir, sizeof dir, "%s", path_of_file);
     char *slash = strrchr(dir, '/');
-    if (!slash || slash == dir) return 0;
-    *slash = 0;
-    for (char *p = dir + 1; *p; p++) {
-        if (*p != '/') continue;
-        *p = 0;
-        mkdir(dir, 0755);
-        *p = '/';
+    if (!slash) return 0; /* the working directory */
+    if (slash == dir)
+        slash[1] = 0;
+    else
+        *slash = 0;
+    struct stat st;
+    if (create && stat(dir, &st) != 0) {
+        for (char *p = dir + 1; *p; p++) {
+            if (*p != '/') continue;
+            *p = 0;
+            if (mkdir(dir, 0755) == 0) chmod(dir, 0755); /* parents: like mkdir -p */
+            *p = '/';
+        }
+        if (mkdir(dir, mode) == 0) chmod(dir, mode);
     }
-    if (mkdir(dir, 0755) != 0 && errno != EEXIST)
-        return vram_fail(VRAM_EIO, "cannot create directory %s: %s", dir, strerror(errno));
-    return 0;
+    return check ? vram_private_dir(dir, false, mode) : 0;
 }
 
 static int listen_unix(const char *path, mode_t mode, int *out)
@@ -58,7 +70,9 @@ static int listen_unix(const char *path, mode_t mode, int *out)
     if (strlen(path) >= sizeof a.sun_path)
         return vram_fail(VRAM_EINVAL, "socket path %s is too long", path);
     snprintf(a.sun_path, sizeof a.sun_path, "%s", path);
-    int rc = mkdirs(path);
+    /* The default socket directory is checked; an explicit socket may live
+     * wherever its operator put it (its parents are created as before). */
+    int rc = own_dir(path, true, !*vram_option_str(VRAM_OPT_SOCKET), 0755);
     if (rc) return rc;
     int fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
     if (fd < 0) return vram_fail(VRAM_EIO, "socket: %s", strerror(errno));
@@ -68,8 +82,11 @@ static int listen_unix(const char *path, mode_t mode, int *out)
         return vram_fail(VRAM_EBUSY, "another vramd is already listening on %s", path);
     }
     unlink(path);
+    /* The system daemon's socket belongs to group vram when it exists: its
+     * members may connect (mode 0660), nobody else. */
+    struct group *vram_group = geteuid() == 0 ? getgrnam("vram") : NULL;
     if (bind(fd, (struct sockaddr *)&a, sizeof a) != 0 || chmod(path, mode) != 0 ||
-        listen(fd, 256) != 0) {
+        (vram_group && chown(path, (uid_t)-1, vram_group->gr_gid) != 0) || listen(fd, 256) != 0) {
         rc = vram_fail(VRAM_EIO, "cannot listen on %s: %s", path, strerror(errno));
         close(fd);
         return rc;
@@ -141,12 +158,28 @@ static int listen_tcp(const char *spec, int *out, char *actual, size_t len)
 
 static _Atomic int stopping;
 
+/* A persistent error (a full disk) fails every tick: report it when it
+ * starts, once a minute while it lasts, and when it ends. */
 static void *scheduler_thread(void *arg)
 {
     vram_sched_t *s = arg;
+    uint64_t last_report = 0, failures = 0;
     while (!stopping) {
         int rc = vram_sched_run_once(s, 100);
-        if (rc < 0) vramd_log("error", "scheduler: %s", vram_last_error());
+        uint64_t now = vram_now_ns();
+        if (rc < 0) {
+            failures++;
+            if (failures == 1 || now - last_report >= 60000000000ULL) {
+                vramd_log("error",
+                          "scheduler: %s (%llu failed ticks so far; reported once a minute)",
+                          vram_last_error(), (unsigned long long)failures);
+                last_report = now;
+            }
+        } else if (failures) {
+            vramd_log("info", "scheduler: recovered after %llu failed ticks",
+                      (unsigned long long)failures);
+            failures = 0;
+        }
     }
     return NULL;
 }
@@ -203,6 +236,13 @@ static int parse_flags(int argc, char **argv, const char *prog, bool *foreground
         memcpy(name, a + 2, nlen);
         name[nlen] = 0;
         int opt = vram_option_find(name);
+        if (opt == VRAM_OPT_TOKEN) {
+            fprintf(stderr,
+                    "%s: the token is never given on the command line (ps would show it): use "
+                    "--token-file FILE or VRAM_TOKEN_FILE (or VRAM_TOKEN in the environment)\n",
+                    prog);
+            return 2;
+        }
         if (opt < 0) {
             fprintf(stderr, "%s: unknown option \"%s\"\nTry '%s --help'.\n", prog, a, prog);
             return 2;
@@ -221,6 +261,36 @@ static int parse_flags(int argc, char **argv, const char *prog, bool *foreground
         }
     }
     return 0;
+}
+
+/* VRAM_TOKEN_FILE: the token's first line, from a regular file of the
+ * daemon's user that nobody else may read (0600). */
+static int load_token_file(const char *path)
+{
+    int fd = open(path, O_RDONLY | O_NOFOLLOW | O_CLOEXEC);
+    if (fd < 0) return vram_fail(VRAM_EIO, "token file %s: %s", path, strerror(errno));
+    struct stat st;
+    char buf[1024];
+    int rc = 0;
+    ssize_t n = 0;
+    if (fstat(fd, &st) != 0 || !S_ISREG(st.st_mode))
+        rc = vram_fail(VRAM_EPERM, "token file %s is not a regular file", path);
+    else if (st.st_uid != geteuid() || (st.st_mode & 077))
+        rc = vram_fail(VRAM_EPERM,
+                       "token file %s must belong to uid %u and be readable by it alone (chmod "
+                       "600); it is uid %u, mode %03o",
+                       path, (unsigned)geteuid(), (unsigned)st.st_uid,
+                       (unsigned)(st.st_mode & 0777));
+    else if ((n = read(fd, buf, sizeof buf - 1)) <= 0)
+        rc = vram_fail(VRAM_EINVAL, "token file %s is empty", path);
+    close(fd);
+    if (rc) return rc;
+    buf[n] = 0;
+    buf[strcspn(buf, "\r\n")] = 0;
+    if (!*buf) return vram_fail(VRAM_EINVAL, "token file %s: the first line is empty", path);
+    rc = vram_option_set(VRAM_OPT_TOKEN, buf);
+    memset(buf, 0, sizeof buf);
+    return rc;
 }
 
 /* Forks into the background; the parent exits once the child is listening. */
@@ -251,8 +321,15 @@ static int daemonize(int *notify_fd)
 int vramd_main(int argc, char **argv, const char *prog)
 {
     bool foreground = false;
+    /* Everything vramd creates (database, -wal, -shm, locks) is its user's alone. */
+    umask(077);
     int rc = parse_flags(argc, argv, prog, &foreground);
     if (rc) return rc < 0 ? 0 : rc;
+    const char *token_file = vram_option_str(VRAM_OPT_TOKEN_FILE);
+    if (*token_file && load_token_file(token_file) != 0) {
+        fprintf(stderr, "%s: %s\n", prog, vram_last_error());
+        return 2;
+    }
 
     vramd_state_t d;
     memset(&d, 0, sizeof d);
@@ -281,6 +358,7 @@ int vramd_main(int argc, char **argv, const char *prog)
         return 1;
     }
     signal(SIGPIPE, SIG_IGN);
+    signal(SIGXFSZ, SIG_IGN); /* a file size limit fails the write (EFBIG), not the daemon */
     sigset_t stop;
     sigemptyset(&stop);
     sigaddset(&stop, SIGINT);
@@ -292,14 +370,26 @@ int vramd_main(int argc, char **argv, const char *prog)
     vram_sched_t *sched = NULL;
     vramd_http_t *unix_http = NULL, *tcp_http = NULL;
     int ufd = -1, tfd = -1, exit_code = 1;
+    int db_lock_fd = -1, dev_lock_fds[VRAM_SCHED_MAX_GPUS * 4], ndev_locks = 0;
     pthread_t thread;
     bool thread_started = false;
 
+    /* One vramd per database and per set of devices: the locks come before
+     * anything is recovered or admitted, so a refused start writes nothing. */
+    char db_lock[560];
+    snprintf(db_lock, sizeof db_lock, "%s.lock", db);
+    /* The database's directory: never created for an explicit VRAM_DB (a typo
+     * must not grow a tree), always private (others must not plant -wal). */
+    if (own_dir(db, !*vram_option_str(VRAM_OPT_DB), true, 0700) != 0 ||
+        vramd_lock(db_lock, "the database", 0600, &db_lock_fd) != 0) {
+        vramd_log("error", "%s", vram_last_error());
+        goto out;
+    }
     if (vram_ctx_open(&ctx) != 0) {
         vramd_log("error", "devices: %s", vram_last_error());
         goto out;
     }
-    if (mkdirs(db) != 0) {
+    if (vramd_lock_devices(ctx, dev_lock_fds, VRAM_SCHED_MAX_GPUS * 4, &ndev_locks) != 0) {
         vramd_log("error", "%s", vram_last_error());
         goto out;
     }
@@ -372,6 +462,9 @@ out:
     d.watch = NULL;
     vram_sched_close(sched);
     vram_ctx_close(ctx);
+    for (int i = 0; i < ndev_locks; i++)
+        close(dev_lock_fds[i]);
+    if (db_lock_fd >= 0) close(db_lock_fd); /* last: the database is closed */
     if (notify >= 0) close(notify);
     return exit_code;
 }

@@ -19,21 +19,7 @@ static void send_json(vramd_response_t *r, int status, char *body)
         body ? body : strdup("{\"error\":{\"code\":\"internal\",\"message\":\"out of memory\"}}");
 }
 
-static void fail(vramd_response_t *r, int status, const char *code, const char *fmt, ...)
-    __attribute__((format(printf, 4, 5)));
-static void fail(vramd_response_t *r, int status, const char *code, const char *fmt, ...)
-{
-    char msg[512];
-    va_list ap;
-    va_start(ap, fmt);
-    vsnprintf(msg, sizeof msg, fmt, ap);
-    va_end(ap);
-    json_t *o = json_pack("{s:{s:s,s:s}}", "error", "code", code, "message", msg);
-    /* the message quotes client input: jansson refuses invalid UTF-8 */
-    if (!o) o = json_pack("{s:{s:s,s:s}}", "error", "code", code, "message", "invalid request");
-    send_json(r, status, json_dumps(o, JSON_COMPACT | JSON_PRESERVE_ORDER));
-    json_decref(o);
-}
+#define fail vramd_error /* escapes the message (it quotes client input) */
 
 static void libvram_fail(vramd_response_t *r, int rc)
 {
@@ -46,11 +32,11 @@ static void libvram_fail(vramd_response_t *r, int rc)
         fail(r, 500, "internal", "%s", msg);
 }
 
-static bool only_get(const vramd_request_t *q, vramd_response_t *r)
+/* The watch is off only in tests and fuzzers that build a daemon without it. */
+static bool watching(const vramd_state_t *d, vramd_response_t *r)
 {
-    if (!strcmp(q->method, "GET") || !strcmp(q->method, "HEAD")) return true;
-    fail(r, 405, "method_not_allowed", "%.16s is not allowed here (allowed: GET)", q->method);
-    r->allow = "GET";
+    if (d->watch) return true;
+    fail(r, 404, "not_found", "monitoring is not running in this vramd");
     return false;
 }
 
@@ -79,8 +65,10 @@ static double unix_now(void)
     return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
 }
 
-static void history(vramd_state_t *d, const vramd_request_t *q, vramd_response_t *r)
+void vramd_watch_history(vramd_state_t *d, const vramd_request_t *q, vramd_response_t *r, int64_t id)
 {
+    (void)id;
+    if (!watching(d, r)) return;
     double now = unix_now(), device, to, from, step;
     if (!query_number(q, r, "device", 0, 1023, 0, &device) ||
         !query_number(q, r, "to", 0, 1e11, now, &to) ||
@@ -102,8 +90,10 @@ static void history(vramd_state_t *d, const vramd_request_t *q, vramd_response_t
     send_json(r, 200, text);
 }
 
-static void alerts(vramd_state_t *d, const vramd_request_t *q, vramd_response_t *r)
+void vramd_watch_alerts(vramd_state_t *d, const vramd_request_t *q, vramd_response_t *r, int64_t id)
 {
+    (void)id;
+    if (!watching(d, r)) return;
     double limit;
     if (!query_number(q, r, "limit", 0, 10000, 50, &limit)) return;
     char *text = vram_watch_alerts_json(d->watch, (int)limit);
@@ -116,18 +106,11 @@ static void alerts(vramd_state_t *d, const vramd_request_t *q, vramd_response_t 
 /* POST /v1/peaks/reset {"device": N} | {"job": ID} | {}: a job's peak may be
  * reset by its owner; device and global peaks, which every user sees, by
  * root or the daemon's own user. */
-static void reset_peaks(vramd_state_t *d, const vramd_request_t *q, vramd_response_t *r)
+void vramd_watch_reset_peaks(vramd_state_t *d, const vramd_request_t *q, vramd_response_t *r,
+                             int64_t id)
 {
-    if (strcmp(q->method, "POST")) {
-        fail(r, 405, "method_not_allowed", "%.16s is not allowed here (allowed: POST)", q->method);
-        r->allow = "POST";
-        return;
-    }
-    if (!q->may_mutate) {
-        fail(r, 403, "forbidden", "%s",
-             q->deny_reason ? q->deny_reason : "mutations are not allowed here");
-        return;
-    }
+    (void)id;
+    if (!watching(d, r)) return;
     if (q->body_too_large) {
         fail(r, 413, "too_large", "request body is larger than %d bytes", VRAMD_MAX_BODY);
         return;
@@ -190,29 +173,29 @@ static void reset_peaks(vramd_state_t *d, const vramd_request_t *q, vramd_respon
     send_json(r, 200, vram_watch_peaks_json(d->watch));
 }
 
-bool vramd_watch_route(vramd_state_t *d, const vramd_request_t *q, vramd_response_t *r)
+void vramd_watch_metrics(vramd_state_t *d, const vramd_request_t *q, vramd_response_t *r,
+                         int64_t id)
 {
-    const char *p = q->path;
-    if (!d->watch) return false;
-    if (!strcmp(p, "/metrics")) {
-        if (!only_get(q, r)) return true;
-        char *text = vram_watch_metrics_text(d->watch);
-        send_json(r, 200, text);
-        if (text) r->content_type = "text/plain; version=0.0.4; charset=utf-8";
-    } else if (!strcmp(p, "/v1/history")) {
-        if (only_get(q, r)) history(d, q, r);
-    } else if (!strcmp(p, "/v1/alerts")) {
-        if (only_get(q, r)) alerts(d, q, r);
-    } else if (!strcmp(p, "/v1/peaks")) {
-        if (only_get(q, r)) send_json(r, 200, vram_watch_peaks_json(d->watch));
-    } else if (!strcmp(p, "/v1/peaks/reset")) {
-        reset_peaks(d, q, r);
-    } else if (!strcmp(p, "/v1/watch")) {
-        if (only_get(q, r)) send_json(r, 200, vram_watch_sample_json(d->watch));
-    } else {
-        return false;
-    }
-    return true;
+    (void)q;
+    (void)id;
+    if (!watching(d, r)) return;
+    char *text = vram_watch_metrics_text(d->watch);
+    send_json(r, 200, text);
+    if (text) r->content_type = "text/plain; version=0.0.4; charset=utf-8";
+}
+
+void vramd_watch_peaks(vramd_state_t *d, const vramd_request_t *q, vramd_response_t *r, int64_t id)
+{
+    (void)q;
+    (void)id;
+    if (watching(d, r)) send_json(r, 200, vram_watch_peaks_json(d->watch));
+}
+
+void vramd_watch_sample(vramd_state_t *d, const vramd_request_t *q, vramd_response_t *r, int64_t id)
+{
+    (void)q;
+    (void)id;
+    if (watching(d, r)) send_json(r, 200, vram_watch_sample_json(d->watch));
 }
 
 static void watch_log_line(void *arg, const char *level, const char *message)

@@ -6,6 +6,9 @@
 #include <stddef.h>
 #include <string.h>
 
+/* A library path root may load: the file (after symlinks) and its directory
+ * belong to root and are writable by nobody else. EPERM names the culprit. */
+int vram_driver_path_trusted(const char *path);
 /* dlopen()s `path` (a file name searched like the dynamic linker does, or a
  * path). ENOLIB with "no NVIDIA driver: <path> not found" when it is absent,
  * ENOLIB naming dlerror() when it exists but cannot be loaded. */

@@ -11,6 +11,7 @@
  * Addresses are real, unique reservations of address space (PROT_NONE,
  * MAP_NORESERVE): never dereferenced, never overlapping, and they cost no
  * memory. */
+#include "core/file.h"
 #include "core/map.h"
 #include "device/backend.h"
 #include "core/proc.h"
@@ -77,14 +78,11 @@ typedef struct {
  * else can write (a planted /tmp/vram-<uid> must not capture our state). */
 static int private_dir(const char *dir)
 {
-    if (mkdir(dir, 0700) != 0 && errno != EEXIST)
-        return vram_fail(VRAM_EIO, "cannot create %s: %s", dir, strerror(errno));
-    struct stat st;
-    if (lstat(dir, &st) != 0 || !S_ISDIR(st.st_mode) || st.st_uid != geteuid() ||
-        (st.st_mode & 022))
-        return vram_fail(VRAM_EPERM,
-                         "%s is not a private directory of this user; set VRAM_SIM_STATE", dir);
-    return 0;
+    int rc = vram_private_dir(dir, true, 0700);
+    if (rc != VRAM_EPERM) return rc;
+    char why[256];
+    snprintf(why, sizeof why, "%s", vram_last_error());
+    return vram_fail(VRAM_EPERM, "%s; set VRAM_SIM_STATE", why);
 }
 
 static int state_path(const vram_sim_spec_t *spec, char *buf, size_t len)
@@ -248,9 +246,9 @@ static void sim_vmm_close(sim_t *s);
 
 static int map_state_file(sim_t *s)
 {
-    int flags = O_RDWR | O_CREAT | O_CLOEXEC;
-    if (!*vram_option_str(VRAM_OPT_SIM_STATE)) flags |= O_NOFOLLOW;
-    s->fd = open(s->path, flags, 0600);
+    /* Never through a symlink, even for an explicit VRAM_SIM_STATE: a link
+     * planted there must not make a root process write elsewhere. */
+    s->fd = open(s->path, O_RDWR | O_CREAT | O_CLOEXEC | O_NOFOLLOW, 0600);
     if (s->fd < 0)
         return vram_fail(VRAM_EIO, "cannot open sim state file %s: %s", s->path, strerror(errno));
     int rc = lock_table(s);
@@ -261,6 +259,17 @@ static int map_state_file(sim_t *s)
         return vram_fail(VRAM_EIO, "cannot stat %s: %s", s->path, strerror(errno));
     }
     bool fresh = st.st_size == 0;
+    uint64_t magic = 0;
+    if (!fresh && (!S_ISREG(st.st_mode) || st.st_uid != geteuid() ||
+                   pread(s->fd, &magic, sizeof magic, 0) != (ssize_t)sizeof magic ||
+                   magic != SIM_MAGIC)) {
+        /* Not ours: never overwrite a file that is not a sim state file. */
+        unlock_table(s);
+        return vram_fail(VRAM_EPERM,
+                         "%s is not a sim state file of this user: refusing to overwrite it "
+                         "(set VRAM_SIM_STATE to another file)",
+                         s->path);
+    }
     if (!fresh && st.st_size != (off_t)sizeof(sim_table_t)) {
         /* Another layout (an older vram): start over rather than misread it. */
         if (ftruncate(s->fd, 0) != 0) rc = vram_fail(VRAM_EIO, "cannot reset %s", s->path);

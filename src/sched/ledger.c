@@ -114,10 +114,10 @@ static int observe(vram_sched_t *s)
     return 0;
 }
 
-int vram_ledger_probe(vram_sched_t *s, sched_dev_t *devs, bool fresh)
+int vram_ledger_probe(vram_sched_t *s, sched_dev_t *devs, double max_age_s)
 {
-    uint64_t ttl = (uint64_t)(s->cfg.probe_interval_s * 1e9);
-    if (fresh || !s->obs_valid || ttl == 0 || vram_now_ns() - s->obs_ns >= ttl) {
+    uint64_t ttl = max_age_s > 0 ? (uint64_t)(max_age_s * 1e9) : 0;
+    if (!s->obs_valid || ttl == 0 || vram_now_ns() - s->obs_ns >= ttl) {
         int rc = observe(s);
         if (rc) return rc;
     }
@@ -129,7 +129,7 @@ int vram_ledger_probe(vram_sched_t *s, sched_dev_t *devs, bool fresh)
         uint64_t covered = 0;
         for (size_t i = 0; i < s->nactive; i++) {
             sched_job_t *j = s->active[i];
-            if (j->job.state != VRAM_JOB_RUNNING) continue;
+            if (j->job.state != VRAM_JOB_RUNNING || j->released) continue;
             int slot = placed_slot(j, d);
             if (slot < 0) continue;
             dv->reserved += j->job.reserved_bytes;

@@ -8,6 +8,7 @@
 #include <stdio.h>
 #include <string.h>
 #include <sys/syscall.h>
+#include <stdlib.h>
 #include <unistd.h>
 
 int vram_pid_open_fd(pid_t pid)
@@ -25,4 +26,54 @@ bool vram_pid_fd_exited(int pidfd)
 {
     struct pollfd p = {.fd = pidfd, .events = POLLIN};
     return poll(&p, 1, 0) > 0 && (p.revents & (POLLIN | POLLHUP | POLLERR));
+}
+
+/* The group to signal for a job's pid: its process group, unless that is
+ * init's or the scheduler's own (a daemon started from the same shell as its
+ * clients must not signal itself); then the pid alone (pgid 0). */
+static pid_t group_of(pid_t pid)
+{
+    pid_t pgid = getpgid(pid);
+    return pgid <= 1 || pgid == getpgrp() ? 0 : pgid;
+}
+
+static void signal_job(pid_t pid, pid_t pgid, int sig)
+{
+    if (pgid > 1)
+        (void)killpg(pgid, sig);
+    else
+        (void)kill(pid, sig);
+}
+
+void vram_pid_terminate(vram_sched_t *s, const sched_job_t *j, double now)
+{
+    pid_t pid = j->job.req.pid;
+    if (pid <= 1 || s->cfg.kill_grace_s < 0 || !vram_proc_alive(pid, j->pid_start)) return;
+    pid_t pgid = group_of(pid);
+    signal_job(pid, pgid, SIGTERM);
+    if (s->nkills == s->kills_cap) {
+        size_t cap = s->kills_cap ? s->kills_cap * 2 : 8;
+        sched_kill_t *a = realloc(s->kills, cap * sizeof *a);
+        if (!a) return; /* SIGTERM was sent; only the follow-up is lost */
+        s->kills = a;
+        s->kills_cap = cap;
+    }
+    s->kills[s->nkills++] = (sched_kill_t){pid, pgid, j->pid_start, now + s->cfg.kill_grace_s};
+}
+
+void vram_pid_kill_overdue(vram_sched_t *s, double now)
+{
+    size_t k = 0;
+    for (size_t i = 0; i < s->nkills; i++) {
+        sched_kill_t *x = &s->kills[i];
+        /* Only while the very process (pid and start time) lives: a group
+         * whose leader is gone may be a reused number. */
+        if (!vram_proc_alive(x->pid, x->pid_start)) continue;
+        if (now >= x->at) {
+            signal_job(x->pid, x->pgid, SIGKILL);
+            continue;
+        }
+        s->kills[k++] = *x;
+    }
+    s->nkills = k;
 }

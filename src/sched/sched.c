@@ -98,6 +98,21 @@ int vram_sched_config_from_options(vram_sched_config_t *cfg)
     const char *db = vram_option_str(VRAM_OPT_DB);
     cfg->db_path = *db ? db : NULL;
     cfg->probe_interval_s = 0.05; /* below the daemon's 100 ms tick */
+    if ((rc = vram_option_double(VRAM_OPT_STATUS_CACHE, &cfg->status_cache_s)) != 0) return rc;
+    if ((rc = vram_option_double(VRAM_OPT_KILL_GRACE, &cfg->kill_grace_s)) != 0) return rc;
+    static const struct {
+        vram_option_t opt;
+        const char *name;
+    } quotas[] = {{VRAM_OPT_MAX_QUEUED_PER_USER, "VRAM_MAX_QUEUED_PER_USER"},
+                  {VRAM_OPT_MAX_RUNNING_PER_USER, "VRAM_MAX_RUNNING_PER_USER"}};
+    int *quota_out[] = {&cfg->max_queued_per_uid, &cfg->max_running_per_uid};
+    for (int i = 0; i < 2; i++) {
+        if ((rc = vram_option_int(quotas[i].opt, &n)) != 0) return rc;
+        if (n < 0 || n > 10000000)
+            return vram_fail(VRAM_EINVAL, "%s: %lld is out of range (0 to 10000000)",
+                             quotas[i].name, n);
+        *quota_out[i] = (int)n;
+    }
     return 0;
 }
 
@@ -116,7 +131,7 @@ static int add_active(vram_sched_t *s, sched_job_t *j)
     return 0;
 }
 
-static sched_job_t *find_active(vram_sched_t *s, int64_t id)
+sched_job_t *vram_sched_find_active(vram_sched_t *s, int64_t id)
 {
     /* active is in arrival (id) order: binary search */
     size_t lo = 0, hi = s->nactive;
@@ -148,6 +163,7 @@ static void bury_fd(vram_sched_t *s, int fd)
 
 void vram_sched_drop_ended(vram_sched_t *s)
 {
+    vram_queue_compact(s); /* before the ended jobs are freed */
     size_t k = 0;
     for (size_t i = 0; i < s->nactive; i++) {
         sched_job_t *j = s->active[i];
@@ -159,6 +175,24 @@ void vram_sched_drop_ended(vram_sched_t *s)
         }
     }
     s->nactive = k;
+}
+
+/* Keeps a state change for on_event until the transaction commits; an event
+ * that cannot be kept (out of memory) is lost, never the state change. */
+static void defer_event(vram_sched_t *s, const vram_job_t *job, const char *kind,
+                        const char *message)
+{
+    if (s->nevents == s->events_cap) {
+        size_t cap = s->events_cap ? s->events_cap * 2 : 16;
+        sched_event_t *a = realloc(s->events, cap * sizeof *a);
+        if (!a) return;
+        s->events = a;
+        s->events_cap = cap;
+    }
+    sched_event_t *e = &s->events[s->nevents++];
+    e->job = *job;
+    snprintf(e->kind, sizeof e->kind, "%s", kind);
+    snprintf(e->message, sizeof e->message, "%s", message ? message : "");
 }
 
 int vram_sched_transition(vram_sched_t *s, sched_job_t *j, vram_job_state_t to, const char *kind,
@@ -181,7 +215,7 @@ int vram_sched_transition(vram_sched_t *s, sched_job_t *j, vram_job_state_t to, 
     }
     int rc = vram_store_update_job(s->store, &j->job);
     if (rc == 0) rc = vram_store_event(s->store, j->job.id, now, kind, message);
-    if (s->cfg.on_event) s->cfg.on_event(s->cfg.event_arg, &j->job, kind, message);
+    if (s->cfg.on_event) defer_event(s, &j->job, kind, message);
     pthread_cond_broadcast(&s->changed);
     return rc;
 }
@@ -197,23 +231,53 @@ static void resync(vram_sched_t *s)
         free(s->active[i]);
     }
     s->nactive = 0;
+    s->nqueue = 0;
     s->obs_valid = false;
-    if (vram_store_load_active(s->store, reload_one, s) != 0) return;
+    if (vram_store_load_active(s->store, reload_one, s) != 0 || vram_queue_rebuild(s) != 0) return;
     double now = vram_sched_now(s);
     for (size_t i = 0; i < s->nactive; i++) {
         sched_job_t *j = s->active[i];
         if (j->job.state != VRAM_JOB_RUNNING) continue;
         if (j->job.req.pid > 0) j->pidfd = vram_pid_open_fd(j->job.req.pid);
         j->lease_until = s->cfg.lease_s > 0 ? now + s->cfg.lease_s : 0;
+        /* The store could not record that its process ended (each tick
+         * tries again): its memory is free meanwhile, in memory. */
+        j->released = j->job.req.pid > 0 && !vram_proc_alive(j->job.req.pid, j->pid_start);
     }
     pthread_cond_broadcast(&s->changed);
 }
 
-/* Runs fn inside one transaction under the lock, then drops ended jobs. */
+/* Tells on_event the committed state changes, outside the scheduler lock but
+ * in commit order (deliver_lock is taken before the lock is released). */
+static void unlock_and_deliver(vram_sched_t *s)
+{
+    if (s->nevents == 0) {
+        pthread_mutex_unlock(&s->lock);
+        return;
+    }
+    /* Two buffers, swapped: the next operation fills one while this one is
+     * told from the other (the spare is guarded by deliver_lock). */
+    pthread_mutex_lock(&s->deliver_lock);
+    sched_event_t *ev = s->events;
+    size_t n = s->nevents, cap = s->events_cap;
+    s->events = s->spare_events;
+    s->events_cap = s->spare_cap;
+    s->nevents = 0;
+    pthread_mutex_unlock(&s->lock);
+    for (size_t i = 0; i < n; i++)
+        s->cfg.on_event(s->cfg.event_arg, &ev[i].job, ev[i].kind, ev[i].message);
+    s->spare_events = ev;
+    s->spare_cap = cap;
+    pthread_mutex_unlock(&s->deliver_lock);
+}
+
+/* Runs fn inside one transaction under the lock, then drops ended jobs. The
+ * state changes are told (on_event) only once the transaction committed. */
 static int locked_op(vram_sched_t *s, int (*fn)(vram_sched_t *, void *), void *arg)
 {
     pthread_mutex_lock(&s->lock);
     s->dirty = false;
+    s->nevents = 0;
     int rc = vram_store_begin(s->store);
     if (rc == 0) {
         rc = fn(s, arg);
@@ -222,6 +286,7 @@ static int locked_op(vram_sched_t *s, int (*fn)(vram_sched_t *, void *), void *a
             if (c) rc = c;
         }
         if (rc < 0) {
+            s->nevents = 0; /* rolled back: nothing happened */
             vram_store_rollback(s->store);
             if (s->dirty) {
                 /* keep the operation's error message, not resync's */
@@ -232,8 +297,9 @@ static int locked_op(vram_sched_t *s, int (*fn)(vram_sched_t *, void *), void *a
             }
         }
     }
+    if (rc < 0) s->nevents = 0; /* a failed begin or commit */
     vram_sched_drop_ended(s);
-    pthread_mutex_unlock(&s->lock);
+    unlock_and_deliver(s);
     return rc;
 }
 
@@ -320,6 +386,7 @@ int vram_sched_open(const vram_sched_config_t *cfg, vram_sched_t **out)
         s->dev = (vram_sched_devices_t){ctx_count, ctx_info, ctx_procs, cfg->ctx};
     s->wake[0] = s->wake[1] = -1;
     pthread_mutex_init(&s->lock, NULL);
+    pthread_mutex_init(&s->deliver_lock, NULL);
     pthread_condattr_t ca;
     pthread_condattr_init(&ca);
     pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
@@ -344,6 +411,7 @@ int vram_sched_open(const vram_sched_config_t *cfg, vram_sched_t **out)
     const char *path = cfg->db_path ? cfg->db_path : ":memory:";
     if ((rc = vram_store_open(path, &s->store)) != 0) goto fail;
     if ((rc = vram_store_load_active(s->store, reload_one, s)) != 0) goto fail;
+    if ((rc = vram_queue_rebuild(s)) != 0) goto fail;
     if ((rc = locked_op(s, recover, NULL)) < 0) goto fail;
     *out = s;
     return 0;
@@ -363,6 +431,11 @@ void vram_sched_close(vram_sched_t *s)
         close(s->dead_fds[i]);
     free(s->dead_fds);
     free(s->active);
+    free(s->queue);
+    free(s->events);
+    free(s->spare_events);
+    free(s->kills);
+    pthread_mutex_destroy(&s->deliver_lock);
     free(s->obs);
     vram_store_close(s->store);
     if (s->wake[0] >= 0) close(s->wake[0]);
@@ -378,6 +451,39 @@ typedef struct {
     const vram_job_request_t *req;
     vram_job_t *out;
 } submit_arg_t;
+
+/* The process whose exit releases a job must be the caller's own (root may
+ * name any): else one user could tie a job to another's process, or be
+ * signalled through it on cancel. Never pid 1 or a kernel thread. */
+static int check_pid(const vram_job_request_t *r)
+{
+    uid_t owner;
+    bool kthread;
+    if (!vram_proc_alive(r->pid, 0) || !vram_proc_owner(r->pid, &owner, &kthread))
+        return vram_fail(VRAM_EINVAL, "pid: process %d is not running", (int)r->pid);
+    if (r->pid == 1 || kthread)
+        return vram_fail(VRAM_EINVAL, "pid: process %d is %s, not a job's process", (int)r->pid,
+                         r->pid == 1 ? "init" : "a kernel thread");
+    if (r->uid != 0 && owner != r->uid)
+        return vram_fail(VRAM_EPERM, "pid: process %d belongs to uid %u, not to uid %u",
+                         (int)r->pid, (unsigned)owner, (unsigned)r->uid);
+    return 0;
+}
+
+/* One uid may not hold more than max_queued_per_uid queued jobs (root may). */
+static int check_queue_quota(vram_sched_t *s, const vram_job_request_t *r)
+{
+    int limit = s->cfg.max_queued_per_uid;
+    if (limit <= 0 || r->uid == 0) return 0;
+    int n = 0;
+    for (size_t i = 0; i < s->nqueue; i++)
+        if (s->queue[i]->job.state == VRAM_JOB_QUEUED && s->queue[i]->job.req.uid == r->uid) n++;
+    if (n < limit) return 0;
+    return vram_fail(VRAM_EBUSY,
+                     "uid %u already has %d queued jobs (MAX_QUEUED_PER_USER is %d): wait for "
+                     "some to start or cancel them",
+                     (unsigned)r->uid, n, limit);
+}
 
 static int validate(vram_sched_t *s, vram_job_request_t *r)
 {
@@ -411,8 +517,10 @@ static int validate(vram_sched_t *s, vram_job_request_t *r)
                          r->max_batch_size, r->min_batch_size, r->batch_size);
     if (!isfinite(r->timeout_s)) return vram_fail(VRAM_EINVAL, "timeout_s: must be finite");
     if (r->pid < 0) return vram_fail(VRAM_EINVAL, "pid: must not be negative");
-    if (r->pid > 0 && !vram_proc_alive(r->pid, 0))
-        return vram_fail(VRAM_EINVAL, "pid: process %d is not running", (int)r->pid);
+    if (r->pid > 0) {
+        int rc = check_pid(r);
+        if (rc) return rc;
+    }
 
     /* A request no device could ever hold would wait forever: refuse it. */
     uint64_t need = r->mem_bytes;
@@ -420,7 +528,7 @@ static int validate(vram_sched_t *s, vram_job_request_t *r)
         need = vram_job_mem_at_batch(r, r->min_batch_size ? r->min_batch_size : 1);
     sched_dev_t *devs = calloc((size_t)s->ndev + 1, sizeof *devs);
     if (!devs) return vram_fail(VRAM_ENOMEM, "out of memory");
-    int rc = vram_ledger_probe(s, devs, false);
+    int rc = vram_ledger_probe(s, devs, s->cfg.probe_interval_s);
     int fits = 0;
     uint64_t best = 0;
     for (int d = 0; rc == 0 && d < s->ndev; d++) {
@@ -453,6 +561,7 @@ static int do_submit(vram_sched_t *s, void *arg)
     r.command[sizeof r.command - 1] = 0;
     if (r.gpus == 0 && r.npinned == 0) r.gpus = 1;
     int rc = validate(s, &r);
+    if (rc == 0) rc = check_queue_quota(s, &r);
     if (rc) return rc;
     double now = vram_sched_now(s);
     if (r.timeout_s < 0) r.timeout_s = s->cfg.job_timeout_s;
@@ -475,7 +584,8 @@ static int do_submit(vram_sched_t *s, void *arg)
         free(j);
         return rc;
     }
-    rc = vram_queue_admit(s, now);
+    if ((rc = vram_queue_insert(s, j)) != 0) return rc; /* j is active: resync frees it */
+    rc = vram_queue_admit_only(s, j, now);
     if (rc < 0) return rc;
     *a->out = j->job;
     pthread_cond_broadcast(&s->changed);
@@ -505,7 +615,7 @@ typedef struct {
 
 static int owned(vram_sched_t *s, int64_t id, uid_t uid, sched_job_t **out)
 {
-    sched_job_t *j = find_active(s, id);
+    sched_job_t *j = vram_sched_find_active(s, id);
     if (!j) {
         vram_job_t old;
         int rc = vram_store_get_job(s->store, id, &old);
@@ -543,6 +653,7 @@ static int do_end(vram_sched_t *s, void *arg)
         char msg[96];
         snprintf(msg, sizeof msg, "cancelled by uid %u", (unsigned)a->uid);
         rc = vram_sched_transition(s, j, VRAM_JOB_CANCELLED, "cancelled", msg);
+        if (rc == 0 && a->kind == 0 && was_running) vram_pid_terminate(s, j, now);
     } else {
         j->job.exit_status = a->exit_status;
         char msg[300];
@@ -586,7 +697,7 @@ static int check_usage(vram_sched_t *s, double now)
 {
     sched_dev_t *devs = calloc((size_t)s->ndev + 1, sizeof *devs);
     if (!devs) return vram_fail(VRAM_ENOMEM, "out of memory");
-    int rc = vram_ledger_probe(s, devs, true);
+    int rc = vram_ledger_probe(s, devs, 0);
     free(devs);
     for (size_t i = 0; rc == 0 && i < s->nactive; i++) {
         sched_job_t *j = s->active[i];
@@ -605,11 +716,31 @@ static int check_usage(vram_sched_t *s, double now)
     return rc;
 }
 
+/* A tick's admission pass costs one placement per queued job: it is only
+ * worth it when memory may have been freed since the last pass (a job ended,
+ * which ticks count, or memory used outside vramd fell); frees through the
+ * API run their own pass (vram_queue_admit_only records what each saw). */
+static bool outside_use_fell(vram_sched_t *s)
+{
+    if (s->nqueue == 0) return false;
+    sched_dev_t *devs = calloc((size_t)s->ndev + 1, sizeof *devs);
+    if (!devs || vram_ledger_probe(s, devs, s->cfg.probe_interval_s) != 0) {
+        free(devs);
+        return true; /* cannot tell: try */
+    }
+    bool fell = false;
+    for (int d = 0; d < s->ndev; d++)
+        fell |= devs[d].unmanaged < s->unmanaged_seen[d];
+    free(devs);
+    return fell;
+}
+
 static int do_tick(vram_sched_t *s, void *arg)
 {
     (void)arg;
     double now = vram_sched_now(s);
     int changed = 0, rc;
+    vram_pid_kill_overdue(s, now);
     for (size_t i = 0; i < s->nactive; i++) {
         sched_job_t *j = s->active[i];
         if (j->job.state != VRAM_JOB_RUNNING) continue;
@@ -638,6 +769,7 @@ static int do_tick(vram_sched_t *s, void *arg)
         s->last_usage_check = now;
         if ((rc = check_usage(s, now)) < 0) return rc;
     }
+    if (changed == 0 && !outside_use_fell(s)) return 0; /* nothing could fit now */
     if ((rc = vram_queue_admit(s, now)) < 0) return rc;
     return changed + rc;
 }
@@ -702,7 +834,7 @@ int vram_sched_run_once(vram_sched_t *s, int timeout_ms)
 int vram_sched_job(vram_sched_t *s, int64_t id, vram_job_t *out)
 {
     pthread_mutex_lock(&s->lock);
-    sched_job_t *j = find_active(s, id);
+    sched_job_t *j = vram_sched_find_active(s, id);
     int rc = 0;
     if (j)
         *out = j->job;
@@ -712,8 +844,10 @@ int vram_sched_job(vram_sched_t *s, int64_t id, vram_job_t *out)
     return rc;
 }
 
-/* Waits until job `id` leaves QUEUED (or, until_end, any active state). */
-static int wait_for(vram_sched_t *s, int64_t id, int timeout_ms, bool until_end, vram_job_t *out)
+/* Waits while job `id` is in state `from` (VRAM_JOB_MISSING: not yet
+ * submitted) or, until_end, while it is queued or running. */
+static int wait_while(vram_sched_t *s, int64_t id, int from, bool until_end, int timeout_ms,
+                      vram_job_t *out)
 {
     struct timespec until;
     clock_gettime(CLOCK_MONOTONIC, &until);
@@ -726,41 +860,42 @@ static int wait_for(vram_sched_t *s, int64_t id, int timeout_ms, bool until_end,
     pthread_mutex_lock(&s->lock);
     int rc = 0;
     for (;;) {
-        sched_job_t *j = find_active(s, id);
-        if (!j) {
+        sched_job_t *j = vram_sched_find_active(s, id);
+        if (j)
+            *out = j->job;
+        else
             rc = vram_store_get_job(s->store, id, out);
-            break;
-        }
-        bool waiting = j->job.state == VRAM_JOB_QUEUED ||
-                       (until_end && j->job.state == VRAM_JOB_RUNNING);
-        if (!waiting || s->shutting_down) {
-            *out = j->job;
-            break;
-        }
-        if (pthread_cond_timedwait(&s->changed, &s->lock, &until) == ETIMEDOUT) {
-            *out = j->job;
-            break;
-        }
+        int now = rc == VRAM_ENOENT ? VRAM_JOB_MISSING : (int)out->state;
+        bool waiting = until_end ? rc == 0 && (now == VRAM_JOB_QUEUED || now == VRAM_JOB_RUNNING)
+                                 : now == from;
+        if ((rc && rc != VRAM_ENOENT) || !waiting || s->shutting_down) break;
+        if (pthread_cond_timedwait(&s->changed, &s->lock, &until) == ETIMEDOUT) break;
+        rc = 0;
     }
     pthread_mutex_unlock(&s->lock);
     return rc;
 }
 
+int vram_sched_wait_change(vram_sched_t *s, int64_t id, int from, int timeout_ms, vram_job_t *out)
+{
+    return wait_while(s, id, from, false, timeout_ms, out);
+}
+
 int vram_sched_wait(vram_sched_t *s, int64_t id, int timeout_ms, vram_job_t *out)
 {
-    return wait_for(s, id, timeout_ms, false, out);
+    return wait_while(s, id, VRAM_JOB_QUEUED, false, timeout_ms, out);
 }
 
 int vram_sched_wait_end(vram_sched_t *s, int64_t id, int timeout_ms, vram_job_t *out)
 {
-    return wait_for(s, id, timeout_ms, true, out);
+    return wait_while(s, id, 0, true, timeout_ms, out);
 }
 
 int vram_sched_check(vram_sched_t *s)
 {
     pthread_mutex_lock(&s->lock);
     sched_dev_t *devs = calloc((size_t)s->ndev + 1, sizeof *devs);
-    int rc = devs ? vram_ledger_probe(s, devs, true) : vram_fail(VRAM_ENOMEM, "out of memory");
+    int rc = devs ? vram_ledger_probe(s, devs, 0) : vram_fail(VRAM_ENOMEM, "out of memory");
     for (int d = 0; rc == 0 && d < s->ndev; d++) {
         if (devs[d].reserved > devs[d].usable)
             rc =
@@ -769,6 +904,22 @@ int vram_sched_check(vram_sched_t *s)
         else if (s->cfg.max_concurrent_jobs > 0 && devs[d].jobs > s->cfg.max_concurrent_jobs)
             rc = vram_fail(VRAM_ESTATE, "device %d: %d jobs > limit %d", d, devs[d].jobs,
                            s->cfg.max_concurrent_jobs);
+    }
+    /* the queue: every queued job once, in queue order, numbered 1..n */
+    size_t nq = 0;
+    for (size_t i = 0; i < s->nactive; i++)
+        nq += s->active[i]->job.state == VRAM_JOB_QUEUED;
+    if (rc == 0 && nq != s->nqueue)
+        rc = vram_fail(VRAM_ESTATE, "%zu queued jobs, %zu in the queue", nq, s->nqueue);
+    for (size_t i = 0; rc == 0 && i < s->nqueue; i++) {
+        const sched_job_t *j = s->queue[i];
+        const vram_job_request_t *a = i ? &s->queue[i - 1]->job.req : NULL, *b = &j->job.req;
+        if (j->job.state != VRAM_JOB_QUEUED || j->queue_pos != (int)i + 1)
+            rc = vram_fail(VRAM_ESTATE, "queue entry %zu: job %lld (%s, position %d)", i,
+                           (long long)j->job.id, vram_job_state_name(j->job.state), j->queue_pos);
+        else if (a && (a->priority < b->priority ||
+                       (a->priority == b->priority && s->queue[i - 1]->job.id > j->job.id)))
+            rc = vram_fail(VRAM_ESTATE, "queue out of order at job %lld", (long long)j->job.id);
     }
     for (size_t i = 0; rc == 0 && i < s->nactive; i++) {
         const vram_job_t *j = &s->active[i]->job;
@@ -794,9 +945,4 @@ int vram_sched_check(vram_sched_t *s)
 int vram_sched_locked(vram_sched_t *s, int (*fn)(vram_sched_t *, void *), void *arg)
 {
     return locked_op(s, fn, arg);
-}
-
-sched_job_t *vram_sched_find(vram_sched_t *s, int64_t id)
-{
-    return find_active(s, id);
 }

@@ -18,6 +18,9 @@ typedef struct {
     double lease_until;                       /* running: released after this time; 0 = no lease */
     uint64_t used_bytes[VRAM_SCHED_MAX_GPUS]; /* last seen usage per placed device */
     bool over_reported;                       /* an over_reservation event was recorded */
+    int queue_pos;                            /* 1-based place in s->queue while queued */
+    bool released; /* running, but its process is gone and the store could not record that
+                      yet (a full disk): the ledger no longer counts its reservation */
 } sched_job_t;
 
 /* One device as the ledger sees it during one pass. */
@@ -33,6 +36,20 @@ typedef struct {
     int jobs;           /* running jobs placed here */
 } sched_dev_t;
 
+/* A state change waiting for its transaction to commit before it is told. */
+typedef struct {
+    vram_job_t job;
+    char kind[32];
+    char message[300];
+} sched_event_t;
+
+/* A process group sent SIGTERM, to be sent SIGKILL at `at` if it still runs. */
+typedef struct {
+    pid_t pid, pgid; /* pgid 0: signal the pid alone */
+    uint64_t pid_start;
+    double at;
+} sched_kill_t;
+
 struct vram_sched {
     pthread_mutex_t lock;
     pthread_cond_t changed; /* broadcast on every job state change */
@@ -42,38 +59,63 @@ struct vram_sched {
     int ndev;
     sched_job_t **active; /* queued and running jobs, in arrival order */
     size_t nactive, cap;
+    sched_job_t **queue; /* queued jobs in queue order (may hold jobs that just left it
+                            until vram_queue_compact) */
+    size_t nqueue, qcap;
     int wake[2];   /* self-pipe that interrupts run_once */
     int *dead_fds; /* pidfds to close in tick (poll may hold them) */
     size_t ndead, dead_cap;
     double last_usage_check;
-    bool shutting_down; /* vram_sched_shutdown: waiters return, nothing is admitted */
-    bool dirty;         /* the current operation changed jobs in memory */
-    sched_dev_t *obs;   /* last observation of the devices (reservations not filled) */
-    uint64_t obs_ns;    /* when it was made (monotonic) */
+    bool shutting_down;           /* vram_sched_shutdown: waiters return, nothing is admitted */
+    bool dirty;                   /* the current operation changed jobs in memory */
+    pthread_mutex_t deliver_lock; /* keeps committed events in order outside the lock */
+    sched_event_t *events;        /* state changes of the current operation (on_event) */
+    size_t nevents, events_cap;
+    sched_event_t *spare_events; /* the other buffer (deliver_lock) */
+    size_t spare_cap;
+    sched_kill_t *kills; /* cancelled running jobs' processes, SIGKILLed after the grace */
+    size_t nkills, kills_cap;
+    uint64_t unmanaged_seen[64]; /* outside use per device the waiting jobs did not fit with */
+    sched_dev_t *obs;            /* last observation of the devices (reservations not filled) */
+    uint64_t obs_ns;             /* when it was made (monotonic) */
     bool obs_valid;
 };
 
 /* ledger.c: fills devs[0..s->ndev) from an observation of the devices (and
- * per-job usage) no older than cfg.probe_interval_s, or a new one if fresh. */
-int vram_ledger_probe(vram_sched_t *s, sched_dev_t *devs, bool fresh);
+ * per-job usage) no older than max_age_s (0: a new one). */
+int vram_ledger_probe(vram_sched_t *s, sched_dev_t *devs, double max_age_s);
 /* placement.c: chooses devices (and batch) for a job, or returns false. */
 bool vram_place(const vram_sched_t *s, const sched_dev_t *devs, const vram_job_request_t *req,
                 int *devices, uint64_t *per_gpu, uint32_t *batch, uint32_t *accum);
-/* queue.c: times out, then admits queued jobs in priority/arrival order. */
+/* queue.c: s->queue is kept in queue order (priority, then arrival): insert
+ * is O(n) and keeps it sorted; compact drops the jobs that left the queue and
+ * numbers the rest (queue_pos), so readers never sort; rebuild after a reload. */
+int vram_queue_insert(vram_sched_t *s, sched_job_t *j);
+void vram_queue_compact(vram_sched_t *s);
+int vram_queue_rebuild(vram_sched_t *s);
+/* times out, then admits queued jobs in priority/arrival order. */
 int vram_queue_admit(vram_sched_t *s, double now);
+/* Admission of one new job (with backfill): every other queued job was already found not to
+ * fit, and nothing was freed since (frees and ticks run vram_queue_admit), so
+ * a submission costs O(1) placements, not one per queued job. */
+int vram_queue_admit_only(vram_sched_t *s, sched_job_t *only, double now);
 int vram_queue_timeouts(vram_sched_t *s, double now);
 /* sched.c helpers used by queue.c */
 double vram_sched_now(const vram_sched_t *s);
 int vram_sched_transition(vram_sched_t *s, sched_job_t *j, vram_job_state_t to, const char *kind,
                           const char *message);
 void vram_sched_drop_ended(vram_sched_t *s);
-/* locked_op and the active-job look-up, for spawn.c. */
+/* locked_op, for spawn.c. */
 int vram_sched_locked(vram_sched_t *s, int (*fn)(vram_sched_t *, void *), void *arg);
-sched_job_t *vram_sched_find(vram_sched_t *s, int64_t id);
+sched_job_t *vram_sched_find_active(vram_sched_t *s, int64_t id); /* binary search */
 
 /* pid.c: exit notification through pidfds (liveness: core/proc.h). */
 int vram_pid_open_fd(pid_t pid); /* -1 if unavailable */
 bool vram_pid_fd_exited(int pidfd);
+/* Cancel of a running job: SIGTERM to its process group now, SIGKILL from
+ * vram_pid_kill_overdue (each tick) once cfg.kill_grace_s has passed. */
+void vram_pid_terminate(vram_sched_t *s, const sched_job_t *j, double now);
+void vram_pid_kill_overdue(vram_sched_t *s, double now);
 
 /* store.c: SQLite persistence. Not thread-safe: callers hold the sched lock. */
 int vram_store_open(const char *path, vram_store_t **out);

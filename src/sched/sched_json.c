@@ -13,7 +13,13 @@ static json_t *int_array(const int *v, int n)
     return a;
 }
 
-static json_t *job_json(const vram_job_t *j)
+/* The pid and command line of a job are its owner's and root's business. */
+static bool sees_private(const vram_job_t *j, int64_t viewer)
+{
+    return viewer == 0 || viewer == (int64_t)j->req.uid;
+}
+
+static json_t *job_json(const vram_job_t *j, int64_t viewer)
 {
     const vram_job_request_t *r = &j->req;
     json_t *o = json_object();
@@ -21,8 +27,10 @@ static json_t *job_json(const vram_job_t *j)
     json_object_set_new(o, "name", json_string(r->name));
     json_object_set_new(o, "state", json_string(vram_job_state_name(j->state)));
     json_object_set_new(o, "owner_uid", json_integer(r->uid));
-    json_object_set_new(o, "pid", json_integer(r->pid));
-    json_object_set_new(o, "command", json_string(r->command));
+    if (sees_private(j, viewer)) {
+        json_object_set_new(o, "pid", json_integer(r->pid));
+        json_object_set_new(o, "command", json_string(r->command));
+    }
     json_object_set_new(o, "mem_bytes", json_integer((json_int_t)r->mem_bytes));
     json_object_set_new(o, "gpus", json_integer(r->gpus));
     json_object_set_new(o, "priority", json_integer(r->priority));
@@ -49,36 +57,33 @@ static json_t *job_json(const vram_job_t *j)
     return o;
 }
 
-static int queue_before(const sched_job_t *a, const sched_job_t *b)
+/* What a view needs of an active job, copied under the lock so that the
+ * JSON is built after it is released. */
+typedef struct {
+    vram_job_t job;
+    int queue_pos;
+    uint64_t used;
+    bool over;
+} job_copy_t;
+
+static void copy_active(const sched_job_t *j, job_copy_t *c)
 {
-    if (a->job.req.priority != b->job.req.priority)
-        return a->job.req.priority > b->job.req.priority;
-    return a->job.id < b->job.id;
+    c->job = j->job;
+    c->queue_pos = j->job.state == VRAM_JOB_QUEUED ? j->queue_pos : 0;
+    c->used = 0;
+    for (int k = 0; k < j->job.ndevices; k++)
+        c->used += j->used_bytes[k];
+    c->over = j->over_reported;
 }
 
-/* 1-based place among queued jobs, 0 when not queued. */
-static int queue_position(vram_sched_t *s, const sched_job_t *j)
+static json_t *active_json(const job_copy_t *c, double lease_s, int64_t viewer)
 {
-    if (j->job.state != VRAM_JOB_QUEUED) return 0;
-    int pos = 1;
-    for (size_t i = 0; i < s->nactive; i++) {
-        const sched_job_t *o = s->active[i];
-        if (o != j && o->job.state == VRAM_JOB_QUEUED && queue_before(o, j)) pos++;
-    }
-    return pos;
-}
-
-static json_t *active_json(vram_sched_t *s, const sched_job_t *j)
-{
-    json_t *o = job_json(&j->job);
-    json_object_set_new(o, "queue_position", json_integer(queue_position(s, j)));
-    if (j->job.state == VRAM_JOB_RUNNING) {
-        uint64_t used = 0;
-        for (int k = 0; k < j->job.ndevices; k++)
-            used += j->used_bytes[k];
-        json_object_set_new(o, "used_bytes", json_integer((json_int_t)used));
-        json_object_set_new(o, "over_reservation", json_boolean(j->over_reported));
-        json_object_set_new(o, "lease_s", json_real(s->cfg.lease_s));
+    json_t *o = job_json(&c->job, viewer);
+    json_object_set_new(o, "queue_position", json_integer(c->queue_pos));
+    if (c->job.state == VRAM_JOB_RUNNING) {
+        json_object_set_new(o, "used_bytes", json_integer((json_int_t)c->used));
+        json_object_set_new(o, "over_reservation", json_boolean(c->over));
+        json_object_set_new(o, "lease_s", json_real(lease_s));
     }
     return o;
 }
@@ -90,63 +95,112 @@ static char *dump(json_t *v)
     return text;
 }
 
-static sched_job_t *find(vram_sched_t *s, int64_t id)
+char *vram_sched_job_json_for(vram_sched_t *s, int64_t id, int64_t viewer)
 {
-    for (size_t i = 0; i < s->nactive; i++)
-        if (s->active[i]->job.id == id) return s->active[i];
-    return NULL;
+    if (viewer == VRAM_VIEWER_ANONYMOUS) return NULL;
+    job_copy_t c;
+    bool active = false;
+    int rc = 0;
+    pthread_mutex_lock(&s->lock);
+    sched_job_t *j = vram_sched_find_active(s, id);
+    if (j) {
+        copy_active(j, &c);
+        active = true;
+    } else {
+        rc = vram_store_get_job(s->store, id, &c.job);
+    }
+    double lease_s = s->cfg.lease_s;
+    pthread_mutex_unlock(&s->lock);
+    if (rc) return NULL;
+    if (!active) c = (job_copy_t){.job = c.job};
+    return dump(active_json(&c, lease_s, viewer));
 }
 
 char *vram_sched_job_json(vram_sched_t *s, int64_t id)
 {
-    pthread_mutex_lock(&s->lock);
-    json_t *o = NULL;
-    sched_job_t *j = find(s, id);
-    if (j) {
-        o = active_json(s, j);
-    } else {
-        vram_job_t old;
-        if (vram_store_get_job(s->store, id, &old) == 0) {
-            o = job_json(&old);
-            json_object_set_new(o, "queue_position", json_integer(0));
-        }
-    }
-    pthread_mutex_unlock(&s->lock);
-    if (!o) return NULL;
-    return dump(o);
+    return vram_sched_job_json_for(s, id, 0);
 }
+
+typedef struct {
+    json_t *jobs;
+    int64_t viewer;
+} ended_arg_t;
 
 static int append_ended(void *arg, const vram_job_t *job, uint64_t pid_start)
 {
     (void)pid_start;
-    json_t *o = job_json(job);
+    ended_arg_t *a = arg;
+    json_t *o = job_json(job, a->viewer);
     json_object_set_new(o, "queue_position", json_integer(0));
-    json_array_append_new(arg, o);
+    json_array_append_new(a->jobs, o);
     return 0;
+}
+
+char *vram_sched_jobs_json_for(vram_sched_t *s, int limit, int64_t viewer)
+{
+    if (viewer == VRAM_VIEWER_ANONYMOUS) return NULL;
+    ended_arg_t ended = {json_array(), viewer};
+    pthread_mutex_lock(&s->lock);
+    size_t n = s->nactive;
+    job_copy_t *copies = malloc((n ? n : 1) * sizeof *copies);
+    for (size_t i = 0; copies && i < n; i++)
+        copy_active(s->active[i], &copies[i]);
+    /* The ended jobs come from the store, which only this lock guards. */
+    if (copies && limit > 0) (void)vram_store_list_ended(s->store, limit, append_ended, &ended);
+    double lease_s = s->cfg.lease_s;
+    pthread_mutex_unlock(&s->lock);
+    if (!copies) {
+        json_decref(ended.jobs);
+        return NULL;
+    }
+    json_t *jobs = json_array();
+    for (size_t i = 0; i < n; i++)
+        json_array_append_new(jobs, active_json(&copies[i], lease_s, viewer));
+    free(copies);
+    json_array_extend(jobs, ended.jobs);
+    json_decref(ended.jobs);
+    return dump(json_pack("{s:o}", "jobs", jobs));
 }
 
 char *vram_sched_jobs_json(vram_sched_t *s, int limit)
 {
-    json_t *jobs = json_array();
-    pthread_mutex_lock(&s->lock);
-    for (size_t i = 0; i < s->nactive; i++)
-        json_array_append_new(jobs, active_json(s, s->active[i]));
-    if (limit > 0) (void)vram_store_list_ended(s->store, limit, append_ended, jobs);
-    pthread_mutex_unlock(&s->lock);
-    return dump(json_pack("{s:o}", "jobs", jobs));
+    return vram_sched_jobs_json_for(s, limit, 0);
 }
 
-char *vram_sched_status_json(vram_sched_t *s)
+/* The status lists the first jobs of the queue only: a reply (and the time
+ * under the lock) must not grow with a queue of tens of thousands. */
+#define STATUS_PENDING_MAX 100
+
+char *vram_sched_status_json_for(vram_sched_t *s, int64_t viewer)
 {
     pthread_mutex_lock(&s->lock);
     sched_dev_t *devs = calloc((size_t)s->ndev + 1, sizeof *devs);
-    if (!devs || vram_ledger_probe(s, devs, true) != 0) {
+    if (!devs || vram_ledger_probe(s, devs, s->cfg.status_cache_s) != 0) {
         pthread_mutex_unlock(&s->lock);
         free(devs);
         return NULL;
     }
+    size_t nq = s->nqueue, shown = nq < STATUS_PENDING_MAX ? nq : STATUS_PENDING_MAX;
+    job_copy_t *head = malloc((shown ? shown : 1) * sizeof *head);
+    for (size_t i = 0; head && i < shown; i++)
+        copy_active(s->queue[i], &head[i]);
+    uint64_t pending_bytes = 0;
+    for (size_t i = 0; i < nq; i++)
+        pending_bytes += s->queue[i]->job.req.mem_bytes * (uint64_t)s->queue[i]->job.req.gpus;
+    int nrun = (int)(s->nactive - nq);
+    json_t *cfg = json_pack("{s:s,s:s,s:b,s:i,s:f,s:f}", "placement",
+                            s->cfg.placement == VRAM_PLACE_BEST_FIT ? "best-fit" : "least-loaded",
+                            "safety_margin", s->cfg.safety_margin, "backfill", s->cfg.backfill,
+                            "max_concurrent_jobs", s->cfg.max_concurrent_jobs, "job_timeout_s",
+                            s->cfg.job_timeout_s, "lease_s", s->cfg.lease_s);
+    pthread_mutex_unlock(&s->lock);
+    if (!head) {
+        free(devs);
+        json_decref(cfg);
+        return NULL;
+    }
     json_t *dl = json_array();
-    uint64_t total_reserved = 0, pending_bytes = 0;
+    uint64_t total_reserved = 0;
     for (int d = 0; d < s->ndev; d++) {
         const sched_dev_t *v = &devs[d];
         uint64_t free_adm = v->usable > v->reserved ? v->usable - v->reserved : 0;
@@ -166,33 +220,26 @@ char *vram_sched_status_json(vram_sched_t *s)
         json_object_set_new(o, "running_jobs", json_integer(v->jobs));
         json_array_append_new(dl, o);
     }
-    json_t *pending = json_array();
-    int nrun = 0, nq = 0;
-    for (size_t i = 0; i < s->nactive; i++) {
-        const sched_job_t *j = s->active[i];
-        if (j->job.state == VRAM_JOB_RUNNING) {
-            nrun++;
-            continue;
-        }
-        nq++;
-        pending_bytes += j->job.req.mem_bytes * (uint64_t)j->job.req.gpus;
-        json_array_append_new(
-            pending, json_pack("{s:I,s:s,s:I,s:i,s:i,s:i}", "id", (json_int_t)j->job.id, "name",
-                               j->job.req.name, "mem_bytes", (json_int_t)j->job.req.mem_bytes,
-                               "gpus", j->job.req.gpus, "priority", j->job.req.priority,
-                               "queue_position", queue_position(s, j)));
-    }
-    json_t *cfg = json_pack("{s:s,s:s,s:b,s:i,s:f,s:f}", "placement",
-                            s->cfg.placement == VRAM_PLACE_BEST_FIT ? "best-fit" : "least-loaded",
-                            "safety_margin", s->cfg.safety_margin, "backfill", s->cfg.backfill,
-                            "max_concurrent_jobs", s->cfg.max_concurrent_jobs, "job_timeout_s",
-                            s->cfg.job_timeout_s, "lease_s", s->cfg.lease_s);
-    pthread_mutex_unlock(&s->lock);
     free(devs);
+    json_t *pending = json_array();
+    for (size_t i = 0; viewer != VRAM_VIEWER_ANONYMOUS && i < shown; i++) {
+        const vram_job_t *j = &head[i].job;
+        json_array_append_new(
+            pending, json_pack("{s:I,s:s,s:I,s:I,s:i,s:i,s:i}", "id", (json_int_t)j->id, "name",
+                               j->req.name, "owner_uid", (json_int_t)j->req.uid, "mem_bytes",
+                               (json_int_t)j->req.mem_bytes, "gpus", j->req.gpus, "priority",
+                               j->req.priority, "queue_position", head[i].queue_pos));
+    }
+    free(head);
     return dump(json_pack("{s:o,s:i,s:i,s:I,s:I,s:o,s:o}", "devices", dl, "active_jobs", nrun,
-                          "pending_jobs", nq, "total_reserved_bytes", (json_int_t)total_reserved,
-                          "pending_bytes", (json_int_t)pending_bytes, "pending", pending, "config",
-                          cfg));
+                          "pending_jobs", (int)nq, "total_reserved_bytes",
+                          (json_int_t)total_reserved, "pending_bytes", (json_int_t)pending_bytes,
+                          "pending", pending, "config", cfg));
+}
+
+char *vram_sched_status_json(vram_sched_t *s)
+{
+    return vram_sched_status_json_for(s, 0);
 }
 
 char *vram_sched_devices_json(vram_sched_t *s)
@@ -237,7 +284,7 @@ char *vram_sched_events_json(vram_sched_t *s, int64_t id)
     json_t *events = json_array();
     vram_job_t job;
     pthread_mutex_lock(&s->lock);
-    int rc = find(s, id) ? 0 : vram_store_get_job(s->store, id, &job);
+    int rc = vram_sched_find_active(s, id) ? 0 : vram_store_get_job(s->store, id, &job);
     if (rc == 0) rc = vram_store_list_events(s->store, id, append_event, events);
     pthread_mutex_unlock(&s->lock);
     if (rc) {

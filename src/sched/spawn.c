@@ -58,7 +58,7 @@ typedef struct {
 static int do_attach(vram_sched_t *s, void *arg)
 {
     attach_arg_t *a = arg;
-    sched_job_t *j = vram_sched_find(s, a->id);
+    sched_job_t *j = vram_sched_find_active(s, a->id);
     if (!j || j->job.state != VRAM_JOB_RUNNING)
         return vram_fail(VRAM_ESTATE, "job %lld is not running", (long long)a->id);
     if (j->job.req.pid > 0)

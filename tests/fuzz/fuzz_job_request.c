@@ -1,5 +1,6 @@
 /* Fuzz target: the body of POST /v1/jobs, through the daemon's router
- * (src/daemon/routes.c: vramd_route; the body checks are static there) into
+ * (src/daemon/routes.c: vramd_route, which decodes it with libvram's
+ * vram_job_request_decode, the decoder the CLI uses too) into
  * a real scheduler on an in-memory store with two fake devices. Whatever the
  * body, the answer is 201 or a 4xx JSON error naming the problem, and the
  * ledger invariants hold afterwards. */

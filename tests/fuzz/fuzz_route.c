@@ -43,7 +43,7 @@ static const char *query_get(void *arg, const char *key)
 
 static bool is_documented_status(int status)
 {
-    static const int known[] = {200, 201, 400, 401, 403, 404, 405, 409, 413, 422};
+    static const int known[] = {200, 201, 400, 401, 403, 404, 405, 409, 413, 422, 429};
     for (size_t i = 0; i < sizeof known / sizeof known[0]; i++)
         if (status == known[i]) return true;
     return false;

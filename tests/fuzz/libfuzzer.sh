@@ -26,7 +26,9 @@ if [ ${#targets[@]} -eq 0 ]; then
     for f in tests/fuzz/fuzz_*.c; do
         t=$(basename "$f" .c)
         t=${t#fuzz_}
-        [ "$t" = common ] || targets+=("$t")
+        # fuzz_common.c and fuzz_daemon.c are helpers linked into targets,
+        # as in tests/fuzz/CMakeLists.txt, not targets of their own.
+        case $t in common | daemon) ;; *) targets+=("$t") ;; esac
     done
 fi
 mkdir -p "$build/fuzz-artifacts"

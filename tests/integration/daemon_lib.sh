@@ -19,6 +19,8 @@ T=$(mktemp -d /tmp/vram-itest-XXXXXX)
 export VRAM_BACKEND=sim VRAM_SIM=${VRAM_SIM:-2xH100-80GB} VRAM_SIM_STATE=$T/sim.state
 export VRAM_SOCKET=$T/vramd.sock VRAM_DB=$T/vramd.db VRAM_LISTEN=127.0.0.1:0
 export VRAM_LOG_LEVEL=info
+# Status answers from a fresh probe, so a test sees a change it caused at once.
+export VRAM_STATUS_CACHE=0
 DAEMON_PID=
 GiB=$((1024 * 1024 * 1024))
 
@@ -28,10 +30,11 @@ cleanup() {
     {
         if [ -n "$DAEMON_PID" ]; then
             kill -TERM "$DAEMON_PID" || true
-            for _ in $(seq 50); do kill -0 "$DAEMON_PID" 2>/dev/null || break; sleep 0.02; done
+            for _ in $(seq 500); do kill -0 "$DAEMON_PID" 2>/dev/null || break; sleep 0.02; done
         fi
         for p in $(jobs -p); do kill -9 "$p" || true; done
         wait || true
+        [ -z "${CLEANUP_HOOK:-}" ] || $CLEANUP_HOOK
     } 2>/dev/null
     if [ $rc -ne 0 ] && [ -f "$T/vramd.log" ]; then
         echo "---- vramd log ----"; tail -n 60 "$T/vramd.log"
@@ -48,12 +51,12 @@ pass() { echo "ok - $*"; }
 start_daemon() {
     "$VRAMD" --foreground "$@" >>"$T/vramd.log" 2>&1 &
     DAEMON_PID=$!
-    for _ in $(seq 1 100); do
+    for _ in $(seq 1 600); do
         if curl -sf --unix-socket "$VRAM_SOCKET" http://x/v1/health >/dev/null 2>&1; then return 0; fi
         kill -0 "$DAEMON_PID" 2>/dev/null || { cat "$T/vramd.log"; fail "vramd exited at start"; }
         sleep 0.05
     done
-    fail "vramd did not answer within 5 s"
+    fail "vramd did not answer within 30 s"
 }
 
 stop_daemon() {
@@ -76,14 +79,29 @@ field() { python3 -c "import json,sys; d=json.loads(sys.argv[1]); print($2)" "$1
 
 job_state() { field "$(api GET /v1/jobs/$1)" 'd.get("state", "missing")'; }
 
-# wait_state ID STATE [tenths]: waits until job ID has STATE
+# wait_state ID STATE: waits for job ID (submitted or not yet) to reach STATE
+# by long polls that vramd answers the moment the job changes state
+# (?wait=S&since=CURRENT), never by sleeping; fails at once when the job ends
+# in another state.
 wait_state() {
-    local n=${3:-100}
-    for _ in $(seq 1 "$n"); do
-        [ "$(job_state "$1")" = "$2" ] && return 0
+    local since=missing st
+    for _ in $(seq 1 20); do
+        st=$(field "$(api GET "/v1/jobs/$1?wait=30&since=$since")" 'd.get("state", "missing")')
+        [ "$st" = "$2" ] && return 0
+        case $st in done | failed | cancelled | timeout) fail "job $1 ended $st, expected $2" ;; esac
+        since=$st
+    done
+    fail "job $1 is $st, expected $2"
+}
+
+# wait_line FILE TEXT: waits until FILE has a line containing TEXT (written by
+# a process the test started), up to 60 s.
+wait_line() {
+    for _ in $(seq 1 600); do
+        grep -q -- "$2" "$1" 2>/dev/null && return 0
         sleep 0.1
     done
-    fail "job $1 is $(job_state "$1"), expected $2"
+    fail "no \"$2\" in $1 after 60 s: $(cat "$1" 2>/dev/null)"
 }
 
 # reserved <= usable on every device, from one /v1/status sample

@@ -69,6 +69,35 @@ code=$(curl -s -o /dev/null -w '%{http_code}' --unix-socket "$VRAM_SOCKET" -X PO
 [ "$code" = 413 ] || fail "huge chunked body: $code"
 pass "bad input: malformed JSON (line/column), wrong types, bad values, routes, methods, 64 KiB limit"
 
+# A NUL in the path (%00, or raw) is a 400, never routed as its prefix: these
+# used to cancel job $id and to create a job.
+expect 400 bad_path "NUL" DELETE "/v1/jobs/$id%00/x"
+expect 400 bad_path "NUL" POST "/v1/jobs%00x" '{"mem_bytes":1024}'
+expect 400 bad_path "NUL" GET "/v1/jobs/$id%00"
+raw=$(python3 - "$VRAM_SOCKET" "$id" <<'PY'
+import socket, sys
+s = socket.socket(socket.AF_UNIX); s.connect(sys.argv[1]); s.settimeout(30)
+s.sendall(b"DELETE /v1/jobs/" + sys.argv[2].encode() + b"\x00/x HTTP/1.1\r\nHost: x\r\n\r\n")
+data = b""
+while chunk := s.recv(65536): data += chunk   # the daemon answers and closes
+print(data.split(b"\r\n")[0].decode())
+PY
+)
+case $raw in "HTTP/1.1 400"*) ;; *) fail "raw NUL in the request line: $raw" ;; esac
+[ "$(job_state "$id")" = running ] || fail "a NUL path changed job $id"
+# a request line that is garbage gets an answer and a close
+garbage=$(python3 - "$VRAM_SOCKET" <<'PY'
+import socket, sys
+s = socket.socket(socket.AF_UNIX); s.connect(sys.argv[1]); s.settimeout(30)
+s.sendall(b"\x01\x02 garbage\r\n\r\n")
+data = b""
+while chunk := s.recv(65536): data += chunk
+print(data.split(b"\r\n")[0].decode(errors="replace"))
+PY
+)
+case $garbage in "HTTP/1."*" 400"*) ;; *) fail "garbage request line: $garbage" ;; esac
+pass "NUL and control characters in paths: 400 JSON, nothing routed; garbage request line answered and closed"
+
 # still serving, state intact: exactly the one job, still running
 jobs=$(api GET /v1/jobs)
 [ "$(field "$jobs" 'len(d["jobs"])')" = 1 ] || fail "jobs changed: $jobs"
@@ -91,6 +120,11 @@ pass "vram jobs / status / cancel, with --json"
 # TCP: reads are open, mutations need the token
 tcp=$(tcp_address)
 code=$(curl -s -o /dev/null -w '%{http_code}' "http://$tcp/v1/status"); [ "$code" = 200 ] || fail "tcp GET $code"
+# without the token, TCP readers see aggregates only: no jobs, no names, no config
+for path in /v1/jobs "/v1/jobs/$id" "/v1/jobs/$id/events" /v1/config; do
+    code=$(curl -s -o /dev/null -w '%{http_code}' "http://$tcp$path"); [ "$code" = 403 ] || fail "tcp GET $path: $code"
+done
+curl -s "http://$tcp/v1/status" | grep -q '"pending":\[\]' || fail "tcp status lists pending jobs"
 b=$(curl -s -w '\n%{http_code}' -X POST -d '{"mem_bytes":1024}' "http://$tcp/v1/jobs")
 [ "$(tail -n1 <<<"$b")" = 403 ] || fail "tcp POST without token: $b"
 grep -q "read-only" <<<"$b" || fail "tcp POST message: $b"

@@ -17,37 +17,47 @@ j=$(api GET /v1/jobs/2)
 [ "$(field "$j" 'd["state"]')" = failed ] && [ "$(field "$j" 'd["exit_status"]')" = 7 ] || fail "job 2: $j"
 pass "admission, CUDA_VISIBLE_DEVICES/VRAM_JOB_ID, COMMAND's exit status"
 
-# A blocker takes the whole GPU while jobs queue behind it.
-blocker() { "$VRAM" run --quiet --mem 40GiB --name blocker -- "$VRAM" sim alloc --mem 40GiB --seconds "$1" >/dev/null; }
-blocker 3.5 &
+# A blocker takes the whole GPU while jobs queue behind it; it holds until
+# the test writes to the fifo $T/go (no timer decides the order).
+next_id() { field "$(api GET '/v1/jobs?limit=1')" 'max([j["id"] for j in d["jobs"]] + [0]) + 1'; }
+mkfifo "$T/go"
+hold() { # SIZE NAME: a job holding SIZE until released through $T/go
+    "$VRAM" run --quiet --mem "$1" --name "$2" -- sh -c \
+        "'$VRAM' sim alloc --mem $1 >/dev/null & a=\$!; read _ <'$T/go'; kill \$a; wait \$a; true" >/dev/null
+}
+release() { echo go >"$T/go"; }
+id=$(next_id); hold 40GiB blocker &
 BG=($!)
-wait_state 3 running
+wait_state "$id" running
 queued() { field "$(api GET /v1/status)" 'd["pending_jobs"]'; }
 submit_bg() { # NAME PRIORITY
+    local id; id=$(next_id)
     "$VRAM" run --quiet --mem 30GiB --priority "$2" --name "$1" -- \
         sh -c "echo $1 >>'$T/order'; '$VRAM' sim alloc --mem 30GiB --seconds 0.2 >/dev/null" &
     BG+=($!)
+    wait_state "$id" queued
 }
-submit_bg low1 0; for _ in $(seq 50); do [ "$(queued)" = 1 ] && break; sleep 0.05; done
-submit_bg low2 0; for _ in $(seq 50); do [ "$(queued)" = 2 ] && break; sleep 0.05; done
-submit_bg high 5; for _ in $(seq 50); do [ "$(queued)" = 3 ] && break; sleep 0.05; done
+submit_bg low1 0
+submit_bg low2 0
+submit_bg high 5
 [ "$(queued)" = 3 ] || fail "three jobs should wait"
 pos=$(field "$(api GET /v1/status)" '",".join(p["name"]+":"+str(p["queue_position"]) for p in d["pending"])')
-[ "$pos" = "low1:2,low2:3,high:1" ] || fail "queue positions: $pos"
+[ "$pos" = "high:1,low1:2,low2:3" ] || fail "queue positions: $pos"
 # a job that cannot wait that long times out with the documented error
 set +e; err=$("$VRAM" run --mem 30GiB --timeout 1 -- true 2>&1); rc=$?; set -e
 [ $rc = 124 ] || fail "timeout exit $rc"
 grep -q "GPU memory timeout after 1 s" <<<"$err" || fail "timeout message: $err"
-for _ in $(seq 40); do check_ledger; sleep 0.1; done
+for _ in $(seq 5); do check_ledger; done
+release
 wait "${BG[@]}"
 [ "$(tr '\n' ' ' <"$T/order")" = "high low1 low2 " ] || fail "start order: $(cat "$T/order")"
-pass "queue: priority first, then arrival; --timeout ends as 'GPU memory timeout after 1 s'; ledger held at 40 samples"
+pass "queue: priority first, then arrival; --timeout ends as 'GPU memory timeout after 1 s'; ledger held"
 
 # Degradation: 30 GiB held, 10 GiB free; batch 64 at 20 GiB does not fit,
 # 0.25 GiB per sample -> at most 24 samples; 3 x 22 keeps the batch >= 64.
-"$VRAM" run --quiet --mem 30GiB --name hold -- "$VRAM" sim alloc --mem 30GiB --seconds 1.5 >/dev/null &
+id=$(next_id); hold 30GiB hold &
 HOLD=$!
-for _ in $(seq 50); do [ "$(field "$(api GET /v1/status)" 'd["active_jobs"]')" = 1 ] && break; sleep 0.05; done
+wait_state "$id" running
 out=$("$VRAM" run --mem 20GiB --batch-size 64 --min-batch-size 8 --per-sample-mem 256MiB -- \
     sh -c 'echo "$VRAM_BATCH_SIZE x $VRAM_GRAD_ACCUM"' 2>"$T/err")
 [ "$out" = "22 x 3" ] || fail "degraded batch: $out"
@@ -56,6 +66,7 @@ id=$(field "$(api GET '/v1/jobs?limit=1')" '[j for j in d["jobs"] if j["batch_si
 j=$(api GET "/v1/jobs/$id")
 [ "$(field "$j" 'd["degraded"]')" = True ] || fail "not marked degraded: $j"
 [ "$(field "$j" 'd["reserved_bytes"]')" = $((19 * GiB / 2)) ] || fail "reserved: $j"
+release
 wait $HOLD
 pass "degradation: batch 64 -> 22 x 3 accumulation steps in 9.5 GiB"
 
@@ -75,12 +86,14 @@ check_ledger
 
 # Signals: SIGINT while queued cancels the job; SIGTERM while running is
 # passed to COMMAND, vram run returns 143 and the job is recorded cancelled.
-"$VRAM" run --quiet --mem 30GiB --name sig-run -- sleep 30 &
+id=$(next_id)
+"$VRAM" run --quiet --mem 30GiB --name sig-run -- sleep 300 &
 R1=$!
-for _ in $(seq 50); do [ "$(field "$(api GET /v1/status)" 'd["active_jobs"]')" = 1 ] && break; sleep 0.05; done
+wait_state "$id" running
+id=$(next_id)
 "$VRAM" run --quiet --mem 30GiB --name sig-queued -- true &
 R2=$!
-for _ in $(seq 50); do [ "$(queued)" = 1 ] && break; sleep 0.05; done
+wait_state "$id" queued
 kill -INT $R2; set +e; wait $R2; rc2=$?; set -e
 kill -TERM $R1; set +e; wait $R1; rc1=$?; set -e
 [ $rc2 = 130 ] || fail "SIGINT while queued: exit $rc2"

@@ -8,20 +8,24 @@ source "$(dirname "$0")/daemon_lib.sh"
 export VRAM_SAFETY_MARGIN=0
 start_daemon --backfill false
 
-job() { # NAME SECONDS: 30 GiB for SECONDS on the job's GPU; records when it started
+job() { # NAME: 30 GiB on the job's GPU until the test writes to the fifo $T/NAME
+    mkfifo "$T/$1"
     "$VRAM" run --quiet --mem 30GiB --name "$1" -- sh -c \
-        "echo $1 >>'$T/order'; exec '$VRAM' sim alloc --mem 30GiB --device \$CUDA_VISIBLE_DEVICES --seconds $2" >/dev/null 2>&1 &
+        "echo $1 >>'$T/order'; '$VRAM' sim alloc --mem 30GiB --device \$CUDA_VISIBLE_DEVICES >/dev/null & a=\$!; read _ <'$T/$1'; kill \$a; wait \$a; true" >/dev/null 2>&1 &
 }
-job A 3; A=$!; wait_state 1 running
-job D 60; D=$!; wait_state 2 running
-job B 1.5; B=$!; wait_state 3 queued
-job C 0.3; C=$!; wait_state 4 queued
+release() { echo go >"$T/$1"; }
+job A; A=$!; wait_state 1 running
+job D; D=$!; wait_state 2 running
+job B; B=$!; wait_state 3 queued
+job C; C=$!; wait_state 4 queued
 check_ledger
 
 kill -9 "$DAEMON_PID"; wait "$DAEMON_PID" 2>/dev/null || true; DAEMON_PID=
-# D dies while vramd is down: its COMMAND first (so that vram run reaps it:
-# the sim backend counts an unreaped zombie's memory as in use), then vram run.
-kill -9 "$(pgrep -P "$D")"; sleep 0.3
+# D dies while vramd is down: its COMMAND (the sim allocation inside sh) and
+# sh first, so that nothing of D holds sim memory, then vram run.
+sh_pid=$(pgrep -P "$D")
+alloc_pid=$(pgrep -P "$sh_pid")
+kill -9 "$alloc_pid" "$sh_pid"
 kill -9 "$D"; wait "$D" 2>/dev/null || true
 start_daemon --backfill false
 j=$(api GET /v1/jobs/1)
@@ -37,8 +41,11 @@ wait_state 3 running
 check_ledger
 pass "after kill -9 of vramd: A kept its reservation, D failed with the reason, B admitted in order"
 
+release A
 wait "$A" || fail "A's vram run failed across the restart"
+release B
 wait "$B" || fail "B's vram run failed"
+release C
 wait "$C" || fail "C's vram run failed"
 for id in 1 3 4; do [ "$(job_state $id)" = done ] || fail "job $id: $(job_state $id)"; done
 [ "$(tr '\n' ' ' <"$T/order")" = "A D B C " ] || fail "start order: $(cat "$T/order")"

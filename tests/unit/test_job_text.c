@@ -84,22 +84,6 @@ static void oom_random_streams(void **state)
     }
 }
 
-static void escape_controls(void **state)
-{
-    (void)state;
-    char out[64];
-    assert_string_equal(vram_escape_text("a\033[2Jb\n\\c\x7f", out, sizeof out),
-                        "a\\x1b[2Jb\\x0a\\\\c\\x7f");
-    assert_string_equal(vram_escape_text("\xc2\x9b"
-                                         "31m caf\xc3\xa9",
-                                         out, sizeof out),
-                        "\\x9b31m caf\xc3\xa9");
-    assert_string_equal(vram_escape_text(NULL, out, sizeof out), "");
-    /* cut whole: never half an escape */
-    assert_string_equal(vram_escape_text("ab\033", out, 5), "ab");
-    assert_string_equal(vram_escape_text("abcdef", out, 4), "abc");
-}
-
 static void distance_pairs(void **state)
 {
     (void)state;
@@ -204,7 +188,6 @@ int main(void)
         cmocka_unit_test(oom_each_message_split_anywhere),
         cmocka_unit_test(oom_look_alikes_ignored),
         cmocka_unit_test(oom_random_streams),
-        cmocka_unit_test(escape_controls),
         cmocka_unit_test(distance_pairs),
         cmocka_unit_test(cap_keeps_effective_batch),
         cmocka_unit_test(cap_against_brute_force),

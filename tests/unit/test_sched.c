@@ -415,6 +415,7 @@ static void process_exit_releases(void **st)
     }
     vram_job_request_t r = req_of("child", 60, 1, 0);
     r.pid = child;
+    r.uid = getuid(); /* a job's pid must be its owner's */
     vram_job_t a, b;
     assert_int_equal(vram_sched_submit(s, &r, &a), 0);
     assert_int_equal(a.state, VRAM_JOB_RUNNING);
@@ -435,6 +436,7 @@ static void process_exit_releases(void **st)
     assert_int_equal(state_of(s, b.id), VRAM_JOB_RUNNING);
     /* a dead pid is refused at submission */
     r.pid = child;
+    r.uid = getuid(); /* a job's pid must be its owner's */
     assert_int_equal(vram_sched_submit(s, &r, &a), VRAM_EINVAL);
     assert_non_null(strstr(vram_last_error(), "pid"));
     vram_sched_close(s);
@@ -455,6 +457,7 @@ static void dead_queued_clients_are_dropped(void **st)
     }
     vram_job_request_t r = req_of("waiting", 20, 1, 0);
     r.pid = child;
+    r.uid = getuid(); /* a job's pid must be its owner's */
     vram_job_t q;
     assert_int_equal(vram_sched_submit(s, &r, &q), 0);
     assert_int_equal(q.state, VRAM_JOB_QUEUED);
@@ -498,9 +501,11 @@ static void reload_after_crash(void **st)
         vram_job_request_t r = req_of("alive", 30, 1, 0);
         vram_job_t j;
         r.pid = alive;
+        r.uid = getuid(); /* a job's pid must be its owner's */
         if (vram_sched_submit(s, &r, &j) || j.state != VRAM_JOB_RUNNING) _exit(11);
         r = req_of("doomed", 30, 1, 0);
         r.pid = doomed;
+        r.uid = getuid(); /* a job's pid must be its owner's */
         if (vram_sched_submit(s, &r, &j) || j.state != VRAM_JOB_RUNNING) _exit(12);
         const char *names[] = {"q1", "q2", "q3"};
         for (int i = 0; i < 3; i++) {
@@ -592,6 +597,7 @@ static void usage_watch_flags_overuse(void **st)
     fake.outside[0] = 20 * GiB; /* the device sees the child's 20 GiB */
     vram_job_request_t r = req_of("watched", 30, 1, 0);
     r.pid = getpid(); /* the child is in this job's process tree */
+    r.uid = getuid(); /* a job's pid must be its owner's */
     vram_job_t j;
     assert_int_equal(vram_sched_submit(s, &r, &j), 0);
     assert_int_equal(j.state, VRAM_JOB_RUNNING);
@@ -885,6 +891,228 @@ static int teardown(void **st)
     return system(cmd) == 0 ? 0 : -1;
 }
 
+/* ---- issue 9: quotas, pid ownership, waits, queue positions, events ------ */
+
+static void per_uid_quotas(void **st)
+{
+    (void)st;
+    vram_sched_config_t c = config(1, 80);
+    c.max_queued_per_uid = 2;
+    c.max_running_per_uid = 1;
+    vram_sched_t *s;
+    assert_int_equal(vram_sched_open(&c, &s), 0);
+    vram_job_t a, b, q1, q2, other, root;
+    vram_job_request_t r = req_of("a", 10, 1, 0);
+    assert_int_equal(vram_sched_submit(s, &r, &a), 0);
+    assert_int_equal(a.state, VRAM_JOB_RUNNING);
+    /* memory is free, but uid 1000 runs its quota: the next ones wait */
+    assert_int_equal(vram_sched_submit(s, &r, &q1), 0);
+    assert_int_equal(q1.state, VRAM_JOB_QUEUED);
+    assert_int_equal(vram_sched_submit(s, &r, &q2), 0);
+    assert_int_equal(vram_sched_submit(s, &r, &b), VRAM_EBUSY);
+    assert_non_null(strstr(vram_last_error(), "MAX_QUEUED_PER_USER"));
+    /* another uid is neither counted nor held back; root is exempt */
+    vram_job_request_t o = req_of("o", 10, 1, 0);
+    o.uid = 2000;
+    assert_int_equal(vram_sched_submit(s, &o, &other), 0);
+    assert_int_equal(other.state, VRAM_JOB_RUNNING);
+    vram_job_request_t rr = req_of("root", 10, 1, 0);
+    rr.uid = 0;
+    assert_int_equal(vram_sched_submit(s, &rr, &root), 0);
+    assert_int_equal(vram_sched_submit(s, &rr, &root), 0);
+    assert_int_equal(vram_sched_check(s), 0);
+    /* a's end lets exactly one of uid 1000's queued jobs start */
+    assert_int_equal(vram_sched_finish(s, a.id, 1000, 0, NULL), 0);
+    assert_int_equal(vram_sched_job(s, q1.id, &b), 0);
+    assert_int_equal(b.state, VRAM_JOB_RUNNING);
+    assert_int_equal(vram_sched_job(s, q2.id, &b), 0);
+    assert_int_equal(b.state, VRAM_JOB_QUEUED);
+    assert_int_equal(vram_sched_check(s), 0);
+    vram_sched_close(s);
+}
+
+static void pid_must_be_the_callers(void **st)
+{
+    (void)st;
+    vram_sched_config_t c = config(1, 80);
+    vram_sched_t *s;
+    assert_int_equal(vram_sched_open(&c, &s), 0);
+    vram_job_t j;
+    vram_job_request_t r = req_of("init", 1, 1, 0);
+    r.uid = 0; /* even root may not tie a job to init or a kernel thread */
+    r.pid = 1;
+    assert_int_equal(vram_sched_submit(s, &r, &j), VRAM_EINVAL);
+    r.pid = 2; /* kthreadd */
+    assert_int_equal(vram_sched_submit(s, &r, &j), VRAM_EINVAL);
+    assert_non_null(strstr(vram_last_error(), "kernel thread"));
+    /* another uid's process (ours, when the test does not run as 4242) */
+    r = req_of("foreign", 1, 1, 0);
+    r.uid = getuid() == 4242 ? 4243 : 4242;
+    r.pid = getpid();
+    assert_int_equal(vram_sched_submit(s, &r, &j), VRAM_EPERM);
+    assert_non_null(strstr(vram_last_error(), "belongs to uid"));
+    r.uid = getuid();
+    assert_int_equal(vram_sched_submit(s, &r, &j), 0);
+    vram_sched_close(s);
+}
+
+typedef struct {
+    vram_sched_t *s;
+    int64_t id;
+    int from;
+    vram_job_t got;
+    int rc;
+} waiter_t;
+
+static void *wait_thread(void *arg)
+{
+    waiter_t *w = arg;
+    w->rc = vram_sched_wait_change(w->s, w->id, w->from, 20000, &w->got);
+    return NULL;
+}
+
+static void waits_for_a_change(void **st)
+{
+    (void)st;
+    vram_sched_config_t c = config(1, 80);
+    vram_sched_t *s;
+    assert_int_equal(vram_sched_open(&c, &s), 0);
+    /* a job not yet submitted: the wait ends when it is */
+    waiter_t w = {s, 1, VRAM_JOB_MISSING, {0}, -99};
+    pthread_t t;
+    pthread_create(&t, NULL, wait_thread, &w);
+    vram_job_request_t r = req_of("a", 10, 1, 0);
+    vram_job_t a;
+    assert_int_equal(vram_sched_submit(s, &r, &a), 0);
+    pthread_join(t, NULL);
+    assert_int_equal(w.rc, 0);
+    assert_int_equal(w.got.id, 1);
+    /* a running job: the wait ends when it finishes */
+    w = (waiter_t){s, 1, VRAM_JOB_RUNNING, {0}, -99};
+    pthread_create(&t, NULL, wait_thread, &w);
+    assert_int_equal(vram_sched_finish(s, 1, 1000, 0, NULL), 0);
+    pthread_join(t, NULL);
+    assert_int_equal(w.rc, 0);
+    assert_int_equal(w.got.state, VRAM_JOB_DONE);
+    /* no wait at all when the state already differs; an unknown id times out */
+    vram_job_t got;
+    assert_int_equal(vram_sched_wait_change(s, 1, VRAM_JOB_RUNNING, 20000, &got), 0);
+    assert_int_equal(vram_sched_wait_change(s, 99, VRAM_JOB_MISSING, 10, &got), VRAM_ENOENT);
+    vram_sched_close(s);
+}
+
+static void queue_positions_follow_the_order(void **st)
+{
+    (void)st;
+    vram_sched_config_t c = config(1, 80);
+    c.backfill = true;
+    vram_sched_t *s;
+    assert_int_equal(vram_sched_open(&c, &s), 0);
+    vram_job_request_t big = req_of("big", 80, 1, 0);
+    vram_job_t j;
+    assert_int_equal(vram_sched_submit(s, &big, &j), 0); /* holds the device */
+    int prios[] = {0, 5, 0, 9, 5, -1};
+    for (int i = 0; i < 6; i++) {
+        vram_job_request_t r = req_of("q", 50, 1, prios[i]);
+        assert_int_equal(vram_sched_submit(s, &r, &j), 0);
+        assert_int_equal(vram_sched_check(s), 0);
+    }
+    /* ids 2..7 with priorities 0 5 0 9 5 -1: order 5(9) 3(5) 6(5) 2(0) 4(0) 7(-1) */
+    int64_t order[] = {5, 3, 6, 2, 4, 7};
+    for (int i = 0; i < 6; i++) {
+        char *js = vram_sched_job_json(s, order[i]);
+        char want[64];
+        snprintf(want, sizeof want, "\"queue_position\":%d", i + 1);
+        assert_non_null(strstr(js, want));
+        free(js);
+    }
+    assert_int_equal(vram_sched_cancel(s, 3, 0), 0);
+    assert_int_equal(vram_sched_check(s), 0);
+    char *js = vram_sched_job_json(s, 6);
+    assert_non_null(strstr(js, "\"queue_position\":2"));
+    free(js);
+    vram_sched_close(s);
+}
+
+static int told;
+static char told_kinds[256];
+static void count_event(void *arg, const vram_job_t *job, const char *kind, const char *message)
+{
+    (void)arg;
+    (void)job;
+    (void)message;
+    told++;
+    strncat(told_kinds, kind, sizeof told_kinds - strlen(told_kinds) - 2);
+    strcat(told_kinds, ",");
+}
+
+static void events_are_told_after_commit_only(void **st)
+{
+    (void)st;
+    char path[512];
+    vram_sched_config_t c = file_config(1, 80, "events.db", path);
+    c.on_event = count_event;
+    vram_sched_t *s;
+    assert_int_equal(vram_sched_open(&c, &s), 0);
+    told = 0;
+    told_kinds[0] = 0;
+    vram_job_request_t r = req_of("a", 10, 1, 0);
+    vram_job_t j;
+    assert_int_equal(vram_sched_submit(s, &r, &j), 0);
+    assert_int_equal(told, 1);
+    assert_string_equal(told_kinds, "admitted,");
+    /* a transaction that fails (the database is read-only now) tells nothing */
+    sqlite3 *db;
+    assert_int_equal(sqlite3_open(path, &db), SQLITE_OK);
+    assert_int_equal(sqlite3_exec(db, "BEGIN EXCLUSIVE", NULL, NULL, NULL), SQLITE_OK);
+    assert_int_not_equal(vram_sched_submit(s, &r, &j), 0);
+    assert_int_equal(told, 1);
+    sqlite3_exec(db, "ROLLBACK", NULL, NULL, NULL);
+    sqlite3_close(db);
+    assert_int_equal(vram_sched_cancel(s, 1, 1000), 0);
+    assert_string_equal(told_kinds, "admitted,cancelled,");
+    vram_sched_close(s);
+}
+
+static void cancel_terminates_then_kills(void **st)
+{
+    (void)st;
+    vram_sched_config_t c = config(1, 80);
+    c.clock = NULL;
+    c.kill_grace_s = 0.2;
+    vram_sched_t *s;
+    assert_int_equal(vram_sched_open(&c, &s), 0);
+    /* a job process that ignores SIGTERM, in a process group of its own */
+    int ready[2];
+    assert_int_equal(pipe(ready), 0);
+    pid_t child = fork();
+    if (child == 0) {
+        setpgid(0, 0);
+        signal(SIGTERM, SIG_IGN);
+        ssize_t w = write(ready[1], "r", 1);
+        (void)w;
+        for (;;)
+            pause();
+    }
+    char b;
+    assert_int_equal(read(ready[0], &b, 1), 1);
+    vram_job_request_t r = req_of("stubborn", 10, 1, 0);
+    r.pid = child;
+    r.uid = getuid();
+    vram_job_t j;
+    assert_int_equal(vram_sched_submit(s, &r, &j), 0);
+    assert_int_equal(vram_sched_cancel(s, j.id, 0), 0);
+    /* SIGTERM is ignored; the ticks after the grace send SIGKILL */
+    int status = 0;
+    for (int i = 0; i < 200 && waitpid(child, &status, WNOHANG) == 0; i++)
+        vram_sched_run_once(s, 50);
+    assert_true(WIFSIGNALED(status));
+    assert_int_equal(WTERMSIG(status), SIGKILL);
+    close(ready[0]);
+    close(ready[1]);
+    vram_sched_close(s);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -906,6 +1134,12 @@ int main(void)
         cmocka_unit_test(failed_transactions_change_nothing),
         cmocka_unit_test(concurrent_clients),
         cmocka_unit_test(randomized_against_reference),
+        cmocka_unit_test(per_uid_quotas),
+        cmocka_unit_test(pid_must_be_the_callers),
+        cmocka_unit_test(waits_for_a_change),
+        cmocka_unit_test(queue_positions_follow_the_order),
+        cmocka_unit_test(events_are_told_after_commit_only),
+        cmocka_unit_test(cancel_terminates_then_kills),
     };
     return cmocka_run_group_tests(tests, setup, teardown);
 }

@@ -1,0 +1,179 @@
+/* The connection guard of one listener: at most N open connections per peer
+ * (uid on the Unix socket, address on TCP), and a deadline for each request
+ * to arrive in full (headers and body), so slow or idle clients cannot hold
+ * the daemon's connection threads. A connection over either limit is shut
+ * down; libmicrohttpd then closes it. */
+#include "daemon/daemon.h"
+
+#include <arpa/inet.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <time.h>
+
+typedef struct conn {
+    struct conn *prev, *next;
+    int fd;
+    char peer[64];     /* "uid 1000" or "127.0.0.1" */
+    uint64_t since_ns; /* start of the request being received */
+    bool answering;    /* the request arrived; its handler runs (long polls) */
+} conn_t;
+
+struct vramd_guard {
+    pthread_mutex_t lock;
+    pthread_cond_t stop_cv;
+    pthread_t reaper;
+    bool stopping, started;
+    conn_t *conns;
+    unsigned per_peer;
+    uint64_t timeout_ns;
+    unsigned long refused, timed_out;
+};
+
+static void peer_name(int fd, char *buf, size_t len)
+{
+    struct sockaddr_storage ss;
+    socklen_t sl = sizeof ss;
+    struct ucred cred;
+    socklen_t cl = sizeof cred;
+    snprintf(buf, len, "?");
+    if (getsockname(fd, (struct sockaddr *)&ss, &sl) != 0) return;
+    if (ss.ss_family == AF_UNIX) {
+        if (getsockopt(fd, SOL_SOCKET, SO_PEERCRED, &cred, &cl) == 0)
+            snprintf(buf, len, "uid %u", (unsigned)cred.uid);
+        return;
+    }
+    sl = sizeof ss;
+    if (getpeername(fd, (struct sockaddr *)&ss, &sl) != 0) return;
+    if (ss.ss_family == AF_INET)
+        inet_ntop(AF_INET, &((struct sockaddr_in *)&ss)->sin_addr, buf, (socklen_t)len);
+    else if (ss.ss_family == AF_INET6)
+        inet_ntop(AF_INET6, &((struct sockaddr_in6 *)&ss)->sin6_addr, buf, (socklen_t)len);
+}
+
+/* Shuts down connections whose request did not arrive in time. */
+static void *reaper(void *arg)
+{
+    vramd_guard_t *g = arg;
+    pthread_mutex_lock(&g->lock);
+    while (!g->stopping) {
+        uint64_t now = vram_now_ns();
+        for (conn_t *c = g->conns; c; c = c->next)
+            if (!c->answering && c->since_ns && now - c->since_ns > g->timeout_ns) {
+                shutdown(c->fd, SHUT_RDWR);
+                c->since_ns = 0; /* once */
+                g->timed_out++;
+            }
+        struct timespec ts;
+        clock_gettime(CLOCK_MONOTONIC, &ts);
+        ts.tv_nsec += 200000000L;
+        if (ts.tv_nsec >= 1000000000L) {
+            ts.tv_sec++;
+            ts.tv_nsec -= 1000000000L;
+        }
+        pthread_cond_timedwait(&g->stop_cv, &g->lock, &ts);
+    }
+    pthread_mutex_unlock(&g->lock);
+    return NULL;
+}
+
+int vramd_guard_start(unsigned per_peer, double timeout_s, vramd_guard_t **out)
+{
+    *out = NULL;
+    vramd_guard_t *g = calloc(1, sizeof *g);
+    if (!g) return vram_fail(VRAM_ENOMEM, "out of memory");
+    g->per_peer = per_peer;
+    g->timeout_ns = (uint64_t)(timeout_s * 1e9);
+    pthread_mutex_init(&g->lock, NULL);
+    pthread_condattr_t ca;
+    pthread_condattr_init(&ca);
+    pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
+    pthread_cond_init(&g->stop_cv, &ca);
+    pthread_condattr_destroy(&ca);
+    if (g->timeout_ns && pthread_create(&g->reaper, NULL, reaper, g) != 0) {
+        vramd_guard_stop(g);
+        return vram_fail(VRAM_EIO, "cannot start the connection reaper");
+    }
+    g->started = g->timeout_ns != 0;
+    *out = g;
+    return 0;
+}
+
+void vramd_guard_stop(vramd_guard_t *g)
+{
+    if (!g) return;
+    pthread_mutex_lock(&g->lock);
+    g->stopping = true;
+    pthread_cond_broadcast(&g->stop_cv);
+    pthread_mutex_unlock(&g->lock);
+    if (g->started) pthread_join(g->reaper, NULL);
+    while (g->conns) { /* libmicrohttpd has closed them all by now */
+        conn_t *c = g->conns;
+        g->conns = c->next;
+        free(c);
+    }
+    pthread_cond_destroy(&g->stop_cv);
+    pthread_mutex_destroy(&g->lock);
+    free(g);
+}
+
+void vramd_guard_opened(vramd_guard_t *g, int fd, void **socket_context)
+{
+    conn_t *c = calloc(1, sizeof *c);
+    *socket_context = c;
+    if (!c) {
+        shutdown(fd, SHUT_RDWR);
+        return;
+    }
+    c->fd = fd;
+    peer_name(fd, c->peer, sizeof c->peer);
+    c->since_ns = vram_now_ns();
+    unsigned same = 0;
+    pthread_mutex_lock(&g->lock);
+    for (conn_t *o = g->conns; o; o = o->next)
+        same += !strcmp(o->peer, c->peer);
+    bool over = g->per_peer && same >= g->per_peer;
+    if (over) g->refused++;
+    unsigned long refused = g->refused;
+    c->next = g->conns;
+    if (g->conns) g->conns->prev = c;
+    g->conns = c;
+    pthread_mutex_unlock(&g->lock);
+    if (over) {
+        shutdown(fd, SHUT_RDWR);
+        /* at most one line a second for a flood of refusals */
+        static _Atomic uint64_t last_log;
+        uint64_t now = vram_now_ns();
+        if (now - last_log > 1000000000ULL) {
+            last_log = now;
+            vramd_log("warn", "%s has %u connections open (the limit): refused (%lu so far)",
+                      c->peer, same, refused);
+        }
+    }
+}
+
+void vramd_guard_closed(vramd_guard_t *g, void *socket_context)
+{
+    conn_t *c = socket_context;
+    if (!c) return;
+    pthread_mutex_lock(&g->lock);
+    if (c->prev)
+        c->prev->next = c->next;
+    else
+        g->conns = c->next;
+    if (c->next) c->next->prev = c->prev;
+    pthread_mutex_unlock(&g->lock);
+    free(c);
+}
+
+void vramd_guard_answering(vramd_guard_t *g, void *socket_context, bool answering)
+{
+    conn_t *c = socket_context;
+    if (!c) return;
+    pthread_mutex_lock(&g->lock);
+    c->answering = answering;
+    c->since_ns = answering ? 0 : vram_now_ns(); /* the next request's deadline starts now */
+    pthread_mutex_unlock(&g->lock);
+}

@@ -1,0 +1,131 @@
+/* The job-request decoder shared by vramd, the CLI and the fuzzers, and the
+ * escaping of client strings for terminals and logs. */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <cmocka.h>
+
+#include <string.h>
+
+#include "vram.h"
+
+static int decode(const char *body, vram_job_request_t *q, vram_request_error_t *e)
+{
+    return vram_job_request_decode(body, strlen(body), q, e);
+}
+
+/* decode refuses body with status and a message containing `part`. */
+static void refused(const char *body, int status, const char *part)
+{
+    vram_job_request_t q;
+    vram_request_error_t e;
+    int rc = decode(body, &q, &e);
+    assert_int_equal(rc, status == 422 ? VRAM_EINVAL : VRAM_EPARSE);
+    assert_int_equal(e.status, status);
+    if (!strstr(e.message, part))
+        fail_msg("%s: message \"%s\" lacks \"%s\"", body, e.message, part);
+}
+
+static void decodes_every_field(void **st)
+{
+    (void)st;
+    vram_job_request_t q;
+    vram_request_error_t e;
+    const char *body = "{\"name\":\"n\",\"command\":\"c\",\"mem_bytes\":\"2GiB\",\"gpus\":2,"
+                       "\"priority\":-3,\"timeout_s\":1.5,\"pid\":7,\"batch_size\":64,"
+                       "\"min_batch_size\":8,\"per_sample_bytes\":1024,\"devices\":[1,0]}";
+    assert_int_equal(decode(body, &q, &e), 0);
+    assert_string_equal(q.name, "n");
+    assert_string_equal(q.command, "c");
+    assert_int_equal(q.mem_bytes, 2ULL << 30);
+    assert_int_equal(q.gpus, 2);
+    assert_int_equal(q.priority, -3);
+    assert_true(q.timeout_s == 1.5);
+    assert_int_equal(q.pid, 7);
+    assert_int_equal(q.batch_size, 64);
+    assert_int_equal(q.min_batch_size, 8);
+    assert_int_equal(q.per_sample_bytes, 1024);
+    assert_int_equal(q.npinned, 2);
+    assert_int_equal(q.pinned[0], 1);
+    /* absent fields: the daemon's defaults */
+    assert_int_equal(decode("{\"mem_bytes\":1}", &q, &e), 0);
+    assert_true(q.timeout_s == -1);
+    assert_int_equal(q.gpus, 0);
+}
+
+static void refuses_bad_input_naming_the_field(void **st)
+{
+    (void)st;
+    refused("", 400, "empty");
+    refused("{\"mem_bytes\":", 400, "line 1");
+    refused("[1]", 400, "JSON object");
+    refused("{\"mem_bytes\":1,\"mem_bytes\":2}", 400, "");
+    refused("{\"memory\":1}", 400, "\"memory\"");
+    refused("{\"mem_bytes\":1,\"gpus\":\"two\"}", 400, "\"gpus\"");
+    refused("{\"gpus\":1}", 422, "\"mem_bytes\" is required");
+    refused("{\"mem_bytes\":0}", 422, "mem_bytes");
+    refused("{\"mem_bytes\":-1}", 422, "mem_bytes");
+    refused("{\"mem_bytes\":\"lots\"}", 422, "mem_bytes");
+    /* a size string is held to the integer's limit (2^60) */
+    refused("{\"mem_bytes\":1152921504606846977}", 422, "mem_bytes");
+    refused("{\"mem_bytes\":\"2000000TiB\"}", 422, "at most");
+    refused("{\"mem_bytes\":1,\"per_sample_bytes\":\"4EiB\"}", 422, "per_sample_bytes");
+    /* -0 is not a timeout */
+    refused("{\"mem_bytes\":1,\"timeout_s\":-0.0}", 422, "timeout_s");
+    refused("{\"mem_bytes\":1,\"timeout_s\":-1}", 422, "timeout_s");
+    /* a NUL inside a string would cut it */
+    refused("{\"mem_bytes\":1,\"name\":\"a\\u0000b\"}", 400, "");
+    refused("{\"mem_bytes\":1,\"devices\":[\"0\"]}", 400, "devices");
+    refused("{\"mem_bytes\":1,\"devices\":[4096]}", 422, "devices");
+}
+
+static void decodes_finish_bodies(void **st)
+{
+    (void)st;
+    int status;
+    char err[16];
+    vram_request_error_t e;
+    assert_int_equal(vram_job_finish_decode("", 0, &status, err, sizeof err, &e), 0);
+    assert_int_equal(status, 0);
+    const char *b = "{\"exit_status\":3,\"error\":\"boom\"}";
+    assert_int_equal(vram_job_finish_decode(b, strlen(b), &status, err, sizeof err, &e), 0);
+    assert_int_equal(status, 3);
+    assert_string_equal(err, "boom");
+    b = "{\"exit_status\":5000}";
+    assert_int_equal(vram_job_finish_decode(b, strlen(b), &status, err, sizeof err, &e),
+                     VRAM_EINVAL);
+    b = "{\"error\":\"far too long for sixteen\"}";
+    assert_int_equal(vram_job_finish_decode(b, strlen(b), &status, err, sizeof err, &e),
+                     VRAM_EINVAL);
+}
+
+static void escapes_control_characters(void **st)
+{
+    (void)st;
+    char out[128];
+    size_t n = vram_escape_text("a\nb\tc\\d\x1b[31mred\x7f", out, sizeof out);
+    assert_string_equal(out, "a\\nb\\tc\\\\d\\x1b[31mred\\x7f");
+    assert_int_equal(n, strlen(out));
+    /* UTF-8 stays; C1 controls (U+009B, a CSI) and invalid bytes are escaped */
+    vram_escape_text("h\xc3\xa9 \xc2\x9b x\xff", out, sizeof out);
+    assert_string_equal(out, "h\xc3\xa9 \\xc2\\x9b x\\xff");
+    /* truncation: whole units only, length like snprintf */
+    char small[6];
+    n = vram_escape_text("ab\ncd", small, sizeof small);
+    assert_int_equal(n, 6);
+    assert_string_equal(small, "ab\\nc");
+    assert_int_equal(vram_escape_text(NULL, small, sizeof small), 0);
+    assert_string_equal(small, "");
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(decodes_every_field),
+        cmocka_unit_test(refuses_bad_input_naming_the_field),
+        cmocka_unit_test(decodes_finish_bodies),
+        cmocka_unit_test(escapes_control_characters),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
