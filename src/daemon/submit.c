@@ -15,22 +15,21 @@
 #include <string.h>
 #include <unistd.h>
 
-enum { MAX_SPEC_ARGS = 256, MAX_PATH_LEN = 4096, GRACE_S = 10 };
+enum { MAX_SPEC_ARGS = 256, MAX_PATH_LEN = 4096 };
+
+/* KILL_GRACE: SIGKILL this long after the SIGTERM of a cancel (as sched.c). */
+static double kill_grace(void)
+{
+    double s = 10;
+    vram_option_double(VRAM_OPT_KILL_GRACE, &s);
+    return s;
+}
 
 /* ---- replies ----------------------------------------------------------------- */
 
 static void fail(vramd_response_t *r, int status, const char *code, const char *message)
 {
-    char safe[512];
-    vram_escape_text(message, safe, sizeof safe);
-    json_t *v = json_pack("{s:{s:s,s:s}}", "error", "code", code, "message", safe);
-    r->status = status;
-    r->body = v ? json_dumps(v, JSON_COMPACT) : NULL;
-    json_decref(v);
-    if (!r->body) {
-        r->status = 500;
-        r->body = strdup("{\"error\":{\"code\":\"internal\",\"message\":\"out of memory\"}}");
-    }
+    vramd_error(r, status, code, "%s", message); /* escaped there */
 }
 
 /* ---- POST /v1/jobs with "spawn" ---------------------------------------------- */
@@ -215,7 +214,7 @@ static void stop_one(int64_t id)
     for (size_t i = 0; i < sp.nstarted; i++)
         if (sp.started[i].id == id && !sp.started[i].kill_at) {
             kill(-sp.started[i].sp.pid, SIGTERM);
-            sp.started[i].kill_at = now_s() + GRACE_S;
+            sp.started[i].kill_at = now_s() + kill_grace();
         }
 }
 
@@ -229,7 +228,7 @@ static void collect(void)
         char msg[256];
         if (s->kill_at && now_s() >= s->kill_at) {
             kill(-s->sp.pid, SIGKILL);
-            s->kill_at = now_s() + GRACE_S;
+            s->kill_at = now_s() + kill_grace();
         }
         if (!vram_spawn_collect(&s->sp, &status, msg, sizeof msg)) {
             sp.started[k++] = *s;

@@ -28,13 +28,15 @@ bool vram_pid_fd_exited(int pidfd)
     return poll(&p, 1, 0) > 0 && (p.revents & (POLLIN | POLLHUP | POLLERR));
 }
 
-/* The group to signal for a job's pid: its process group, unless that is
- * init's or the scheduler's own (a daemon started from the same shell as its
- * clients must not signal itself); then the pid alone (pgid 0). */
+/* The group to signal for a job's pid: its process group when the pid leads
+ * it (the job's own group, as `vram run`, `vram submit` and a shell job make
+ * them), else the pid alone (pgid 0): a process that registered itself from
+ * inside a bigger group (a test runner, a pipeline, a service) must not take
+ * its siblings down with it. Never init's group nor the scheduler's own. */
 static pid_t group_of(pid_t pid)
 {
     pid_t pgid = getpgid(pid);
-    return pgid <= 1 || pgid == getpgrp() ? 0 : pgid;
+    return pgid != pid || pgid <= 1 || pgid == getpgrp() ? 0 : pgid;
 }
 
 static void signal_job(pid_t pid, pid_t pgid, int sig)

@@ -45,7 +45,7 @@ run_examples() {
         [ -n "$line" ] || continue
         n=$((n + 1))
         set +e
-        eval "$line" >"$T/ex.out" 2>&1
+        eval "$line" </dev/null >"$T/ex.out" 2>&1 # examples must not eat the list
         local rc=$?
         set -e
         [ $rc = 0 ] || { cat "$T/ex.out" >&2; fail "$name example exited $rc: $line"; }

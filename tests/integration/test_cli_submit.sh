@@ -85,11 +85,11 @@ curl -s -o "$T/body" -w '%{http_code}' -X POST -H 'Content-Type: application/jso
     "http://$addr/v1/jobs" >"$T/code" || true
 [ "$(cat "$T/code")" = 403 ] || fail "TCP submit answered $(cat "$T/code")"
 # a vramd that is not root starts jobs only for its own uid
-mkdir -m 777 "$T/user"
+install -d -o 65534 -g 65534 -m 755 "$T/user" # a vramd's directories are its own
 VRAM_SOCKET=$T/user/s.sock VRAM_DB=$T/user/db VRAM_SIM_STATE=$T/user/sim.state \
     setpriv --reuid=65534 --regid=65534 --clear-groups "$VRAMD" --foreground --socket-mode 0666 >"$T/user/log" 2>&1 &
 UD=$!
-for _ in $(seq 100); do [ -S "$T/user/s.sock" ] && break; sleep 0.05; done
+for _ in $(seq 1200); do [ -S "$T/user/s.sock" ] && break; sleep 0.05; done
 run_rc rc env VRAM_SOCKET="$T/user/s.sock" "$VRAM" submit --mem 1GiB -- true 2>"$T/err"
 [ "$rc" = 1 ] && grep -q 'vramd runs as uid 65534 and can start jobs only for that uid' "$T/err" \
     || fail "non-root vramd and another uid: rc $rc $(cat "$T/err")"
