@@ -1,6 +1,7 @@
 /* The scheduler object the daemon drives: submit, cancel, finish, renew and a
  * periodic tick. One lock guards everything; every operation writes its state
  * changes to the store in one transaction before it returns. */
+#include "device/source.h"
 #include "sched_internal.h"
 
 #include <errno.h>
@@ -50,21 +51,6 @@ static double real_clock(void)
 double vram_sched_now(const vram_sched_t *s)
 {
     return s->cfg.clock ? s->cfg.clock() : real_clock();
-}
-
-/* ---- device source over a context ------------------------------------ */
-
-static int ctx_count(void *arg)
-{
-    return vram_ctx_device_count(arg);
-}
-static int ctx_info(void *arg, int index, vram_device_info_t *out)
-{
-    return vram_device_info(arg, index, out);
-}
-static int ctx_procs(void *arg, int index, vram_process_info_t *p, size_t cap, size_t *n)
-{
-    return vram_device_processes(arg, index, p, cap, n);
 }
 
 /* ---- configuration ---------------------------------------------------- */
@@ -383,7 +369,7 @@ int vram_sched_open(const vram_sched_config_t *cfg, vram_sched_t **out)
     if (cfg->devices)
         s->dev = *cfg->devices;
     else
-        s->dev = (vram_sched_devices_t){ctx_count, ctx_info, ctx_procs, cfg->ctx};
+        s->dev = vram_ctx_device_source(cfg->ctx);
     s->wake[0] = s->wake[1] = -1;
     pthread_mutex_init(&s->lock, NULL);
     pthread_mutex_init(&s->deliver_lock, NULL);

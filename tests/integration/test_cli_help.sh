@@ -43,6 +43,7 @@ run_examples() {
     local name=$1 line n=0
     while IFS= read -r line; do
         [ -n "$line" ] || continue
+        case $line in *"# interactive"*) continue ;; esac # needs a person at a terminal
         n=$((n + 1))
         set +e
         eval "$line" </dev/null >"$T/ex.out" 2>&1 # examples must not eat the list

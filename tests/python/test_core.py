@@ -3,6 +3,7 @@ Pool on simulated GPUs, Client and job() against a real vramd, profile()."""
 import io
 import json
 import os
+import signal
 import shutil
 import subprocess
 import sys
@@ -240,7 +241,9 @@ def test_profile_rss_on_cpu():
 def test_client_submit_wait_cancel(vramd):
     c = vramd
     assert c.health()["status"] == "ok"
-    a = c.submit(mem_bytes="60GiB", name="a", pid=os.getpid())
+    # the job's process: a child in a group of its own (cancel signals it)
+    child = subprocess.Popen(["sleep", "300"], start_new_session=True)
+    a = c.submit(mem_bytes="60GiB", name="a", pid=child.pid)
     assert a.state == "running" and a.reserved_bytes == 60 * GiB
     b = c.submit(mem_bytes=70 * GiB, name="b", devices=[a.devices[0]], timeout_s=0)
     assert b.state == "queued" and b.queue_position == 1
@@ -250,6 +253,7 @@ def test_client_submit_wait_cancel(vramd):
     c.cancel(a.id)  # frees the device: b starts
     assert c.wait(b.id, timeout=30).state == "running"
     assert c.job(a.id).state == "cancelled"
+    assert child.wait(timeout=60) == -signal.SIGTERM  # vramd ended the job's process group
     done = c.finish(b.id, exit_status=0)
     assert done.state == "done" and c.wait(b.id, until="ended").state == "done"
     kinds = [e["kind"] for e in c.events(b.id)]
