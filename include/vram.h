@@ -678,7 +678,8 @@ typedef struct {
     uint64_t total;
     int64_t seq_len, image_size; /* the values used (defaults resolved) */
     /* second edition: what a real GPU adds, each line separate; `overhead`
-     * is their sum (total minus the six parts above) */
+     * is their sum. total = nvidia_smi = reserved + cuda_context; not every
+     * part is live at the peak, so the parts together are >= total */
     uint64_t trainable_count;    /* parameters that get gradients (LoRA: the adapters) */
     uint64_t autocast_cache;     /* amp: half-precision weight copies kept by the matmuls */
     uint64_t backward_temps;     /* gradients in flight at the backward peak (loss chain, layer) */

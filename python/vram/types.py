@@ -65,6 +65,17 @@ class Estimate:
     kv_cache: int
     overhead: int
     total: int
+    # what a real GPU adds (docs/estimation.md), and the three figures people
+    # measure: allocated at the peak, reserved by the allocator, nvidia-smi
+    autocast_cache: int = 0
+    backward_temps: int = 0
+    optimizer_temps: int = 0
+    workspaces: int = 0
+    allocator_rounding: int = 0
+    cuda_context: int = 0
+    allocated_peak: int = 0
+    reserved: int = 0
+    nvidia_smi: int = 0
     raw: dict = field(repr=False, default_factory=dict)
 
     @classmethod
@@ -124,7 +135,8 @@ class Plan:
                    suggestions=[Suggestion(**s) for s in d.get("suggestions", [])], raw=d)
 
     def bytes_at(self, batch):
-        """The planner's affine model: memory at `batch`."""
+        """The planner's affine summary of memory at `batch` (model bytes plus
+        per-sample bytes); vram.estimate() gives the exact figure."""
         return self.model_bytes + batch * self.per_sample_bytes
 
 

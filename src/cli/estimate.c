@@ -1,6 +1,7 @@
 /* vram estimate: the memory a training or inference job will need. */
 #include "cli.h"
 #include "model_args.h"
+#include "plan/estimate_json.h"
 
 #include <stdio.h>
 #include <string.h>
@@ -16,72 +17,11 @@ static void usage(FILE *out)
     cli_model_args_help(out);
 }
 
-static const char *mode_name(vram_mode_t mode)
-{
-    return mode == VRAM_MODE_TRAIN ? "train" : mode == VRAM_MODE_INFER ? "infer" : "load";
-}
-
-/* The real-GPU lines and the three figures people measure (bytes). */
-static json_t *gpu_bytes_json(const vram_estimate_t *e)
-{
-    return json_pack("{s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:I}", "autocast_cache",
-                     (json_int_t)e->autocast_cache, "backward_temps",
-                     (json_int_t)e->backward_temps, "optimizer_temps",
-                     (json_int_t)e->optimizer_temps, "workspaces", (json_int_t)e->workspaces,
-                     "allocator_rounding", (json_int_t)e->allocator_rounding, "cuda_context",
-                     (json_int_t)e->cuda_context, "allocated_peak",
-                     (json_int_t)e->allocated_peak, "reserved", (json_int_t)e->reserved,
-                     "nvidia_smi", (json_int_t)e->nvidia_smi);
-}
-
-/* Where the peak is and what produced it. */
-static void add_setup_json(json_t *o, const cli_model_args_t *a, const vram_estimate_t *e)
-{
-    const vram_estimate_config_t *c = &a->est;
-    const char *phase = c->mode == VRAM_MODE_LOAD    ? "load"
-                        : c->mode == VRAM_MODE_INFER ? "forward"
-                        : e->peak_in_optimizer_step  ? "optimizer step"
-                                                     : "backward";
-    json_object_set_new(o, "peak_phase", json_string(phase));
-    json_object_set_new(o, "attention", json_string(e->fused_attention ? "fused" : "eager"));
-    json_object_set_new(o, "trainable_count", json_integer((json_int_t)e->trainable_count));
-    if (c->lora_rank > 0) {
-        json_object_set_new(o, "lora",
-                            json_pack("{s:I, s:f, s:s}", "rank", (json_int_t)c->lora_rank,
-                                      "alpha", c->lora_alpha, "quantize_base",
-                                      c->quantize_base == VRAM_QUANT_NF4    ? "nf4"
-                                      : c->quantize_base == VRAM_QUANT_INT8 ? "int8"
-                                                                            : "none"));
-    }
-    if (a->gpu_note) json_object_set_new(o, "gpu_note", json_string(a->gpu_note));
-}
-
 static json_t *estimate_json(const vram_model_t *m, const cli_model_args_t *a,
                              const vram_estimate_t *e)
 {
-    const vram_estimate_config_t *c = &a->est;
-    json_t *bytes =
-        json_pack("{s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:I}", "parameters",
-                  (json_int_t)e->parameters, "buffers", (json_int_t)e->buffers, "gradients",
-                  (json_int_t)e->gradients, "optimizer_states", (json_int_t)e->optimizer_states,
-                  "activations", (json_int_t)e->activations, "kv_cache", (json_int_t)e->kv_cache,
-                  "overhead", (json_int_t)e->overhead, "total", (json_int_t)e->total);
-    json_t *gpu = gpu_bytes_json(e);
-    json_object_update(bytes, gpu);
-    json_decref(gpu);
-    json_t *o = json_pack(
-        "{s:s, s:s, s:I, s:s, s:I, s:I, s:I, s:I, s:s, s:s, s:s, s:i, s:i, s:I, "
-        "s:o, s:f}",
-        "model", m->name, "family", vram_family_name(m->family), "parameters_count",
-        (json_int_t)e->parameters_count, "mode", mode_name(c->mode),
-        "batch_size", (json_int_t)c->batch_size, "effective_batch_size",
-        (json_int_t)(c->batch_size * a->accumulation_steps), "seq_len", (json_int_t)e->seq_len,
-        "image_size", (json_int_t)e->image_size, "precision", vram_precision_name(c->precision),
-        "optimizer", vram_optimizer_name(c->optimizer), "checkpointing",
-        vram_checkpointing_name(c->checkpointing), "zero_stage", c->zero_stage, "gpus",
-        c->gpus > 0 ? c->gpus : 1, "max_new_tokens", (json_int_t)c->max_new_tokens, "bytes", bytes,
-        "total_gib", vram_gib(e->total));
-    if (o) add_setup_json(o, a, e);
+    json_t *o = vram_estimate_to_json(m, &a->est, e, a->accumulation_steps);
+    if (o && a->gpu_note) json_object_set_new(o, "gpu_note", json_string(a->gpu_note));
     return o;
 }
 

@@ -2,6 +2,7 @@
  * callers that speak JSON instead of C structs (the Python package). The
  * request carries the same knobs as `vram estimate` / `vram plan`; the reply
  * has the keys of their --json output. */
+#include "plan/estimate_json.h"
 #include "vram.h"
 #include "estimate_limits.h"
 
@@ -249,29 +250,6 @@ static int reply(json_t *root, char **out)
     return *out ? 0 : vram_fail(VRAM_ENOMEM, "out of memory formatting the reply");
 }
 
-static json_t *estimate_obj(const request_t *r, const vram_estimate_t *e)
-{
-    const vram_estimate_config_t *c = &r->est;
-    json_t *bytes =
-        json_pack("{s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:I}", "parameters",
-                  (json_int_t)e->parameters, "buffers", (json_int_t)e->buffers, "gradients",
-                  (json_int_t)e->gradients, "optimizer_states", (json_int_t)e->optimizer_states,
-                  "activations", (json_int_t)e->activations, "kv_cache", (json_int_t)e->kv_cache,
-                  "overhead", (json_int_t)e->overhead, "total", (json_int_t)e->total);
-    return json_pack(
-        "{s:s, s:s, s:I, s:s, s:I, s:I, s:I, s:I, s:s, s:s, s:s, s:s, s:i, s:i, "
-        "s:I, s:o}",
-        "model", r->model.name, "family", vram_family_name(r->model.family), "parameters_count",
-        (json_int_t)e->parameters_count, "mode", c->mode == VRAM_MODE_TRAIN ? "train" : "infer",
-        "batch_size", (json_int_t)c->batch_size, "effective_batch_size",
-        (json_int_t)(c->batch_size * r->accumulation_steps), "seq_len", (json_int_t)e->seq_len,
-        "image_size", (json_int_t)e->image_size, "precision", vram_precision_name(c->precision),
-        "optimizer", vram_optimizer_name(c->optimizer), "checkpointing",
-        vram_checkpointing_name(c->checkpointing), "attention",
-        c->fused_attention ? "fused" : "eager", "zero_stage", c->zero_stage, "gpus",
-        c->gpus > 0 ? c->gpus : 1, "max_new_tokens", (json_int_t)c->max_new_tokens, "bytes", bytes);
-}
-
 int vram_estimate_json(const char *request, char **out)
 {
     if (!out) return vram_fail(VRAM_EINVAL, "vram_estimate_json: NULL out");
@@ -281,7 +259,7 @@ int vram_estimate_json(const char *request, char **out)
     if (rc) return rc;
     vram_estimate_t e;
     if ((rc = vram_estimate(&r.model, &r.est, &e))) return rc;
-    return reply(estimate_obj(&r, &e), out);
+    return reply(vram_estimate_to_json(&r.model, &r.est, &e, r.accumulation_steps), out);
 }
 
 static json_t *plan_obj(const request_t *r, const vram_plan_t *p)

@@ -1,0 +1,65 @@
+/* The JSON form of an estimate (estimate_json.h). */
+#include "plan/estimate_json.h"
+
+static const char *mode_name(vram_mode_t mode)
+{
+    return mode == VRAM_MODE_TRAIN ? "train" : mode == VRAM_MODE_INFER ? "infer" : "load";
+}
+
+/* The breakdown, the real-GPU lines and the three figures people measure. */
+static json_t *bytes_json(const vram_estimate_t *e)
+{
+    json_t *o =
+        json_pack("{s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:I}", "parameters",
+                  (json_int_t)e->parameters, "buffers", (json_int_t)e->buffers, "gradients",
+                  (json_int_t)e->gradients, "optimizer_states", (json_int_t)e->optimizer_states,
+                  "activations", (json_int_t)e->activations, "kv_cache", (json_int_t)e->kv_cache,
+                  "overhead", (json_int_t)e->overhead, "total", (json_int_t)e->total);
+    json_t *gpu = json_pack(
+        "{s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:I}", "autocast_cache",
+        (json_int_t)e->autocast_cache, "backward_temps", (json_int_t)e->backward_temps,
+        "optimizer_temps", (json_int_t)e->optimizer_temps, "workspaces", (json_int_t)e->workspaces,
+        "allocator_rounding", (json_int_t)e->allocator_rounding, "cuda_context",
+        (json_int_t)e->cuda_context, "allocated_peak", (json_int_t)e->allocated_peak, "reserved",
+        (json_int_t)e->reserved, "nvidia_smi", (json_int_t)e->nvidia_smi);
+    json_object_update(o, gpu);
+    json_decref(gpu);
+    return o;
+}
+
+/* Where the peak is and what produced it. */
+static void add_setup(json_t *o, const vram_estimate_config_t *c, const vram_estimate_t *e)
+{
+    const char *phase = c->mode == VRAM_MODE_LOAD    ? "load"
+                        : c->mode == VRAM_MODE_INFER ? "forward"
+                        : e->peak_in_optimizer_step  ? "optimizer step"
+                                                     : "backward";
+    json_object_set_new(o, "peak_phase", json_string(phase));
+    json_object_set_new(o, "attention", json_string(e->fused_attention ? "fused" : "eager"));
+    json_object_set_new(o, "trainable_count", json_integer((json_int_t)e->trainable_count));
+    if (c->lora_rank > 0)
+        json_object_set_new(o, "lora",
+                            json_pack("{s:I, s:f, s:s}", "rank", (json_int_t)c->lora_rank,
+                                      "alpha", c->lora_alpha, "quantize_base",
+                                      c->quantize_base == VRAM_QUANT_NF4    ? "nf4"
+                                      : c->quantize_base == VRAM_QUANT_INT8 ? "int8"
+                                                                            : "none"));
+}
+
+json_t *vram_estimate_to_json(const vram_model_t *m, const vram_estimate_config_t *c,
+                              const vram_estimate_t *e, int64_t accumulation_steps)
+{
+    json_t *o = json_pack(
+        "{s:s, s:s, s:I, s:s, s:I, s:I, s:I, s:I, s:s, s:s, s:s, s:i, s:i, s:I, s:o, s:f}",
+        "model", m->name, "family", vram_family_name(m->family), "parameters_count",
+        (json_int_t)e->parameters_count, "mode", mode_name(c->mode), "batch_size",
+        (json_int_t)c->batch_size, "effective_batch_size",
+        (json_int_t)(c->batch_size * accumulation_steps), "seq_len", (json_int_t)e->seq_len,
+        "image_size", (json_int_t)e->image_size, "precision", vram_precision_name(c->precision),
+        "optimizer", vram_optimizer_name(c->optimizer), "checkpointing",
+        vram_checkpointing_name(c->checkpointing), "zero_stage", c->zero_stage, "gpus",
+        c->gpus > 0 ? c->gpus : 1, "max_new_tokens", (json_int_t)c->max_new_tokens, "bytes",
+        bytes_json(e), "total_gib", vram_gib(e->total));
+    if (o) add_setup(o, c, e);
+    return o;
+}

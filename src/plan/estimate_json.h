@@ -1,0 +1,17 @@
+/* One JSON form of an estimate, shared by `vram estimate --json` and
+ * vram_estimate_json() (the Python package), so the two cannot drift apart. */
+#ifndef VRAM_PLAN_ESTIMATE_JSON_H
+#define VRAM_PLAN_ESTIMATE_JSON_H
+
+#include <jansson.h>
+
+#include "vram.h"
+
+/* The object documented in docs/estimation.md: model, settings, "bytes" (the
+ * breakdown with the real-GPU lines and allocated_peak / reserved /
+ * nvidia_smi), peak phase, attention, trainable count and LoRA settings.
+ * NULL when out of memory. */
+json_t *vram_estimate_to_json(const vram_model_t *m, const vram_estimate_config_t *c,
+                              const vram_estimate_t *e, int64_t accumulation_steps);
+
+#endif
