@@ -4,6 +4,7 @@ import io
 import json
 import os
 import shutil
+import signal
 import subprocess
 import sys
 import textwrap
@@ -240,14 +241,17 @@ def test_profile_rss_on_cpu():
 def test_client_submit_wait_cancel(vramd):
     c = vramd
     assert c.health()["status"] == "ok"
-    a = c.submit(mem_bytes="60GiB", name="a", pid=os.getpid())
+    # a's process is a child: cancelling a running job sends SIGTERM to its pid
+    proc = subprocess.Popen(["sleep", "600"])
+    a = c.submit(mem_bytes="60GiB", name="a", pid=proc.pid)
     assert a.state == "running" and a.reserved_bytes == 60 * GiB
     b = c.submit(mem_bytes=70 * GiB, name="b", devices=[a.devices[0]], timeout_s=0)
     assert b.state == "queued" and b.queue_position == 1
     assert [j.id for j in c.jobs() if j.active] == [a.id, b.id]
     with pytest.raises(vram.TimeoutError):
         c.wait(b.id, timeout=0)
-    c.cancel(a.id)  # frees the device: b starts
+    c.cancel(a.id)  # frees the device: b starts, and a's process is told to stop
+    assert proc.wait(timeout=60) == -signal.SIGTERM
     assert c.wait(b.id, timeout=30).state == "running"
     assert c.job(a.id).state == "cancelled"
     done = c.finish(b.id, exit_status=0)
