@@ -815,6 +815,10 @@ typedef struct {
     double submitted_at, started_at, ended_at; /* Unix seconds; 0 = not yet */
     int exit_status;                           /* -1 = none */
     char error[256];
+    /* Largest peak usage (bytes per GPU) the job reported about itself
+     * (POST /v1/jobs/{id}/peak); has_peak is false until one is reported. */
+    bool has_peak;
+    uint64_t peak_bytes;
 } vram_job_t;
 
 typedef enum { VRAM_PLACE_BEST_FIT, VRAM_PLACE_LEAST_LOADED } vram_placement_t;
@@ -882,6 +886,11 @@ VRAM_API int vram_sched_finish(vram_sched_t *s, int64_t id, uid_t caller_uid, in
                                const char *error);
 /* Renews a running job's lease. ENOENT, EPERM, ESTATE as above. */
 VRAM_API int vram_sched_renew(vram_sched_t *s, int64_t id, uid_t caller_uid);
+/* Records the peak usage a running job measured itself (bytes per GPU): the
+ * job keeps the largest value ever reported, in memory and in the store.
+ * ENOENT, EPERM, ESTATE (not running) as above. */
+VRAM_API int vram_sched_report_peak(vram_sched_t *s, int64_t id, uid_t caller_uid,
+                                    uint64_t peak_bytes);
 /* Reaps dead processes, expired leases and queue timeouts, checks usage
  * against reservations (once a second), then admits what fits. Returns the
  * number of jobs that changed state, or an error. Call tick/run_once from one
@@ -1017,6 +1026,10 @@ VRAM_API int vram_job_request_decode(const char *text, size_t len, vram_job_requ
  * gets the text (error_len bytes at most). Errors as above. */
 VRAM_API int vram_job_finish_decode(const char *text, size_t len, int *exit_status, char *error,
                                     size_t error_len, vram_request_error_t *err);
+/* Decodes the body of POST /v1/jobs/{id}/peak: {"peak_bytes": N}, required,
+ * an integer number of bytes up to 2^60. Errors as above. Thread-safe. */
+VRAM_API int vram_job_peak_decode(const char *text, size_t len, uint64_t *peak_bytes,
+                                  vram_request_error_t *err);
 
 /* Memory per GPU of a job at batch b (degradation formula above). */
 VRAM_API uint64_t vram_job_mem_at_batch(const vram_job_request_t *req, uint32_t batch);

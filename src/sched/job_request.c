@@ -1,5 +1,5 @@
 /* The one decoder of job-request bodies (POST /v1/jobs and
- * POST /v1/jobs/{id}/finish), shared by vramd, the CLI and the fuzzers.
+ * POST /v1/jobs/{id}/finish, /peak), shared by vramd, the CLI and the fuzzers.
  * Every field is checked before anything reaches the scheduler: a wrong type
  * or malformed JSON is a 400, a bad value a 422, both naming the field. */
 #include "vram.h"
@@ -242,5 +242,24 @@ int vram_job_finish_decode(const char *text, size_t len, int *exit_status, char 
     get_string(&c, o, "error", error, error_len);
     json_decref(o);
     *exit_status = (int)status;
+    return result(&c);
+}
+
+int vram_job_peak_decode(const char *text, size_t len, uint64_t *peak_bytes,
+                         vram_request_error_t *err)
+{
+    static const char *const known[] = {"peak_bytes", NULL};
+    check_t c = {err, false};
+    memset(err, 0, sizeof *err);
+    *peak_bytes = 0;
+    json_t *o = parse_object(&c, text, len, true);
+    if (!o) return result(&c);
+    only_known_fields(&c, o, known);
+    if (!c.failed && !field(&c, o, "peak_bytes"))
+        refuse(&c, 422, "invalid_value", "field \"peak_bytes\" is required (bytes per GPU)");
+    long long peak = 0;
+    get_int(&c, o, "peak_bytes", 0, (long long)MAX_BYTES, &peak);
+    json_decref(o);
+    if (!c.failed) *peak_bytes = (uint64_t)peak;
     return result(&c);
 }

@@ -27,10 +27,11 @@ static const char *const sql_text[ST_N] = {
     [ST_INSERT] = "INSERT INTO jobs(name,command,uid,pid,pid_start,mem_bytes,gpus,priority,"
                   "timeout_s,pinned,batch_size,min_batch_size,per_sample_bytes,state,devices,"
                   "reserved_bytes,granted_batch,grad_accum,submitted_at,started_at,ended_at,"
-                  "exit_status,error,max_batch_size,spawn) VALUES(?1,?2,?3,?4,?5,?6,?7,?8,?9,?10,"
-                  "?11,?12,?13,?14,?15,?16,?17,?18,?19,?20,?21,?22,?23,?25,?26)",
+                  "exit_status,error,max_batch_size,spawn,peak_bytes) VALUES(?1,?2,?3,?4,?5,?6,?7,?8,"
+                  "?9,?10,?11,?12,?13,?14,?15,?16,?17,?18,?19,?20,?21,?22,?23,?25,?26,?27)",
     [ST_UPDATE] = "UPDATE jobs SET state=?14,devices=?15,reserved_bytes=?16,granted_batch=?17,"
-                  "grad_accum=?18,started_at=?20,ended_at=?21,exit_status=?22,error=?23 "
+                  "grad_accum=?18,started_at=?20,ended_at=?21,exit_status=?22,error=?23,"
+                  "peak_bytes=?27 "
                   "WHERE id=?24",
     [ST_EVENT] = "INSERT INTO events(job_id,at,kind,message) VALUES(?1,?2,?3,?4)",
     [ST_GET] = "SELECT * FROM jobs WHERE id=?1",
@@ -56,7 +57,8 @@ static const char schema[] =
     " granted_batch INTEGER NOT NULL, grad_accum INTEGER NOT NULL,"
     " submitted_at REAL NOT NULL, started_at REAL NOT NULL, ended_at REAL NOT NULL,"
     " exit_status INTEGER NOT NULL, error TEXT NOT NULL,"
-    " max_batch_size INTEGER NOT NULL DEFAULT 0, spawn TEXT NOT NULL DEFAULT '');"
+    " max_batch_size INTEGER NOT NULL DEFAULT 0, spawn TEXT NOT NULL DEFAULT '',"
+    " peak_bytes INTEGER);"
     "CREATE INDEX IF NOT EXISTS jobs_state ON jobs(state);"
     "CREATE TABLE IF NOT EXISTS events("
     " id INTEGER PRIMARY KEY AUTOINCREMENT, job_id INTEGER NOT NULL, at REAL NOT NULL,"
@@ -82,6 +84,7 @@ static const struct {
 } added_columns[] = {
     {"max_batch_size", "INTEGER NOT NULL DEFAULT 0"},
     {"spawn", "TEXT NOT NULL DEFAULT ''"},
+    {"peak_bytes", "INTEGER"}, /* NULL: never reported */
 };
 
 static int migrate(vram_store_t *st)
@@ -240,6 +243,10 @@ static void bind_job(sqlite3_stmt *q, const vram_job_t *j, uint64_t pid_start)
     sqlite3_bind_text(q, 23, j->error, -1, SQLITE_TRANSIENT);
     sqlite3_bind_int64(q, 25, r->max_batch_size);
     sqlite3_bind_text(q, 26, r->spawn ? r->spawn : "", -1, SQLITE_TRANSIENT);
+    if (j->has_peak)
+        sqlite3_bind_int64(q, 27, (sqlite3_int64)j->peak_bytes);
+    else
+        sqlite3_bind_null(q, 27);
 }
 
 static int step_done(vram_store_t *st, sqlite3_stmt *q, const char *what)
@@ -315,6 +322,9 @@ static void row_to_job(sqlite3_stmt *q, vram_job_t *j, uint64_t *pid_start)
     j->exit_status = sqlite3_column_int(q, 22);
     snprintf(j->error, sizeof j->error, "%s", col_text(q, 23));
     j->req.max_batch_size = (uint32_t)sqlite3_column_int64(q, 24);
+    /* column 25 is spawn (read on its own by vram_store_get_spawn) */
+    j->has_peak = sqlite3_column_type(q, 26) != SQLITE_NULL;
+    j->peak_bytes = (uint64_t)sqlite3_column_int64(q, 26);
 }
 
 static int for_rows(vram_store_t *st, sqlite3_stmt *q, vram_store_job_fn fn, void *arg)

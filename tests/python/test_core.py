@@ -287,7 +287,15 @@ def test_job_from_environment_renews_lease(vramd, monkeypatch):
         j.renew()
         assert j.renewals == 1
         j.record_peak(123)
+        assert vramd.job(job.id).peak_bytes is None
     assert j.peak_bytes == 123
+    # stop() reported it; vramd keeps the largest report
+    assert vramd.job(job.id).peak_bytes == 123
+    assert vramd.report_peak(job.id, 100).peak_bytes == 123
+    assert vramd.report_peak(job.id, 4096).raw["peak_bytes"] == 4096
+    with pytest.raises(vram.DaemonError) as e:
+        vramd.report_peak(job.id, 1 << 61)
+    assert e.value.status == 422 and "peak_bytes" in str(e.value)
     monkeypatch.setenv("VRAM_BATCH_SIZE", "x")
     with pytest.raises(ValueError, match="VRAM_BATCH_SIZE"):
         vram.job()

@@ -100,6 +100,42 @@ static void decodes_finish_bodies(void **st)
                      VRAM_EINVAL);
 }
 
+/* POST /v1/jobs/{id}/peak: one required integer, held to 2^60 like sizes. */
+static void decodes_peak_bodies(void **st)
+{
+    (void)st;
+    uint64_t peak = 1;
+    vram_request_error_t e;
+    const char *b = "{\"peak_bytes\":123456789}";
+    assert_int_equal(vram_job_peak_decode(b, strlen(b), &peak, &e), 0);
+    assert_int_equal(peak, 123456789);
+    b = "{\"peak_bytes\":1152921504606846976}"; /* 2^60 */
+    assert_int_equal(vram_job_peak_decode(b, strlen(b), &peak, &e), 0);
+    assert_int_equal(peak, 1ULL << 60);
+    const struct {
+        const char *body;
+        int status;
+        const char *names;
+    } bad[] = {
+        {"", 400, "empty"},
+        {"{}", 422, "peak_bytes"},
+        {"{\"peak_bytes\":null}", 422, "peak_bytes"},
+        {"{\"peak_bytes\":1152921504606846977}", 422, "peak_bytes"},
+        {"{\"peak_bytes\":-1}", 422, "peak_bytes"},
+        {"{\"peak_bytes\":\"10GiB\"}", 400, "peak_bytes"},
+        {"{\"peak_bytes\":1.5}", 400, "peak_bytes"},
+        {"{\"peak_bytes\":1,\"extra\":2}", 400, "extra"},
+        {"{\"peak_bytes\":1,\"peak_bytes\":2}", 400, "line"},
+        {"[1]", 400, "object"},
+    };
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+        int rc = vram_job_peak_decode(bad[i].body, strlen(bad[i].body), &peak, &e);
+        assert_int_equal(rc, bad[i].status == 422 ? VRAM_EINVAL : VRAM_EPARSE);
+        assert_int_equal(e.status, bad[i].status);
+        if (!strstr(e.message, bad[i].names)) fail_msg("%s: %s", bad[i].body, e.message);
+    }
+}
+
 static void escapes_control_characters(void **st)
 {
     (void)st;
@@ -125,6 +161,7 @@ int main(void)
         cmocka_unit_test(decodes_every_field),
         cmocka_unit_test(refuses_bad_input_naming_the_field),
         cmocka_unit_test(decodes_finish_bodies),
+        cmocka_unit_test(decodes_peak_bodies),
         cmocka_unit_test(escapes_control_characters),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
