@@ -777,6 +777,15 @@ typedef enum {
 
 #define VRAM_SCHED_MAX_GPUS 16
 
+/* A label a client attaches to its job (e.g. the Slurm job and step ids):
+ * a key of [a-z_][a-z0-9_]{0,31} and a value of at most 64 printable ASCII
+ * bytes. Shown in the job JSON and as label_<key> on the job's metrics. */
+#define VRAM_JOB_MAX_LABELS 8
+typedef struct {
+    char key[33];
+    char value[65];
+} vram_job_label_t;
+
 /* What a client asks for. mem_bytes is per GPU for batch_size; when
  * per_sample_bytes and min_batch_size are set the scheduler may start the job
  * with a smaller batch (>= min_batch_size) that fits, using
@@ -798,6 +807,8 @@ typedef struct {
      * after out-of-memory asks for less while batch_size stays the effective
      * batch, so grad_accum covers it. */
     uint32_t max_batch_size;
+    vram_job_label_t labels[VRAM_JOB_MAX_LABELS]; /* labels[0..nlabels), sorted by key */
+    int nlabels;
     /* vram submit: what vramd starts when the job is admitted (JSON, see
      * src/sched/spawn.c); stored with the job, NULL in memory. */
     const char *spawn;
@@ -1016,8 +1027,10 @@ typedef struct {
 } vram_request_error_t;
 /* Decodes the JSON body of POST /v1/jobs (text need not be NUL-terminated)
  * into *out: unknown fields, wrong types, out-of-range values, sizes (integer
- * or "10GiB") above 2^60 bytes, strings with a NUL and -0 are refused. Uid is
- * left 0 and timeout_s -1 (the daemon's default) when absent. Returns 0, or
+ * or "10GiB") above 2^60 bytes, strings with a NUL and -0 are refused, and
+ * "labels" must be an object of at most VRAM_JOB_MAX_LABELS string labels
+ * (see vram_job_label_t). Uid is left 0 and timeout_s -1 (the daemon's
+ * default) when absent. Returns 0, or
  * EPARSE (err->status 400) / EINVAL (422) with *err filled. Thread-safe. */
 VRAM_API int vram_job_request_decode(const char *text, size_t len, vram_job_request_t *out,
                                      vram_request_error_t *err);
