@@ -29,7 +29,7 @@ foreach(line IN LISTS lines)
   elseif(in_commands AND line MATCHES "^  ([a-z][a-z0-9-]*)  +(.*)$")
     scdoc_escape(summary "${CMAKE_MATCH_2}")
     string(APPEND commands "*${CMAKE_MATCH_1}*\n\t${summary}\n\n")
-  elseif(line MATCHES "^  VRAM_([A-Z0-9_]+)  +(.*)$")
+  elseif(line MATCHES "^  VRAM_([A-Z0-9_]+) +(.*)$") # one space when the name fills its column
     set(key "${CMAKE_MATCH_1}")
     set(text "${CMAKE_MATCH_2}")
     set(default "")
