@@ -11,7 +11,8 @@ from .types import PoolStats
 class _PoolConfig(ctypes.Structure):
     """vram_pool_config_t."""
     _fields_ = [("strategy", ctypes.c_int), ("limit_bytes", ctypes.c_uint64),
-                ("limit_fraction", ctypes.c_double), ("trace_path", ctypes.c_char_p)]
+                ("limit_fraction", ctypes.c_double), ("trace_path", ctypes.c_char_p),
+                ("expandable", ctypes.c_int)]  # vram_pool_expandable_t
 
 
 class Pool:
