@@ -778,6 +778,15 @@ typedef enum {
 
 #define VRAM_SCHED_MAX_GPUS 16
 
+/* A label a client attaches to its job (e.g. the Slurm job and step ids):
+ * a key of [a-z_][a-z0-9_]{0,31} and a value of at most 64 printable ASCII
+ * bytes. Shown in the job JSON and as label_<key> on the job's metrics. */
+#define VRAM_JOB_MAX_LABELS 8
+typedef struct {
+    char key[33];
+    char value[65];
+} vram_job_label_t;
+
 /* What a client asks for. mem_bytes is per GPU for batch_size; when
  * per_sample_bytes and min_batch_size are set the scheduler may start the job
  * with a smaller batch (>= min_batch_size) that fits, using
@@ -799,6 +808,8 @@ typedef struct {
      * after out-of-memory asks for less while batch_size stays the effective
      * batch, so grad_accum covers it. */
     uint32_t max_batch_size;
+    vram_job_label_t labels[VRAM_JOB_MAX_LABELS]; /* labels[0..nlabels), sorted by key */
+    int nlabels;
     /* vram submit: what vramd starts when the job is admitted (JSON, see
      * src/sched/spawn.c); stored with the job, NULL in memory. */
     const char *spawn;
@@ -816,6 +827,10 @@ typedef struct {
     double submitted_at, started_at, ended_at; /* Unix seconds; 0 = not yet */
     int exit_status;                           /* -1 = none */
     char error[256];
+    /* Largest peak usage (bytes per GPU) the job reported about itself
+     * (POST /v1/jobs/{id}/peak); has_peak is false until one is reported. */
+    bool has_peak;
+    uint64_t peak_bytes;
 } vram_job_t;
 
 typedef enum { VRAM_PLACE_BEST_FIT, VRAM_PLACE_LEAST_LOADED } vram_placement_t;
@@ -883,6 +898,11 @@ VRAM_API int vram_sched_finish(vram_sched_t *s, int64_t id, uid_t caller_uid, in
                                const char *error);
 /* Renews a running job's lease. ENOENT, EPERM, ESTATE as above. */
 VRAM_API int vram_sched_renew(vram_sched_t *s, int64_t id, uid_t caller_uid);
+/* Records the peak usage a running job measured itself (bytes per GPU): the
+ * job keeps the largest value ever reported, in memory and in the store.
+ * ENOENT, EPERM, ESTATE (not running) as above. */
+VRAM_API int vram_sched_report_peak(vram_sched_t *s, int64_t id, uid_t caller_uid,
+                                    uint64_t peak_bytes);
 /* Reaps dead processes, expired leases and queue timeouts, checks usage
  * against reservations (once a second), then admits what fits. Returns the
  * number of jobs that changed state, or an error. Call tick/run_once from one
@@ -1008,8 +1028,10 @@ typedef struct {
 } vram_request_error_t;
 /* Decodes the JSON body of POST /v1/jobs (text need not be NUL-terminated)
  * into *out: unknown fields, wrong types, out-of-range values, sizes (integer
- * or "10GiB") above 2^60 bytes, strings with a NUL and -0 are refused. Uid is
- * left 0 and timeout_s -1 (the daemon's default) when absent. Returns 0, or
+ * or "10GiB") above 2^60 bytes, strings with a NUL and -0 are refused, and
+ * "labels" must be an object of at most VRAM_JOB_MAX_LABELS string labels
+ * (see vram_job_label_t). Uid is left 0 and timeout_s -1 (the daemon's
+ * default) when absent. Returns 0, or
  * EPARSE (err->status 400) / EINVAL (422) with *err filled. Thread-safe. */
 VRAM_API int vram_job_request_decode(const char *text, size_t len, vram_job_request_t *out,
                                      vram_request_error_t *err);
@@ -1018,6 +1040,10 @@ VRAM_API int vram_job_request_decode(const char *text, size_t len, vram_job_requ
  * gets the text (error_len bytes at most). Errors as above. */
 VRAM_API int vram_job_finish_decode(const char *text, size_t len, int *exit_status, char *error,
                                     size_t error_len, vram_request_error_t *err);
+/* Decodes the body of POST /v1/jobs/{id}/peak: {"peak_bytes": N}, required,
+ * an integer number of bytes up to 2^60. Errors as above. Thread-safe. */
+VRAM_API int vram_job_peak_decode(const char *text, size_t len, uint64_t *peak_bytes,
+                                  vram_request_error_t *err);
 
 /* Memory per GPU of a job at batch b (degradation formula above). */
 VRAM_API uint64_t vram_job_mem_at_batch(const vram_job_request_t *req, uint32_t batch);

@@ -1,7 +1,8 @@
 # `make uninstall [DESTDIR=...]`: removes every file the last install listed
 # in its manifest, under DESTDIR (the manifest lists paths without it). The
 # configuration file and the token in SYSCONFDIR/vram stay, as an
-# administrator's files do.
+# administrator's files do. The Python package's bytecode (written when it was
+# imported) and its then empty directories go with it.
 cmake_minimum_required(VERSION 3.20) # policies of a script run with cmake -P
 if(NOT EXISTS "${MANIFEST}")
   message(FATAL_ERROR "no install manifest at ${MANIFEST}: nothing was installed from this build")
@@ -16,6 +17,15 @@ foreach(f IN LISTS files)
     message(STATUS "Already gone: ${f}")
   endif()
   get_filename_component(dir "${f}" DIRECTORY)
+  # Python writes bytecode next to an imported module: it goes with the module.
+  if(f MATCHES "\\.py$")
+    get_filename_component(stem "${f}" NAME_WE)
+    file(GLOB pyc "${dir}/__pycache__/${stem}.*.pyc")
+    if(pyc)
+      file(REMOVE ${pyc})
+    endif()
+    list(APPEND package_dirs "${dir}")
+  endif()
   if(dir MATCHES "/doc/vram$")
     file(GLOB left "${dir}/*")
     if(NOT left)
@@ -23,4 +33,17 @@ foreach(f IN LISTS files)
     endif()
   endif()
 endforeach()
+# The Python package's directories, deepest first, once they are empty.
+if(package_dirs)
+  list(REMOVE_DUPLICATES package_dirs)
+  list(SORT package_dirs ORDER DESCENDING)
+  foreach(dir IN LISTS package_dirs)
+    foreach(d "${dir}/__pycache__" "${dir}")
+      file(GLOB left "${d}/*")
+      if(IS_DIRECTORY "${d}" AND NOT left)
+        file(REMOVE_RECURSE "${d}")
+      endif()
+    endforeach()
+  endforeach()
+endif()
 file(REMOVE "${MANIFEST}")

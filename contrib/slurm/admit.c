@@ -158,6 +158,13 @@ static json_t *request(const spank_vram_step_t *step, long long *batch)
     } else if (step->opt[SPANK_VRAM_OPT_GPUS]) {
         json_object_set_new(req, "gpus", json_integer(atoi(step->opt[SPANK_VRAM_OPT_GPUS])));
     }
+    /* The Slurm ids as job labels: metrics show them as label_slurm_job_id
+     * and label_slurm_step_id (docs/slurm.md). */
+    char job_id[16], step_id[16];
+    snprintf(job_id, sizeof job_id, "%u", step->slurm_job_id);
+    snprintf(step_id, sizeof step_id, "%u", step->slurm_step_id);
+    json_object_set_new(req, "labels", json_pack("{s:s,s:s}", "slurm_job_id", job_id,
+                                                 "slurm_step_id", step_id));
     double timeout;
     if (step->opt[SPANK_VRAM_OPT_TIMEOUT] &&
         vram_parse_seconds(step->opt[SPANK_VRAM_OPT_TIMEOUT], &timeout) == 0)

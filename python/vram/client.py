@@ -129,6 +129,12 @@ class Client:
             body["error"] = error
         return Job.from_json(self.request("POST", "/v1/jobs/%d/finish" % int(job_id), body))
 
+    def report_peak(self, job_id, peak_bytes):
+        """Reports the job's measured peak usage in bytes per GPU (vramd keeps
+        the largest report); returns the Job."""
+        body = {"peak_bytes": int(peak_bytes)}
+        return Job.from_json(self.request("POST", "/v1/jobs/%d/peak" % int(job_id), body))
+
     def renew(self, job_id):
         return Job.from_json(self.request("POST", "/v1/jobs/%d/renew" % int(job_id)))
 

@@ -87,8 +87,9 @@ class JobInfo:
         self.peak_bytes = max(self.peak_bytes, int(nbytes))
 
     def stop(self):
-        """Stops renewing and logs the peak usage seen by record_peak() or by
-        PyTorch's CUDA allocator."""
+        """Stops renewing and reports the peak usage seen by record_peak() or
+        by PyTorch's CUDA allocator to vramd (POST /v1/jobs/{id}/peak; a
+        failure is logged, not raised: the job's work is done)."""
         self._stop.set()
         if self._thread is not None:
             self._thread.join()
@@ -101,6 +102,10 @@ class JobInfo:
             pass
         if self.managed:
             log.info("vram: job %s peak usage %d bytes", self.id, self.peak_bytes)
+            try:
+                self.client.report_peak(self.id, self.peak_bytes)
+            except Error as e:
+                log.warning("vram: cannot report the peak usage of job %s: %s", self.id, e)
 
     def __enter__(self):
         return self.start()

@@ -192,6 +192,7 @@ class Job:
     queue_position: int
     error: str
     exit_status: Optional[int]
+    peak_bytes: Optional[int] = None  # largest peak the job reported; None: never
     raw: dict = field(repr=False, default_factory=dict)
 
     @property
@@ -207,4 +208,4 @@ class Job:
                    granted_batch_size=d.get("granted_batch_size") or 0,
                    grad_accum=d.get("grad_accum") or 0,
                    queue_position=d.get("queue_position") or 0, error=d.get("error") or "",
-                   exit_status=d.get("exit_status"), raw=d)
+                   exit_status=d.get("exit_status"), peak_bytes=d.get("peak_bytes"), raw=d)

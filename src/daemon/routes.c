@@ -153,6 +153,25 @@ static void finish(vramd_state_t *d, const vramd_request_t *q, vramd_response_t 
     job_reply(d, q, r, 200, id);
 }
 
+/* POST /v1/jobs/{id}/peak: the job's own measurement of its peak usage
+ * (vram.job() sends it when it stops). */
+static void peak(vramd_state_t *d, const vramd_request_t *q, vramd_response_t *r, int64_t id)
+{
+    if (!body_fits(q, r)) return;
+    uint64_t bytes;
+    vram_request_error_t e;
+    if (vram_job_peak_decode(q->body, q->body_len, &bytes, &e) != 0) {
+        vramd_error(r, e.status, e.code, "%s", e.message);
+        return;
+    }
+    int rc = vram_sched_report_peak(d->sched, id, actor(q), bytes);
+    if (rc) {
+        vram_error(r, rc);
+        return;
+    }
+    job_reply(d, q, r, 200, id);
+}
+
 static void cancel(vramd_state_t *d, const vramd_request_t *q, vramd_response_t *r, int64_t id)
 {
     int rc = vram_sched_cancel(d->sched, id, actor(q));
@@ -322,6 +341,7 @@ static const struct route {
     {"DELETE", "/v1/jobs/{id}", MUTATOR, cancel},
     {"POST", "/v1/jobs/{id}/finish", MUTATOR, finish},
     {"POST", "/v1/jobs/{id}/renew", MUTATOR, renew},
+    {"POST", "/v1/jobs/{id}/peak", MUTATOR, peak},
     {"GET", "/v1/jobs/{id}/events", READER, events},
     {"GET", "/v1/jobs/{id}/output", READER, output},
     /* monitoring (watch_routes.c, docs/monitoring.md): aggregates, no command lines */

@@ -1,8 +1,8 @@
 /* The one decoder of job-request bodies (POST /v1/jobs and
- * POST /v1/jobs/{id}/finish), shared by vramd, the CLI and the fuzzers.
+ * POST /v1/jobs/{id}/finish, /peak), shared by vramd, the CLI and the fuzzers.
  * Every field is checked before anything reaches the scheduler: a wrong type
  * or malformed JSON is a 400, a bad value a 422, both naming the field. */
-#include "vram.h"
+#include "sched_internal.h"
 
 #include <jansson.h>
 #include <math.h>
@@ -179,6 +179,15 @@ static void get_devices(check_t *c, json_t *o, vram_job_request_t *q)
     }
 }
 
+static void get_labels(check_t *c, json_t *o, vram_job_request_t *q)
+{
+    json_t *labels = field(c, o, "labels");
+    if (!labels) return;
+    char why[200];
+    int status = vram_labels_parse(labels, q, why, sizeof why);
+    if (status) refuse(c, status, status == 400 ? "bad_type" : "invalid_value", "%s", why);
+}
+
 static int result(check_t *c)
 {
     if (!c->failed) return 0;
@@ -191,7 +200,7 @@ int vram_job_request_decode(const char *text, size_t len, vram_job_request_t *q,
     static const char *const known[] = {
         "name",    "mem_bytes",  "gpus",           "priority",         "timeout_s", "pid",
         "command", "batch_size", "min_batch_size", "per_sample_bytes", "devices",
-        "max_batch_size", NULL};
+        "max_batch_size", "labels", NULL};
     check_t c = {err, false};
     memset(err, 0, sizeof *err);
     memset(q, 0, sizeof *q);
@@ -214,6 +223,7 @@ int vram_job_request_decode(const char *text, size_t len, vram_job_request_t *q,
     get_int(&c, o, "max_batch_size", 0, 1LL << 30, &maxb); /* a retry's cap (vram run) */
     get_size(&c, o, "per_sample_bytes", &q->per_sample_bytes);
     get_devices(&c, o, q);
+    get_labels(&c, o, q);
     json_decref(o);
     if (!c.failed && q->mem_bytes == 0)
         refuse(&c, 422, "invalid_value", "field \"mem_bytes\" must be greater than 0");
@@ -242,5 +252,24 @@ int vram_job_finish_decode(const char *text, size_t len, int *exit_status, char 
     get_string(&c, o, "error", error, error_len);
     json_decref(o);
     *exit_status = (int)status;
+    return result(&c);
+}
+
+int vram_job_peak_decode(const char *text, size_t len, uint64_t *peak_bytes,
+                         vram_request_error_t *err)
+{
+    static const char *const known[] = {"peak_bytes", NULL};
+    check_t c = {err, false};
+    memset(err, 0, sizeof *err);
+    *peak_bytes = 0;
+    json_t *o = parse_object(&c, text, len, true);
+    if (!o) return result(&c);
+    only_known_fields(&c, o, known);
+    if (!c.failed && !field(&c, o, "peak_bytes"))
+        refuse(&c, 422, "invalid_value", "field \"peak_bytes\" is required (bytes per GPU)");
+    long long peak = 0;
+    get_int(&c, o, "peak_bytes", 0, (long long)MAX_BYTES, &peak);
+    json_decref(o);
+    if (!c.failed) *peak_bytes = (uint64_t)peak;
     return result(&c);
 }

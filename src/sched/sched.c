@@ -596,7 +596,8 @@ typedef struct {
     uid_t uid;
     int exit_status;
     const char *error;
-    int kind; /* 0 cancel, 1 finish, 2 renew */
+    int kind; /* 0 cancel, 1 finish, 2 renew, 3 peak */
+    uint64_t peak_bytes;
 } end_arg_t;
 
 static int owned(vram_sched_t *s, int64_t id, uid_t uid, sched_job_t **out)
@@ -634,6 +635,17 @@ static int do_end(vram_sched_t *s, void *arg)
         if (s->cfg.lease_s > 0) j->lease_until = now + s->cfg.lease_s;
         return 0;
     }
+    if (a->kind == 3) {
+        if (j->job.state != VRAM_JOB_RUNNING)
+            return vram_fail(VRAM_ESTATE, "job %lld is not running", (long long)a->id);
+        /* Reports may come from several processes or arrive out of order:
+         * the largest one is the job's peak. */
+        if (j->job.has_peak && j->job.peak_bytes >= a->peak_bytes) return 0;
+        s->dirty = true;
+        j->job.has_peak = true;
+        j->job.peak_bytes = a->peak_bytes;
+        return vram_store_update_job(s->store, &j->job);
+    }
     bool was_running = j->job.state == VRAM_JOB_RUNNING;
     if (a->kind == 0 || !was_running) {
         char msg[96];
@@ -657,7 +669,7 @@ static int do_end(vram_sched_t *s, void *arg)
 
 int vram_sched_cancel(vram_sched_t *s, int64_t id, uid_t caller_uid)
 {
-    end_arg_t a = {id, caller_uid, 0, NULL, 0};
+    end_arg_t a = {id, caller_uid, 0, NULL, 0, 0};
     int rc = locked_op(s, do_end, &a);
     return rc < 0 ? rc : 0;
 }
@@ -665,14 +677,21 @@ int vram_sched_cancel(vram_sched_t *s, int64_t id, uid_t caller_uid)
 int vram_sched_finish(vram_sched_t *s, int64_t id, uid_t caller_uid, int exit_status,
                       const char *error)
 {
-    end_arg_t a = {id, caller_uid, exit_status, error, 1};
+    end_arg_t a = {id, caller_uid, exit_status, error, 1, 0};
     int rc = locked_op(s, do_end, &a);
     return rc < 0 ? rc : 0;
 }
 
 int vram_sched_renew(vram_sched_t *s, int64_t id, uid_t caller_uid)
 {
-    end_arg_t a = {id, caller_uid, 0, NULL, 2};
+    end_arg_t a = {id, caller_uid, 0, NULL, 2, 0};
+    int rc = locked_op(s, do_end, &a);
+    return rc < 0 ? rc : 0;
+}
+
+int vram_sched_report_peak(vram_sched_t *s, int64_t id, uid_t caller_uid, uint64_t peak_bytes)
+{
+    end_arg_t a = {id, caller_uid, 0, NULL, 3, peak_bytes};
     int rc = locked_op(s, do_end, &a);
     return rc < 0 ? rc : 0;
 }

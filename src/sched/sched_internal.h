@@ -117,6 +117,16 @@ bool vram_pid_fd_exited(int pidfd);
 void vram_pid_terminate(vram_sched_t *s, const sched_job_t *j, double now);
 void vram_pid_kill_overdue(vram_sched_t *s, double now);
 
+/* labels.c: job labels (vram_job_label_t). parse fills r->labels from a
+ * JSON object, sorted by key, and returns 0, or 400 (wrong type) / 422 (bad
+ * key or value, too many) with `why` naming the label. load accepts only
+ * what parse accepts (else no labels); dump's text is malloc'd (NULL: ENOMEM). */
+struct json_t;
+int vram_labels_parse(struct json_t *obj, vram_job_request_t *r, char *why, size_t len);
+struct json_t *vram_labels_json(const vram_job_request_t *r);
+char *vram_labels_dump(const vram_job_request_t *r);
+void vram_labels_load(const char *text, vram_job_request_t *r);
+
 /* store.c: SQLite persistence. Not thread-safe: callers hold the sched lock. */
 int vram_store_open(const char *path, vram_store_t **out);
 void vram_store_close(vram_store_t *st);

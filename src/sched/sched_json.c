@@ -54,6 +54,9 @@ static json_t *job_json(const vram_job_t *j, int64_t viewer)
                         j->exit_status >= 0 && j->ended_at ? json_integer(j->exit_status)
                                                            : json_null());
     json_object_set_new(o, "error", json_string(j->error));
+    json_object_set_new(o, "labels", vram_labels_json(r));
+    json_object_set_new(o, "peak_bytes",
+                        j->has_peak ? json_integer((json_int_t)j->peak_bytes) : json_null());
     return o;
 }
 

@@ -23,20 +23,30 @@ enum {
     ST_N
 };
 
+/* The columns row_to_job reads, by name: a migrated database has its added
+ * columns in the order it got them, not in the order of the schema below. */
+#define JOB_COLUMNS                                                                              \
+    "id,name,command,uid,pid,pid_start,mem_bytes,gpus,priority,timeout_s,pinned,batch_size,"     \
+    "min_batch_size,per_sample_bytes,state,devices,reserved_bytes,granted_batch,grad_accum,"     \
+    "submitted_at,started_at,ended_at,exit_status,error,max_batch_size,spawn,peak_bytes,labels"
+
 static const char *const sql_text[ST_N] = {
     [ST_INSERT] = "INSERT INTO jobs(name,command,uid,pid,pid_start,mem_bytes,gpus,priority,"
                   "timeout_s,pinned,batch_size,min_batch_size,per_sample_bytes,state,devices,"
                   "reserved_bytes,granted_batch,grad_accum,submitted_at,started_at,ended_at,"
-                  "exit_status,error,max_batch_size,spawn) VALUES(?1,?2,?3,?4,?5,?6,?7,?8,?9,?10,"
-                  "?11,?12,?13,?14,?15,?16,?17,?18,?19,?20,?21,?22,?23,?25,?26)",
+                  "exit_status,error,max_batch_size,spawn,peak_bytes,labels) VALUES(?1,?2,?3,?4,?5,?6,"
+                  "?7,?8,?9,?10,?11,?12,?13,?14,?15,?16,?17,?18,?19,?20,?21,?22,?23,?25,?26,?27,"
+                  "?28)",
     [ST_UPDATE] = "UPDATE jobs SET state=?14,devices=?15,reserved_bytes=?16,granted_batch=?17,"
-                  "grad_accum=?18,started_at=?20,ended_at=?21,exit_status=?22,error=?23 "
+                  "grad_accum=?18,started_at=?20,ended_at=?21,exit_status=?22,error=?23,"
+                  "peak_bytes=?27 "
                   "WHERE id=?24",
     [ST_EVENT] = "INSERT INTO events(job_id,at,kind,message) VALUES(?1,?2,?3,?4)",
-    [ST_GET] = "SELECT * FROM jobs WHERE id=?1",
-    [ST_ACTIVE] = "SELECT * FROM jobs WHERE state IN ('queued','running') ORDER BY id",
-    [ST_ENDED] = "SELECT * FROM jobs WHERE state NOT IN ('queued','running') ORDER BY id DESC "
-                 "LIMIT ?1",
+    [ST_GET] = "SELECT " JOB_COLUMNS " FROM jobs WHERE id=?1",
+    [ST_ACTIVE] = "SELECT " JOB_COLUMNS " FROM jobs WHERE state IN ('queued','running') "
+                  "ORDER BY id",
+    [ST_ENDED] = "SELECT " JOB_COLUMNS " FROM jobs WHERE state NOT IN ('queued','running') "
+                 "ORDER BY id DESC LIMIT ?1",
     [ST_COUNT_EV] = "SELECT count(*) FROM events WHERE job_id=?1 AND kind=?2",
     [ST_EVENTS] = "SELECT at, kind, message FROM events WHERE job_id=?1 ORDER BY id",
     [ST_SPAWN] = "SELECT spawn FROM jobs WHERE id=?1",
@@ -56,7 +66,8 @@ static const char schema[] =
     " granted_batch INTEGER NOT NULL, grad_accum INTEGER NOT NULL,"
     " submitted_at REAL NOT NULL, started_at REAL NOT NULL, ended_at REAL NOT NULL,"
     " exit_status INTEGER NOT NULL, error TEXT NOT NULL,"
-    " max_batch_size INTEGER NOT NULL DEFAULT 0, spawn TEXT NOT NULL DEFAULT '');"
+    " max_batch_size INTEGER NOT NULL DEFAULT 0, spawn TEXT NOT NULL DEFAULT '',"
+    " peak_bytes INTEGER, labels TEXT NOT NULL DEFAULT '{}');"
     "CREATE INDEX IF NOT EXISTS jobs_state ON jobs(state);"
     "CREATE TABLE IF NOT EXISTS events("
     " id INTEGER PRIMARY KEY AUTOINCREMENT, job_id INTEGER NOT NULL, at REAL NOT NULL,"
@@ -82,6 +93,8 @@ static const struct {
 } added_columns[] = {
     {"max_batch_size", "INTEGER NOT NULL DEFAULT 0"},
     {"spawn", "TEXT NOT NULL DEFAULT ''"},
+    {"peak_bytes", "INTEGER"}, /* NULL: never reported */
+    {"labels", "TEXT NOT NULL DEFAULT '{}'"},
 };
 
 static int migrate(vram_store_t *st)
@@ -209,7 +222,7 @@ static int parse_list(const char *text, int *v, int cap)
     return n;
 }
 
-static void bind_job(sqlite3_stmt *q, const vram_job_t *j, uint64_t pid_start)
+static int bind_job(sqlite3_stmt *q, const vram_job_t *j, uint64_t pid_start)
 {
     char pinned[128], devices[128];
     int_list(pinned, sizeof pinned, j->req.pinned, j->req.npinned);
@@ -240,6 +253,17 @@ static void bind_job(sqlite3_stmt *q, const vram_job_t *j, uint64_t pid_start)
     sqlite3_bind_text(q, 23, j->error, -1, SQLITE_TRANSIENT);
     sqlite3_bind_int64(q, 25, r->max_batch_size);
     sqlite3_bind_text(q, 26, r->spawn ? r->spawn : "", -1, SQLITE_TRANSIENT);
+    if (j->has_peak)
+        sqlite3_bind_int64(q, 27, (sqlite3_int64)j->peak_bytes);
+    else
+        sqlite3_bind_null(q, 27);
+    char *labels = vram_labels_dump(r);
+    if (!labels) {
+        sqlite3_clear_bindings(q);
+        return vram_fail(VRAM_ENOMEM, "out of memory");
+    }
+    sqlite3_bind_text(q, 28, labels, -1, free);
+    return 0;
 }
 
 static int step_done(vram_store_t *st, sqlite3_stmt *q, const char *what)
@@ -254,8 +278,8 @@ static int step_done(vram_store_t *st, sqlite3_stmt *q, const char *what)
 int vram_store_insert_job(vram_store_t *st, vram_job_t *job, uint64_t pid_start)
 {
     sqlite3_stmt *q = st->st[ST_INSERT];
-    bind_job(q, job, pid_start);
-    int rc = step_done(st, q, "insert job");
+    int rc = bind_job(q, job, pid_start);
+    if (rc == 0) rc = step_done(st, q, "insert job");
     if (rc == 0) job->id = sqlite3_last_insert_rowid(st->db);
     return rc;
 }
@@ -263,7 +287,8 @@ int vram_store_insert_job(vram_store_t *st, vram_job_t *job, uint64_t pid_start)
 int vram_store_update_job(vram_store_t *st, const vram_job_t *job)
 {
     sqlite3_stmt *q = st->st[ST_UPDATE];
-    bind_job(q, job, 0); /* pid and pid_start never change after insertion */
+    int rc = bind_job(q, job, 0); /* pid and pid_start never change after insertion */
+    if (rc) return rc;
     sqlite3_bind_int64(q, 24, job->id);
     return step_done(st, q, "update job");
 }
@@ -285,7 +310,7 @@ static const char *col_text(sqlite3_stmt *q, int i)
     return t ? (const char *)t : "";
 }
 
-/* Column order follows the CREATE TABLE above. */
+/* Column order follows JOB_COLUMNS. */
 static void row_to_job(sqlite3_stmt *q, vram_job_t *j, uint64_t *pid_start)
 {
     memset(j, 0, sizeof *j);
@@ -315,6 +340,10 @@ static void row_to_job(sqlite3_stmt *q, vram_job_t *j, uint64_t *pid_start)
     j->exit_status = sqlite3_column_int(q, 22);
     snprintf(j->error, sizeof j->error, "%s", col_text(q, 23));
     j->req.max_batch_size = (uint32_t)sqlite3_column_int64(q, 24);
+    /* column 25 is spawn (read on its own by vram_store_get_spawn) */
+    j->has_peak = sqlite3_column_type(q, 26) != SQLITE_NULL;
+    j->peak_bytes = (uint64_t)sqlite3_column_int64(q, 26);
+    vram_labels_load(col_text(q, 27), &j->req);
 }
 
 static int for_rows(vram_store_t *st, sqlite3_stmt *q, vram_store_job_fn fn, void *arg)

@@ -146,6 +146,19 @@ static const char *user_of(users_t *u, uid_t uid)
     return u->name[slot];
 }
 
+/* A job's own labels (vram_job_label_t) as ,label_<key>="value": keys are
+ * already [a-z_][a-z0-9_]*, values are escaped like the others. */
+static void extra_labels(char *dst, size_t len, const vram_job_request_t *r)
+{
+    size_t at = 0;
+    dst[0] = 0;
+    for (int i = 0; i < r->nlabels && at < len; i++) {
+        char value[140];
+        escaped(value, sizeof value, r->labels[i].value);
+        at += (size_t)snprintf(dst + at, len - at, ",label_%s=\"%s\"", r->labels[i].key, value);
+    }
+}
+
 static void job_gauge(out_t *o, const watch_sample_t *s, users_t *users, const char *name,
                       const char *help, bool used)
 {
@@ -155,12 +168,13 @@ static void job_gauge(out_t *o, const watch_sample_t *s, users_t *users, const c
     for (size_t i = 0; i < s->njobs && k < s->nuses; i++) {
         const vram_job_t *j = &s->jobs[i];
         if (j->state != VRAM_JOB_RUNNING) continue;
-        char jname[200], user[140];
+        char jname[200], user[140], extra[VRAM_JOB_MAX_LABELS * 192];
         escaped(jname, sizeof jname, j->req.name);
         escaped(user, sizeof user, user_of(users, j->req.uid));
+        extra_labels(extra, sizeof extra, &j->req);
         for (; k < s->nuses && s->uses[k].job_id == j->id; k++)
-            put(o, "%s{job_id=\"%lld\",job_name=\"%s\",user=\"%s\",gpu=\"%d\"} %llu\n", name,
-                (long long)j->id, jname, user, s->uses[k].device,
+            put(o, "%s{job_id=\"%lld\",job_name=\"%s\",user=\"%s\",gpu=\"%d\"%s} %llu\n",
+                name, (long long)j->id, jname, user, s->uses[k].device, extra,
                 (unsigned long long)(used ? s->uses[k].used_bytes : s->uses[k].reserved_bytes));
     }
 }

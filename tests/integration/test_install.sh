@@ -4,7 +4,8 @@
 # then uses what was installed: a C program built through
 # `pkg-config --cflags --libs vram` (shared and static), both man pages,
 # the systemd unit (systemd-analyze verify), the bash completion, the
-# version commands, and `make uninstall`'s manifest.
+# version commands, the Python package (with /usr/bin/python3), and
+# `make uninstall`'s manifest.
 set -euo pipefail
 B=${VRAM_BUILD_DIR:?} S=${VRAM_SOURCE_DIR:?}
 T=$(mktemp -d)
@@ -30,7 +31,8 @@ libdir=$(sed -n 's/^libdir=//p' "$pc")
 expected="/usr/bin/vram /usr/bin/vramd $libdir/libvram.so $libdir/libvram.a /usr/include/vram.h
   /usr/share/man/man1/vram.1 /usr/share/man/man8/vramd.8 /usr/lib/systemd/system/vramd.service
   /usr/lib/sysusers.d/vram.conf /usr/lib/tmpfiles.d/vram.conf
-  /usr/share/bash-completion/completions/vram /etc/vram/vramd.conf"
+  /usr/share/bash-completion/completions/vram /etc/vram/vramd.conf
+  /usr/lib/python3/dist-packages/vram/__init__.py /usr/lib/python3/dist-packages/vram/_lib.py"
 [ -e "$B/contrib/slurm/spank_vram.so" ] && expected+=" $libdir/slurm/spank_vram.so"
 for f in $expected; do [ -e "$D$f" ] || fail "not installed: $f"; done
 ok "DESTDIR install: every file in place ($(grep -c "" "$manifest") in the manifest)"
@@ -95,6 +97,28 @@ linked=$(ldd "$T/hello-static")
 ! grep -q libvram <<<"$linked" || fail "the static program still wants libvram.so: $linked"
 out=$("$T/hello-static") || fail "the static program failed: $out"
 ok "the same program linked with libvram.a and \`pkg-config --static\`: $out"
+
+# The installed Python package, with Debian's interpreter, finds the installed
+# libvram.so by its SONAME (nothing of the build tree: VRAM_LIBRARY and
+# VRAM_BUILD_DIR unset, run from an empty directory). The import writes
+# bytecode, which uninstall must remove too.
+pydir=$D/usr/lib/python3/dist-packages
+[ -e "$pydir/vram/__init__.py" ] && [ -e "$pydir/vram/torch/__init__.py" ] ||
+    fail "the Python package is not in $pydir"
+[ -z "$(find "$pydir/vram" -name '*.pyc')" ] || fail "bytecode of the source tree was installed"
+mkdir "$T/empty"
+out=$(cd "$T/empty" && env -u VRAM_LIBRARY -u VRAM_BUILD_DIR -u PYTHONDONTWRITEBYTECODE PYTHONPATH="$pydir" LD_LIBRARY_PATH="$D$libdir" \
+      /usr/bin/python3 -c '
+import sys, vram
+devs = vram.devices()
+maps = open("/proc/self/maps").read()
+print(vram.__file__, vram.library_path, len(devs), devs[0].name)
+assert sys.argv[1] + "/libvram.so" in maps, "not the installed libvram"
+' "$D$libdir" 2>&1) || fail "python3 -c 'import vram; vram.devices()' with the installed package: $out"
+[ "$out" = "$pydir/vram/__init__.py libvram.so.${version%%.*} 2 H100-80GB" ] ||
+    fail "the installed package printed \"$out\""
+[ -n "$(find "$pydir/vram" -name '*.pyc')" ] || fail "the import wrote no bytecode (the uninstall check below needs it)"
+ok "the installed Python package loads the installed libvram ($out)"
 
 # --- 2. man pages: render without warnings and list every command / option
 for page in man1/vram.1 man8/vramd.8; do
@@ -214,6 +238,7 @@ DESTDIR=$D cmake --install "$B" --prefix /usr >/dev/null # the manifest now desc
 DESTDIR=$D cmake --build "$B" --target uninstall >"$T/uninstall.log" || fail "uninstall: $(cat "$T/uninstall.log")"
 left=$(cd "$D" && find . -type f -o -type l | sort)
 [ "$left" = "./etc/vram/vramd.conf" ] || fail "after uninstall, left: $left"
+[ ! -e "$D/usr/lib/python3/dist-packages/vram" ] || fail "uninstall left the Python package's directory"
 [ ! -e "$manifest" ] || fail "uninstall kept the manifest"
 ok "make uninstall removes every installed file but the configuration file"
 

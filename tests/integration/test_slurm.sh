@@ -186,6 +186,10 @@ assert a["devices"] == b["devices"], (a["devices"], b["devices"])
 # stamps come from one transaction, microseconds apart).
 assert b["submitted_at"] < a["ended_at"] <= b["started_at"] + 0.01, (a, b)
 assert (a["name"], b["name"]) == (sys.argv[3], sys.argv[4]), (a["name"], b["name"])
+# the plugin labels each vramd job with its Slurm ids (label_* in /metrics)
+for job, name in ((a, sys.argv[3]), (b, sys.argv[4])):
+    jid, sid = name[len("slurm-"):].split(".")
+    assert job["labels"] == {"slurm_job_id": jid, "slurm_step_id": sid}, job["labels"]
 EOF
     ok "$tag: two --vram-mem=60GiB steps ($step_a, $step_b) on GPU $gpu_a ran one after the other${3:+ across a restart of vramd} (\"$waiting\")"
 }

@@ -27,6 +27,29 @@ ctype=$(curl -s -o /dev/null -w '%{content_type}' "http://$TCP/metrics")
 [ "$(curl -s -o /dev/null -w '%{http_code}' -X POST "http://$TCP/metrics")" = 405 ] || fail "POST /metrics"
 pass "promtool accepts /metrics on TCP and the socket; job labels escaped, no command lines"
 
+# a job's own labels (the Slurm plugin's ids, a value that needs escaping)
+# become label_<key> on its series; promtool still accepts the text
+sleep 600 &
+HOLDER=$!
+body='{"mem_bytes":"1GiB","pid":'$HOLDER',"name":"labelled","devices":[1],"labels":{"slurm_job_id":"123","slurm_step_id":"0","note":"a\"b\\c"}}'
+LJOB=$(field "$(api POST /v1/jobs "$body")" "d['id']")
+[ "$(status)" = 201 ] || fail "labelled job: $(status) $(cat "$T/body")"
+field "$(api GET /v1/jobs/$LJOB)" "d['labels'] == {'note': 'a\"b\\\\c', 'slurm_job_id': '123', 'slurm_step_id': '0'}" \
+    | grep -qx True || fail "labels in the job JSON: $(cat "$T/body")"
+labelled='vram_job_memory_reserved_bytes{job_id="'$LJOB'",job_name="labelled",user="'"$(id -un)"'",gpu="1",label_note="a\"b\\c",label_slurm_job_id="123",label_slurm_step_id="0"}'
+labels_shown() { [ "$(metric "$labelled")" = "$GiB" ]; }
+wait_for "the job's labels in /metrics" labels_shown
+curl -s "http://$TCP/metrics" >"$T/labels.prom"
+promtool check metrics <"$T/labels.prom" || fail "promtool rejected /metrics with job labels"
+for bad in '{"A":"x"}' '{"k":1}' '{"k":"a\nb"}' '["x"]'; do
+    api POST /v1/jobs '{"mem_bytes":"1GiB","labels":'"$bad"'}' >/dev/null
+    case "$(status)" in 400 | 422) ;; *) fail "labels $bad: $(status)" ;; esac
+    grep -q labels "$T/body" || fail "labels $bad: the error does not name the field: $(cat "$T/body")"
+done
+api DELETE /v1/jobs/$LJOB >/dev/null # vramd sends the holder SIGTERM
+wait $HOLDER || true
+pass "job labels in the job JSON and as label_<key> on its series; bad labels refused"
+
 # a real Prometheus scraping vramd
 PROM_PORT=$(free_port)
 cat >"$T/prometheus.yml" <<YAML

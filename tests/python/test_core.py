@@ -256,7 +256,7 @@ def test_client_submit_wait_cancel(vramd):
     assert [j.id for j in c.jobs() if j.active] == [a.id, b.id]
     with pytest.raises(vram.TimeoutError):
         c.wait(b.id, timeout=0)
-    c.cancel(a.id)  # frees the device: b starts
+    c.cancel(a.id)  # frees the device: b starts, and a's process is told to stop
     assert c.wait(b.id, timeout=30).state == "running"
     assert c.job(a.id).state == "cancelled"
     assert child.wait(timeout=60) == -signal.SIGTERM  # vramd ended the job's process group
@@ -293,7 +293,15 @@ def test_job_from_environment_renews_lease(vramd, monkeypatch):
         j.renew()
         assert j.renewals == 1
         j.record_peak(123)
+        assert vramd.job(job.id).peak_bytes is None
     assert j.peak_bytes == 123
+    # stop() reported it; vramd keeps the largest report
+    assert vramd.job(job.id).peak_bytes == 123
+    assert vramd.report_peak(job.id, 100).peak_bytes == 123
+    assert vramd.report_peak(job.id, 4096).raw["peak_bytes"] == 4096
+    with pytest.raises(vram.DaemonError) as e:
+        vramd.report_peak(job.id, 1 << 61)
+    assert e.value.status == 422 and "peak_bytes" in str(e.value)
     monkeypatch.setenv("VRAM_BATCH_SIZE", "x")
     with pytest.raises(ValueError, match="VRAM_BATCH_SIZE"):
         vram.job()

@@ -6,6 +6,7 @@
 #include <stdint.h>
 #include <cmocka.h>
 
+#include <stdio.h>
 #include <string.h>
 
 #include "vram.h"
@@ -21,6 +22,7 @@ static void refused(const char *body, int status, const char *part)
     vram_job_request_t q;
     vram_request_error_t e;
     int rc = decode(body, &q, &e);
+    if (e.status != status) fail_msg("%s: status %d (%s), not %d", body, e.status, e.message, status);
     assert_int_equal(rc, status == 422 ? VRAM_EINVAL : VRAM_EPARSE);
     assert_int_equal(e.status, status);
     if (!strstr(e.message, part))
@@ -100,6 +102,91 @@ static void decodes_finish_bodies(void **st)
                      VRAM_EINVAL);
 }
 
+/* Labels: sorted by key, bounded in number, key syntax and value bytes. */
+static void decodes_labels(void **st)
+{
+    (void)st;
+    vram_job_request_t q;
+    vram_request_error_t e;
+    const char *body = "{\"mem_bytes\":1,\"labels\":{\"slurm_step_id\":\"0\","
+                       "\"slurm_job_id\":\"123\",\"_x9\":\"a \\\"b\\\\ ~\"}}";
+    assert_int_equal(decode(body, &q, &e), 0);
+    assert_int_equal(q.nlabels, 3);
+    assert_string_equal(q.labels[0].key, "_x9");
+    assert_string_equal(q.labels[0].value, "a \"b\\ ~");
+    assert_string_equal(q.labels[1].key, "slurm_job_id");
+    assert_string_equal(q.labels[1].value, "123");
+    assert_string_equal(q.labels[2].key, "slurm_step_id");
+    assert_int_equal(decode("{\"mem_bytes\":1,\"labels\":{}}", &q, &e), 0);
+    assert_int_equal(q.nlabels, 0);
+    /* 32-character key and 64-byte value: the limits themselves */
+    char ok[256], value[65];
+    memset(value, 'v', 64);
+    value[64] = 0;
+    snprintf(ok, sizeof ok, "{\"mem_bytes\":1,\"labels\":{\"%s\":\"%s\"}}",
+             "k0123456789012345678901234567890", value);
+    assert_int_equal(decode(ok, &q, &e), 0);
+    assert_int_equal(strlen(q.labels[0].value), 64);
+    char bad[256];
+    snprintf(bad, sizeof bad, "{\"mem_bytes\":1,\"labels\":{\"%s\":\"x\"}}",
+             "k01234567890123456789012345678901"); /* 33 characters */
+    refused(bad, 422, "k01234567890123456789012345678901");
+    snprintf(bad, sizeof bad, "{\"mem_bytes\":1,\"labels\":{\"k\":\"%sv\"}}", value);
+    refused(bad, 422, "\"k\"");
+    refused("{\"mem_bytes\":1,\"labels\":[\"a\"]}", 400, "labels");
+    refused("{\"mem_bytes\":1,\"labels\":\"a=b\"}", 400, "labels");
+    refused("{\"mem_bytes\":1,\"labels\":{\"k\":1}}", 400, "\"k\"");
+    refused("{\"mem_bytes\":1,\"labels\":{\"k\":null}}", 400, "\"k\"");
+    refused("{\"mem_bytes\":1,\"labels\":{\"Job\":\"x\"}}", 422, "Job");
+    refused("{\"mem_bytes\":1,\"labels\":{\"9a\":\"x\"}}", 422, "9a");
+    refused("{\"mem_bytes\":1,\"labels\":{\"a-b\":\"x\"}}", 422, "a-b");
+    refused("{\"mem_bytes\":1,\"labels\":{\"\":\"x\"}}", 422, "labels");
+    refused("{\"mem_bytes\":1,\"labels\":{\"k\":\"a\\nb\"}}", 422, "printable");
+    refused("{\"mem_bytes\":1,\"labels\":{\"k\":\"\\u00e9\"}}", 422, "printable");
+    refused("{\"mem_bytes\":1,\"labels\":{\"k\":\"a\\u0000b\"}}", 400, "u0000"); /* jansson */
+    /* a control byte in a bad key is escaped in the message */
+    refused("{\"mem_bytes\":1,\"labels\":{\"a\\u001bb\":\"x\"}}", 422, "a\\x1bb");
+    refused("{\"mem_bytes\":1,\"labels\":{\"a\":\"1\",\"b\":\"2\",\"c\":\"3\",\"d\":\"4\","
+            "\"e\":\"5\",\"f\":\"6\",\"g\":\"7\",\"h\":\"8\",\"i\":\"9\"}}",
+            422, "at most 8");
+}
+
+/* POST /v1/jobs/{id}/peak: one required integer, held to 2^60 like sizes. */
+static void decodes_peak_bodies(void **st)
+{
+    (void)st;
+    uint64_t peak = 1;
+    vram_request_error_t e;
+    const char *b = "{\"peak_bytes\":123456789}";
+    assert_int_equal(vram_job_peak_decode(b, strlen(b), &peak, &e), 0);
+    assert_int_equal(peak, 123456789);
+    b = "{\"peak_bytes\":1152921504606846976}"; /* 2^60 */
+    assert_int_equal(vram_job_peak_decode(b, strlen(b), &peak, &e), 0);
+    assert_int_equal(peak, 1ULL << 60);
+    const struct {
+        const char *body;
+        int status;
+        const char *names;
+    } bad[] = {
+        {"", 400, "empty"},
+        {"{}", 422, "peak_bytes"},
+        {"{\"peak_bytes\":null}", 422, "peak_bytes"},
+        {"{\"peak_bytes\":1152921504606846977}", 422, "peak_bytes"},
+        {"{\"peak_bytes\":-1}", 422, "peak_bytes"},
+        {"{\"peak_bytes\":\"10GiB\"}", 400, "peak_bytes"},
+        {"{\"peak_bytes\":1.5}", 400, "peak_bytes"},
+        {"{\"peak_bytes\":1,\"extra\":2}", 400, "extra"},
+        {"{\"peak_bytes\":1,\"peak_bytes\":2}", 400, "line"},
+        {"[1]", 400, "object"},
+    };
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+        int rc = vram_job_peak_decode(bad[i].body, strlen(bad[i].body), &peak, &e);
+        assert_int_equal(rc, bad[i].status == 422 ? VRAM_EINVAL : VRAM_EPARSE);
+        assert_int_equal(e.status, bad[i].status);
+        if (!strstr(e.message, bad[i].names)) fail_msg("%s: %s", bad[i].body, e.message);
+    }
+}
+
 static void escapes_control_characters(void **st)
 {
     (void)st;
@@ -125,6 +212,8 @@ int main(void)
         cmocka_unit_test(decodes_every_field),
         cmocka_unit_test(refuses_bad_input_naming_the_field),
         cmocka_unit_test(decodes_finish_bodies),
+        cmocka_unit_test(decodes_peak_bodies),
+        cmocka_unit_test(decodes_labels),
         cmocka_unit_test(escapes_control_characters),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);

@@ -671,6 +671,52 @@ static void failed_transactions_change_nothing(void **st)
     vram_sched_close(s);
 }
 
+/* A job keeps the largest peak it reported, across a restart; a database
+ * made before the peak_bytes column gets it (NULL: never reported). */
+static void peak_reports_keep_the_maximum(void **st)
+{
+    (void)st;
+    char path[512];
+    vram_sched_config_t c = file_config(1, 80, "peak.db", path);
+    vram_sched_t *s;
+    assert_int_equal(vram_sched_open(&c, &s), 0);
+    vram_job_t a = submit(s, "a", 50, 1, 0), b = submit(s, "b", 50, 1, 0);
+    assert_int_equal(b.state, VRAM_JOB_QUEUED);
+    char *js = vram_sched_job_json(s, a.id);
+    assert_non_null(strstr(js, "\"peak_bytes\":null"));
+    free(js);
+    assert_int_equal(vram_sched_report_peak(s, a.id, 1000, 5 * GiB), 0);
+    assert_int_equal(vram_sched_report_peak(s, a.id, 0, 3 * GiB), 0); /* root; smaller */
+    assert_int_equal(vram_sched_report_peak(s, a.id, 2000, 9 * GiB), VRAM_EPERM);
+    assert_int_equal(vram_sched_report_peak(s, b.id, 1000, GiB), VRAM_ESTATE); /* queued */
+    assert_int_equal(vram_sched_report_peak(s, 999, 1000, GiB), VRAM_ENOENT);
+    vram_job_t now;
+    assert_int_equal(vram_sched_job(s, a.id, &now), 0);
+    assert_true(now.has_peak);
+    assert_int_equal(now.peak_bytes, 5 * GiB);
+    assert_int_equal(vram_sched_report_peak(s, a.id, 1000, 7 * GiB), 0);
+    vram_sched_close(s);
+    assert_int_equal(vram_sched_open(&c, &s), 0); /* reloaded from the store */
+    assert_int_equal(vram_sched_job(s, a.id, &now), 0);
+    assert_int_equal(now.peak_bytes, 7 * GiB);
+    assert_int_equal(vram_sched_finish(s, a.id, 1000, 0, NULL), 0);
+    js = vram_sched_job_json(s, a.id); /* ended: read back from the store */
+    assert_non_null(strstr(js, "\"peak_bytes\":7516192768"));
+    free(js);
+    assert_int_equal(vram_sched_report_peak(s, a.id, 1000, 8 * GiB), VRAM_ESTATE);
+    vram_sched_close(s);
+    /* an older database: no peak_bytes column */
+    exec_sql(path, "ALTER TABLE jobs DROP COLUMN peak_bytes;");
+    assert_int_equal(vram_sched_open(&c, &s), 0);
+    js = vram_sched_job_json(s, a.id);
+    assert_non_null(strstr(js, "\"peak_bytes\":null"));
+    free(js);
+    assert_int_equal(vram_sched_report_peak(s, b.id, 1000, GiB), 0);
+    assert_int_equal(vram_sched_job(s, b.id, &now), 0);
+    assert_int_equal(now.peak_bytes, GiB);
+    vram_sched_close(s);
+}
+
 /* The daemon's threads at once: submitters/finishers, readers, the ticker. */
 typedef struct {
     vram_sched_t *s;
@@ -1130,6 +1176,7 @@ int main(void)
         cmocka_unit_test(dead_queued_clients_are_dropped),
         cmocka_unit_test(reload_after_crash),
         cmocka_unit_test(leases_expire_unless_renewed),
+        cmocka_unit_test(peak_reports_keep_the_maximum),
         cmocka_unit_test(usage_watch_flags_overuse),
         cmocka_unit_test(failed_transactions_change_nothing),
         cmocka_unit_test(concurrent_clients),
