@@ -72,3 +72,16 @@ done >"$T/help-examples"
 run_examples "--help" <"$T/help-examples"
 pass "--help of run, submit, wait, attach, jobs, cancel: $(cat "$T/count") examples ran"
 grep -q "train.sh on GPU" run-*.log || fail "submit example's output file"
+
+# docs/cli.md documents every command of `vram --help` and every long flag of
+# each command's own --help
+doc=$VRAM_SOURCE_DIR/docs/cli.md
+cmds=$(vram --help | sed -n '/^commands:$/,/^$/s/^  \([a-z][a-z-]*\) .*/\1/p')
+[ -n "$cmds" ] || fail "no commands in vram --help"
+for cmd in $cmds; do
+    grep -q "^## vram $cmd\$" "$doc" || fail "docs/cli.md has no section \"## vram $cmd\""
+    for flag in $(vram "$cmd" --help 2>&1 | grep -oE -- '--[a-z][a-z0-9-]+' | sort -u); do
+        [ "$flag" = --help ] || grep -q -- "$flag" "$doc" || fail "docs/cli.md does not mention vram $cmd $flag"
+    done
+done
+pass "docs/cli.md: a section for each of $(wc -w <<<"$cmds") commands, every flag of their --help"
