@@ -103,7 +103,10 @@ static void submit(vramd_state_t *d, const vramd_request_t *q, vramd_response_t 
 {
     (void)id;
     if (!body_fits(q, r)) return;
-    json_t *body = json_loadb(q->body, q->body_len, JSON_REJECT_DUPLICATES, NULL);
+    /* parsed a second time only when it may carry "spawn" (submit is hot) */
+    json_t *body = q->body && memmem(q->body, q->body_len, "\"spawn\"", 7)
+                       ? json_loadb(q->body, q->body_len, JSON_REJECT_DUPLICATES, NULL)
+                       : NULL;
     json_t *spawn = json_is_object(body) ? json_incref(json_object_get(body, "spawn")) : NULL;
     char *rest = NULL, *spec = NULL;
     if (spawn) {
