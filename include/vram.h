@@ -63,9 +63,9 @@ VRAM_API void vram_clear_error(void);
 /* ===================================================================== */
 
 /* The version of this header (CMake reads the project version from here). */
-#define VRAM_VERSION_MAJOR 0
-#define VRAM_VERSION_MINOR 1
-#define VRAM_VERSION_PATCH 0
+#define VRAM_VERSION_MAJOR  0
+#define VRAM_VERSION_MINOR  1
+#define VRAM_VERSION_PATCH  0
 #define VRAM_VERSION_STRING "0.1.0"
 /* Raised whenever the C API gains or changes a declaration; a program built
  * against API N runs with any libvram whose vram_api_version() is >= N and
@@ -118,12 +118,12 @@ VRAM_API const char *vram_build_id(void);
     X(BACKFILL, BOOL, "true", "start smaller queued jobs that fit while bigger ones wait")         \
     X(LEASE, SECONDS, "0", "job lease; unrenewed jobs are released (0 = watch pid only)")          \
     X(SOCKET_MODE, STRING, "0660", "permissions of the vramd Unix socket (octal)")                 \
-    X(TOKEN_FILE, STRING, "", "file holding the TCP token (0600, owned by vramd's user)")         \
-    X(MAX_QUEUED_PER_USER, INT, "1000", "queued jobs per uid (0 = no limit; root is exempt)")     \
-    X(MAX_RUNNING_PER_USER, INT, "64", "running jobs per uid (0 = no limit; root is exempt)")     \
-    X(STATUS_CACHE, SECONDS, "0.25", "GET /v1/status reuses a device probe up to this old")      \
-    X(KILL_GRACE, SECONDS, "10", "cancel of a running job: SIGKILL this long after SIGTERM")      \
-    X(MAX_CONNECTIONS_PER_PEER, INT, "32", "open connections per socket uid or TCP address")     \
+    X(TOKEN_FILE, STRING, "", "file holding the TCP token (0600, owned by vramd's user)")          \
+    X(MAX_QUEUED_PER_USER, INT, "1000", "queued jobs per uid (0 = no limit; root is exempt)")      \
+    X(MAX_RUNNING_PER_USER, INT, "64", "running jobs per uid (0 = no limit; root is exempt)")      \
+    X(STATUS_CACHE, SECONDS, "0.25", "GET /v1/status reuses a device probe up to this old")        \
+    X(KILL_GRACE, SECONDS, "10", "cancel of a running job: SIGKILL this long after SIGTERM")       \
+    X(MAX_CONNECTIONS_PER_PEER, INT, "32", "open connections per socket uid or TCP address")       \
     X(REQUEST_TIMEOUT, SECONDS, "10", "seconds a connection may idle or dribble a request")        \
     /* watch: monitoring (docs/monitoring.md) */                                                   \
     X(WATCH_INTERVAL, SECONDS, "1", "vramd samples the devices this often")                        \

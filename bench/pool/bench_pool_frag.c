@@ -85,8 +85,8 @@ int main(int argc, char **argv)
     printf("# bench_pool_frag: random traces, sizes log-uniform 512 B - %.0f B, 2 passes; "
            "ratio = peak reserved / peak requested\n",
            max);
-    printf("%-8s %-34s %7s %9s %9s %9s %9s\n", "live", "allocator", "ratio", "res MiB",
-           "calls 1st", "calls 2nd", "cost ns");
+    printf("%-8s %-34s %7s %9s %9s %9s %9s\n", "live", "allocator", "ratio", "res MiB", "calls 1st",
+           "calls 2nd", "cost ns");
     int rc = 0;
     for (size_t l = 0; l < sizeof lives / sizeof lives[0] && !rc; l++) {
         vram_trace_t t = {0};

@@ -322,9 +322,9 @@ int main(int argc, char **argv)
                     fprintf(stderr, "pool failed: %s\n", vram_last_error());
                     return 1;
                 }
-                printf("pool %-21s %8zu %8.0f %8.0f %8.1f %10lld %9.3f %9.0f\n",
-                       row_name(s), lives[l], f.p50, f.p99,
-                       f.mean, (long long)st.segment[VRAM_POOL_STAT_ALL].current,
+                printf("pool %-21s %8zu %8.0f %8.0f %8.1f %10lld %9.3f %9.0f\n", row_name(s),
+                       lives[l], f.p50, f.p99, f.mean,
+                       (long long)st.segment[VRAM_POOL_STAT_ALL].current,
                        (double)st.reserved_bytes[VRAM_POOL_STAT_ALL].current /
                            (double)st.requested_bytes[VRAM_POOL_STAT_ALL].current,
                        own.p50);

@@ -97,7 +97,8 @@ static int estimate(const spank_vram_step_t *step, long long batch, uint64_t *to
     } else if (!json_is_integer(json_object_get(json_object_get(est, "bytes"), "total"))) {
         say("vram estimate gave no bytes.total");
     } else {
-        *total = (uint64_t)json_integer_value(json_object_get(json_object_get(est, "bytes"), "total"));
+        *total =
+            (uint64_t)json_integer_value(json_object_get(json_object_get(est, "bytes"), "total"));
         *batch_out = json_integer_value(json_object_get(est, "batch_size"));
         rc = 0;
     }
@@ -138,8 +139,8 @@ static int memory_fields(const spank_vram_step_t *step, json_t *req, long long *
 
 static json_t *request(const spank_vram_step_t *step, long long *batch)
 {
-    json_t *req = json_pack("{s:i,s:s,s:s}", "pid", step->pid, "name", step->name, "command",
-                            step->command);
+    json_t *req =
+        json_pack("{s:i,s:s,s:s}", "pid", step->pid, "name", step->name, "command", step->command);
     if (memory_fields(step, req, batch) != 0) {
         json_decref(req);
         return NULL;
@@ -163,8 +164,8 @@ static json_t *request(const spank_vram_step_t *step, long long *batch)
     char job_id[16], step_id[16];
     snprintf(job_id, sizeof job_id, "%u", step->slurm_job_id);
     snprintf(step_id, sizeof step_id, "%u", step->slurm_step_id);
-    json_object_set_new(req, "labels", json_pack("{s:s,s:s}", "slurm_job_id", job_id,
-                                                 "slurm_step_id", step_id));
+    json_object_set_new(req, "labels",
+                        json_pack("{s:s,s:s}", "slurm_job_id", job_id, "slurm_step_id", step_id));
     double timeout;
     if (step->opt[SPANK_VRAM_OPT_TIMEOUT] &&
         vram_parse_seconds(step->opt[SPANK_VRAM_OPT_TIMEOUT], &timeout) == 0)
@@ -202,9 +203,9 @@ static void report(const spank_vram_step_t *step, json_t *job, const spank_vram_
     char size[32];
     vram_format_size((uint64_t)json_integer_value(json_object_get(job, "reserved_bytes")), size,
                      sizeof size);
-    fprintf(stderr, "vram: step %u.%u admitted as vramd job %lld after %.1f s: %s per GPU on GPU %s",
-            step->slurm_job_id, step->slurm_step_id, g->job_id, waited, size,
-            g->cuda_visible_devices);
+    fprintf(
+        stderr, "vram: step %u.%u admitted as vramd job %lld after %.1f s: %s per GPU on GPU %s",
+        step->slurm_job_id, step->slurm_step_id, g->job_id, waited, size, g->cuda_visible_devices);
     if (json_is_true(json_object_get(job, "degraded")))
         fprintf(stderr, ", batch %lld with %lld accumulation steps (asked %lld)", g->batch_size,
                 g->grad_accum, (long long)json_integer_value(json_object_get(job, "batch_size")));
@@ -213,10 +214,9 @@ static void report(const spank_vram_step_t *step, json_t *job, const spank_vram_
     if (!path) return;
     json_t *r = json_pack("{s:I,s:I,s:I,s:s,s:O,s:O,s:O,s:O,s:O,s:f}", "vram_job_id",
                           (json_int_t)g->job_id, "slurm_job_id", (json_int_t)step->slurm_job_id,
-                          "slurm_step_id", (json_int_t)step->slurm_step_id,
-                          "cuda_visible_devices", g->cuda_visible_devices, "devices",
-                          json_object_get(job, "devices"), "reserved_bytes",
-                          json_object_get(job, "reserved_bytes"), "batch_size",
+                          "slurm_step_id", (json_int_t)step->slurm_step_id, "cuda_visible_devices",
+                          g->cuda_visible_devices, "devices", json_object_get(job, "devices"),
+                          "reserved_bytes", json_object_get(job, "reserved_bytes"), "batch_size",
                           json_object_get(job, "batch_size"), "granted_batch_size",
                           json_object_get(job, "granted_batch_size"), "grad_accum",
                           json_object_get(job, "grad_accum"), "waited_s", waited);

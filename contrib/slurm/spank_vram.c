@@ -74,8 +74,7 @@ static int on_option(int val, const char *optarg, int remote)
         if (!positive_integer(v)) bad = "a whole number > 0";
         break;
     case SPANK_VRAM_OPT_TIMEOUT:
-        if (vram_parse_seconds(v, &seconds) != 0 || seconds < 0)
-            bad = "seconds, e.g. 600 or 10m";
+        if (vram_parse_seconds(v, &seconds) != 0 || seconds < 0) bad = "seconds, e.g. 600 or 10m";
         break;
     }
     if (bad) {
@@ -191,15 +190,15 @@ static int parse_list(const char *text, char entries[][64], int cap)
 static void describe_step(spank_t sp, spank_vram_step_t *step)
 {
     memset(step, 0, sizeof *step);
-    for (int i = 0; i < SPANK_VRAM_OPT_COUNT_; i++) step->opt[i] = values[i];
+    for (int i = 0; i < SPANK_VRAM_OPT_COUNT_; i++)
+        step->opt[i] = values[i];
     if (admin_optional) step->opt[SPANK_VRAM_OPT_OPTIONAL] = "1";
     step->socket = socket_path;
     step->vram_bin = vram_bin;
     step->pid = (int)getpid();
     spank_get_item(sp, S_JOB_ID, &step->slurm_job_id);
     spank_get_item(sp, S_JOB_STEPID, &step->slurm_step_id);
-    snprintf(step->name, sizeof step->name, "slurm-%u.%u", step->slurm_job_id,
-             step->slurm_step_id);
+    snprintf(step->name, sizeof step->name, "slurm-%u.%u", step->slurm_job_id, step->slurm_step_id);
     int argc = 0;
     char **argv = NULL;
     size_t at = 0;
@@ -261,8 +260,8 @@ static void supervise(pid_t program, long long job_id)
      * the supervisor must outlive the program to report it, and must not
      * release the memory while the program still runs. SIGKILL ends both. */
     for (int sig = 1; sig < NSIG; sig++)
-        if (sig != SIGCHLD && sig != SIGCONT && sig != SIGSEGV && sig != SIGBUS &&
-            sig != SIGFPE && sig != SIGILL && sig != SIGTRAP && sig != SIGSYS && sig != SIGABRT)
+        if (sig != SIGCHLD && sig != SIGCONT && sig != SIGSEGV && sig != SIGBUS && sig != SIGFPE &&
+            sig != SIGILL && sig != SIGTRAP && sig != SIGSYS && sig != SIGABRT)
             signal(sig, SIG_IGN); /* KILL and STOP refuse it */
     int status = 0;
     while (waitpid(program, &status, 0) < 0 && errno == EINTR) {

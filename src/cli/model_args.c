@@ -86,9 +86,8 @@ static int apply_second_edition(cli_model_args_t *a, const char *flag, const cha
         else
             return cli_usage_error(a->cmd, "unknown --quantize-base \"%s\" (use nf4, int8 or none)",
                                    v);
-        e->double_quant = e->quantize_base == VRAM_QUANT_NF4 && !a->double_quant_given
-                              ? true
-                              : e->double_quant;
+        e->double_quant =
+            e->quantize_base == VRAM_QUANT_NF4 && !a->double_quant_given ? true : e->double_quant;
         return 0;
     }
     if (!strcmp(flag, "--double-quant")) {
@@ -108,8 +107,7 @@ static int apply_second_edition(cli_model_args_t *a, const char *flag, const cha
     }
     if (!strcmp(flag, "--loss")) {
         if (strcmp(v, "chunked") && strcmp(v, "full") && strcmp(v, "sum"))
-            return cli_usage_error(a->cmd, "unknown --loss \"%s\" (use full, chunked or sum)",
-                                   v);
+            return cli_usage_error(a->cmd, "unknown --loss \"%s\" (use full, chunked or sum)", v);
         e->chunked_loss = !strcmp(v, "chunked");
         e->sum_loss = !strcmp(v, "sum");
         return 0;
@@ -130,8 +128,8 @@ static int apply_second_edition(cli_model_args_t *a, const char *flag, const cha
     }
     if (!strcmp(flag, "--cuda")) {
         int major, minor, len = 0;
-        if (sscanf(v, "%d.%d%n", &major, &minor, &len) != 2 || v[len] || major < 9 ||
-            major > 19 || minor < 0 || minor > 9)
+        if (sscanf(v, "%d.%d%n", &major, &minor, &len) != 2 || v[len] || major < 9 || major > 19 ||
+            minor < 0 || minor > 9)
             return cli_usage_error(a->cmd, "--cuda \"%s\": give the CUDA version as 11.8 or 12.4",
                                    v);
         e->cuda_version = major * 10 + minor;
@@ -147,8 +145,10 @@ static int apply_second_edition(cli_model_args_t *a, const char *flag, const cha
                 if (i) strncat(known, ", ", sizeof known - strlen(known) - 1);
                 strncat(known, all[i].name, sizeof known - strlen(known) - 1);
             }
-            return cli_usage_error(a->cmd, "unknown GPU \"%s\" (known: %s; a bare H100, A100, "
-                                   "V100 or H200 picks the common variant)", v, known);
+            return cli_usage_error(a->cmd,
+                                   "unknown GPU \"%s\" (known: %s; a bare H100, A100, "
+                                   "V100 or H200 picks the common variant)",
+                                   v, known);
         }
         if (g) e->gpu_cc = g->cc_major * 10 + g->cc_minor;
         a->gpu_name = v;
@@ -183,8 +183,7 @@ static int apply(cli_model_args_t *a, const char *flag, const char *v)
         else if (!strcmp(v, "load"))
             e->mode = VRAM_MODE_LOAD;
         else
-            return cli_usage_error(a->cmd, "unknown --mode \"%s\" (use train, infer or load)",
-                                   v);
+            return cli_usage_error(a->cmd, "unknown --mode \"%s\" (use train, infer or load)", v);
         return 0;
     }
     if (!strcmp(flag, "--attention")) {
@@ -196,8 +195,8 @@ static int apply(cli_model_args_t *a, const char *flag, const char *v)
         else if (!strcmp(v, "auto"))
             e->attention_from_model = true, e->fused_attention = false;
         else
-            return cli_usage_error(a->cmd,
-                                   "unknown --attention \"%s\" (use auto, eager or fused)", v);
+            return cli_usage_error(a->cmd, "unknown --attention \"%s\" (use auto, eager or fused)",
+                                   v);
         return 0;
     }
     if ((rc = apply_second_edition(a, flag, v)) != 1) return rc;
@@ -262,14 +261,20 @@ static int apply(cli_model_args_t *a, const char *flag, const char *v)
 
 static bool is_ours(const char *flag)
 {
-    static const char *const flags[] = {
-        "--model",    "--attention",  "--hf-config",      "--profile",
-        "--mode",     "--precision",  "--optimizer",      "--checkpointing",
-        "--overhead", "--batch-size", "--seq-len",        "--image-size",
-        "--zero",     "--gpus",       "--max-new-tokens", "--accumulation-steps",
-        "--lora-rank", "--lora-alpha", "--lora-targets", "--quantize-base", "--double-quant",
-        "--activation-offload", "--lazy-loading", "--loss", "--optimizer-impl", "--cuda",
-        "--gpu-name"};
+    static const char *const flags[] = {"--model",          "--attention",
+                                        "--hf-config",      "--profile",
+                                        "--mode",           "--precision",
+                                        "--optimizer",      "--checkpointing",
+                                        "--overhead",       "--batch-size",
+                                        "--seq-len",        "--image-size",
+                                        "--zero",           "--gpus",
+                                        "--max-new-tokens", "--accumulation-steps",
+                                        "--lora-rank",      "--lora-alpha",
+                                        "--lora-targets",   "--quantize-base",
+                                        "--double-quant",   "--activation-offload",
+                                        "--lazy-loading",   "--loss",
+                                        "--optimizer-impl", "--cuda",
+                                        "--gpu-name"};
     for (size_t i = 0; i < sizeof flags / sizeof flags[0]; i++)
         if (!strcmp(flag, flags[i])) return true;
     return false;

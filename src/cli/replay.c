@@ -57,10 +57,10 @@ static void print_json(const char *path, const vram_replay_config_t *cfg, uint64
                         cfg->mode == VRAM_REPLAY_POOL
                             ? json_string(vram_pool_strategy_name(cfg->strategy))
                             : json_null());
-    json_object_set_new(o, "expandable", cfg->mode == VRAM_REPLAY_POOL
-                                             ? json_boolean(cfg->expandable !=
-                                                            VRAM_POOL_EXPANDABLE_OFF)
-                                             : json_null());
+    json_object_set_new(o, "expandable",
+                        cfg->mode == VRAM_REPLAY_POOL
+                            ? json_boolean(cfg->expandable != VRAM_POOL_EXPANDABLE_OFF)
+                            : json_null());
     json_object_set_new(o, "repeat", json_integer(cfg->repeat));
     json_object_set_new(o, "device_mem_bytes", json_integer((json_int_t)device_mem));
     json_object_set_new(o, "ops", json_integer((json_int_t)r->ops));
@@ -122,7 +122,8 @@ static void print_table(const char *path, const vram_replay_config_t *cfg, uint6
     if (r->device_maps || r->device_unmaps)
         printf("device maps/unmaps  %llu / %llu\n", (unsigned long long)r->device_maps,
                (unsigned long long)r->device_unmaps);
-    printf("device calls        %llu in the first pass", (unsigned long long)r->first_pass_device_calls);
+    printf("device calls        %llu in the first pass",
+           (unsigned long long)r->first_pass_device_calls);
     if (r->second_pass_device_calls != UINT64_MAX)
         printf(", %llu in the second", (unsigned long long)r->second_pass_device_calls);
     printf("\nwith device costs   %.1f ns per op (alloc %g us, free %g us, map %g us per call)\n",

@@ -385,8 +385,9 @@ int vram_cli_top(int argc, char **argv)
     if (optind < argc) return cli_usage_error("top", "unexpected argument \"%s\"", argv[optind]);
     /* a live view needs a terminal to draw on and read keys from */
     if (!isatty(STDIN_FILENO) || !isatty(STDOUT_FILENO))
-        return cli_runtime_error("top", "needs a terminal; for a refreshing table in a pipe or a log "
-                                        "use `vram info --watch SECONDS`");
+        return cli_runtime_error("top",
+                                 "needs a terminal; for a refreshing table in a pipe or a log "
+                                 "use `vram info --watch SECONDS`");
     top_t t;
     memset(&t, 0, sizeof t);
     int rc = cli_open_ctx("top", true, &t.ctx);

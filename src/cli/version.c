@@ -34,9 +34,10 @@ int vram_cli_version(int argc, char **argv)
         if (!strcmp(argv[i], "--json"))
             as_json = true;
         else if (!strcmp(argv[i], "-h") || !strcmp(argv[i], "--help")) {
-            printf("usage: vram version [--json]\n\nThe versions of vram and libvram (release and C "
-                   "API level), the vramd HTTP API,\nthe build (git describe) and the running "
-                   "vramd, if one answers.\n");
+            printf(
+                "usage: vram version [--json]\n\nThe versions of vram and libvram (release and C "
+                "API level), the vramd HTTP API,\nthe build (git describe) and the running "
+                "vramd, if one answers.\n");
             return CLI_OK;
         } else
             return cli_usage_error("version", "unknown argument \"%s\"", argv[i]);

@@ -51,8 +51,7 @@ int vram_private_dir(const char *dir, bool create, mode_t mode)
     if (create && mkdir(dir, mode) != 0 && errno != EEXIST)
         return vram_fail(VRAM_EIO, "cannot create directory %s: %s", dir, strerror(errno));
     struct stat st;
-    if (lstat(dir, &st) != 0)
-        return vram_fail(VRAM_EIO, "directory %s: %s", dir, strerror(errno));
+    if (lstat(dir, &st) != 0) return vram_fail(VRAM_EIO, "directory %s: %s", dir, strerror(errno));
     if (!S_ISDIR(st.st_mode))
         return vram_fail(VRAM_EPERM, "%s is not a directory (or is a symlink)", dir);
     if (st.st_uid != geteuid())

@@ -39,8 +39,8 @@ typedef struct {
 
 typedef struct {
     int status;
-    char *body;        /* malloc'd JSON */
-    const char *allow; /* Allow header for 405 */
+    char *body;               /* malloc'd JSON */
+    const char *allow;        /* Allow header for 405 */
     const char *content_type; /* NULL = application/json */
     char allow_buf[64];
     bool close; /* answer, then close the connection */
@@ -68,8 +68,8 @@ void vramd_error(vramd_response_t *r, int status, const char *code, const char *
  * submitted jobs; the scheduler's event hook for it (admitted, cancelled);
  * GET /v1/jobs/{id}/output. */
 #include <jansson.h>
-char *vramd_submit_spec(const vramd_state_t *d, const vramd_request_t *req,
-                        vramd_response_t *resp, json_t *spawn);
+char *vramd_submit_spec(const vramd_state_t *d, const vramd_request_t *req, vramd_response_t *resp,
+                        json_t *spawn);
 int vramd_submit_start(vram_sched_t *sched);
 void vramd_submit_stop(void);
 void vramd_submit_event(const vram_job_t *job, const char *kind);
@@ -80,10 +80,12 @@ void vramd_job_output(vramd_state_t *d, const vramd_request_t *req, vramd_respon
  * POST /v1/peaks/reset. */
 void vramd_watch_metrics(vramd_state_t *d, const vramd_request_t *q, vramd_response_t *r,
                          int64_t id);
-void vramd_watch_sample(vramd_state_t *d, const vramd_request_t *q, vramd_response_t *r, int64_t id);
+void vramd_watch_sample(vramd_state_t *d, const vramd_request_t *q, vramd_response_t *r,
+                        int64_t id);
 void vramd_watch_history(vramd_state_t *d, const vramd_request_t *q, vramd_response_t *r,
                          int64_t id);
-void vramd_watch_alerts(vramd_state_t *d, const vramd_request_t *q, vramd_response_t *r, int64_t id);
+void vramd_watch_alerts(vramd_state_t *d, const vramd_request_t *q, vramd_response_t *r,
+                        int64_t id);
 void vramd_watch_peaks(vramd_state_t *d, const vramd_request_t *q, vramd_response_t *r, int64_t id);
 void vramd_watch_reset_peaks(vramd_state_t *d, const vramd_request_t *q, vramd_response_t *r,
                              int64_t id);

@@ -247,13 +247,13 @@ int vramd_http_start(vramd_state_t *d, int fd, vramd_transport_t transport, vram
     }
     unsigned flags = MHD_USE_THREAD_PER_CONNECTION | MHD_USE_INTERNAL_POLLING_THREAD |
                      MHD_USE_POLL | MHD_USE_ERROR_LOG;
-    h->mhd = MHD_start_daemon(flags, 0, NULL, NULL, on_request, h,                    //
-                              MHD_OPTION_LISTEN_SOCKET, fd,                          //
-                              MHD_OPTION_NOTIFY_COMPLETED, on_completed, h,          //
-                              MHD_OPTION_NOTIFY_CONNECTION, on_connection, h,        //
-                              MHD_OPTION_UNESCAPE_CALLBACK, unescape, NULL,          //
-                              MHD_OPTION_EXTERNAL_LOGGER, mhd_log, NULL,             //
-                              MHD_OPTION_CONNECTION_TIMEOUT, (unsigned)300,          //
+    h->mhd = MHD_start_daemon(flags, 0, NULL, NULL, on_request, h,            //
+                              MHD_OPTION_LISTEN_SOCKET, fd,                   //
+                              MHD_OPTION_NOTIFY_COMPLETED, on_completed, h,   //
+                              MHD_OPTION_NOTIFY_CONNECTION, on_connection, h, //
+                              MHD_OPTION_UNESCAPE_CALLBACK, unescape, NULL,   //
+                              MHD_OPTION_EXTERNAL_LOGGER, mhd_log, NULL,      //
+                              MHD_OPTION_CONNECTION_TIMEOUT, (unsigned)300,   //
                               MHD_OPTION_CONNECTION_LIMIT, (unsigned)512, MHD_OPTION_END);
     if (!h->mhd) {
         vramd_guard_stop(h->guard);

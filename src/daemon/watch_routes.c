@@ -65,7 +65,8 @@ static double unix_now(void)
     return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
 }
 
-void vramd_watch_history(vramd_state_t *d, const vramd_request_t *q, vramd_response_t *r, int64_t id)
+void vramd_watch_history(vramd_state_t *d, const vramd_request_t *q, vramd_response_t *r,
+                         int64_t id)
 {
     (void)id;
     if (!watching(d, r)) return;

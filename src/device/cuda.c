@@ -519,8 +519,9 @@ static int cuda_vmm_granularity(void *state, int index, size_t *granularity)
         if (rc) return rc;
     }
     if (!supported)
-        return vram_fail(VRAM_ENOTSUP, "cuda: device %d (driver %s) has no virtual memory management",
-                         index, st->path);
+        return vram_fail(VRAM_ENOTSUP,
+                         "cuda: device %d (driver %s) has no virtual memory management", index,
+                         st->path);
     CUmemAllocationProp prop = device_prop(d);
     size_t g = 0;
     CUresult r = st->fn.mem_granularity(&g, &prop, CU_MEM_ALLOC_GRANULARITY_MINIMUM);
@@ -533,8 +534,7 @@ static int cuda_vmm_granularity(void *state, int index, size_t *granularity)
 }
 
 /* The granularity, and whether size (and addr) are multiples of it. */
-static int check_granules(cuda_state_t *st, int index, uint64_t addr, size_t size,
-                          const char *what)
+static int check_granules(cuda_state_t *st, int index, uint64_t addr, size_t size, const char *what)
 {
     size_t g;
     int rc = cuda_vmm_granularity(st, index, &g);

@@ -260,9 +260,9 @@ static int map_state_file(sim_t *s)
     }
     bool fresh = st.st_size == 0;
     uint64_t magic = 0;
-    if (!fresh && (!S_ISREG(st.st_mode) || st.st_uid != geteuid() ||
-                   pread(s->fd, &magic, sizeof magic, 0) != (ssize_t)sizeof magic ||
-                   magic != SIM_MAGIC)) {
+    if (!fresh &&
+        (!S_ISREG(st.st_mode) || st.st_uid != geteuid() ||
+         pread(s->fd, &magic, sizeof magic, 0) != (ssize_t)sizeof magic || magic != SIM_MAGIC)) {
         /* Not ours: never overwrite a file that is not a sim state file. */
         unlock_table(s);
         return vram_fail(VRAM_EPERM,
@@ -594,8 +594,8 @@ typedef struct sim_reservation {
     uintptr_t base;
     size_t size;
     int device;
-    size_t mapped;   /* granules mapped */
-    uint8_t *state;  /* per granule: 0 unmapped, 1 start of a chunk, 2 inside one */
+    size_t mapped;  /* granules mapped */
+    uint8_t *state; /* per granule: 0 unmapped, 1 start of a chunk, 2 inside one */
     struct sim_reservation *next;
 } sim_reservation_t;
 

@@ -11,8 +11,8 @@
 
 /* Parameter tensors of a model, accumulated one tensor at a time. */
 typedef struct {
-    uint64_t params;       /* elements */
-    uint64_t max_tensor;   /* elements of the largest tensor */
+    uint64_t params;     /* elements */
+    uint64_t max_tensor; /* elements of the largest tensor */
     struct {
         uint64_t elems, count;
     } sizes[VRAM_ARCH_SIZE_CLASSES]; /* tensors by size (the last class absorbs overflow) */

@@ -62,8 +62,8 @@ static void wav2vec2_params(const vram_model_t *m, vram_arch_params_t *p)
         if (!m->conv_group_norm || i == 0) norm(p, c, true);
         in = c;
     }
-    norm(p, in, true);    /* feature_projection.layer_norm */
-    linear(p, h, in, true); /* feature_projection.projection */
+    norm(p, in, true);                          /* feature_projection.layer_norm */
+    linear(p, h, in, true);                     /* feature_projection.projection */
     vram_arch_add_tensor(p, 1, (uint64_t)h, 1); /* masked_spec_embed */
     /* positional convolution with weight norm: weight_v, weight_g, bias */
     vram_arch_add_tensor(p, (uint64_t)h, (uint64_t)(h / m->pos_conv_groups),

@@ -115,8 +115,8 @@ static layer_acts_t decoder_layer(const vram_model_t *m, const vram_arch_shape_t
     l.input = p->f32 * tok * h;
     double I = is_moe(m) ? (double)m->expert_intermediate * (double)m->experts_per_token
                          : (double)m->intermediate_size;
-    l.working = p->mm * tok * h +
-                max2(attention_working(p, b, s, h, kvd, a, s), p->mm * tok * 3 * I);
+    l.working =
+        p->mm * tok * h + max2(attention_working(p, b, s, h, kvd, a, s), p->mm * tok * 3 * I);
     return l;
 }
 

@@ -38,8 +38,7 @@ vram_head_t vram_arch_head(const vram_model_t *m)
     if (!has_head(m)) return VRAM_HEAD_BASE;
     if (m->head != VRAM_HEAD_DEFAULT) return m->head;
     if (vram_arch_is_decoder(m)) return VRAM_HEAD_CAUSAL_LM;
-    if (m->family == VRAM_FAMILY_T5 || m->family == VRAM_FAMILY_WHISPER)
-        return VRAM_HEAD_COND_GEN;
+    if (m->family == VRAM_FAMILY_T5 || m->family == VRAM_FAMILY_WHISPER) return VRAM_HEAD_COND_GEN;
     return VRAM_HEAD_BASE;
 }
 
@@ -129,11 +128,9 @@ double vram_arch_head_acts(const vram_model_t *m, const vram_arch_shape_t *s, do
     case VRAM_HEAD_CTC:
         /* the head's input, then the loss over every position's logits;
          * Hugging Face's causal LMs upcast the logits to fp32 for the loss */
-        if (s->sum_loss)
-            /* logits.sum(): the logits stay referenced by the model's output */
+        if (s->sum_loss) /* logits.sum(): the logits stay referenced by the model's output */
             return fed(s, 1) * tokens * E + s->mm * tokens * V;
-        if (s->chunked_loss)
-            /* each chunk's half-precision logits and a log-sum-exp per token */
+        if (s->chunked_loss) /* each chunk's half-precision logits and a log-sum-exp per token */
             return fed(s, 1) * tokens * E + s->mm * tokens * V + (4 + IDX) * tokens;
         if (vram_arch_is_decoder(m)) return fed(s, 1) * tokens * E + (4.0 + IDX / V) * tokens * V;
         return fed(s, 1) * tokens * E + logits(s, tokens, V);

@@ -52,8 +52,7 @@ static inline double attention_probs(const vram_arch_shape_t *p, double scores, 
 {
     /* pure half precision with Hugging Face's fp32 softmax: the fp32
      * probabilities (softmax's output) and their half cast (the matmul's) */
-    if (p->upcast && !p->amp && p->f32 == 2)
-        return scores * (4 + 2 + (dropout ? MASK : 0));
+    if (p->upcast && !p->amp && p->f32 == 2) return scores * (4 + 2 + (dropout ? MASK : 0));
     if (dropout) return scores * (p->f32 + MASK + fed(p, 1));
     return scores * (p->f32 + (p->amp ? 2 : 0));
 }
@@ -63,8 +62,8 @@ static inline double attention_probs(const vram_arch_shape_t *p, double scores, 
  * under autocast); with dropout also the mask and the dropped
  * probabilities, which the second matmul keeps. Fused attention (SDPA,
  * FlashAttention) keeps no scores, only the fp32 log-sum-exp per query. */
-static inline double attention_core(const vram_arch_shape_t *p, double b, double heads, double q_len,
-                             double kv_len, bool dropout)
+static inline double attention_core(const vram_arch_shape_t *p, double b, double heads,
+                                    double q_len, double kv_len, bool dropout)
 {
     if (p->fused_attention) return 4.0 * b * heads * q_len;
     double scores = b * heads * q_len * kv_len;
@@ -75,7 +74,7 @@ static inline double attention_core(const vram_arch_shape_t *p, double b, double
 /* Inference working set of attention: q, k, v, context, scores and probs
  * (fused attention materializes no scores). */
 static inline double attention_working(const vram_arch_shape_t *p, double b, double s, double h,
-                                double kvd, double heads, double kv_len)
+                                       double kvd, double heads, double kv_len)
 {
     double scores = p->fused_attention ? 0 : heads * s * kv_len;
     /* the scores and probabilities; Hugging Face's fp32 softmax in half
@@ -125,8 +124,8 @@ static inline double logits(const vram_arch_shape_t *p, double tok, double V)
  * With 2-byte activations, I = 4h and the fused GELU this is Korthikanti et
  * al.'s 34·sbh + 5·as²b. */
 static inline layer_acts_t classic_layer(const vram_arch_shape_t *p, double b, double s, double h,
-                                  double I, double a, bool dropout, int qkv_consumers,
-                                  double mlp_bytes, int streams)
+                                         double I, double a, bool dropout, int qkv_consumers,
+                                         double mlp_bytes, int streams)
 {
     layer_acts_t l;
     double tok = b * s;

@@ -7,7 +7,6 @@
 
 /* Bytes of fp32 statistics and int64 indices. */
 
-
 /* L pre-norm layers with biases (GPT-2, GPT-NeoX, ViT): LayerNorm, fused QKV,
  * output projection, LayerNorm, two-layer MLP. Counted once, then repeated. */
 static void prenorm_layers(vram_arch_params_t *p, int64_t h, int64_t I, int64_t L)
@@ -21,7 +20,6 @@ static void prenorm_layers(vram_arch_params_t *p, int64_t h, int64_t I, int64_t 
     linear(&layer, h, I, true);
     vram_arch_add_repeated(p, &layer, (uint64_t)L);
 }
-
 
 /* A field outside [0, max]: models built by hand through the API get the
  * bounds the file readers apply (estimate_limits.h), so the shape
@@ -58,11 +56,9 @@ static int check_limits(const vram_model_t *m)
         (rc = out_of_range(m, "experts", m->num_experts, VRAM_MAX_HEADS)) ||
         (rc = out_of_range(m, "experts per token", m->experts_per_token, m->num_experts)) ||
         (rc = out_of_range(m, "expert width", m->expert_intermediate, VRAM_MAX_MLP_WIDTH)) ||
-        (rc = out_of_range(m, "shared expert width", m->shared_intermediate,
-                           VRAM_MAX_MLP_WIDTH)) ||
+        (rc = out_of_range(m, "shared expert width", m->shared_intermediate, VRAM_MAX_MLP_WIDTH)) ||
         (rc = out_of_range(m, "mel bins", m->num_mel_bins, VRAM_MAX_IMAGE)) ||
-        (rc = out_of_range(m, "source positions", m->max_source_positions,
-                           VRAM_MAX_POSITIONS)) ||
+        (rc = out_of_range(m, "source positions", m->max_source_positions, VRAM_MAX_POSITIONS)) ||
         (rc = out_of_range(m, "conv layers", m->conv_layers, 8)) ||
         (rc = out_of_range(m, "positional conv kernel", m->pos_conv_kernel, VRAM_MAX_IMAGE)) ||
         (rc = out_of_range(m, "positional conv groups", m->pos_conv_groups, VRAM_MAX_HEADS)))
@@ -217,7 +213,6 @@ int vram_arch_transformer_params(const vram_model_t *m, vram_arch_params_t *p)
 /* said otherwise. Roles and byte sizes: see vram_arch_shape_t.            */
 /* ---------------------------------------------------------------------- */
 
-
 /* Bytes per MLP element kept by the activation between the two linears.
  * The fused GELU keeps its input and output (2 mm). GPT-2's gelu_new, which
  * Hugging Face writes out in Python, keeps x³'s input, tanh, 0.5·x, 1 + tanh
@@ -292,7 +287,6 @@ static double t5_attention_acts(const vram_arch_shape_t *p, double b, double q_l
            (self ? p->mm * b * kv_len * 2 * h : 0) + MASK * tok * h +
            attention_core(p, b, a, q_len, kv_len, true);
 }
-
 
 int vram_arch_transformer_acts(const vram_model_t *m, const vram_arch_shape_t *sh, double *bytes)
 {

@@ -189,7 +189,7 @@ typedef struct {
     double largest_trainable;            /* elements of the largest trained tensor */
     double dequant;                      /* QLoRA: one dequantized weight in flight */
     double lora_acts_per_token;
-    double wb, gb, sb;                   /* bytes per element: weights, grads, one state */
+    double wb, gb, sb; /* bytes per element: weights, grads, one state */
 } param_memory_t;
 
 static int lora_memory(const vram_model_t *m, const vram_estimate_config_t *c,
@@ -303,8 +303,8 @@ typedef struct {
 static backward_t backward_temps(const vram_model_t *m, const vram_arch_shape_t *sh)
 {
     backward_t r = {0, 0};
-    if (m->hidden_size <= 0 || m->family == VRAM_FAMILY_PROFILE ||
-        m->family == VRAM_FAMILY_LSTM || m->family == VRAM_FAMILY_GRU || vram_arch_is_image(m))
+    if (m->hidden_size <= 0 || m->family == VRAM_FAMILY_PROFILE || m->family == VRAM_FAMILY_LSTM ||
+        m->family == VRAM_FAMILY_GRU || vram_arch_is_image(m))
         return r;
     double b = (double)sh->batch, s = (double)sh->seq, tok = b * s, h = (double)m->hidden_size;
     if (m->family == VRAM_FAMILY_WAV2VEC2) tok = b * (double)vram_arch_wav2vec2_frames(m, sh->seq);
@@ -343,8 +343,8 @@ typedef struct {
  * class (weights, gradients when live, each optimizer state), the
  * activations in equal pieces, the temporaries and the KV cache per layer. */
 static double carve_phase(const vram_model_t *m, const vram_arch_params_t *p,
-                          const param_memory_t *pm, const vram_estimate_config_t *c,
-                          double fixed, const phase_t *ph)
+                          const param_memory_t *pm, const vram_estimate_config_t *c, double fixed,
+                          const phase_t *ph)
 {
     vram_carve_t k;
     vram_carve_init(&k);
@@ -460,8 +460,8 @@ int vram_estimate(const vram_model_t *m, const vram_estimate_config_t *c, vram_e
         if (m->family == VRAM_FAMILY_T5 || m->family == VRAM_FAMILY_WHISPER) {
             /* decoder self-attention over the generated tokens, and the
              * cross-attention keys/values of the encoded input */
-            double src = m->family == VRAM_FAMILY_WHISPER ? (double)m->max_source_positions
-                                                           : (double)seq;
+            double src =
+                m->family == VRAM_FAMILY_WHISPER ? (double)m->max_source_positions : (double)seq;
             layers = (double)(m->num_decoder_layers > 0 ? m->num_decoder_layers : m->num_layers);
             prompt_kv = 2 * layers * kvd * b * mm * src;
             full_kv = 2 * layers * kvd * b * mm * (T + src);

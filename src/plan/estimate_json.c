@@ -39,8 +39,8 @@ static void add_setup(json_t *o, const vram_estimate_config_t *c, const vram_est
     json_object_set_new(o, "trainable_count", json_integer((json_int_t)e->trainable_count));
     if (c->lora_rank > 0)
         json_object_set_new(o, "lora",
-                            json_pack("{s:I, s:f, s:s}", "rank", (json_int_t)c->lora_rank,
-                                      "alpha", c->lora_alpha, "quantize_base",
+                            json_pack("{s:I, s:f, s:s}", "rank", (json_int_t)c->lora_rank, "alpha",
+                                      c->lora_alpha, "quantize_base",
                                       c->quantize_base == VRAM_QUANT_NF4    ? "nf4"
                                       : c->quantize_base == VRAM_QUANT_INT8 ? "int8"
                                                                             : "none"));
@@ -50,8 +50,8 @@ json_t *vram_estimate_to_json(const vram_model_t *m, const vram_estimate_config_
                               const vram_estimate_t *e, int64_t accumulation_steps)
 {
     json_t *o = json_pack(
-        "{s:s, s:s, s:I, s:s, s:I, s:I, s:I, s:I, s:s, s:s, s:s, s:i, s:i, s:I, s:o, s:f}",
-        "model", m->name, "family", vram_family_name(m->family), "parameters_count",
+        "{s:s, s:s, s:I, s:s, s:I, s:I, s:I, s:I, s:s, s:s, s:s, s:i, s:i, s:I, s:o, s:f}", "model",
+        m->name, "family", vram_family_name(m->family), "parameters_count",
         (json_int_t)e->parameters_count, "mode", mode_name(c->mode), "batch_size",
         (json_int_t)c->batch_size, "effective_batch_size",
         (json_int_t)(c->batch_size * accumulation_steps), "seq_len", (json_int_t)e->seq_len,

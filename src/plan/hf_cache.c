@@ -48,7 +48,8 @@ static int hub_dir(char *out, size_t len)
         n = snprintf(out, len, "%s/.cache/huggingface/hub", user);
     else
         return vram_fail(VRAM_ENOENT, "no Hugging Face cache: set HF_HUB_CACHE or HF_HOME");
-    if (n < 0 || (size_t)n >= len) return vram_fail(VRAM_EINVAL, "Hugging Face cache path too long");
+    if (n < 0 || (size_t)n >= len)
+        return vram_fail(VRAM_EINVAL, "Hugging Face cache path too long");
     return 0;
 }
 

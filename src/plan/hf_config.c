@@ -100,10 +100,11 @@ static int contradiction(json_t *root, const char *origin, const char *t, bool m
     for (const char *const *k = moe_keys; *k && !moe; k++) {
         json_t *v = json_object_get(root, *k);
         if (v && !json_is_null(v) && !(json_is_integer(v) && json_integer_value(v) == 0))
-            return vram_fail(VRAM_EPARSE,
-                             "%s: \"%s\" describes a mixture-of-experts model but model_type \"%s\" "
-                             "is dense; fix model_type (mixtral, qwen2_moe)",
-                             origin, *k, t);
+            return vram_fail(
+                VRAM_EPARSE,
+                "%s: \"%s\" describes a mixture-of-experts model but model_type \"%s\" "
+                "is dense; fix model_type (mixtral, qwen2_moe)",
+                origin, *k, t);
     }
     static const char *const audio_keys[] = {"num_mel_bins", "conv_dim", NULL};
     bool audio = !strcmp(t, "whisper") || !strcmp(t, "wav2vec2");
@@ -123,7 +124,8 @@ static int read_head(json_t *root, const char *origin, vram_model_t *m)
     if (!arch || json_is_null(arch)) return 0;
     if (!json_is_array(arch) || json_array_size(arch) == 0 ||
         !json_is_string(json_array_get(arch, 0)))
-        return vram_fail(VRAM_EPARSE, "%s: \"architectures\" must be a list of class names", origin);
+        return vram_fail(VRAM_EPARSE, "%s: \"architectures\" must be a list of class names",
+                         origin);
     const char *a = json_string_value(json_array_get(arch, 0));
     static const struct {
         const char *suffix;
@@ -162,7 +164,8 @@ static int read_head(json_t *root, const char *origin, vram_model_t *m)
     int rc;
     if ((rc = get_int(root, origin, KEYS("num_labels"), false, 0, VRAM_MAX_VOCAB, &m->num_labels)))
         return rc;
-    if (!m->num_labels) m->num_labels = json_is_object(labels) ? (int64_t)json_object_size(labels) : 2;
+    if (!m->num_labels)
+        m->num_labels = json_is_object(labels) ? (int64_t)json_object_size(labels) : 2;
     if (m->head == VRAM_HEAD_QA) m->num_labels = 2; /* start and end logits */
     return 0;
 }

@@ -103,8 +103,9 @@ int vram_lora_targets_parse(const char *text, unsigned *out)
         const char *name;
         unsigned bits;
     } names[] = {
-        {"q", VRAM_LORA_Q},       {"k", VRAM_LORA_K},       {"v", VRAM_LORA_V},
-        {"o", VRAM_LORA_O},       {"gate", VRAM_LORA_GATE}, {"up", VRAM_LORA_UP},
+        {"q", VRAM_LORA_Q},       {"k", VRAM_LORA_K},
+        {"v", VRAM_LORA_V},       {"o", VRAM_LORA_O},
+        {"gate", VRAM_LORA_GATE}, {"up", VRAM_LORA_UP},
         {"down", VRAM_LORA_DOWN}, {"all-linear", VRAM_LORA_ALL_LINEAR},
     };
     unsigned bits = 0;

@@ -274,8 +274,7 @@ static uint64_t shrink_expandable(vram_pool_t *pool, uint64_t want)
 static uint64_t release_cache(vram_pool_t *pool, uint64_t want)
 {
     uint64_t released = release_idle(pool, -1, 0, true, true, want);
-    if (released < want && pool->reservations)
-        released += shrink_expandable(pool, want - released);
+    if (released < want && pool->reservations) released += shrink_expandable(pool, want - released);
     return released;
 }
 

@@ -400,7 +400,7 @@ struct vram_pool {
      * reservation per stream and kind in use. */
     size_t granularity;
     vram_pool_reservation_t *reservations;
-    vram_block_table_t blocks;   /* every block struct */
+    vram_block_table_t blocks; /* every block struct */
     /* OOM handlers (copied before being called without the lock) */
     vram_pool_handler_t handlers[VRAM_POOL_MAX_OOM_HANDLERS];
     int handler_count;

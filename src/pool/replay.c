@@ -8,8 +8,8 @@
 #include <string.h>
 #include <unistd.h>
 
-static const char *const mode_names[VRAM_REPLAY_MODE_COUNT_] = {
-    "none", "device", "malloc", "torch", "torch-expandable"};
+static const char *const mode_names[VRAM_REPLAY_MODE_COUNT_] = {"none", "device", "malloc", "torch",
+                                                                "torch-expandable"};
 
 const char *vram_replay_mode_name(vram_replay_mode_t mode)
 {
@@ -299,7 +299,8 @@ int vram_replay_run(const vram_trace_t *trace, const vram_replay_config_t *cfg,
         int rc = vram_pool_create_on(&src, &pc, &r.pool);
         if (rc) return rc;
     } else if (cfg->mode == VRAM_REPLAY_TORCH || cfg->mode == VRAM_REPLAY_TORCH_EXPANDABLE) {
-        int rc = vram_torch_policy_create(&src, cfg->mode == VRAM_REPLAY_TORCH_EXPANDABLE, &r.torch);
+        int rc =
+            vram_torch_policy_create(&src, cfg->mode == VRAM_REPLAY_TORCH_EXPANDABLE, &r.torch);
         if (rc) return rc;
     }
     uint64_t calls[4], pass_start = 0, pass_calls[2] = {0, UINT64_MAX};
@@ -414,9 +415,9 @@ int vram_replay_run(const vram_trace_t *trace, const vram_replay_config_t *cfg,
     out->device_unmaps = calls[3];
     out->first_pass_device_calls = pass_calls[0];
     out->second_pass_device_calls = pass_calls[1];
-    out->device_cost_ns = 1000.0 * ((double)calls[0] * cfg->cost.alloc_us +
-                                    (double)calls[1] * cfg->cost.free_us +
-                                    (double)(calls[2] + calls[3]) * cfg->cost.map_us);
+    out->device_cost_ns =
+        1000.0 * ((double)calls[0] * cfg->cost.alloc_us + (double)calls[1] * cfg->cost.free_us +
+                  (double)(calls[2] + calls[3]) * cfg->cost.map_us);
     out->sim_device_ns = (double)r.source.ns;
     out->ns_per_op_with_cost =
         n_all ? (out->all.mean * (double)n_all - out->sim_device_ns + out->device_cost_ns) /

@@ -7,10 +7,10 @@
 #include "pool/trace.h"
 
 typedef enum {
-    VRAM_REPLAY_POOL,   /* vram_pool_alloc / vram_pool_free */
-    VRAM_REPLAY_DEVICE, /* vram_device_alloc / vram_device_free: no caching */
-    VRAM_REPLAY_MALLOC, /* the C library's malloc / free */
-    VRAM_REPLAY_TORCH,  /* PyTorch's default caching policy (torch_policy.h) */
+    VRAM_REPLAY_POOL,             /* vram_pool_alloc / vram_pool_free */
+    VRAM_REPLAY_DEVICE,           /* vram_device_alloc / vram_device_free: no caching */
+    VRAM_REPLAY_MALLOC,           /* the C library's malloc / free */
+    VRAM_REPLAY_TORCH,            /* PyTorch's default caching policy (torch_policy.h) */
     VRAM_REPLAY_TORCH_EXPANDABLE, /* the same with expandable segments */
     VRAM_REPLAY_MODE_COUNT_
 } vram_replay_mode_t;
@@ -29,8 +29,8 @@ typedef struct {
     vram_replay_mode_t mode;
     vram_pool_strategy_t strategy;     /* VRAM_REPLAY_POOL */
     vram_pool_expandable_t expandable; /* VRAM_REPLAY_POOL */
-    int repeat;                    /* passes over the trace (>= 1) */
-    vram_ctx_t *ctx;               /* POOL, DEVICE and TORCH */
+    int repeat;                        /* passes over the trace (>= 1) */
+    vram_ctx_t *ctx;                   /* POOL, DEVICE and TORCH */
     int device;
     vram_device_cost_t cost;
 } vram_replay_config_t;

@@ -143,8 +143,7 @@ static int check_segment(const vram_pool_t *pool, const vram_pool_segment_t *seg
         if (vram_block_free_at(&pool->blocks, vram_block_id(&pool->blocks, b)) == b->allocated)
             FAIL("the free map is wrong about block 0x%" PRIxPTR, b->addr);
         if (b->segment != seg || b->stream != seg->stream || b->kind != seg->kind ||
-            b->expandable != (seg->reservation != NULL) ||
-            b->seg_seq != (uint32_t)seg->seq)
+            b->expandable != (seg->reservation != NULL) || b->seg_seq != (uint32_t)seg->seq)
             FAIL("block 0x%" PRIxPTR " names the wrong segment or stream", b->addr);
         if (!b->size || b->size % VRAM_POOL_ALIGN)
             FAIL("block 0x%" PRIxPTR " has size %zu", b->addr, b->size);

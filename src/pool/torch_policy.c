@@ -11,12 +11,12 @@
 #include <string.h>
 
 /* PyTorch's constants (CUDACachingAllocator.cpp). */
-#define TP_MIN_BLOCK     512u                /* kMinBlockSize: every size a multiple */
-#define TP_SMALL_SIZE    ((size_t)1 << 20)   /* kSmallSize: the small pool's largest request */
-#define TP_SMALL_BUFFER  ((size_t)2 << 20)   /* kSmallBuffer: small-pool segments */
-#define TP_LARGE_BUFFER  ((size_t)20 << 20)  /* kLargeBuffer: segments for 1-10 MiB requests */
-#define TP_MIN_LARGE     ((size_t)10 << 20)  /* kMinLargeAlloc: above, the request rounded */
-#define TP_ROUND_LARGE   ((size_t)2 << 20)   /* kRoundLarge */
+#define TP_MIN_BLOCK      512u                /* kMinBlockSize: every size a multiple */
+#define TP_SMALL_SIZE     ((size_t)1 << 20)   /* kSmallSize: the small pool's largest request */
+#define TP_SMALL_BUFFER   ((size_t)2 << 20)   /* kSmallBuffer: small-pool segments */
+#define TP_LARGE_BUFFER   ((size_t)20 << 20)  /* kLargeBuffer: segments for 1-10 MiB requests */
+#define TP_MIN_LARGE      ((size_t)10 << 20)  /* kMinLargeAlloc: above, the request rounded */
+#define TP_ROUND_LARGE    ((size_t)2 << 20)   /* kRoundLarge */
 #define TP_VA_PER_SEGMENT ((uint64_t)1 << 40) /* expandable: address space per stream and kind */
 
 typedef struct tp_segment tp_segment_t;

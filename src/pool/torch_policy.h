@@ -14,7 +14,8 @@ typedef struct vram_torch_policy vram_torch_policy_t;
 typedef struct {
     uint64_t reserved_bytes, peak_reserved_bytes; /* segments, or mapped bytes when expandable */
     uint64_t device_allocs, device_frees;         /* cudaMalloc / cudaFree */
-    uint64_t maps, unmaps; /* expandable: cuMemCreate+cuMemMap+cuMemSetAccess of one unit, and back */
+    uint64_t maps,
+        unmaps; /* expandable: cuMemCreate+cuMemMap+cuMemSetAccess of one unit, and back */
     uint64_t ooms, retries;
 } vram_torch_policy_stats_t;
 

@@ -197,10 +197,13 @@ static int result(check_t *c)
 int vram_job_request_decode(const char *text, size_t len, vram_job_request_t *q,
                             vram_request_error_t *err)
 {
-    static const char *const known[] = {
-        "name",    "mem_bytes",  "gpus",           "priority",         "timeout_s", "pid",
-        "command", "batch_size", "min_batch_size", "per_sample_bytes", "devices",
-        "max_batch_size", "labels", NULL};
+    static const char *const known[] = {"name",           "mem_bytes",
+                                        "gpus",           "priority",
+                                        "timeout_s",      "pid",
+                                        "command",        "batch_size",
+                                        "min_batch_size", "per_sample_bytes",
+                                        "devices",        "max_batch_size",
+                                        "labels",         NULL};
     check_t c = {err, false};
     memset(err, 0, sizeof *err);
     memset(q, 0, sizeof *q);

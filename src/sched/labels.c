@@ -55,8 +55,8 @@ int vram_labels_parse(json_t *obj, vram_job_request_t *r, char *why, size_t len)
             return 400;
         }
         if (!key_ok(key)) {
-            snprintf(why, len,
-                     "field \"labels\": key \"%s\" must match [a-z_][a-z0-9_]{0,31}", shown);
+            snprintf(why, len, "field \"labels\": key \"%s\" must match [a-z_][a-z0-9_]{0,31}",
+                     shown);
             return 422;
         }
         if (!value_ok(json_string_value(v), json_string_length(v))) {

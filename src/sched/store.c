@@ -25,18 +25,19 @@ enum {
 
 /* The columns row_to_job reads, by name: a migrated database has its added
  * columns in the order it got them, not in the order of the schema below. */
-#define JOB_COLUMNS                                                                              \
-    "id,name,command,uid,pid,pid_start,mem_bytes,gpus,priority,timeout_s,pinned,batch_size,"     \
-    "min_batch_size,per_sample_bytes,state,devices,reserved_bytes,granted_batch,grad_accum,"     \
+#define JOB_COLUMNS                                                                                \
+    "id,name,command,uid,pid,pid_start,mem_bytes,gpus,priority,timeout_s,pinned,batch_size,"       \
+    "min_batch_size,per_sample_bytes,state,devices,reserved_bytes,granted_batch,grad_accum,"       \
     "submitted_at,started_at,ended_at,exit_status,error,max_batch_size,spawn,peak_bytes,labels"
 
 static const char *const sql_text[ST_N] = {
-    [ST_INSERT] = "INSERT INTO jobs(name,command,uid,pid,pid_start,mem_bytes,gpus,priority,"
-                  "timeout_s,pinned,batch_size,min_batch_size,per_sample_bytes,state,devices,"
-                  "reserved_bytes,granted_batch,grad_accum,submitted_at,started_at,ended_at,"
-                  "exit_status,error,max_batch_size,spawn,peak_bytes,labels) VALUES(?1,?2,?3,?4,?5,?6,"
-                  "?7,?8,?9,?10,?11,?12,?13,?14,?15,?16,?17,?18,?19,?20,?21,?22,?23,?25,?26,?27,"
-                  "?28)",
+    [ST_INSERT] =
+        "INSERT INTO jobs(name,command,uid,pid,pid_start,mem_bytes,gpus,priority,"
+        "timeout_s,pinned,batch_size,min_batch_size,per_sample_bytes,state,devices,"
+        "reserved_bytes,granted_batch,grad_accum,submitted_at,started_at,ended_at,"
+        "exit_status,error,max_batch_size,spawn,peak_bytes,labels) VALUES(?1,?2,?3,?4,?5,?6,"
+        "?7,?8,?9,?10,?11,?12,?13,?14,?15,?16,?17,?18,?19,?20,?21,?22,?23,?25,?26,?27,"
+        "?28)",
     [ST_UPDATE] = "UPDATE jobs SET state=?14,devices=?15,reserved_bytes=?16,granted_batch=?17,"
                   "grad_accum=?18,started_at=?20,ended_at=?21,exit_status=?22,error=?23,"
                   "peak_bytes=?27 "

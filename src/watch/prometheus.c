@@ -173,8 +173,8 @@ static void job_gauge(out_t *o, const watch_sample_t *s, users_t *users, const c
         escaped(user, sizeof user, user_of(users, j->req.uid));
         extra_labels(extra, sizeof extra, &j->req);
         for (; k < s->nuses && s->uses[k].job_id == j->id; k++)
-            put(o, "%s{job_id=\"%lld\",job_name=\"%s\",user=\"%s\",gpu=\"%d\"%s} %llu\n",
-                name, (long long)j->id, jname, user, s->uses[k].device, extra,
+            put(o, "%s{job_id=\"%lld\",job_name=\"%s\",user=\"%s\",gpu=\"%d\"%s} %llu\n", name,
+                (long long)j->id, jname, user, s->uses[k].device, extra,
                 (unsigned long long)(used ? s->uses[k].used_bytes : s->uses[k].reserved_bytes));
     }
 }

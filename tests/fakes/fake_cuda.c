@@ -637,8 +637,8 @@ EXPORT CUresult cuMemRelease(CUmemGenericAllocationHandle handle)
     LOCKED(do_release_handle(handle));
 }
 
-static CUresult do_map(CUdeviceptr ptr, size_t size, size_t offset,
-                       CUmemGenericAllocationHandle id, unsigned long long flags)
+static CUresult do_map(CUdeviceptr ptr, size_t size, size_t offset, CUmemGenericAllocationHandle id,
+                       unsigned long long flags)
 {
     fake_device_t *cur;
     CUresult r = enter_current("cuMemMap", &cur);

@@ -11,8 +11,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     int rc = vram_watch_check_rules(path, &text);
     if (rc != 0) {
         FUZZ_CHECK_FAILED_WITH_MESSAGE(rc, "vram_watch_check_rules");
-        FUZZ_CHECK(rc == VRAM_EPARSE || rc == VRAM_EIO || rc == VRAM_ENOMEM,
-                   "unexpected error %d", rc);
+        FUZZ_CHECK(rc == VRAM_EPARSE || rc == VRAM_EIO || rc == VRAM_ENOMEM, "unexpected error %d",
+                   rc);
         FUZZ_CHECK(rc != VRAM_EPARSE || strstr(vram_last_error(), path),
                    "the message does not name the file: %s", vram_last_error());
         FUZZ_CHECK(text == NULL, "output on failure");

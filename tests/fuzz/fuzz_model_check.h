@@ -45,9 +45,8 @@ static inline bool fuzz_models_equal(const vram_model_t *a, const vram_model_t *
            SAME(shared_intermediate) && SAME(qkv_bias) && SAME(mlp_bias) && SAME(lm_head_bias) &&
            SAME(softmax_upcast) && SAME(no_final_norm) && SAME(post_norm) && SAME(sdpa_default) &&
            SAME(score_clamp) && SAME(num_mel_bins) && SAME(max_source_positions) &&
-           SAME(conv_layers) && SAME(conv_bias) && SAME(conv_group_norm) &&
-           SAME(pos_conv_kernel) && SAME(pos_conv_groups) &&
-           !memcmp(a->conv_dim, b->conv_dim, sizeof a->conv_dim) &&
+           SAME(conv_layers) && SAME(conv_bias) && SAME(conv_group_norm) && SAME(pos_conv_kernel) &&
+           SAME(pos_conv_groups) && !memcmp(a->conv_dim, b->conv_dim, sizeof a->conv_dim) &&
            !memcmp(a->conv_kernel, b->conv_kernel, sizeof a->conv_kernel) &&
            !memcmp(a->conv_stride, b->conv_stride, sizeof a->conv_stride);
 #undef SAME

@@ -26,9 +26,9 @@ static char fake_lib[4096];
 static const char *real_stub = "/usr/local/cuda/lib64/stubs/libcuda.so";
 
 static const char *knobs[] = {
-    "FAKE_CUDA_DEVICES", "FAKE_CUDA_NAME", "FAKE_CUDA_MEM",
-    "FAKE_CUDA_USED",    "FAKE_CUDA_CC",   "FAKE_CUDA_SMS",
-    "FAKE_CUDA_STUB",    "FAKE_CUDA_FAIL", "FAKE_CUDA_DRIVER_VERSION",
+    "FAKE_CUDA_DEVICES", "FAKE_CUDA_NAME",        "FAKE_CUDA_MEM",
+    "FAKE_CUDA_USED",    "FAKE_CUDA_CC",          "FAKE_CUDA_SMS",
+    "FAKE_CUDA_STUB",    "FAKE_CUDA_FAIL",        "FAKE_CUDA_DRIVER_VERSION",
     "FAKE_CUDA_VMM",     "FAKE_CUDA_GRANULARITY",
 };
 
@@ -403,18 +403,19 @@ static void vmm_fake_is_strict(void **state)
     assert_int_equal(v.create(&h, MiB, &prop, 0), CUDA_ERROR_INVALID_VALUE);
     assert_int_equal(v.create(&h, 2 * MiB, &prop, 0), CUDA_SUCCESS);
     assert_int_equal(v.create(&h2, 2 * MiB, &prop, 0), CUDA_SUCCESS);
-    assert_int_equal(v.map(va + 4096, 2 * MiB, 0, h, 0), CUDA_ERROR_INVALID_VALUE);  /* unaligned */
+    assert_int_equal(v.map(va + 4096, 2 * MiB, 0, h, 0), CUDA_ERROR_INVALID_VALUE); /* unaligned */
     assert_int_equal(v.map(va + 8 * MiB, 2 * MiB, 0, h, 0), CUDA_ERROR_INVALID_VALUE); /* outside */
-    assert_int_equal(v.map(va, 4 * MiB, 0, h, 0), CUDA_ERROR_INVALID_VALUE); /* not the handle's size */
+    assert_int_equal(v.map(va, 4 * MiB, 0, h, 0),
+                     CUDA_ERROR_INVALID_VALUE); /* not the handle's size */
     assert_int_equal(v.map(va, 2 * MiB, 0, h, 0), CUDA_SUCCESS);
     assert_int_equal(v.map(va, 2 * MiB, 0, h2, 0), CUDA_ERROR_INVALID_VALUE); /* over a mapping */
-    assert_int_equal(v.memset8(va, 0, 64), CUDA_ERROR_ILLEGAL_ADDRESS);     /* no access yet */
+    assert_int_equal(v.memset8(va, 0, 64), CUDA_ERROR_ILLEGAL_ADDRESS);       /* no access yet */
     assert_int_equal(v.set_access(va, 2 * MiB, &rw, 1), CUDA_SUCCESS);
     assert_int_equal(v.memset8(va, 0, 64), CUDA_SUCCESS);
     assert_int_equal(v.memset8(va + 2 * MiB, 0, 64), CUDA_ERROR_ILLEGAL_ADDRESS); /* unmapped */
-    assert_int_equal(v.release(h), CUDA_ERROR_INVALID_VALUE);         /* still mapped */
+    assert_int_equal(v.release(h), CUDA_ERROR_INVALID_VALUE);                     /* still mapped */
     assert_int_equal(v.address_free(va, 8 * MiB), CUDA_ERROR_INVALID_VALUE); /* has a mapping */
-    assert_int_equal(v.unmap(va, 4 * MiB), CUDA_ERROR_INVALID_VALUE);  /* not the mapping */
+    assert_int_equal(v.unmap(va, 4 * MiB), CUDA_ERROR_INVALID_VALUE);        /* not the mapping */
     assert_int_equal(v.unmap(va, 2 * MiB), CUDA_SUCCESS);
     assert_int_equal(v.memset8(va, 0, 64), CUDA_ERROR_ILLEGAL_ADDRESS);
     assert_int_equal(v.release(h), CUDA_SUCCESS);
@@ -461,7 +462,8 @@ static void vmm_contract(void **state)
 
     assert_int_equal(ops->vmm_map(st, 0, (char *)va + 4096, 2 * MiB), VRAM_EINVAL);
     assert_int_equal(ops->vmm_map(st, 0, va, 3 * MiB), VRAM_EINVAL);
-    assert_int_equal(ops->vmm_map(st, 0, va, 2 * MiB), VRAM_EDRIVER); /* over a mapping: the driver */
+    assert_int_equal(ops->vmm_map(st, 0, va, 2 * MiB),
+                     VRAM_EDRIVER); /* over a mapping: the driver */
     assert_int_equal(ops->vmm_unmap(st, 0, va, 2 * MiB), VRAM_EINVAL); /* half a chunk */
     assert_int_equal(ops->vmm_unreserve(st, 0, va, 32 * MiB), VRAM_EINVAL);
     assert_int_equal(ops->vmm_unmap(st, 0, va, 4 * MiB), 0);

@@ -22,7 +22,8 @@ static void refused(const char *body, int status, const char *part)
     vram_job_request_t q;
     vram_request_error_t e;
     int rc = decode(body, &q, &e);
-    if (e.status != status) fail_msg("%s: status %d (%s), not %d", body, e.status, e.message, status);
+    if (e.status != status)
+        fail_msg("%s: status %d (%s), not %d", body, e.status, e.message, status);
     assert_int_equal(rc, status == 422 ? VRAM_EINVAL : VRAM_EPARSE);
     assert_int_equal(e.status, status);
     if (!strstr(e.message, part))

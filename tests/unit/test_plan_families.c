@@ -46,19 +46,19 @@ static void published_counts(void **state)
         vram_family_t family;
         uint64_t params;
     } cases[] = {
-        {"qwen2-0.5b.json", VRAM_FAMILY_QWEN2, 494032768},          /* Qwen/Qwen2-0.5B (tied) */
-        {"qwen2-7b.json", VRAM_FAMILY_QWEN2, 7615616512},           /* Qwen/Qwen2-7B */
-        {"phi-2.json", VRAM_FAMILY_PHI, 2779683840},                /* microsoft/phi-2 */
-        {"phi-3-mini.json", VRAM_FAMILY_PHI3, 3821079552},          /* Phi-3-mini-4k-instruct */
-        {"gemma-2b.json", VRAM_FAMILY_GEMMA, 2506172416},           /* google/gemma-2b */
-        {"gemma-7b.json", VRAM_FAMILY_GEMMA, 8537680896},           /* google/gemma-7b */
-        {"gemma-2-2b.json", VRAM_FAMILY_GEMMA2, 2614341888},        /* google/gemma-2-2b */
-        {"gemma-2-9b.json", VRAM_FAMILY_GEMMA2, 9241705984},        /* google/gemma-2-9b */
-        {"opt-125m.json", VRAM_FAMILY_OPT, 125239296},              /* facebook/opt-125m */
-        {"opt-350m.json", VRAM_FAMILY_OPT, 331196416},              /* facebook/opt-350m */
-        {"mixtral-8x7b.json", VRAM_FAMILY_MIXTRAL, 46702792704},    /* Mixtral-8x7B-v0.1 */
+        {"qwen2-0.5b.json", VRAM_FAMILY_QWEN2, 494032768},              /* Qwen/Qwen2-0.5B (tied) */
+        {"qwen2-7b.json", VRAM_FAMILY_QWEN2, 7615616512},               /* Qwen/Qwen2-7B */
+        {"phi-2.json", VRAM_FAMILY_PHI, 2779683840},                    /* microsoft/phi-2 */
+        {"phi-3-mini.json", VRAM_FAMILY_PHI3, 3821079552},              /* Phi-3-mini-4k-instruct */
+        {"gemma-2b.json", VRAM_FAMILY_GEMMA, 2506172416},               /* google/gemma-2b */
+        {"gemma-7b.json", VRAM_FAMILY_GEMMA, 8537680896},               /* google/gemma-7b */
+        {"gemma-2-2b.json", VRAM_FAMILY_GEMMA2, 2614341888},            /* google/gemma-2-2b */
+        {"gemma-2-9b.json", VRAM_FAMILY_GEMMA2, 9241705984},            /* google/gemma-2-9b */
+        {"opt-125m.json", VRAM_FAMILY_OPT, 125239296},                  /* facebook/opt-125m */
+        {"opt-350m.json", VRAM_FAMILY_OPT, 331196416},                  /* facebook/opt-350m */
+        {"mixtral-8x7b.json", VRAM_FAMILY_MIXTRAL, 46702792704},        /* Mixtral-8x7B-v0.1 */
         {"qwen1.5-moe-a2.7b.json", VRAM_FAMILY_QWEN2_MOE, 14315784192}, /* Qwen1.5-MoE-A2.7B */
-        {"whisper-tiny.json", VRAM_FAMILY_WHISPER, 37760640},       /* openai/whisper-tiny */
+        {"whisper-tiny.json", VRAM_FAMILY_WHISPER, 37760640},           /* openai/whisper-tiny */
         {"whisper-large-v3.json", VRAM_FAMILY_WHISPER, 1543490560}, /* openai/whisper-large-v3 */
         {"w2v-base-960h.json", VRAM_FAMILY_WAV2VEC2, 94396320},     /* wav2vec2-base-960h (CTC) */
         {"llama-3.2-3b.json", VRAM_FAMILY_LLAMA, 3212749824},       /* Llama-3.2-3B (tied) */

@@ -93,7 +93,8 @@ static void qlora_base_bytes(void **state)
     assert_true((double)nf4 > want_nf4 - 2 && (double)nf4 < want_nf4 + 2);
     assert_true((double)dq > want_dq - 2 && (double)dq < want_dq + 2);
     /* bits per weight of the constants: 0.5 and 0.127 */
-    assert_true(((double)nf4 - (double)dq) / Q * 8 > 0.37 && ((double)nf4 - (double)dq) / Q * 8 < 0.38);
+    assert_true(((double)nf4 - (double)dq) / Q * 8 > 0.37 &&
+                ((double)nf4 - (double)dq) / Q * 8 < 0.38);
     /* int8 base: one byte per weight */
     c.quantize_base = VRAM_QUANT_INT8;
     double want8 = (double)lora - Q;

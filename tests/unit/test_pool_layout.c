@@ -58,7 +58,8 @@ static int space_memory(void *user, uint64_t *total, uint64_t *free_bytes)
 
 static vram_pool_t *open_pool(space_t *space, vram_pool_strategy_t strategy)
 {
-    vram_pool_source_t src = {.alloc = space_alloc, .free = space_free, .memory = space_memory, .user = space};
+    vram_pool_source_t src = {
+        .alloc = space_alloc, .free = space_free, .memory = space_memory, .user = space};
     vram_pool_config_t cfg = {.strategy = strategy};
     vram_pool_t *pool = NULL;
     assert_int_equal(vram_pool_create_on(&src, &cfg, &pool), 0);

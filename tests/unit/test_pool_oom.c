@@ -247,8 +247,7 @@ static void limit_from_fraction_and_options(void **state)
 static void trim_returns_memory_to_the_device(void **state)
 {
     (void)state;
-    vram_pool_config_t cfg = {.strategy = VRAM_POOL_GREEDY,
-                              .expandable = VRAM_POOL_EXPANDABLE_OFF};
+    vram_pool_config_t cfg = {.strategy = VRAM_POOL_GREEDY, .expandable = VRAM_POOL_EXPANDABLE_OFF};
     vram_pool_t *pool;
     assert_int_equal(vram_pool_create(sim.ctx, 0, &cfg, &pool), 0);
     void *p[3];

@@ -258,8 +258,10 @@ static void run_strategy(vram_pool_strategy_t strategy, vram_pool_expandable_t e
     assert_int_equal(s.reserved_bytes[VRAM_POOL_STAT_ALL].current, 0);
     assert_int_equal(s.num_device_alloc, s.num_device_free);
     assert_int_equal(s.num_device_map, s.num_device_unmap);
-    if (expandable == VRAM_POOL_EXPANDABLE_ON) assert_true(s.num_device_map > 0);
-    else assert_int_equal(s.num_device_map, 0);
+    if (expandable == VRAM_POOL_EXPANDABLE_ON)
+        assert_true(s.num_device_map > 0);
+    else
+        assert_int_equal(s.num_device_map, 0);
     assert_int_equal(s.num_invalid_frees, 0);
     assert_int_equal(pool_sim_used(sim.ctx), 0);
     vram_pool_destroy(pool);
