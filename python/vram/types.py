@@ -13,6 +13,8 @@ class Process:
     pid: int
     name: Optional[str]
     used_bytes: Optional[int]
+    user: Optional[str] = None     # login name of the owner
+    command: Optional[str] = None  # command line
 
 
 @dataclass

@@ -1,6 +1,8 @@
 /* vram info: the devices and their memory, as a table or JSON
  * (schema: docs/info-json.md). */
 #include "cli.h"
+#include "core/proc.h"
+#include "device/info_json.h"
 #include "cli/daemon_client.h"
 #include "cli/proc_text.h"
 
@@ -47,36 +49,6 @@ static bool parse_index(const char *text, int *out)
 }
 
 /* The processes of one device; NULL with *why set when they cannot be listed. */
-static vram_process_info_t *list_processes(vram_ctx_t *ctx, int index, size_t *count, char *why,
-                                           size_t why_len)
-{
-    size_t n = 0;
-    vram_process_info_t *procs = NULL;
-    for (int tries = 0; tries < 4; tries++) {
-        size_t cap = n + 8;
-        vram_process_info_t *bigger = realloc(procs, cap * sizeof *procs);
-        if (!bigger) {
-            snprintf(why, why_len, "out of memory");
-            free(procs);
-            return NULL;
-        }
-        procs = bigger;
-        int rc = vram_device_processes(ctx, index, procs, cap, &n);
-        if (rc) {
-            snprintf(why, why_len, "%s", vram_last_error());
-            free(procs);
-            return NULL;
-        }
-        if (n <= cap) {
-            *count = n;
-            return procs;
-        }
-    }
-    snprintf(why, why_len, "the process list kept growing");
-    free(procs);
-    return NULL;
-}
-
 /* ---- vramd's view (reserved, free for admission) --------------------- */
 
 /* vramd's /v1/status device entry for index, or NULL when vramd does not
@@ -270,73 +242,20 @@ static void print_query(const query_t *q, const vram_device_info_t *devs, int n,
 
 /* ---- JSON ---------------------------------------------------------- */
 
-static json_t *json_u64(uint64_t v)
+static void add_vramd_bytes(json_t *o, json_t *vd, const char *key)
 {
-    return v == VRAM_UNKNOWN_U64 ? json_null() : json_integer((json_int_t)v);
+    uint64_t v = vramd_bytes(vd, key);
+    json_object_set_new(o, key, v == VRAM_UNKNOWN_U64 ? json_null() : json_integer((json_int_t)v));
 }
 
-static json_t *json_small(int v)
-{
-    return v == VRAM_UNKNOWN_INT ? json_null() : json_integer(v);
-}
-
-static json_t *json_text(const char *s)
-{
-    return *s ? json_string(s) : json_null();
-}
-
+/* The library's device object plus vramd's view when it answered. */
 static json_t *device_json(vram_ctx_t *ctx, const vram_device_info_t *d, json_t *vd)
 {
-    json_t *o = json_object();
-    json_object_set_new(o, "index", json_integer(d->index));
-    json_object_set_new(o, "name", json_text(d->name));
-    json_object_set_new(o, "uuid", json_text(d->uuid));
-    json_object_set_new(o, "backend", json_string(d->backend));
-    json_object_set_new(o, "total_bytes", json_u64(d->total_bytes));
-    json_object_set_new(o, "used_bytes", json_u64(d->used_bytes));
-    json_object_set_new(o, "free_bytes", json_u64(d->free_bytes));
-    if (vd) { /* vramd answered */
-        json_object_set_new(o, "reserved_bytes", json_u64(vramd_bytes(vd, "reserved_bytes")));
-        json_object_set_new(o, "free_for_admission_bytes",
-                            json_u64(vramd_bytes(vd, "free_for_admission_bytes")));
+    json_t *o = vram_device_to_json(ctx, d);
+    if (o && vd) {
+        add_vramd_bytes(o, vd, "reserved_bytes");
+        add_vramd_bytes(o, vd, "free_for_admission_bytes");
     }
-    if (d->cc_major == VRAM_UNKNOWN_INT || d->cc_minor == VRAM_UNKNOWN_INT) {
-        json_object_set_new(o, "compute_capability", json_null());
-    } else {
-        char cc[24];
-        snprintf(cc, sizeof cc, "%d.%d", d->cc_major, d->cc_minor);
-        json_object_set_new(o, "compute_capability", json_string(cc));
-    }
-    json_object_set_new(o, "multiprocessors", json_small(d->multiprocessors));
-    json_object_set_new(o, "utilization_pct", json_small(d->utilization_pct));
-    json_object_set_new(o, "temperature_c", json_small(d->temperature_c));
-    json_object_set_new(o, "power_w", d->power_w < 0 ? json_null() : json_real(d->power_w));
-    json_object_set_new(o, "health", json_string(vram_health_name(d->health)));
-    json_object_set_new(o, "error", json_text(d->error));
-
-    json_t *list = json_null();
-    if (d->health != VRAM_HEALTH_ERROR) {
-        size_t n;
-        char why[256];
-        vram_process_info_t *procs = list_processes(ctx, d->index, &n, why, sizeof why);
-        if (procs) {
-            list = json_array();
-            for (size_t i = 0; i < n; i++) {
-                json_t *p = json_object();
-                json_object_set_new(p, "pid", json_integer(procs[i].pid));
-                json_object_set_new(p, "name", json_text(procs[i].name));
-                json_object_set_new(p, "used_bytes", json_u64(procs[i].used_bytes));
-                char user[64], cmd[1024];
-                cli_process_user(procs[i].pid, user, sizeof user);
-                cli_process_command(procs[i].pid, cmd, sizeof cmd);
-                json_object_set_new(p, "user", json_text(user));
-                json_object_set_new(p, "command", json_text(cmd));
-                json_array_append_new(list, p);
-            }
-            free(procs);
-        }
-    }
-    json_object_set_new(o, "processes", list);
     return o;
 }
 
@@ -395,18 +314,17 @@ static void print_processes(vram_ctx_t *ctx, const vram_device_info_t *devs, int
     for (int i = 0; i < n; i++) {
         if (devs[i].health == VRAM_HEALTH_ERROR) continue;
         size_t count;
-        char why[256];
-        vram_process_info_t *procs = list_processes(ctx, devs[i].index, &count, why, sizeof why);
+        vram_process_info_t *procs = vram_device_process_list(ctx, devs[i].index, &count);
         if (!procs) {
-            printf("%3d  (not available: %s)\n", devs[i].index, why);
+            printf("%3d  (not available: %s)\n", devs[i].index, vram_last_error());
             rows++;
             continue;
         }
         for (size_t k = 0; k < count; k++) {
             char used[32], user[64], cmd[256];
             vram_format_size(procs[k].used_bytes, used, sizeof used);
-            cli_process_user(procs[k].pid, user, sizeof user);
-            cli_process_command(procs[k].pid, cmd, sizeof cmd);
+            vram_proc_user(procs[k].pid, user, sizeof user);
+            vram_proc_command(procs[k].pid, cmd, sizeof cmd);
             printf("%3d  %8d  %-10s  %-16s  %12s  %s\n", devs[i].index, (int)procs[k].pid,
                    *user ? user : "-", *procs[k].name ? procs[k].name : "-", used,
                    *cmd ? cmd : "-");

@@ -2,8 +2,8 @@
  * detail of one job. Every string from the daemon is escaped before it
  * reaches the terminal (names and commands are whatever a client sent). */
 #include "cli/jobs_view.h"
+#include "core/proc.h"
 
-#include <pwd.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -51,13 +51,7 @@ void jobs_ctx_init(jobs_ctx_t *ctx, json_t *status)
 
 static void user_name(json_t *job, char *buf, size_t len)
 {
-    uid_t uid = (uid_t)int_of(job, "owner_uid");
-    struct passwd pw, *res = NULL;
-    char tmp[1024];
-    if (getpwuid_r(uid, &pw, tmp, sizeof tmp, &res) == 0 && res)
-        snprintf(buf, len, "%s", pw.pw_name);
-    else
-        snprintf(buf, len, "%u", (unsigned)uid);
+    vram_user_name((uid_t)int_of(job, "owner_uid"), buf, len);
 }
 
 /* Local time: "14:03:12" today, "11-21 14:03" on other days, "-" for none. */

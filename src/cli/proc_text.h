@@ -6,10 +6,6 @@
 #include <stddef.h>
 #include <sys/types.h>
 
-/* Login name of the process's owner, its uid when unnamed, "" when gone. */
-void cli_process_user(pid_t pid, char *buf, size_t len);
-/* The command line, arguments joined by spaces; "" when unreadable. */
-void cli_process_command(pid_t pid, char *buf, size_t len);
 /* The end of every getopt_long loop: prints the usage error for a missing
  * value (c == ':') or an unknown option and returns CLI_USAGE. */
 int cli_getopt_error(const char *cmd, int c, char **argv);

@@ -4,6 +4,7 @@
  * Devices come from the local backend, so it works without vramd. */
 #include "cli/daemon_client.h"
 #include "cli/proc_text.h"
+#include "core/proc.h"
 
 #include <curses.h>
 #include <getopt.h>
@@ -127,8 +128,8 @@ static void refresh_data(top_t *t)
             r->device = d;
             r->pid = p[k].pid;
             r->used = p[k].used_bytes;
-            cli_process_user(p[k].pid, r->user, sizeof r->user);
-            cli_process_command(p[k].pid, r->command, sizeof r->command);
+            vram_proc_user(p[k].pid, r->user, sizeof r->user);
+            vram_proc_command(p[k].pid, r->command, sizeof r->command);
             if (!r->command[0]) snprintf(r->command, sizeof r->command, "%s", p[k].name);
         }
     }

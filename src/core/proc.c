@@ -4,7 +4,9 @@
 #include <errno.h>
 #include <signal.h>
 #include <stdio.h>
+#include <pwd.h>
 #include <string.h>
+#include <sys/stat.h>
 
 /* The command name (field 2) may hold spaces and ')', so fields are parsed
  * after the last ')': 3 (state), 4 (ppid), ..., 22 (starttime). */
@@ -100,4 +102,39 @@ void vram_proc_name(pid_t pid, char *buf, size_t len)
     if (!f) return;
     if (fgets(buf, (int)len, f)) buf[strcspn(buf, "\n")] = '\0';
     fclose(f);
+}
+
+void vram_proc_command(pid_t pid, char *buf, size_t len)
+{
+    char path[32];
+    snprintf(path, sizeof path, "/proc/%d/cmdline", (int)pid);
+    FILE *f = fopen(path, "re");
+    size_t n = f ? fread(buf, 1, len - 1, f) : 0;
+    if (f) fclose(f);
+    buf[n] = 0;
+    for (size_t i = 0; i + 1 < n; i++)
+        if (buf[i] == 0 || buf[i] == '\n' || buf[i] == '\t') buf[i] = ' ';
+}
+
+void vram_user_name(uid_t uid, char *buf, size_t len)
+{
+    struct passwd pw, *res = NULL;
+    char tmp[1024];
+    if (uid == (uid_t)-1)
+        snprintf(buf, len, "?");
+    else if (getpwuid_r(uid, &pw, tmp, sizeof tmp, &res) == 0 && res)
+        snprintf(buf, len, "%s", res->pw_name);
+    else
+        snprintf(buf, len, "%u", (unsigned)uid);
+}
+
+void vram_proc_user(pid_t pid, char *buf, size_t len)
+{
+    char path[32];
+    struct stat st;
+    snprintf(path, sizeof path, "/proc/%d", (int)pid);
+    if (stat(path, &st) != 0)
+        buf[0] = 0;
+    else
+        vram_user_name(st.st_uid, buf, len);
 }

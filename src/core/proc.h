@@ -22,5 +22,11 @@ pid_t vram_proc_parent(pid_t pid);
 bool vram_proc_owner(pid_t pid, uid_t *uid, bool *kernel_thread);
 /* Command name from /proc/<pid>/comm; "" when unknown. */
 void vram_proc_name(pid_t pid, char *buf, size_t len);
+/* The command line, arguments joined by spaces; "" when unreadable. */
+void vram_proc_command(pid_t pid, char *buf, size_t len);
+/* Login name of the process's owner, its uid when unnamed, "" when gone. */
+void vram_proc_user(pid_t pid, char *buf, size_t len);
+/* Login name of uid, else the number; "?" for (uid_t)-1 (unknown). */
+void vram_user_name(uid_t uid, char *buf, size_t len);
 
 #endif

@@ -1,6 +1,7 @@
 /* vram_info_json: the devices of a context as one JSON document, with the
  * schema of `vram info --json` (docs/info-json.md). */
-#include "vram.h"
+#include "device/info_json.h"
+#include "core/proc.h"
 
 #include <jansson.h>
 #include <stdlib.h>
@@ -20,33 +21,48 @@ static json_t *text_or_null(const char *s)
     return *s ? json_string(s) : json_null();
 }
 
+vram_process_info_t *vram_device_process_list(vram_ctx_t *ctx, int index, size_t *n)
+{
+    vram_process_info_t *procs = NULL;
+    *n = 0;
+    /* the list may grow between the calls: retry a few times with room */
+    for (int tries = 0; tries < 4; tries++) {
+        size_t cap = *n + 8;
+        vram_process_info_t *bigger = realloc(procs, cap * sizeof *procs);
+        if (!bigger) {
+            vram_fail(VRAM_ENOMEM, "out of memory listing processes");
+            break;
+        }
+        procs = bigger;
+        if (vram_device_processes(ctx, index, procs, cap, n)) break;
+        if (*n <= cap) return procs;
+        if (tries == 3) vram_fail(VRAM_EDRIVER, "the process list kept growing");
+    }
+    free(procs);
+    return NULL;
+}
+
 /* The processes of one device; null when the driver cannot list them. */
 static json_t *processes(vram_ctx_t *ctx, int index)
 {
-    size_t n = 0, cap = 0;
-    vram_process_info_t *procs = NULL;
-    json_t *list = json_null();
-    /* the list may grow between the calls: retry a few times with room */
-    for (int tries = 0; tries < 4; tries++) {
-        cap = n + 8;
-        vram_process_info_t *bigger = realloc(procs, cap * sizeof *procs);
-        if (!bigger) goto out;
-        procs = bigger;
-        if (vram_device_processes(ctx, index, procs, cap, &n)) goto out;
-        if (n <= cap) break;
+    size_t n;
+    vram_process_info_t *procs = vram_device_process_list(ctx, index, &n);
+    if (!procs) return json_null();
+    json_t *list = json_array();
+    for (size_t i = 0; i < n; i++) {
+        char user[64], cmd[1024];
+        vram_proc_user(procs[i].pid, user, sizeof user);
+        vram_proc_command(procs[i].pid, cmd, sizeof cmd);
+        json_array_append_new(list, json_pack("{s:i, s:o, s:o, s:o, s:o}", "pid", (int)procs[i].pid,
+                                              "name", text_or_null(procs[i].name), "used_bytes",
+                                              u64_or_null(procs[i].used_bytes), "user",
+                                              text_or_null(user), "command", text_or_null(cmd)));
     }
-    if (n > cap) goto out;
-    list = json_array();
-    for (size_t i = 0; i < n; i++)
-        json_array_append_new(list, json_pack("{s:i, s:o, s:o}", "pid", (int)procs[i].pid, "name",
-                                              text_or_null(procs[i].name), "used_bytes",
-                                              u64_or_null(procs[i].used_bytes)));
-out:
     free(procs);
     return list;
 }
 
-static json_t *device(vram_ctx_t *ctx, const vram_device_info_t *d)
+json_t *vram_device_to_json(vram_ctx_t *ctx, const vram_device_info_t *d)
 {
     json_t *o = json_object();
     json_object_set_new(o, "index", json_integer(d->index));
@@ -86,7 +102,7 @@ int vram_info_json(vram_ctx_t *ctx, int index, char **out)
     for (int i = index < 0 ? 0 : index; i < (index < 0 ? count : index + 1); i++) {
         vram_device_info_t info;
         if ((rc = vram_device_info(ctx, i, &info))) goto out;
-        json_array_append_new(devs, device(ctx, &info));
+        json_array_append_new(devs, vram_device_to_json(ctx, &info));
     }
     json_t *root = json_pack("{s:s, s:s, s:i, s:O}", "backend", vram_ctx_backend(ctx), "reason",
                              vram_ctx_reason(ctx), "device_count", count, "devices", devs);

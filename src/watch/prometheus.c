@@ -3,6 +3,7 @@
  * Names follow Prometheus conventions (base units, _bytes, _seconds, _ratio,
  * _total for counters). Labels carry job names and users but never command
  * lines: the endpoint is unauthenticated. */
+#include "core/proc.h"
 #include "watch_internal.h"
 
 #include <stdarg.h>
@@ -142,7 +143,7 @@ static const char *user_of(users_t *u, uid_t uid)
         if (u->uid[i] == uid) return u->name[i];
     int slot = u->n < 16 ? u->n++ : (int)(uid % 16);
     u->uid[slot] = uid;
-    vram_watch_user_name(uid, u->name[slot], sizeof u->name[slot]);
+    vram_user_name(uid, u->name[slot], sizeof u->name[slot]);
     return u->name[slot];
 }
 

@@ -1,5 +1,6 @@
 /* The watch object: configuration, the sampler thread, callbacks, counters
  * and the JSON of the last sample. */
+#include "core/proc.h"
 #include "watch_internal.h"
 #include "device/source.h"
 
@@ -7,7 +8,6 @@
 #include <errno.h>
 #include <jansson.h>
 #include <math.h>
-#include <pwd.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -294,18 +294,6 @@ void vram_watch_job_event(vram_watch_t *w, const vram_job_t *job, const char *ki
 
 /* ---- JSON of the last sample ----------------------------------------------------- */
 
-void vram_watch_user_name(uid_t uid, char *buf, size_t len)
-{
-    struct passwd pw, *res = NULL;
-    char tmp[1024];
-    if (uid != (uid_t)-1 && getpwuid_r(uid, &pw, tmp, sizeof tmp, &res) == 0 && res)
-        snprintf(buf, len, "%s", res->pw_name);
-    else if (uid == (uid_t)-1)
-        snprintf(buf, len, "?");
-    else
-        snprintf(buf, len, "%u", (unsigned)uid);
-}
-
 static json_t *u64_or_null(uint64_t v)
 {
     return v == VRAM_UNKNOWN_U64 ? json_null() : json_integer((json_int_t)v);
@@ -346,7 +334,7 @@ static json_t *jobs_json(const watch_sample_t *s)
     for (size_t i = 0; i < s->njobs; i++) {
         const vram_job_t *j = &s->jobs[i];
         char user[64];
-        vram_watch_user_name(j->req.uid, user, sizeof user);
+        vram_user_name(j->req.uid, user, sizeof user);
         json_t *devs = json_array();
         for (int k = 0; k < j->ndevices; k++)
             json_array_append_new(devs, json_integer(j->devices[k]));
@@ -376,7 +364,7 @@ static json_t *processes_json(const watch_sample_t *s)
     for (size_t i = 0; i < s->nprocs; i++) {
         const watch_proc_t *p = &s->procs[i];
         char user[64];
-        vram_watch_user_name(p->uid, user, sizeof user);
+        vram_user_name(p->uid, user, sizeof user);
         json_array_append_new(a, json_pack("{s:i,s:i,s:s,s:s,s:o,s:o}", "device", p->device, "pid",
                                            (int)p->pid, "user", user, "name", p->name, "used_bytes",
                                            u64_or_null(p->used_bytes), "job_id",

@@ -254,8 +254,6 @@ struct vram_watch {
 };
 
 double vram_watch_now(const vram_watch_t *w);
-/* The login name of uid, or its number; "?" for (uid_t)-1. */
-void vram_watch_user_name(uid_t uid, char *buf, size_t len);
 /* Waits until a CLOCK_MONOTONIC time (ns) or the watch closing; false when
  * it is closing. */
 bool vram_watch_wait_until(vram_watch_t *w, uint64_t until_ns);
