@@ -12,7 +12,7 @@
 #include <time.h>
 #include <unistd.h>
 
-static void reply_text(vramd_response_t *r, int status, char *body)
+void vramd_reply_text(vramd_response_t *r, int status, char *body)
 {
     r->status = body ? status : 500;
     r->body =
@@ -23,7 +23,7 @@ static void reply(vramd_response_t *r, int status, json_t *v)
 {
     char *text = json_dumps(v, JSON_COMPACT | JSON_PRESERVE_ORDER);
     json_decref(v);
-    reply_text(r, status, text);
+    vramd_reply_text(r, status, text);
 }
 
 void vramd_error(vramd_response_t *r, int status, const char *code, const char *fmt, ...)
@@ -87,7 +87,7 @@ static void job_reply(vramd_state_t *d, const vramd_request_t *q, vramd_response
         vramd_error(r, 404, "not_found", "no job %lld", (long long)id);
         return;
     }
-    reply_text(r, status, text);
+    vramd_reply_text(r, status, text);
 }
 
 static bool body_fits(const vramd_request_t *q, vramd_response_t *r)
@@ -245,7 +245,7 @@ static void events(vramd_state_t *d, const vramd_request_t *q, vramd_response_t 
         vram_error(r, rc ? rc : VRAM_ENOENT);
         return;
     }
-    reply_text(r, 200, text);
+    vramd_reply_text(r, 200, text);
 }
 
 static void list_jobs(vramd_state_t *d, const vramd_request_t *q, vramd_response_t *r, int64_t id)
@@ -262,7 +262,7 @@ static void list_jobs(vramd_state_t *d, const vramd_request_t *q, vramd_response
             return;
         }
     }
-    reply_text(r, 200, vram_sched_jobs_json_for(d->sched, (int)limit, viewer(q)));
+    vramd_reply_text(r, 200, vram_sched_jobs_json_for(d->sched, (int)limit, viewer(q)));
 }
 
 static void status(vramd_state_t *d, const vramd_request_t *q, vramd_response_t *r, int64_t id)
@@ -273,14 +273,14 @@ static void status(vramd_state_t *d, const vramd_request_t *q, vramd_response_t 
         vramd_error(r, 500, "internal", "cannot read devices: %s", vram_last_error());
         return;
     }
-    reply_text(r, 200, t);
+    vramd_reply_text(r, 200, t);
 }
 
 static void devices(vramd_state_t *d, const vramd_request_t *q, vramd_response_t *r, int64_t id)
 {
     (void)q;
     (void)id;
-    reply_text(r, 200, vram_sched_devices_json(d->sched));
+    vramd_reply_text(r, 200, vram_sched_devices_json(d->sched));
 }
 
 static void health(vramd_state_t *d, const vramd_request_t *q, vramd_response_t *r, int64_t id)

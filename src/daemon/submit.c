@@ -345,8 +345,6 @@ void vramd_job_output(vramd_state_t *d, const vramd_request_t *q, vramd_response
     json_t *v = json_pack("{s:I,s:s,s:s,s:s}", "id", (json_int_t)id, "output", out, "error", err,
                           "state", vram_job_state_name(job.state));
     json_decref(o);
-    r->status = 200;
-    r->body = v ? json_dumps(v, JSON_COMPACT) : NULL;
+    vramd_reply_text(r, 200, v ? json_dumps(v, JSON_COMPACT) : NULL);
     json_decref(v);
-    if (!r->body) fail(r, 500, "internal", "out of memory");
 }

@@ -12,13 +12,6 @@
 #include <string.h>
 #include <time.h>
 
-static void send_json(vramd_response_t *r, int status, char *body)
-{
-    r->status = body ? status : 500;
-    r->body =
-        body ? body : strdup("{\"error\":{\"code\":\"internal\",\"message\":\"out of memory\"}}");
-}
-
 #define fail vramd_error /* escapes the message (it quotes client input) */
 
 static void libvram_fail(vramd_response_t *r, int rc)
@@ -88,7 +81,7 @@ void vramd_watch_history(vramd_state_t *d, const vramd_request_t *q, vramd_respo
                             : VRAM_EINVAL);
         return;
     }
-    send_json(r, 200, text);
+    vramd_reply_text(r, 200, text);
 }
 
 void vramd_watch_alerts(vramd_state_t *d, const vramd_request_t *q, vramd_response_t *r, int64_t id)
@@ -101,7 +94,7 @@ void vramd_watch_alerts(vramd_state_t *d, const vramd_request_t *q, vramd_respon
     if (!text)
         libvram_fail(r, VRAM_EIO);
     else
-        send_json(r, 200, text);
+        vramd_reply_text(r, 200, text);
 }
 
 /* POST /v1/peaks/reset {"device": N} | {"job": ID} | {}: a job's peak may be
@@ -171,7 +164,7 @@ void vramd_watch_reset_peaks(vramd_state_t *d, const vramd_request_t *q, vramd_r
         libvram_fail(r, rc);
         return;
     }
-    send_json(r, 200, vram_watch_peaks_json(d->watch));
+    vramd_reply_text(r, 200, vram_watch_peaks_json(d->watch));
 }
 
 void vramd_watch_metrics(vramd_state_t *d, const vramd_request_t *q, vramd_response_t *r,
@@ -181,7 +174,7 @@ void vramd_watch_metrics(vramd_state_t *d, const vramd_request_t *q, vramd_respo
     (void)id;
     if (!watching(d, r)) return;
     char *text = vram_watch_metrics_text(d->watch);
-    send_json(r, 200, text);
+    vramd_reply_text(r, 200, text);
     if (text) r->content_type = "text/plain; version=0.0.4; charset=utf-8";
 }
 
@@ -189,14 +182,14 @@ void vramd_watch_peaks(vramd_state_t *d, const vramd_request_t *q, vramd_respons
 {
     (void)q;
     (void)id;
-    if (watching(d, r)) send_json(r, 200, vram_watch_peaks_json(d->watch));
+    if (watching(d, r)) vramd_reply_text(r, 200, vram_watch_peaks_json(d->watch));
 }
 
 void vramd_watch_sample(vramd_state_t *d, const vramd_request_t *q, vramd_response_t *r, int64_t id)
 {
     (void)q;
     (void)id;
-    if (watching(d, r)) send_json(r, 200, vram_watch_sample_json(d->watch));
+    if (watching(d, r)) vramd_reply_text(r, 200, vram_watch_sample_json(d->watch));
 }
 
 static void watch_log_line(void *arg, const char *level, const char *message)
