@@ -57,10 +57,10 @@ typedef struct {
 
 /* routes.c: answers one request; always fills resp (status and body). */
 void vramd_route(vramd_state_t *d, const vramd_request_t *req, vramd_response_t *resp);
-/* Fills r with a JSON error {"error": {"code", "message"}} (the message is
- * escaped: it may quote client input). */
 /* Answers with a malloc'd JSON body (taken over); NULL body = 500 (out of memory). */
 void vramd_reply_text(vramd_response_t *r, int status, char *body);
+/* Fills r with a JSON error {"error": {"code", "message"}} (the message is
+ * escaped: it may quote client input). */
 void vramd_error(vramd_response_t *r, int status, const char *code, const char *fmt, ...)
     __attribute__((format(printf, 4, 5)));
 
