@@ -2,6 +2,7 @@
 #include "cli.h"
 #include "cli/daemon_client.h"
 #include "model_args.h"
+#include "plan/estimate_json.h"
 
 #include <errno.h>
 #include <stdio.h>
@@ -125,40 +126,6 @@ static int target_device(const char *gpu, const char *mem, const char *name, boo
     return 0;
 }
 
-static json_t *plan_json(const vram_model_t *m, const cli_model_args_t *a,
-                         const vram_plan_config_t *pc, const vram_plan_t *p, const char *label)
-{
-    json_t *root = json_pack(
-        "{s:s, s:s, s:{s:s, s:I, s:I, s:I}, s:f, s:I, s:I, s:I, s:{s:I, s:I, s:I, s:I}}", "model",
-        m->name, "mode", a->est.mode == VRAM_MODE_TRAIN ? "train" : "infer", "gpu", "name", label,
-        "total_bytes", (json_int_t)pc->total_bytes, "used_bytes", (json_int_t)pc->used_bytes,
-        "free_bytes", (json_int_t)pc->free_bytes, "target", pc->target, "budget_bytes",
-        (json_int_t)p->budget_bytes, "model_bytes", (json_int_t)p->model_bytes, "per_sample_bytes",
-        (json_int_t)p->per_sample_bytes, "recommendations", "maximum", (json_int_t)p->maximum,
-        "recommended", (json_int_t)p->recommended, "safe", (json_int_t)p->safe, "largest_fitting",
-        (json_int_t)p->max_batch_raw);
-    if (pc->batch_size > 0) {
-        json_object_set_new(
-            root, "current",
-            json_pack(
-                "{s:I, s:b, s:s, s:I, s:I, s:I, s:I}", "batch_size", (json_int_t)pc->batch_size,
-                "fits", p->fit == VRAM_FIT_YES, "verdict", vram_fit_name(p->fit), "total_bytes",
-                (json_int_t)p->current.total, "micro_batch_size", (json_int_t)p->micro_batch_size,
-                "accumulation_steps", (json_int_t)p->accumulation_steps, "remaining_bytes",
-                (json_int_t)(pc->free_bytes > p->current.total ? pc->free_bytes - p->current.total
-                                                               : 0)));
-    }
-    json_t *sug = json_array();
-    for (int i = 0; i < p->nsuggestions; i++)
-        json_array_append_new(sug,
-                              json_pack("{s:s, s:s, s:I, s:b}", "change", p->suggestions[i].name,
-                                        "description", p->suggestions[i].description,
-                                        "saving_bytes", (json_int_t)p->suggestions[i].saving_bytes,
-                                        "fits", p->suggestions[i].fits));
-    json_object_set_new(root, "suggestions", sug);
-    return root;
-}
-
 static void line(const char *label, uint64_t bytes)
 {
     printf("  %-26s %10.2f GiB\n", label, vram_gib(bytes));
@@ -268,7 +235,7 @@ int vram_cli_plan(int argc, char **argv)
     vram_plan_t p;
     if (vram_plan(&model, &a.est, &pc, &p)) return cli_usage_error("plan", "%s", vram_last_error());
     if (json)
-        cli_print_json(plan_json(&model, &a, &pc, &p, label));
+        cli_print_json(vram_plan_to_json(&model, &a.est, &pc, &p, label));
     else
         plan_text(&model, &a, &pc, &p, label);
     return CLI_OK;

@@ -1,4 +1,4 @@
-/* The JSON form of an estimate (estimate_json.h). */
+/* The JSON forms of an estimate and of a plan (estimate_json.h). */
 #include "plan/estimate_json.h"
 
 static const char *mode_name(vram_mode_t mode)
@@ -62,4 +62,40 @@ json_t *vram_estimate_to_json(const vram_model_t *m, const vram_estimate_config_
         bytes_json(e), "total_gib", vram_gib(e->total));
     if (o) add_setup(o, c, e);
     return o;
+}
+
+json_t *vram_plan_to_json(const vram_model_t *m, const vram_estimate_config_t *est,
+                          const vram_plan_config_t *pc, const vram_plan_t *p, const char *gpu_label)
+{
+    json_t *root = json_pack(
+        "{s:s, s:s, s:s, s:{s:s, s:I, s:I, s:I}, s:f, s:I, s:I, s:I, s:{s:I, s:I, s:I, s:I}}",
+        "model", m->name, "mode", mode_name(est->mode), "precision",
+        vram_precision_name(est->precision), "gpu", "name", gpu_label, "total_bytes",
+        (json_int_t)pc->total_bytes, "used_bytes", (json_int_t)pc->used_bytes, "free_bytes",
+        (json_int_t)pc->free_bytes, "target", pc->target, "budget_bytes",
+        (json_int_t)p->budget_bytes, "model_bytes", (json_int_t)p->model_bytes, "per_sample_bytes",
+        (json_int_t)p->per_sample_bytes, "recommendations", "maximum", (json_int_t)p->maximum,
+        "recommended", (json_int_t)p->recommended, "safe", (json_int_t)p->safe, "largest_fitting",
+        (json_int_t)p->max_batch_raw);
+    if (!root) return NULL;
+    if (pc->batch_size > 0) {
+        uint64_t t = p->current.total;
+        json_object_set_new(root, "current",
+                            json_pack("{s:I, s:b, s:s, s:I, s:I, s:I, s:I}", "batch_size",
+                                      (json_int_t)pc->batch_size, "fits", p->fit == VRAM_FIT_YES,
+                                      "verdict", vram_fit_name(p->fit), "total_bytes",
+                                      (json_int_t)t, "micro_batch_size",
+                                      (json_int_t)p->micro_batch_size, "accumulation_steps",
+                                      (json_int_t)p->accumulation_steps, "remaining_bytes",
+                                      (json_int_t)(pc->free_bytes > t ? pc->free_bytes - t : 0)));
+    }
+    json_t *sug = json_array();
+    for (int i = 0; i < p->nsuggestions; i++) {
+        const vram_plan_suggestion_t *s = &p->suggestions[i];
+        json_array_append_new(sug, json_pack("{s:s, s:s, s:I, s:b}", "change", s->name,
+                                             "description", s->description, "saving_bytes",
+                                             (json_int_t)s->saving_bytes, "fits", s->fits));
+    }
+    json_object_set_new(root, "suggestions", sug);
+    return root;
 }

@@ -1,5 +1,6 @@
-/* One JSON form of an estimate, shared by `vram estimate --json` and
- * vram_estimate_json() (the Python package), so the two cannot drift apart. */
+/* One JSON form of an estimate and of a plan, shared by `vram estimate
+ * --json` / `vram plan --json` and vram_estimate_json() / vram_plan_json()
+ * (the Python package), so the two cannot drift apart. */
 #ifndef VRAM_PLAN_ESTIMATE_JSON_H
 #define VRAM_PLAN_ESTIMATE_JSON_H
 
@@ -13,5 +14,12 @@
  * NULL when out of memory. */
 json_t *vram_estimate_to_json(const vram_model_t *m, const vram_estimate_config_t *c,
                               const vram_estimate_t *e, int64_t accumulation_steps);
+
+/* The object of `vram plan --json`: the GPU (labelled gpu_label), budget,
+ * the affine summary, recommendations, the verdict on pc->batch_size when
+ * given, and the suggestions. NULL when out of memory. */
+json_t *vram_plan_to_json(const vram_model_t *m, const vram_estimate_config_t *est,
+                          const vram_plan_config_t *pc, const vram_plan_t *p,
+                          const char *gpu_label);
 
 #endif

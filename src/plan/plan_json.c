@@ -262,41 +262,6 @@ int vram_estimate_json(const char *request, char **out)
     return reply(vram_estimate_to_json(&r.model, &r.est, &e, r.accumulation_steps), out);
 }
 
-static json_t *plan_obj(const request_t *r, const vram_plan_t *p)
-{
-    const vram_plan_config_t *pc = &r->dev;
-    json_t *root = json_pack(
-        "{s:s, s:s, s:s, s:{s:s, s:I, s:I, s:I}, s:f, s:I, s:I, s:I, s:{s:I, s:I, s:I, s:I}}",
-        "model", r->model.name, "mode", r->est.mode == VRAM_MODE_TRAIN ? "train" : "infer",
-        "precision", vram_precision_name(r->est.precision), "gpu", "name", r->gpu_label,
-        "total_bytes", (json_int_t)pc->total_bytes, "used_bytes", (json_int_t)pc->used_bytes,
-        "free_bytes", (json_int_t)pc->free_bytes, "target", pc->target, "budget_bytes",
-        (json_int_t)p->budget_bytes, "model_bytes", (json_int_t)p->model_bytes, "per_sample_bytes",
-        (json_int_t)p->per_sample_bytes, "recommendations", "maximum", (json_int_t)p->maximum,
-        "recommended", (json_int_t)p->recommended, "safe", (json_int_t)p->safe, "largest_fitting",
-        (json_int_t)p->max_batch_raw);
-    if (root && pc->batch_size > 0) {
-        uint64_t t = p->current.total;
-        json_object_set_new(root, "current",
-                            json_pack("{s:I, s:b, s:s, s:I, s:I, s:I, s:I}", "batch_size",
-                                      (json_int_t)pc->batch_size, "fits", p->fit == VRAM_FIT_YES,
-                                      "verdict", vram_fit_name(p->fit), "total_bytes",
-                                      (json_int_t)t, "micro_batch_size",
-                                      (json_int_t)p->micro_batch_size, "accumulation_steps",
-                                      (json_int_t)p->accumulation_steps, "remaining_bytes",
-                                      (json_int_t)(pc->free_bytes > t ? pc->free_bytes - t : 0)));
-    }
-    json_t *sug = json_array();
-    for (int i = 0; i < p->nsuggestions; i++) {
-        const vram_plan_suggestion_t *s = &p->suggestions[i];
-        json_array_append_new(sug, json_pack("{s:s, s:s, s:I, s:b}", "change", s->name,
-                                             "description", s->description, "saving_bytes",
-                                             (json_int_t)s->saving_bytes, "fits", s->fits));
-    }
-    if (root) json_object_set_new(root, "suggestions", sug);
-    return root;
-}
-
 int vram_plan_json(const char *request, char **out)
 {
     if (!out) return vram_fail(VRAM_EINVAL, "vram_plan_json: NULL out");
@@ -306,7 +271,7 @@ int vram_plan_json(const char *request, char **out)
     if (rc) return rc;
     vram_plan_t p;
     if ((rc = vram_plan(&r.model, &r.est, &r.dev, &p))) return rc;
-    return reply(plan_obj(&r, &p), out);
+    return reply(vram_plan_to_json(&r.model, &r.est, &r.dev, &p, r.gpu_label), out);
 }
 
 void vram_json_free(char *text)
