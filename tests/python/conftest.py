@@ -22,13 +22,18 @@ except ImportError:
     pass
 
 
-@pytest.fixture
-def sim(monkeypatch, tmp_path):
-    """Two simulated H100-80GB, state in this test's temp dir."""
+def use_sim(monkeypatch, tmp_path, spec):
+    """Simulated GPUs `spec` (VRAM_SIM), state in this test's temp dir."""
     monkeypatch.setenv("VRAM_BACKEND", "sim")
-    monkeypatch.setenv("VRAM_SIM", "2xH100-80GB")
+    monkeypatch.setenv("VRAM_SIM", spec)
     monkeypatch.setenv("VRAM_SIM_STATE", str(tmp_path / "sim.state"))
     return tmp_path
+
+
+@pytest.fixture
+def sim(monkeypatch, tmp_path):
+    """Two simulated H100-80GB."""
+    return use_sim(monkeypatch, tmp_path, "2xH100-80GB")
 
 
 @pytest.fixture

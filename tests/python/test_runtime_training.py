@@ -11,6 +11,7 @@ import signal
 import subprocess
 
 import pytest
+from conftest import use_sim
 import torch
 
 import vram
@@ -68,10 +69,7 @@ def reference_losses(data):
 
 @pytest.fixture
 def small_gpu(monkeypatch, tmp_path):
-    monkeypatch.setenv("VRAM_BACKEND", "sim")
-    monkeypatch.setenv("VRAM_SIM", "1xtrain:24GiB")
-    monkeypatch.setenv("VRAM_SIM_STATE", str(tmp_path / "sim.state"))
-    return tmp_path
+    return use_sim(monkeypatch, tmp_path, "1xtrain:24GiB")
 
 
 def start_neighbour(mem):

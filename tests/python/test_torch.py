@@ -15,7 +15,7 @@ import torchvision
 from torch.utils.data import DataLoader, TensorDataset
 
 import models
-from conftest import BUILD
+from conftest import BUILD, use_sim
 
 import vram
 import vram.torch as vt
@@ -199,9 +199,7 @@ class SimStep:
 
 @pytest.fixture
 def sim16(monkeypatch, tmp_path):
-    monkeypatch.setenv("VRAM_BACKEND", "sim")
-    monkeypatch.setenv("VRAM_SIM", "gpu:16GiB")
-    monkeypatch.setenv("VRAM_SIM_STATE", str(tmp_path / "sim.state"))
+    use_sim(monkeypatch, tmp_path, "gpu:16GiB")
 
 
 def _exact_max(step, hi):
