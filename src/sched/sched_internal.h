@@ -146,7 +146,6 @@ int vram_store_list_ended(vram_store_t *st, int limit, vram_store_job_fn fn, voi
 int vram_store_get_job(vram_store_t *st, int64_t id, vram_job_t *out);
 typedef void (*vram_store_event_fn)(void *arg, double at, const char *kind, const char *message);
 int vram_store_list_events(vram_store_t *st, int64_t job_id, vram_store_event_fn fn, void *arg);
-int vram_store_count_events(vram_store_t *st, int64_t job_id, const char *kind, int *count);
 /* vram submit: the spawn spec stored with a job (*spec malloc'd, NULL when
  * the job has none), and the pid of the process vramd started for it. */
 int vram_store_get_spawn(vram_store_t *st, int64_t id, char **spec);

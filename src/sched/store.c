@@ -16,7 +16,6 @@ enum {
     ST_GET,
     ST_ACTIVE,
     ST_ENDED,
-    ST_COUNT_EV,
     ST_EVENTS,
     ST_SPAWN,
     ST_SET_PID,
@@ -48,7 +47,6 @@ static const char *const sql_text[ST_N] = {
                   "ORDER BY id",
     [ST_ENDED] = "SELECT " JOB_COLUMNS " FROM jobs WHERE state NOT IN ('queued','running') "
                  "ORDER BY id DESC LIMIT ?1",
-    [ST_COUNT_EV] = "SELECT count(*) FROM events WHERE job_id=?1 AND kind=?2",
     [ST_EVENTS] = "SELECT at, kind, message FROM events WHERE job_id=?1 ORDER BY id",
     [ST_SPAWN] = "SELECT spawn FROM jobs WHERE id=?1",
     [ST_SET_PID] = "UPDATE jobs SET pid=?2, pid_start=?3 WHERE id=?1",
@@ -384,18 +382,6 @@ int vram_store_get_job(vram_store_t *st, int64_t id, vram_job_t *out)
         rc = vram_fail(VRAM_ENOENT, "no job %lld", (long long)id);
     else
         rc = db_fail(st, "read job");
-    sqlite3_reset(q);
-    sqlite3_clear_bindings(q);
-    return rc;
-}
-
-int vram_store_count_events(vram_store_t *st, int64_t job_id, const char *kind, int *count)
-{
-    sqlite3_stmt *q = st->st[ST_COUNT_EV];
-    sqlite3_bind_int64(q, 1, job_id);
-    sqlite3_bind_text(q, 2, kind, -1, SQLITE_STATIC);
-    int rc = sqlite3_step(q) == SQLITE_ROW ? 0 : db_fail(st, "count events");
-    if (rc == 0) *count = sqlite3_column_int(q, 0);
     sqlite3_reset(q);
     sqlite3_clear_bindings(q);
     return rc;
