@@ -18,6 +18,13 @@
 #define BO_AIM_FRACTION 0.2
 /* The fixed-step policy moves by 1/16 of each range. */
 #define BO_STEPS      16
+/* The smallest usage difference growth treats as a gain (fraction of the
+ * device): readings are rounded, and noise is larger than this. */
+#define BO_MIN_PREFERENCE 0.002
+/* Batches tried past the last one at the lq cap: each costs one search
+ * over lq; the finest trade-offs (one more sample for a little lq) are the
+ * first ones, as a step of lq costs more memory the larger the batch. */
+#define BO_SCAN 64
 #define BO_SIZE_LIMIT (1 << 20)
 
 struct vram_batchopt {
@@ -36,6 +43,10 @@ struct vram_batchopt {
     int hist_len, hist_pos;
     double hist_sum;
     bo_model_t model;
+    /* The last refinement: the peak it started from and the gain predicted;
+     * one that gained less than half of it stops refining in its epoch. */
+    double refine_from, refine_gain;
+    int refine_off_epoch; /* model epoch + 1 in which refining stopped, 0: none */
     vram_batchopt_adjustment_t log[VRAM_BATCHOPT_LOG];
     int64_t nlog_total;
 };
@@ -192,17 +203,67 @@ static int largest_fitting(const vram_batchopt_t *o, int lo, int hi, bool vary_b
     return ok;
 }
 
+/* Two predicted usages closer than this are equally good, and lq decides
+ * between them (lq first): the distance from the aim to the target, so the
+ * choice still lands inside the band's top part. */
+static double lq_preference(const vram_batchopt_t *o)
+{
+    double t = o->cfg.target_usage - aim_of(o);
+    return t > BO_MIN_PREFERENCE ? t : BO_MIN_PREFERENCE;
+}
+
+/* The growth target: over the settings with at least the current batch and
+ * any lq, the largest lq each batch allows under the aim; of those pairs, the
+ * one with the highest predicted usage, except that a larger lq wins when
+ * its usage is within lq_preference of the highest. lq at its cap stays there
+ * unless one more sample at a slightly smaller lq comes materially closer to
+ * the aim (integer batches alone may leave a whole sample's memory unused). */
 static void grow_by(const vram_batchopt_t *o, bool optimistic, int *nb, int *nl)
 {
     *nb = o->batch;
     *nl = o->lq;
-    if (o->lq_on && o->lq < o->cap_lq) {
-        int l = largest_fitting(o, o->lq, o->cap_lq, false, o->batch, optimistic);
-        if (l >= o->lq) *nl = l;
-        if (*nl < o->cap_lq) return;
+    if (!o->lq_on || !vram_bomodel_has_slope(&o->model)) {
+        /* Without a slope from this epoch the prediction is a guess: only
+         * the plain order, lq to its cap, then the batch. */
+        if (o->lq_on && o->lq < o->cap_lq) {
+            int l = largest_fitting(o, o->lq, o->cap_lq, false, o->batch, optimistic);
+            if (l >= o->lq) *nl = l;
+            if (*nl < o->cap_lq) return;
+        }
+        int b = largest_fitting(o, o->batch, o->cap_batch, true, *nl, optimistic);
+        if (b >= o->batch) *nb = b;
+        return;
     }
-    int b = largest_fitting(o, o->batch, o->cap_batch, true, *nl, optimistic);
-    if (b >= o->batch) *nb = b;
+    const vram_batchopt_config_t *c = &o->cfg;
+    int cb[BO_SCAN + 2], cl[BO_SCAN + 2], n = 0;
+    /* Up to b0 lq stays at its cap and usage grows with the batch: b0 is the
+     * best of them. Past it, lq shrinks as the batch grows. */
+    int b0 = largest_fitting(o, o->batch, o->cap_batch, true, o->cap_lq, optimistic);
+    if (b0 >= o->batch) cb[n] = b0, cl[n++] = o->cap_lq;
+    int b = b0 >= o->batch ? b0 + 1 : o->batch;
+    for (int k = 0; k < BO_SCAN && b <= o->cap_batch; k++, b++) {
+        int l = largest_fitting(o, c->min_lq, o->cap_lq, false, b, optimistic);
+        if (l < c->min_lq) break; /* nothing fits at b, nor at larger batches */
+        cb[n] = b, cl[n++] = l;
+        if (l == c->min_lq) break; /* from here on only the batch can grow */
+    }
+    /* lq at its minimum: usage grows with the batch again. */
+    if (n > 0 && cl[n - 1] == c->min_lq && cb[n - 1] < o->cap_batch) {
+        int bt = largest_fitting(o, cb[n - 1], o->cap_batch, true, c->min_lq, optimistic);
+        if (bt > cb[n - 1]) cb[n] = bt, cl[n++] = c->min_lq;
+    }
+    double u[BO_SCAN + 2], best = -INFINITY;
+    for (int i = 0; i < n; i++) {
+        u[i] = optimistic ? vram_bomodel_predict_low(&o->model, cb[i], cl[i])
+                          : vram_bomodel_predict(&o->model, cb[i], cl[i]);
+        if (u[i] > best) best = u[i];
+    }
+    for (int i = 0; i < n; i++) /* ascending batch: descending lq */
+        if (u[i] >= best - lq_preference(o)) {
+            *nb = cb[i];
+            *nl = cl[i];
+            return;
+        }
 }
 
 /* The jump the forms agree on. When the cautious form forbids any growth that
@@ -213,8 +274,11 @@ static void grow_by(const vram_batchopt_t *o, bool optimistic, int *nb, int *nl)
  * if all memory scaled with the setting teaches the slope. */
 static void model_grow(const vram_batchopt_t *o, int *nb, int *nl)
 {
+    double now = vram_bomodel_predict(&o->model, o->batch, o->lq);
     grow_by(o, false, nb, nl);
-    if (*nb != o->batch || *nl != o->lq) return;
+    if (vram_bomodel_predict(&o->model, *nb, *nl) > now) return;
+    *nb = o->batch;
+    *nl = o->lq;
     int ob, ol;
     grow_by(o, true, &ob, &ol);
     if (ol > o->lq)
@@ -230,6 +294,39 @@ static void model_grow(const vram_batchopt_t *o, int *nb, int *nl)
     if (vram_bomodel_scaled(&o->model, sb, sl) < 1.0 &&
         !vram_bomodel_dominates_failure(&o->model, sb, sl))
         *nb = sb, *nl = sl;
+}
+
+/* Inside the band: a jump's landing (or a shrink by whole samples) can sit
+ * well below the aim. Once this epoch's readings give a slope, move to the
+ * growth target if the model expects it to gain more than lq_preference; the
+ * latest point anchors the model, so this short move is its most accurate
+ * prediction. */
+static void model_refine(vram_batchopt_t *o, int *nb, int *nl)
+{
+    *nb = o->batch;
+    *nl = o->lq;
+    /* A slope from an earlier epoch serves: the job's memory per sample
+     * rarely changes when its surroundings do. */
+    bool slope = vram_bomodel_has_slope(&o->model) || o->model.have_prior;
+    if (!slope || o->refine_off_epoch == o->model.epoch + 1) return;
+    double now = vram_bomodel_predict(&o->model, o->batch, o->lq);
+    int b, l;
+    grow_by(o, false, &b, &l);
+    double gain = vram_bomodel_predict(&o->model, b, l) - now;
+    if (gain <= lq_preference(o)) return;
+    *nb = b, *nl = l;
+    o->refine_from = o->win_peak;
+    o->refine_gain = gain;
+}
+
+/* The first window after a refinement: when it gained less than half of
+ * what the model promised, the model is wrong at this scale (memory in
+ * steps, a term the forms lack) and further small moves would be guesses. */
+static void check_refinement(vram_batchopt_t *o)
+{
+    if (o->refine_gain > 0 && o->win_peak - o->refine_from < o->refine_gain / 2)
+        o->refine_off_epoch = o->model.epoch + 1;
+    o->refine_gain = 0;
 }
 
 static void model_shrink(const vram_batchopt_t *o, int *nb, int *nl)
@@ -290,6 +387,7 @@ static void decide(vram_batchopt_t *o)
     double peak = o->win_peak;
     bool model = c->policy == VRAM_BATCHOPT_MODEL;
     if (model) {
+        check_refinement(o);
         double n = o->win_len, mean = o->win_sum / n;
         double var = n > 1 ? (o->win_sumsq - n * mean * mean) / (n - 1) : 0;
         double se = var > 0 ? sqrt(var / n) : 0;
@@ -298,7 +396,7 @@ static void decide(vram_batchopt_t *o)
     bool over = peak > c->target_usage;
     bool under = peak < c->target_usage - c->safety_margin;
     if (model && over)
-        vram_bomodel_over(&o->model, o->batch, o->lq);
+        vram_bomodel_over(&o->model, o->batch, o->lq, peak);
     else if (model)
         vram_bomodel_fine(&o->model, o->batch, o->lq);
     int nb = o->batch, nl = o->lq;
@@ -306,9 +404,14 @@ static void decide(vram_batchopt_t *o)
     if (may_adjust(o) && over) {
         why = VRAM_BATCHOPT_SHRINK;
         (model ? model_shrink : fixed_shrink)(o, &nb, &nl);
-    } else if (may_adjust(o) && under && o->iteration >= o->grow_after) {
+    } else if (may_adjust(o) && o->iteration >= o->grow_after && (under || model)) {
         why = VRAM_BATCHOPT_GROW;
-        (model ? model_grow : fixed_grow)(o, &nb, &nl);
+        if (!model)
+            fixed_grow(o, &nb, &nl);
+        else if (under)
+            model_grow(o, &nb, &nl);
+        else
+            model_refine(o, &nb, &nl);
     }
     if (nb == o->batch && nl == o->lq) {
         start_window(o);
@@ -365,6 +468,7 @@ int vram_batchopt_set_current(vram_batchopt_t *o, int batch, int lq)
     const vram_batchopt_config_t *c = &o->cfg;
     o->batch = o->reported_batch = clamp(batch, c->min_batch, c->max_batch);
     o->lq = o->reported_lq = o->lq_on ? clamp(lq, c->min_lq, c->max_lq) : 0;
+    o->refine_gain = 0;
     start_window(o);
     return 0;
 }
@@ -386,6 +490,7 @@ int vram_batchopt_on_oom(vram_batchopt_t *o, int *new_batch, int *new_lq)
     if (!o) return vram_fail(VRAM_EINVAL, "batch optimizer: NULL handle");
     const vram_batchopt_config_t *c = &o->cfg;
     o->ooms++;
+    o->refine_gain = 0;
     int rc = 0;
     /* Both settings drop at least this far whatever the model says: the
      * failure proves the model (or the surroundings) wrong. */

@@ -28,6 +28,20 @@ static double x_of(const bo_model_t *m, int form, int batch, int lq)
     return batch * g_of(m, form, lq);
 }
 
+/* The slope b, raised so that each setting of list beyond the latest point
+ * is predicted at least the peak it was seen with. */
+static double steepen(const bo_model_t *m, int f, const bo_point_t *list, int n,
+                      const bo_point_t *last, double b)
+{
+    double xl = x_of(m, f, last->batch, last->lq);
+    for (int i = 0; i < n; i++) {
+        double xf = x_of(m, f, list[i].batch, list[i].lq);
+        if (xf > xl && b * (xf - xl) < list[i].peak - last->peak)
+            b = (list[i].peak - last->peak) / (xf - xl);
+    }
+    return b;
+}
+
 static void fit(bo_model_t *m)
 {
     int forms = m->max_lq > 0 ? BO_FORMS : 1;
@@ -66,13 +80,12 @@ static void fit(bo_model_t *m)
          * (a = 0), which overstates growth and so errs on the safe side. */
         double xl = x_of(m, f, last->batch, last->lq);
         if (!(b > 0)) b = xl > 0 ? last->peak / xl : 0;
-        /* Every failed setting beyond the latest needed the whole device: a
-         * slope that says otherwise is too shallow. */
-        for (int i = 0; i < m->nfailed; i++) {
-            double xf = x_of(m, f, m->failed[i].batch, m->failed[i].lq);
-            if (xf > xl && b * (xf - xl) < BO_FAILED_USAGE - last->peak)
-                b = (BO_FAILED_USAGE - last->peak) / (xf - xl);
-        }
+        /* Every failed setting beyond the latest needed the whole device, and
+         * every setting seen above target at least its peak: a slope that
+         * says otherwise is too shallow (the form does not describe the
+         * memory well there, so trust what was seen). */
+        b = steepen(m, f, m->failed, m->nfailed, last, b);
+        b = steepen(m, f, m->over, m->nover, last, b);
         m->b[f] = b;
         /* The latest window is the truth about the present: anchor on it. */
         m->a[f] = last->peak - b * xl;
@@ -124,6 +137,7 @@ void vram_bomodel_new_epoch(bo_model_t *m)
     }
     m->npts = 0;
     m->nover = 0;
+    m->epoch++;
 }
 
 /* The form that fits the epoch's points best: index, or -1 before a fit. */
@@ -193,13 +207,13 @@ void vram_bomodel_add(bo_model_t *m, int batch, int lq, double peak, double mean
     }
 }
 
-void vram_bomodel_over(bo_model_t *m, int batch, int lq)
+void vram_bomodel_over(bo_model_t *m, int batch, int lq, double peak)
 {
     if (m->nover == BO_POINTS) {
         memmove(&m->over[0], &m->over[1], (BO_POINTS - 1) * sizeof m->over[0]);
         m->nover--;
     }
-    m->over[m->nover++] = (bo_point_t){batch, lq, 0, 0, 0, 0};
+    m->over[m->nover++] = (bo_point_t){batch, lq, peak, peak, 0, peak};
 }
 
 void vram_bomodel_failed(bo_model_t *m, int batch, int lq)

@@ -33,6 +33,7 @@ typedef struct {
     double worst[BO_FORMS], last_res[BO_FORMS]; /* largest residual; the latest point's */
     bool plausible[BO_FORMS];
     bool fitted;
+    int epoch; /* counts new epochs */
 } bo_model_t;
 
 void vram_bomodel_init(bo_model_t *m, int max_lq);
@@ -47,10 +48,11 @@ void vram_bomodel_new_epoch(bo_model_t *m);
  * settings at or above it in both parameters are out of bounds until a
  * window shows memory was freed. */
 void vram_bomodel_failed(bo_model_t *m, int batch, int lq);
-/* Records a window above target at a setting: growth does not return to it
- * (or above it) in this epoch, which ends oscillation when no setting falls
- * inside the dead band. */
-void vram_bomodel_over(bo_model_t *m, int batch, int lq);
+/* Records a window above target at a setting, with its peak: growth does
+ * not return to it (or above it) in this epoch, which ends oscillation when
+ * no setting falls inside the dead band, and later fits predict at least that
+ * peak there. */
+void vram_bomodel_over(bo_model_t *m, int batch, int lq, double peak);
 /* A window at (batch, lq) ran under target: failures and over-target marks
  * at or below it are stale (the surroundings changed). */
 void vram_bomodel_fine(bo_model_t *m, int batch, int lq);
