@@ -1072,10 +1072,12 @@ typedef enum {
 } vram_batchopt_policy_t;
 
 /* Settings; vram_batchopt_config_init gives the defaults shown. lq is off
- * (batch only) when min_lq and max_lq are 0. Usage in the band
- * [target_usage - safety_margin, target_usage] is left alone; below it the
- * controller grows lq first, then the batch; above target it shrinks the
- * batch first, then lq. */
+ * (batch only) when min_lq and max_lq are 0. Below the band
+ * [target_usage - safety_margin, target_usage] the controller grows lq
+ * first, then the batch (the model policy may trade a little lq for one more
+ * sample when that comes materially closer to the target); inside the band
+ * the fixed-step policy does nothing and the model policy moves only when its
+ * fit expects a clear gain; above target it shrinks the batch first, then lq. */
 typedef struct {
     bool enabled;             /* true; false: update() never changes anything */
     double target_usage;      /* 0.85; in (0, 1] */
@@ -1093,7 +1095,7 @@ typedef struct vram_batchopt vram_batchopt_t;
 
 typedef enum {
     VRAM_BATCHOPT_NONE,     /* no change */
-    VRAM_BATCHOPT_GROW,     /* window peak below target - safety_margin */
+    VRAM_BATCHOPT_GROW,     /* window peak below target - safety_margin (model: or a clear gain) */
     VRAM_BATCHOPT_SHRINK,   /* window peak above target */
     VRAM_BATCHOPT_OOM,      /* on_oom */
     VRAM_BATCHOPT_EXTERNAL, /* set_current / set_target moved the settings */

@@ -46,6 +46,7 @@ struct vram_batchopt {
     /* The last refinement: the peak it started from and the gain predicted;
      * one that gained less than half of it stops refining in its epoch. */
     double refine_from, refine_gain;
+    double reading_sd; /* of the readings in the last window */
     int refine_off_epoch; /* model epoch + 1 in which refining stopped, 0: none */
     vram_batchopt_adjustment_t log[VRAM_BATCHOPT_LOG];
     int64_t nlog_total;
@@ -312,8 +313,10 @@ static void model_refine(vram_batchopt_t *o, int *nb, int *nl)
     double now = vram_bomodel_predict(&o->model, o->batch, o->lq);
     int b, l;
     grow_by(o, false, &b, &l);
+    /* A gain within twice the readings' own spread is not worth a move:
+     * the next window's peak could not even tell it from noise. */
     double gain = vram_bomodel_predict(&o->model, b, l) - now;
-    if (gain <= lq_preference(o)) return;
+    if (gain <= lq_preference(o) || gain <= 2 * o->reading_sd) return;
     *nb = b, *nl = l;
     o->refine_from = o->win_peak;
     o->refine_gain = gain;
@@ -391,6 +394,7 @@ static void decide(vram_batchopt_t *o)
         double n = o->win_len, mean = o->win_sum / n;
         double var = n > 1 ? (o->win_sumsq - n * mean * mean) / (n - 1) : 0;
         double se = var > 0 ? sqrt(var / n) : 0;
+        o->reading_sd = var > 0 ? sqrt(var) : 0;
         vram_bomodel_add(&o->model, o->batch, o->lq, peak, mean, se, shift_tolerance(c));
     }
     bool over = peak > c->target_usage;
