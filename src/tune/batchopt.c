@@ -536,8 +536,9 @@ int vram_batchopt_stats(const vram_batchopt_t *o, vram_batchopt_stats_t *out)
     out->adjustments = o->adjustments;
     out->oom_recoveries = o->ooms;
     out->model_quadratic = vram_bomodel_quadratic(&o->model);
-    out->model_a = o->model.fitted ? o->model.a[out->model_quadratic] : 0;
-    out->model_b = o->model.fitted ? o->model.b[out->model_quadratic] : 0;
+    int f = vram_bomodel_best_form(&o->model);
+    out->model_a = f >= 0 ? o->model.a[f] : 0;
+    out->model_b = f >= 0 ? o->model.b[f] : 0;
     int64_t first = o->nlog_total > VRAM_BATCHOPT_LOG ? o->nlog_total - VRAM_BATCHOPT_LOG : 0;
     for (int64_t i = first; i < o->nlog_total; i++)
         out->log[out->nlog++] = o->log[i % VRAM_BATCHOPT_LOG];

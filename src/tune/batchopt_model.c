@@ -20,7 +20,32 @@ static double g_of(const bo_model_t *m, int form, int lq)
 {
     if (m->max_lq <= 0) return 1.0;
     double u = (double)lq / m->max_lq;
-    return form == 0 ? u : u * u;
+    return m->r[form] + (form % 2 == 0 ? u : u * u);
+}
+
+/* Forms 2 and 3: usage = a + c * batch + b * batch * g(lq) by least squares
+ * over the epoch's means; r = c / b. Needs 4 settings (one more than the
+ * parameters, so a form that fits cannot be a mere interpolation) in which
+ * batch and batch * g vary independently, and both terms positive. */
+static void fit_per_sample(bo_model_t *m, int f)
+{
+    m->usable[f] = false;
+    m->r[f] = 0;
+    if (m->npts < 4) return;
+    double n = m->npts, s1 = 0, s2 = 0, sy = 0, s11 = 0, s22 = 0, s12 = 0, s1y = 0, s2y = 0;
+    for (int i = 0; i < m->npts; i++) {
+        double x1 = m->pts[i].batch, x2 = x1 * g_of(m, f, m->pts[i].lq), y = m->pts[i].mean;
+        s1 += x1, s2 += x2, sy += y, s11 += x1 * x1, s22 += x2 * x2, s12 += x1 * x2;
+        s1y += x1 * y, s2y += x2 * y;
+    }
+    /* centred normal equations for (c, b) */
+    double v11 = s11 - s1 * s1 / n, v22 = s22 - s2 * s2 / n, v12 = s12 - s1 * s2 / n;
+    double v1y = s1y - s1 * sy / n, v2y = s2y - s2 * sy / n, det = v11 * v22 - v12 * v12;
+    if (!(det > 1e-6 * v11 * v22)) return; /* batch and batch * g move together */
+    double c = (v22 * v1y - v12 * v2y) / det, b = (v11 * v2y - v12 * v1y) / det;
+    if (!(c > 0 && b > 0)) return;
+    m->r[f] = c / b;
+    m->usable[f] = true;
 }
 
 static double x_of(const bo_model_t *m, int form, int batch, int lq)
@@ -47,7 +72,16 @@ static void fit(bo_model_t *m)
     int forms = m->max_lq > 0 ? BO_FORMS : 1;
     const bo_point_t *last = &m->pts[m->npts - 1];
     double best_rms = INFINITY;
+    m->usable[0] = m->usable[1] = true;
+    for (int f = 2; f < forms; f++) {
+        m->r[f] = 0;
+        fit_per_sample(m, f);
+        /* too few settings in this epoch: the previous epoch's r serves */
+        if (!m->usable[f] && m->npts < 4 && m->have_prior && m->prior_plausible[f])
+            m->r[f] = m->prior_r[f], m->usable[f] = true;
+    }
     for (int f = 0; f < forms; f++) {
+        if (!m->usable[f]) continue;
         double sx = 0, sy = 0, sxx = 0, sxy = 0;
         for (int i = 0; i < m->npts; i++) {
             double x = x_of(m, f, m->pts[i].batch, m->pts[i].lq), y = m->pts[i].mean;
@@ -95,8 +129,9 @@ static void fit(bo_model_t *m)
         if (rms < best_rms) best_rms = rms;
     }
     for (int f = 0; f < BO_FORMS; f++)
-        m->plausible[f] = f < forms && (m->npts >= 3 ? m->rms[f] <= 2 * best_rms + BO_RMS_FLOOR
-                                                     : !m->have_prior || m->prior_plausible[f]);
+        m->plausible[f] = f < forms && m->usable[f] &&
+                          (m->npts >= 3 ? m->rms[f] <= 2 * best_rms + BO_RMS_FLOOR
+                                        : !m->have_prior || m->prior_plausible[f]);
     m->fitted = true;
 }
 
@@ -113,7 +148,7 @@ double vram_bomodel_scaled(const bo_model_t *m, int batch, int lq)
     if (m->npts == 0) return INFINITY;
     const bo_point_t *last = &m->pts[m->npts - 1];
     double worst = 0;
-    for (int f = 0; f < (m->max_lq > 0 ? BO_FORMS : 1); f++) {
+    for (int f = 0; f < (m->max_lq > 0 ? 2 : 1); f++) {
         double r = x_of(m, f, batch, lq) / x_of(m, f, last->batch, last->lq);
         if (r > worst) worst = r;
     }
@@ -131,6 +166,7 @@ void vram_bomodel_new_epoch(bo_model_t *m)
     if (m->fitted) {
         for (int f = 0; f < BO_FORMS; f++) {
             m->prior_b[f] = m->learned_b[f];
+            m->prior_r[f] = m->r[f];
             m->prior_plausible[f] = m->plausible[f];
         }
         m->have_prior = true;
@@ -140,8 +176,7 @@ void vram_bomodel_new_epoch(bo_model_t *m)
     m->epoch++;
 }
 
-/* The form that fits the epoch's points best: index, or -1 before a fit. */
-static int best_form(const bo_model_t *m)
+int vram_bomodel_best_form(const bo_model_t *m)
 {
     int best = -1;
     for (int f = 0; f < BO_FORMS; f++)
@@ -197,7 +232,7 @@ void vram_bomodel_add(bo_model_t *m, int batch, int lq, double peak, double mean
     fit(m);
     /* No form fits the points within the tolerance: they do not describe one
      * situation (the surroundings changed between settings). Keep this one. */
-    int f = best_form(m);
+    int f = vram_bomodel_best_form(m);
     if (m->npts >= 3 && f >= 0 && m->worst[f] > shift_tol) {
         if (m->last_res[f] < 0) m->nfailed = 0;
         bo_point_t keep = m->pts[m->npts - 1];
@@ -284,5 +319,6 @@ double vram_bomodel_predict_low(const bo_model_t *m, int batch, int lq)
 
 bool vram_bomodel_quadratic(const bo_model_t *m)
 {
-    return m->max_lq > 0 && m->plausible[1] && !m->plausible[0];
+    int f = vram_bomodel_best_form(m);
+    return m->max_lq > 0 && f >= 0 && f % 2 == 1 && !m->plausible[f - 1];
 }

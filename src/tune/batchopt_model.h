@@ -1,6 +1,7 @@
 /* The batch optimizer's memory model: usage = a + b * batch * g(lq), fitted
  * to window peaks, with g(lq) = lq (linear) or lq^2 (quadratic) in units of
- * max_lq. Predictions take the largest of the forms the data cannot rule
+ * max_lq, or either plus a constant r (memory per sample that lq does not
+ * change: labels, per-sample buffers). Predictions take the largest of the forms the data cannot rule
  * out, so an unproven form never pushes the settings up too far. */
 #ifndef VRAM_TUNE_BATCHOPT_MODEL_H
 #define VRAM_TUNE_BATCHOPT_MODEL_H
@@ -8,7 +9,9 @@
 #include <stdbool.h>
 
 #define BO_POINTS 8 /* distinct settings remembered per epoch */
-#define BO_FORMS  2 /* 0: g linear in lq, 1: quadratic */
+/* 0: g linear in lq, 1: quadratic; 2 and 3: the same plus memory per sample
+ * that does not depend on lq (g = r + lq or r + lq^2, r >= 0 fitted). */
+#define BO_FORMS  4
 
 typedef struct {
     int batch, lq;
@@ -25,9 +28,11 @@ typedef struct {
     bo_point_t over[BO_POINTS]; /* settings above target in this epoch */
     int nover;
     bool have_prior; /* slopes carried over from an earlier epoch */
-    double prior_b[BO_FORMS];
+    double prior_b[BO_FORMS], prior_r[BO_FORMS];
     bool prior_plausible[BO_FORMS];
     double a[BO_FORMS], b[BO_FORMS];
+    double r[BO_FORMS];      /* per-sample memory independent of lq, in units of b */
+    bool usable[BO_FORMS];   /* forms 2, 3: r was fitted (4 points, both terms positive) */
     double learned_b[BO_FORMS]; /* slope from data (or the prior), 0 = none yet */
     double rms[BO_FORMS];
     double worst[BO_FORMS], last_res[BO_FORMS]; /* largest residual; the latest point's */
@@ -69,7 +74,9 @@ double vram_bomodel_scaled(const bo_model_t *m, int batch, int lq);
 double vram_bomodel_predict_low(const bo_model_t *m, int batch, int lq);
 /* True when a plausible form has a slope learned from this epoch's points. */
 bool vram_bomodel_has_slope(const bo_model_t *m);
-/* True when only the quadratic form fits. */
+/* The plausible form with the smallest largest residual; -1 before a fit. */
+int vram_bomodel_best_form(const bo_model_t *m);
+/* True when the best form is quadratic and its linear twin is ruled out. */
 bool vram_bomodel_quadratic(const bo_model_t *m);
 
 #endif
