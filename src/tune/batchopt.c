@@ -25,6 +25,8 @@
  * over lq; the finest trade-offs (one more sample for a little lq) are the
  * first ones, as a step of lq costs more memory the larger the batch. */
 #define BO_SCAN 64
+/* The longest wait between refinements after misses, in windows. */
+#define BO_MAX_BACKOFF 1024
 #define BO_SIZE_LIMIT (1 << 20)
 
 struct vram_batchopt {
@@ -43,11 +45,14 @@ struct vram_batchopt {
     int hist_len, hist_pos;
     double hist_sum;
     bo_model_t model;
-    /* The last refinement: the peak it started from and the gain predicted;
-     * one that gained less than half of it stops refining in its epoch. */
+    /* The last refinement: the peak it started from and the gain predicted.
+     * One that gained less than half of it holds refining back for
+     * refine_backoff windows, doubled at each further miss in the epoch. */
     double refine_from, refine_gain;
     double reading_sd; /* of the readings in the last window */
-    int refine_off_epoch; /* model epoch + 1 in which refining stopped, 0: none */
+    int64_t refine_after; /* no refinement before this iteration */
+    int refine_backoff;   /* windows; 0: no miss yet in refine_epoch */
+    int refine_epoch;     /* the model epoch refine_backoff belongs to */
     vram_batchopt_adjustment_t log[VRAM_BATCHOPT_LOG];
     int64_t nlog_total;
 };
@@ -309,7 +314,7 @@ static void model_refine(vram_batchopt_t *o, int *nb, int *nl)
     /* A slope from an earlier epoch serves: the job's memory per sample
      * rarely changes when its surroundings do. */
     bool slope = vram_bomodel_has_slope(&o->model) || o->model.have_prior;
-    if (!slope || o->refine_off_epoch == o->model.epoch + 1) return;
+    if (!slope || o->iteration < o->refine_after) return;
     double now = vram_bomodel_predict(&o->model, o->batch, o->lq);
     int b, l;
     grow_by(o, false, &b, &l);
@@ -324,11 +329,21 @@ static void model_refine(vram_batchopt_t *o, int *nb, int *nl)
 
 /* The first window after a refinement: when it gained less than half of
  * what the model promised, the model is wrong at this scale (memory in
- * steps, a term the forms lack) and further small moves would be guesses. */
+ * steps, a term the forms lack), or the surroundings changed under it
+ * without the model noticing yet. Further small moves would be guesses, so
+ * refining waits, longer at each miss (an OOM's cooldown, then doubled):
+ * the wasted moves stay few, and a run whose surroundings did change is not
+ * held below its target for good. */
 static void check_refinement(vram_batchopt_t *o)
 {
-    if (o->refine_gain > 0 && o->win_peak - o->refine_from < o->refine_gain / 2)
-        o->refine_off_epoch = o->model.epoch + 1;
+    if (o->refine_gain > 0 && o->win_peak - o->refine_from < o->refine_gain / 2) {
+        if (o->refine_epoch != o->model.epoch) o->refine_backoff = 0;
+        o->refine_epoch = o->model.epoch;
+        o->refine_backoff = o->refine_backoff ? 2 * o->refine_backoff
+                                              : o->cfg.oom_cooldown_windows;
+        if (o->refine_backoff > BO_MAX_BACKOFF) o->refine_backoff = BO_MAX_BACKOFF;
+        o->refine_after = o->iteration + (int64_t)o->refine_backoff * o->cfg.adjustment_frequency;
+    }
     o->refine_gain = 0;
 }
 
