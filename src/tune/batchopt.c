@@ -228,9 +228,9 @@ static void grow_by(const vram_batchopt_t *o, bool optimistic, int *nb, int *nl)
 {
     *nb = o->batch;
     *nl = o->lq;
-    if (!o->lq_on || !vram_bomodel_has_slope(&o->model)) {
-        /* Without a slope from this epoch the prediction is a guess: only
-         * the plain order, lq to its cap, then the batch. */
+    if (!o->lq_on || !vram_bomodel_knows_slope(&o->model)) {
+        /* Without a slope the prediction is a guess: only the plain order,
+         * lq to its cap, then the batch. */
         if (o->lq_on && o->lq < o->cap_lq) {
             int l = largest_fitting(o, o->lq, o->cap_lq, false, o->batch, optimistic);
             if (l >= o->lq) *nl = l;
@@ -303,7 +303,7 @@ static void model_grow(const vram_batchopt_t *o, int *nb, int *nl)
 }
 
 /* Inside the band: a jump's landing (or a shrink by whole samples) can sit
- * well below the aim. Once this epoch's readings give a slope, move to the
+ * well below the aim. Once a slope is known (this epoch's or the last), move to the
  * growth target if the model expects it to gain more than lq_preference; the
  * latest point anchors the model, so this short move is its most accurate
  * prediction. */
@@ -311,8 +311,6 @@ static void model_refine(vram_batchopt_t *o, int *nb, int *nl)
 {
     *nb = o->batch;
     *nl = o->lq;
-    /* A slope from an earlier epoch serves: the job's memory per sample
-     * rarely changes when its surroundings do. */
     bool slope = vram_bomodel_has_slope(&o->model) || o->model.have_prior;
     if (!slope || o->iteration < o->refine_after) return;
     double now = vram_bomodel_predict(&o->model, o->batch, o->lq);

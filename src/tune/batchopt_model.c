@@ -143,6 +143,14 @@ bool vram_bomodel_has_slope(const bo_model_t *m)
     return false;
 }
 
+bool vram_bomodel_knows_slope(const bo_model_t *m)
+{
+    if (vram_bomodel_has_slope(m)) return true;
+    for (int f = 0; f < BO_FORMS; f++)
+        if (m->have_prior && m->prior_plausible[f] && m->prior_b[f] > 0) return true;
+    return false;
+}
+
 double vram_bomodel_scaled(const bo_model_t *m, int batch, int lq)
 {
     if (m->npts == 0) return INFINITY;

@@ -74,6 +74,9 @@ double vram_bomodel_scaled(const bo_model_t *m, int batch, int lq);
 double vram_bomodel_predict_low(const bo_model_t *m, int batch, int lq);
 /* True when a plausible form has a slope learned from this epoch's points. */
 bool vram_bomodel_has_slope(const bo_model_t *m);
+/* has_slope, or an earlier epoch learned one (the job's memory per sample
+ * rarely changes when its surroundings do): enough to pick over the grid. */
+bool vram_bomodel_knows_slope(const bo_model_t *m);
 /* The plausible form with the smallest largest residual; -1 before a fit. */
 int vram_bomodel_best_form(const bo_model_t *m);
 /* True when the best form is quadratic and its linear twin is ruled out. */
