@@ -131,6 +131,50 @@ def test_oom_guard_micro_batches_give_the_same_gradient():
     step.chain.end_step()
 
 
+def test_oom_guard_offloads_activations_with_save_on_cpu(monkeypatch):
+    """The default offload step: the retry's forward runs under PyTorch's
+    save_on_cpu, so the activations autograd saves go to host memory (counted
+    here by wrapping its pack hook); the gradient is unchanged."""
+    packed = []
+
+    class Counting(torch.autograd.graph.save_on_cpu):
+        def __init__(self, pin_memory=False):
+            super().__init__(pin_memory)
+            pack = self.pack_hook
+            self.pack_hook = lambda t: (packed.append(tuple(t.shape)), pack(t))[1]
+
+    monkeypatch.setattr(torch.autograd.graph, "save_on_cpu", Counting)
+    model = make_model()
+    opt = torch.optim.SGD(model.parameters(), lr=0.0)
+
+    @runtime.oom_guard(optimizer=opt, order=("offload", "checkpoint"))
+    def step(batch):
+        x, y = batch
+        before = len(packed)
+        loss = torch.nn.functional.cross_entropy(model(x), y)
+        if len(packed) == before:  # activations still on the "device": it is full
+            raise RuntimeError("CUDA out of memory. Tried to allocate 1.00 GiB")
+        return loss
+
+    batch = data(16)
+    step(batch)
+    assert step.activation_offload.on and packed  # save_on_cpu really packed tensors
+    for got, want in zip([p.grad for p in model.parameters()], reference_grads(batch)):
+        assert torch.allclose(got, want, atol=1e-6)
+    st = step.chain.stats()["strategies"]["offload"]
+    assert st["attempts"] == 1 and st["recovered"] == 1
+    n = len(packed)
+    step(batch)  # stays on: no second OOM
+    assert len(packed) > n and step.chain.stats()["strategies"]["offload"]["attempts"] == 1
+
+    @runtime.oom_guard(optimizer=opt, offload=None)
+    def plain(batch):
+        return torch.nn.functional.cross_entropy(model(batch[0]), batch[1])
+
+    assert plain.activation_offload is None
+    plain(data(4))
+
+
 def test_oom_guard_checkpoints_and_says_how_to_resume(tmp_path):
     model = make_model()
     opt = torch.optim.SGD(model.parameters(), lr=0.1)

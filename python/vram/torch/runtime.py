@@ -10,6 +10,7 @@ here.
 - SwapCache: named tensors under a GPU byte budget, the rest in host memory.
 - memory_usage: the reading the controllers take.
 """
+import contextlib
 import functools
 import logging
 
@@ -160,7 +161,33 @@ def _slice(x, a, b):
     return x[a:b]
 
 
-def oom_guard(loss_fn=None, *, optimizer, free_cache=None, offload=None, checkpoint=None,
+class ActivationOffload:
+    """The chain's default offload step: once called, the guarded step's
+    forward passes run under torch.autograd.graph.save_on_cpu, so the tensors
+    autograd keeps for the backward pass (the activations) wait in host
+    memory (pinned when CUDA is there) and come back for the backward. It
+    stays on for later steps (the same batch would run out again); set `on`
+    to False to stop. Nothing is faked: where save_on_cpu is missing (PyTorch
+    before 1.10) the strategy frees nothing and the chain moves on."""
+
+    def __init__(self):
+        self.on = False
+        self.available = hasattr(torch.autograd.graph, "save_on_cpu")
+
+    def __call__(self, request):
+        if self.on or not self.available:
+            return 0  # nothing more to free this way
+        self.on = True
+        log.warning("out of memory: activations go to host memory from now on (save_on_cpu)")
+        return max(1, int(request))  # the retry will tell; nonzero asks for one
+
+    def context(self):
+        if not self.on:
+            return contextlib.nullcontext()
+        return torch.autograd.graph.save_on_cpu(pin_memory=torch.cuda.is_available())
+
+
+def oom_guard(loss_fn=None, *, optimizer, free_cache=None, offload="activations", checkpoint=None,
               order=tune.STRATEGIES, max_splits=3, min_micro_batch=1, pool=None,
               iterator=None):
     """Decorator for a function computing the loss of a batch: the guarded
@@ -176,8 +203,10 @@ def oom_guard(loss_fn=None, *, optimizer, free_cache=None, offload=None, checkpo
         loss = step((x, y))
 
     free_cache defaults to torch.cuda.empty_cache when CUDA is available;
-    offload(request) frees memory (e.g. moves optimizer states to the host)
-    and returns the bytes freed; checkpoint() saves and returns where. When
+    offload: "activations" (default) is ActivationOffload, available as
+    `guarded.activation_offload`; a callable offload(request) frees memory
+    its own way (e.g. moves optimizer states to the host) and returns the
+    bytes freed; None skips the step. checkpoint() saves and returns where. When
     the chain is exhausted the call raises vram.OutOfMemoryError saying how to
     resume (after the checkpoint). `iterator`: an AdaptiveBatchIterator that
     is told when a batch is given up. The chain is `guarded.chain`."""
@@ -185,6 +214,9 @@ def oom_guard(loss_fn=None, *, optimizer, free_cache=None, offload=None, checkpo
         def free_cache():
             torch.cuda.empty_cache()
             return 1  # unknown, but something may have been freed
+    activations = ActivationOffload() if offload == "activations" else None
+    if activations is not None:
+        offload = activations
     chain = tune.OOMChain(order, free_cache, offload, checkpoint, max_splits, min_micro_batch)
     if pool is not None:
         chain.attach_pool(pool)
@@ -199,7 +231,8 @@ def oom_guard(loss_fn=None, *, optimizer, free_cache=None, offload=None, checkpo
                 try:
                     total = 0.0
                     for piece in _split(batch, parts):
-                        loss = fn(piece) * (_length(piece) / n)
+                        with activations.context() if activations else contextlib.nullcontext():
+                            loss = fn(piece) * (_length(piece) / n)
                         loss.backward()
                         total += float(loss.detach())
                         del loss
@@ -220,6 +253,7 @@ def oom_guard(loss_fn=None, *, optimizer, free_cache=None, offload=None, checkpo
                     log.warning("out of memory: %s", action["message"])
                     parts = action["micro_batches"]
         guarded.chain = chain
+        guarded.activation_offload = activations
         return guarded
 
     return wrap(loss_fn) if loss_fn is not None else wrap
