@@ -20,7 +20,7 @@ from vram.torch import runtime
 
 GiB = 1 << 30
 EFFECTIVE = 64        # samples per optimizer step in both runs
-N = 64 * 60           # 60 optimizer steps
+N = 64 * 200          # 200 optimizer steps
 PER_ELEMENT = 3 << 20  # bytes of activations per sample and lq position
 
 
