@@ -1,14 +1,17 @@
 /* bench_tune: the dynamic batch/lq optimizer against the seed's fixed-step
  * policy in a simulated training run. Each scenario is a memory model
- * (usage = a + batch * (k1 * lq/L + k2 * (lq/L)^2), L = max_lq), Gaussian
- * noise on every reading, and a second job that takes part of the device
- * half way through. An iteration whose usage exceeds the device is an OOM:
- * on_oom() gives the settings to continue with.
+ * (usage = a + batch * (c0 + k1 * u + k1.5 * u^1.5 + k2 * u^2), u = lq/L,
+ * L = max_lq, optionally rounded like PyTorch's allocator), Gaussian noise on
+ * every reading, and a second job that takes part of the device half way
+ * through (at once or growing over some windows). An iteration whose usage
+ * exceeds the device is an OOM: on_oom() gives the settings to continue with.
  *
  * Figures per policy: adjustments in each phase (before and after the second
  * job; the count is complete once the run has settled), OOMs, the share of
- * iterations above target, and how far the settled window peaks stay below
- * target (percent of target) at the end of each phase.
+ * iterations above target, how far the settled window peaks stay below
+ * target (percent of target) at the end of each phase, and the same for the
+ * best setting reachable with whole batch and lq (searched over the whole
+ * grid), so that a target no setting can reach is measured fairly.
  *
  *   build/bench/tune/bench_tune [seeds]     (default 7 seeds per scenario)
  *   build/bench/tune/bench_tune --trace N [SEED]   (the adjustments of scenario N) */
