@@ -1,7 +1,8 @@
 """vram.torch.optimize on real modules: checkpointing on a torchvision
 ResNet-18 and on a small transformer lowers the activation bytes analyze()
 measures and keeps outputs and gradients equal; steps that do not apply here
-are refused with a reason; int8 and pruning do what they say."""
+are refused with a reason; channels_last, int8 and pruning do what they
+say."""
 import copy
 
 import pytest
@@ -44,6 +45,21 @@ def test_checkpointing_saves_activations_and_keeps_results(kind):
     assert torch.allclose(out, ref[0], atol=1e-5)
     assert len(grads) == len(ref[1])
     assert all(torch.allclose(g, r, atol=1e-5) for g, r in zip(grads, ref[1]))
+
+
+def test_channels_last_on_a_convolutional_model():
+    torch.manual_seed(0)
+    model = torchvision.models.resnet18(num_classes=10).eval()
+    x = torch.randn(2, 3, 32, 32)
+    with torch.no_grad():
+        ref = model(x)
+    model, report = optimize(model, level="none", channels_last=True, copy_model=True)
+    step = report.steps[0]
+    assert step.name == "channels_last" and step.applied, report
+    conv = model.conv1.weight
+    assert conv.is_contiguous(memory_format=torch.channels_last) and not conv.is_contiguous()
+    with torch.no_grad():
+        assert torch.allclose(model(x), ref, atol=1e-5)
 
 
 def test_refusals_name_the_reason():
