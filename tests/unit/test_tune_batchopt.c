@@ -92,6 +92,33 @@ static void grows_lq_first_then_batch(void **state)
     vram_batchopt_destroy(o);
 }
 
+/* One sample at lq 256 costs 5 % of the device: lq at its cap then the
+ * batch would stop at 15 x 256 = 0.80, a whole sample below the aim (0.84).
+ * The grid pick trades a little lq for the 16th sample instead. */
+static void trades_lq_for_a_sample(void **state)
+{
+    (void)state;
+    vram_batchopt_config_t c = lq_config();
+    vram_batchopt_t *o;
+    int batch = 8, lq = 64;
+    assert_int_equal(vram_batchopt_create(&c, batch, lq, &o), 0);
+    mem_model_t m = {.base = 0.05, .k = 0.05, .max_lq = 256, .noise = 0.002, .rng = 7};
+    int changes = run(o, &m, 3000, &batch, &lq);
+    m.noise = 0;
+    double u = usage_of(&m, batch, lq);
+    assert_true(u <= 0.84 && u >= 0.83);
+    assert_int_equal(batch, 16);
+    assert_true(lq >= 240 && lq < 256);
+    assert_true(changes <= 3);
+    vram_batchopt_stats_t s;
+    assert_int_equal(vram_batchopt_stats(o, &s), 0);
+    for (int i = 0; i < s.nlog; i++) {
+        assert_int_equal(s.log[i].reason, VRAM_BATCHOPT_GROW);
+        assert_true(s.log[i].new_batch >= s.log[i].old_batch);
+    }
+    vram_batchopt_destroy(o);
+}
+
 static void shrinks_batch_first(void **state)
 {
     (void)state;
@@ -442,6 +469,7 @@ int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(grows_lq_first_then_batch),
+        cmocka_unit_test(trades_lq_for_a_sample),
         cmocka_unit_test(shrinks_batch_first),
         cmocka_unit_test(windows_and_cooldown),
         cmocka_unit_test(oom_drops_both_and_blocks_growth),
