@@ -64,17 +64,27 @@ static int run(vram_batchopt_t *o, mem_model_t *m, int iters, int *batch, int *l
     return changes;
 }
 
+/* A controller with lq_config() started at (*batch, *lq) and run against m
+ * for iters iterations; *s gets its final stats. Returns the adjustments. */
+static int run_lq(mem_model_t *m, int iters, int *batch, int *lq, vram_batchopt_stats_t *s)
+{
+    vram_batchopt_config_t c = lq_config();
+    vram_batchopt_t *o;
+    assert_int_equal(vram_batchopt_create(&c, *batch, *lq, &o), 0);
+    int changes = run(o, m, iters, batch, lq);
+    assert_int_equal(vram_batchopt_stats(o, s), 0);
+    vram_batchopt_destroy(o);
+    return changes;
+}
+
 static void grows_lq_first_then_batch(void **state)
 {
     (void)state;
     vram_batchopt_config_t c = lq_config();
-    vram_batchopt_t *o;
     int batch = 4, lq = 64;
-    assert_int_equal(vram_batchopt_create(&c, batch, lq, &o), 0);
     mem_model_t m = {.base = 0.2, .k = 0.02, .max_lq = 256}; /* lq 256 at batch 4: 0.28 */
-    int changes = run(o, &m, 2000, &batch, &lq);
     vram_batchopt_stats_t s;
-    assert_int_equal(vram_batchopt_stats(o, &s), 0);
+    int changes = run_lq(&m, 2000, &batch, &lq, &s);
     /* The first growth raises lq, not the batch; lq reaches its maximum
      * before the batch grows. */
     assert_true(s.nlog >= 1);
@@ -89,7 +99,6 @@ static void grows_lq_first_then_batch(void **state)
     assert_true(u >= c.target_usage - c.safety_margin);
     assert_true(changes <= 3);
     assert_int_equal(s.adjustments, changes);
-    vram_batchopt_destroy(o);
 }
 
 /* One sample at lq 256 costs 5 % of the device: lq at its cap then the
@@ -98,45 +107,36 @@ static void grows_lq_first_then_batch(void **state)
 static void trades_lq_for_a_sample(void **state)
 {
     (void)state;
-    vram_batchopt_config_t c = lq_config();
-    vram_batchopt_t *o;
     int batch = 8, lq = 64;
-    assert_int_equal(vram_batchopt_create(&c, batch, lq, &o), 0);
     mem_model_t m = {.base = 0.05, .k = 0.05, .max_lq = 256, .noise = 0.002, .rng = 7};
-    int changes = run(o, &m, 3000, &batch, &lq);
+    vram_batchopt_stats_t s;
+    int changes = run_lq(&m, 3000, &batch, &lq, &s);
     m.noise = 0;
     double u = usage_of(&m, batch, lq);
     assert_true(u <= 0.84 && u >= 0.83);
     assert_int_equal(batch, 16);
     assert_true(lq >= 240 && lq < 256);
     assert_true(changes <= 3);
-    vram_batchopt_stats_t s;
-    assert_int_equal(vram_batchopt_stats(o, &s), 0);
     for (int i = 0; i < s.nlog; i++) {
         assert_int_equal(s.log[i].reason, VRAM_BATCHOPT_GROW);
         assert_true(s.log[i].new_batch >= s.log[i].old_batch);
     }
-    vram_batchopt_destroy(o);
 }
 
 static void shrinks_batch_first(void **state)
 {
     (void)state;
     vram_batchopt_config_t c = lq_config();
-    vram_batchopt_t *o;
     int batch = 64, lq = 200;
-    assert_int_equal(vram_batchopt_create(&c, batch, lq, &o), 0);
     mem_model_t m = {.base = 0.3, .k = 0.016, .max_lq = 256, .quadratic = true}; /* 0.925 */
-    int changes = run(o, &m, 3000, &batch, &lq);
     vram_batchopt_stats_t s;
-    assert_int_equal(vram_batchopt_stats(o, &s), 0);
+    int changes = run_lq(&m, 3000, &batch, &lq, &s);
     assert_int_equal(s.log[0].reason, VRAM_BATCHOPT_SHRINK);
     assert_int_equal(s.log[0].new_lq, 200); /* the batch went first */
     assert_true(s.log[0].new_batch < 64);
     double u = usage_of(&m, batch, lq);
     assert_true(u <= c.target_usage && u >= c.target_usage - c.safety_margin);
     assert_true(changes <= 4);
-    vram_batchopt_destroy(o);
 }
 
 static void windows_and_cooldown(void **state)
