@@ -216,6 +216,11 @@ static int by_device_pid(const void *a, const void *b)
 
 static bool add_usage(sim_view_t *v, const sim_slot_t *slot)
 {
+    sim_usage_t *last = v->count ? &v->rows[v->count - 1] : NULL;
+    if (last && last->device == slot->device && last->pid == slot->pid) {
+        last->bytes += slot->bytes; /* a run of one owner's slots: one row */
+        return true;
+    }
     if (v->count == v->cap) {
         size_t cap = v->cap ? 2 * v->cap : 64;
         sim_usage_t *bigger = realloc(v->rows, cap * sizeof *bigger);
@@ -256,15 +261,22 @@ static size_t scan_table(sim_t *s)
     uint64_t used[VRAM_SIM_MAX_DEVICES] = {0};
     uint32_t live = 0;
     size_t reclaimed = 0;
-    bool rows_ok = true;
+    bool rows_ok = true, last_alive = false;
+    pid_t last_pid = 0;
+    uint64_t last_start = 0;
     sim_owners_died(&s->owners);
     sim_owners_unmark(&s->owners);
     v->count = 0;
     for (uint32_t i = 0; i < SIM_SLOTS; i++) {
         sim_slot_t *slot = &t->slots[i];
         if (!slot->pid) continue;
-        if (slot->device < 0 || slot->device >= (int)t->device_count ||
-            !owner_alive(s, slot->pid, slot->start_time)) {
+        /* Slots of one owner often come in runs: one look-up for the run. */
+        if (slot->pid != last_pid || slot->start_time != last_start) {
+            last_pid = slot->pid;
+            last_start = slot->start_time;
+            last_alive = owner_alive(s, slot->pid, slot->start_time);
+        }
+        if (slot->device < 0 || slot->device >= (int)t->device_count || !last_alive) {
             if (!reclaimed++) t->generation++;
             memset(slot, 0, sizeof *slot);
             continue;
