@@ -56,8 +56,8 @@ static double time_info(vram_ctx_t *viewer, vram_ctx_t *changer, int rounds)
     uint64_t spent = 0;
     for (int i = 0; i < rounds; i++) {
         void *p;
-        if (changer && (vram_device_alloc(changer, 0, 1 << 20, &p) ||
-                        vram_device_free(changer, 0, p)))
+        if (changer &&
+            (vram_device_alloc(changer, 0, 1 << 20, &p) || vram_device_free(changer, 0, p)))
             return -1;
         uint64_t t0 = vram_now_ns();
         if (vram_device_info(viewer, 0, &d)) return -1;

@@ -35,7 +35,7 @@
 #include <unistd.h>
 
 #define SIM_MAGIC   0x314d495352415256ull /* "VRAMSIM1" */
-#define SIM_VERSION 2u /* 2: the generation */
+#define SIM_VERSION 2u                    /* 2: the generation */
 #define SIM_SLOTS   32768u
 #define SLOT_BITS   16 /* the local map packs (bytes << SLOT_BITS | slot) */
 _Static_assert(SIM_SLOTS <= (1u << SLOT_BITS), "slot index must fit the packing");
@@ -152,7 +152,7 @@ static int ensure_own_fd(sim_t *s)
     s->pid = pid;
     s->start_time = vram_proc_start_time(pid);
     vram_map_clear(&s->mine);
-    sim_owners_clear(&s->owners);
+    vram_sim_owners_clear(&s->owners);
     s->view.valid = false;
     return 0;
 }
@@ -202,7 +202,7 @@ static void init_table(sim_table_t *t, const sim_t *s)
 static bool owner_alive(sim_t *s, pid_t pid, uint64_t start)
 {
     bool self = pid == s->pid && (start == s->start_time || !s->start_time);
-    sim_owner_t *owner = sim_owners_get(&s->owners, pid, start, self);
+    sim_owner_t *owner = vram_sim_owners_get(&s->owners, pid, start, self);
     if (owner) return owner->alive;
     return self || vram_proc_alive(pid, start);
 }
@@ -264,8 +264,8 @@ static size_t scan_table(sim_t *s)
     bool rows_ok = true, last_alive = false;
     pid_t last_pid = 0;
     uint64_t last_start = 0;
-    sim_owners_died(&s->owners);
-    sim_owners_unmark(&s->owners);
+    vram_sim_owners_died(&s->owners);
+    vram_sim_owners_unmark(&s->owners);
     v->count = 0;
     for (uint32_t i = 0; i < SIM_SLOTS; i++) {
         sim_slot_t *slot = &t->slots[i];
@@ -285,7 +285,7 @@ static size_t scan_table(sim_t *s)
         live++;
         rows_ok = rows_ok && add_usage(v, slot);
     }
-    sim_owners_sweep(&s->owners);
+    vram_sim_owners_sweep(&s->owners);
     memcpy(t->used, used, sizeof used);
     t->live_slots = live;
     memcpy(v->used, used, sizeof used);
@@ -300,7 +300,7 @@ static size_t scan_table(sim_t *s)
 static void refresh_view(sim_t *s)
 {
     if (!s->view.valid || s->view.generation != s->table->generation ||
-        sim_owners_died(&s->owners))
+        vram_sim_owners_died(&s->owners))
         scan_table(s);
 }
 
@@ -396,7 +396,7 @@ static int sim_open(void **state)
     sim_t *s = calloc(1, sizeof *s);
     if (!s) return vram_fail(VRAM_ENOMEM, "out of memory");
     s->fd = -1;
-    sim_owners_init(&s->owners);
+    vram_sim_owners_init(&s->owners);
     const char *text = vram_option_str(VRAM_OPT_SIM);
     int rc = 0;
     if (!*text)
@@ -458,7 +458,7 @@ static void sim_close(void *state)
     }
     sim_vmm_close(s);
     vram_map_clear(&s->mine);
-    sim_owners_clear(&s->owners);
+    vram_sim_owners_clear(&s->owners);
     free(s->view.rows);
     if (s->fd >= 0) close(s->fd);
     free(s);
@@ -519,7 +519,7 @@ static int sim_processes(void *state, int index, vram_process_info_t *procs, siz
         const sim_usage_t *u = &v->rows[v->first[index] + k];
         procs[k].pid = u->pid;
         procs[k].used_bytes = u->bytes;
-        sim_owners_name(&s->owners, u->pid, procs[k].name, sizeof procs[k].name);
+        vram_sim_owners_name(&s->owners, u->pid, procs[k].name, sizeof procs[k].name);
     }
     *count = n;
     return 0;

@@ -15,7 +15,7 @@
 
 #define MAX_BUDGET 65536
 
-void sim_owners_init(sim_owners_t *o)
+void vram_sim_owners_init(sim_owners_t *o)
 {
     memset(o, 0, sizeof *o);
     o->epoll_fd = -1;
@@ -27,7 +27,7 @@ void sim_owners_init(sim_owners_t *o)
                         : (size_t)(rl.rlim_cur / 4);
 }
 
-void sim_owners_clear(sim_owners_t *o)
+void vram_sim_owners_clear(sim_owners_t *o)
 {
     for (size_t i = 0; i < o->count; i++)
         if (o->list[i].pidfd >= 0) close(o->list[i].pidfd);
@@ -36,7 +36,7 @@ void sim_owners_clear(sim_owners_t *o)
     vram_map_clear(&o->by_pid);
     size_t budget = o->budget;
     bool no_pidfd = o->no_pidfd;
-    sim_owners_init(o);
+    vram_sim_owners_init(o);
     o->budget = budget;
     o->no_pidfd = no_pidfd;
 }
@@ -77,7 +77,7 @@ static void unwatch(sim_owners_t *o, sim_owner_t *e)
     o->pidfds--;
 }
 
-bool sim_owners_died(sim_owners_t *o)
+bool vram_sim_owners_died(sim_owners_t *o)
 {
     bool died = false;
     if (o->pidfds) {
@@ -110,7 +110,7 @@ bool sim_owners_died(sim_owners_t *o)
     return died;
 }
 
-sim_owner_t *sim_owners_get(sim_owners_t *o, pid_t pid, uint64_t start_time, bool self)
+sim_owner_t *vram_sim_owners_get(sim_owners_t *o, pid_t pid, uint64_t start_time, bool self)
 {
     uint64_t index;
     if (pid <= 0) return NULL;
@@ -129,8 +129,8 @@ sim_owner_t *sim_owners_get(sim_owners_t *o, pid_t pid, uint64_t start_time, boo
     }
     if (!vram_map_put(&o->by_pid, (uint64_t)pid, o->count)) return NULL;
     sim_owner_t *e = &o->list[o->count++];
-    *e = (sim_owner_t){.pid = pid, .start_time = start_time, .pidfd = -1, .alive = true,
-                       .seen = true};
+    *e = (sim_owner_t){
+        .pid = pid, .start_time = start_time, .pidfd = -1, .alive = true, .seen = true};
     e->self = self;
     if (self) return e;
     /* pidfd first, then /proc: if the pid was reused in between, the pidfd
@@ -142,13 +142,13 @@ sim_owner_t *sim_owners_get(sim_owners_t *o, pid_t pid, uint64_t start_time, boo
     return e;
 }
 
-void sim_owners_unmark(sim_owners_t *o)
+void vram_sim_owners_unmark(sim_owners_t *o)
 {
     for (size_t i = 0; i < o->count; i++)
         o->list[i].seen = false;
 }
 
-void sim_owners_sweep(sim_owners_t *o)
+void vram_sim_owners_sweep(sim_owners_t *o)
 {
     size_t kept = 0;
     for (size_t i = 0; i < o->count; i++) {
@@ -168,7 +168,7 @@ void sim_owners_sweep(sim_owners_t *o)
     o->count = kept;
 }
 
-void sim_owners_name(sim_owners_t *o, pid_t pid, char *buf, size_t len)
+void vram_sim_owners_name(sim_owners_t *o, pid_t pid, char *buf, size_t len)
 {
     uint64_t index;
     if (!vram_map_get(&o->by_pid, (uint64_t)pid, &index)) {

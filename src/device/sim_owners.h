@@ -26,8 +26,8 @@ typedef struct {
     pid_t pid;
     uint64_t start_time;
     int pidfd;  /* -1: checked through /proc */
-    bool alive; /* as of the last sim_owners_died or creation */
-    bool seen;  /* met by the current scan (sim_owners_unmark .. sweep) */
+    bool alive; /* as of the last vram_sim_owners_died or creation */
+    bool seen;  /* met by the current scan (vram_sim_owners_unmark .. sweep) */
     bool self;  /* the calling process: alive, never checked */
     bool named;
     char name[64];
@@ -36,33 +36,33 @@ typedef struct {
 typedef struct {
     sim_owner_t *list;
     size_t count, cap;
-    vram_map_t by_pid;  /* pid -> index in list */
-    int epoll_fd;       /* -1 until the first pidfd */
-    size_t pidfds;      /* owners held by a pidfd */
-    size_t budget;      /* most pidfds to hold */
-    bool no_pidfd;      /* pidfd_open is unavailable here */
+    vram_map_t by_pid; /* pid -> index in list */
+    int epoll_fd;      /* -1 until the first pidfd */
+    size_t pidfds;     /* owners held by a pidfd */
+    size_t budget;     /* most pidfds to hold */
+    bool no_pidfd;     /* pidfd_open is unavailable here */
 } sim_owners_t;
 
 /* An empty set. */
-void sim_owners_init(sim_owners_t *o);
+void vram_sim_owners_init(sim_owners_t *o);
 /* Closes every descriptor and frees the set; it is empty and usable again.
  * Also right in a child after fork(): it never touches the parent's epoll
  * registrations, only closes the child's copies. */
-void sim_owners_clear(sim_owners_t *o);
+void vram_sim_owners_clear(sim_owners_t *o);
 /* Updates `alive` of every owner; true when one died since it was last
  * checked (its entry stays, dead, until the next sweep). */
-bool sim_owners_died(sim_owners_t *o);
+bool vram_sim_owners_died(sim_owners_t *o);
 /* The owner (pid, start_time), verified and watched on first sight, marked
  * seen. `self`: the calling process, alive without checking. NULL when out of
  * memory, for pid <= 0, or when the set holds another process under this pid
  * (a reused pid): the caller then asks /proc itself. */
-sim_owner_t *sim_owners_get(sim_owners_t *o, pid_t pid, uint64_t start_time, bool self);
+sim_owner_t *vram_sim_owners_get(sim_owners_t *o, pid_t pid, uint64_t start_time, bool self);
 /* Starts a scan: no owner is seen. */
-void sim_owners_unmark(sim_owners_t *o);
+void vram_sim_owners_unmark(sim_owners_t *o);
 /* Ends a scan: forgets owners not seen or dead, closing their pidfds. */
-void sim_owners_sweep(sim_owners_t *o);
+void vram_sim_owners_sweep(sim_owners_t *o);
 /* Command name of pid: from its owner entry (read from /proc once), else
  * from /proc now. "" when unknown. */
-void sim_owners_name(sim_owners_t *o, pid_t pid, char *buf, size_t len);
+void vram_sim_owners_name(sim_owners_t *o, pid_t pid, char *buf, size_t len);
 
 #endif

@@ -52,7 +52,7 @@ static void remove_tree(const char *path)
     rmdir(path);
 }
 
-static pid_t stray_kids[64]; /* children a failed test leaves behind */
+static pid_t stray_kids[64];       /* children a failed test leaves behind */
 static struct rlimit saved_nofile; /* what a failed test may leave lowered */
 
 static int teardown(void **state)
