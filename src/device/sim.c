@@ -235,7 +235,7 @@ static bool add_usage(sim_view_t *v, const sim_slot_t *slot)
 /* Sums the rows per (device, pid) and indexes them by device. */
 static void index_view(sim_view_t *v, int devices)
 {
-    qsort(v->rows, v->count, sizeof *v->rows, by_device_pid);
+    if (v->count > 1) qsort(v->rows, v->count, sizeof *v->rows, by_device_pid);
     size_t n = 0;
     for (size_t i = 0; i < v->count; i++) {
         if (n && v->rows[n - 1].device == v->rows[i].device && v->rows[n - 1].pid == v->rows[i].pid)
