@@ -1,6 +1,8 @@
 /* Device-layer allocation speed: sim (shared state file) vs cpu (host mmap)
  * vs plain malloc, as alloc+free pairs per second with some allocations live,
- * plus the cost of a device_info query (a full scan of the sim table).
+ * plus the cost of a sim device_info query with LIVE allocations held by
+ * another context: when nothing changed since the last query (answered from
+ * the context's view) and right after a change (a scan of the whole table).
  * Prints the figures and the ratios; run: build/bench/bench_device [pairs] */
 #include "vram.h"
 
@@ -46,13 +48,22 @@ static double time_malloc(long pairs)
     return ns;
 }
 
-static double time_info(vram_ctx_t *ctx, int rounds)
+/* ns per device_info of `viewer`; with `changer`, that context allocates
+ * and frees (outside the clock) before each query, so each one rescans. */
+static double time_info(vram_ctx_t *viewer, vram_ctx_t *changer, int rounds)
 {
     vram_device_info_t d;
-    uint64_t t0 = vram_now_ns();
-    for (int i = 0; i < rounds; i++)
-        if (vram_device_info(ctx, 0, &d)) return -1;
-    return (double)(vram_now_ns() - t0) / rounds;
+    uint64_t spent = 0;
+    for (int i = 0; i < rounds; i++) {
+        void *p;
+        if (changer &&
+            (vram_device_alloc(changer, 0, 1 << 20, &p) || vram_device_free(changer, 0, p)))
+            return -1;
+        uint64_t t0 = vram_now_ns();
+        if (vram_device_info(viewer, 0, &d)) return -1;
+        spent += vram_now_ns() - t0;
+    }
+    return (double)spent / rounds;
 }
 
 int main(int argc, char **argv)
@@ -69,15 +80,24 @@ int main(int argc, char **argv)
         return 1;
     }
     double s = time_ctx(sim, pairs), c = time_ctx(cpu, pairs), m = time_malloc(pairs);
-    double info = time_info(sim, 200);
+    vram_ctx_t *viewer;
+    void *held[LIVE];
+    if (vram_ctx_open_backend("sim", &viewer)) return 1;
+    for (int i = 0; i < LIVE; i++)
+        if (vram_device_alloc(sim, 0, 1 << 20, &held[i])) return 1;
+    double info = time_info(viewer, NULL, 2000), scan = time_info(viewer, sim, 200);
+    for (int i = 0; i < LIVE; i++)
+        vram_device_free(sim, 0, held[i]);
+    vram_ctx_close(viewer);
     printf("bench_device: %ld alloc+free pairs, %d live blocks of 1-16 MiB\n", pairs, LIVE);
     printf("  sim    %8.0f ns/pair  (%.1fx malloc)\n", s, s / m);
     printf("  cpu    %8.0f ns/pair  (%.1fx malloc)\n", c, c / m);
     printf("  malloc %8.0f ns/pair\n", m);
-    printf("  sim device_info (full table scan) %8.0f ns\n", info);
+    printf("  sim device_info, %d live, unchanged (view) %8.0f ns\n", LIVE, info);
+    printf("  sim device_info, %d live, after a change (scan) %8.0f ns\n", LIVE, scan);
     vram_ctx_close(sim);
     vram_ctx_close(cpu);
     unlink(path);
     rmdir(dir);
-    return s < 0 || c < 0 || info < 0;
+    return s < 0 || c < 0 || info < 0 || scan < 0;
 }

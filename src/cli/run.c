@@ -3,6 +3,7 @@
  * the batch after an out-of-memory failure when asked. The daemon also
  * watches this process, so the reservation ends however vram run ends. */
 #include "cli/run.h"
+#include "watch/job_end.h"
 
 #include <signal.h>
 #include <stdio.h>
@@ -98,19 +99,25 @@ static int wait_for_place(const run_opts_t *o, json_t **job)
 }
 
 /* Tells vramd how COMMAND ended: interrupted or cancelled jobs are
- * `cancelled`, the others `done`/`failed` with the status. */
-static void report_end(const run_opts_t *o, long long id, const run_outcome_t *r)
+ * `cancelled`, the others `done`/`failed` with the status; an out-of-memory
+ * end says so, and whether it is retried with batch `retry` (job_end.h: the
+ * watch counts both). */
+static void report_end(const run_opts_t *o, long long id, const run_outcome_t *r, uint32_t retry)
 {
     if (r->interrupted || r->cancelled) {
         if (!r->cancelled) cancel(id);
         return;
     }
-    char path[80], why[160] = "";
+    char path[80], why[160] = "", note[48] = "";
     snprintf(path, sizeof path, "/v1/jobs/%lld/finish", id);
+    if (retry) snprintf(note, sizeof note, VRAM_OOM_RETRY "%u", retry);
+    /* The message may be cut, the note never. */
+    int room = (int)(sizeof why - strlen(note));
     if (r->oom)
-        snprintf(why, sizeof why, "out of memory: %s", r->oom);
+        snprintf(why, (size_t)room, VRAM_OOM_END ": %s", r->oom);
     else if (r->oom_status)
-        snprintf(why, sizeof why, "out of memory: exit status %d (--oom-exit-code)", r->code);
+        snprintf(why, (size_t)room, VRAM_OOM_END ": exit status %d (--oom-exit-code)", r->code);
+    if (*why) strcat(why, note);
     json_t *body = json_pack("{s:i,s:s}", "exit_status", r->code, "error", why), *reply = NULL;
     long status;
     /* 409: the daemon already ended it (it saw this process die) */
@@ -168,8 +175,8 @@ static int attempt(const run_opts_t *o, int n, uint32_t *cap)
         *cap = 0;
         goto out;
     }
-    report_end(o, int_of(job, "id"), &r);
     *cap = next_cap(o, job, &r, n);
+    report_end(o, int_of(job, "id"), &r, *cap);
     rc = exit_code(&r);
 out:
     json_decref(job);

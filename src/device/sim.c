@@ -4,10 +4,14 @@
  * The state file is a fixed-size table mapped MAP_SHARED and guarded by
  * flock(): the kernel drops the lock when a holder dies, so a crash never
  * wedges other processes. Each allocation records its owner's pid and start
- * time; a full scan (every info/processes query, and any allocation that
- * would otherwise fail) drops the entries of processes that are gone and
+ * time; a full scan drops the entries of processes that are gone and
  * recomputes the per-device totals, so the table heals itself after a crash
- * at any point. Allocation and free only touch one slot and the totals.
+ * at any point. Allocation and free only touch one slot and the totals, and
+ * bump the table's generation. Queries answer from what this process saw at
+ * its last scan (its view) and scan again only when the generation moved or
+ * an owner died (sim_owners.h watches them by pidfd), so a monitor polling
+ * every device costs a few system calls per query, not a pass over the
+ * table and /proc. A scan also runs when an allocation would otherwise fail.
  * Addresses are real, unique reservations of address space (PROT_NONE,
  * MAP_NORESERVE): never dereferenced, never overlapping, and they cost no
  * memory. */
@@ -16,6 +20,7 @@
 #include "device/backend.h"
 #include "core/proc.h"
 #include "device/sim.h"
+#include "device/sim_owners.h"
 #include "device/sim_spec.h"
 
 #include <errno.h>
@@ -30,7 +35,7 @@
 #include <unistd.h>
 
 #define SIM_MAGIC   0x314d495352415256ull /* "VRAMSIM1" */
-#define SIM_VERSION 1u
+#define SIM_VERSION 2u                    /* 2: the generation */
 #define SIM_SLOTS   32768u
 #define SLOT_BITS   16 /* the local map packs (bytes << SLOT_BITS | slot) */
 _Static_assert(SIM_SLOTS <= (1u << SLOT_BITS), "slot index must fit the packing");
@@ -51,9 +56,29 @@ typedef struct {
     uint64_t spec_hash;
     uint64_t total[VRAM_SIM_MAX_DEVICES];
     uint64_t used[VRAM_SIM_MAX_DEVICES]; /* sum of live slots; rebuilt by scans */
-    uint32_t next_free, reserved[7];
+    uint32_t next_free, reserved0;
+    uint64_t generation; /* bumped before every change of a slot */
+    uint32_t reserved[4];
     sim_slot_t slots[SIM_SLOTS];
 } sim_table_t;
+
+/* One process's usage of one device, as of the last scan. */
+typedef struct {
+    int32_t device;
+    pid_t pid;
+    uint64_t bytes;
+} sim_usage_t;
+
+/* What this process saw at its last scan: per-device totals and usage rows
+ * sorted by (device, pid); device d's rows are [first[d], first[d + 1]). */
+typedef struct {
+    bool valid; /* false before the first scan, after fork(), or out of memory */
+    uint64_t generation;
+    uint64_t used[VRAM_SIM_MAX_DEVICES];
+    sim_usage_t *rows;
+    size_t count, cap;
+    size_t first[VRAM_SIM_MAX_DEVICES + 1];
+} sim_view_t;
 
 typedef struct {
     vram_sim_spec_t spec;
@@ -66,6 +91,8 @@ typedef struct {
     vram_map_t mine; /* address -> bytes << SLOT_BITS | slot (| SIM_CHUNK) */
     int flaky_left[VRAM_SIM_MAX_DEVICES];
     struct sim_reservation *reservations; /* virtual memory, see "VMM" below */
+    sim_owners_t owners;
+    sim_view_t view;
 } sim_t;
 
 /* Marks a `mine` entry as a chunk mapped into a reservation: its address
@@ -125,6 +152,8 @@ static int ensure_own_fd(sim_t *s)
     s->pid = pid;
     s->start_time = vram_proc_start_time(pid);
     vram_map_clear(&s->mine);
+    vram_sim_owners_clear(&s->owners);
+    s->view.valid = false;
     return 0;
 }
 
@@ -155,7 +184,9 @@ static bool table_matches(const sim_table_t *t, const sim_t *s)
 
 static void init_table(sim_table_t *t, const sim_t *s)
 {
+    uint64_t generation = t->generation + 1; /* other processes' views go stale */
     memset(t, 0, offsetof(sim_table_t, slots));
+    t->generation = generation;
     memset(t->slots, 0, sizeof t->slots);
     t->version = SIM_VERSION;
     t->slot_count = SIM_SLOTS;
@@ -166,54 +197,111 @@ static void init_table(sim_table_t *t, const sim_t *s)
     t->magic = SIM_MAGIC;
 }
 
-/* ---- liveness of owners ------------------------------------------- */
+/* ---- scans and the view ------------------------------------------ */
 
-typedef struct {
-    pid_t pid;
-    uint64_t start_time;
-    bool alive;
-} owner_memo_t;
-
-typedef struct {
-    owner_memo_t entries[32];
-    int count;
-} owner_cache_t;
-
-static bool owner_alive(const sim_t *s, owner_cache_t *cache, pid_t pid, uint64_t start)
+static bool owner_alive(sim_t *s, pid_t pid, uint64_t start)
 {
-    if (pid == s->pid && (start == s->start_time || !s->start_time)) return true;
-    for (int i = 0; i < cache->count; i++)
-        if (cache->entries[i].pid == pid && cache->entries[i].start_time == start)
-            return cache->entries[i].alive;
-    bool alive = vram_proc_alive(pid, start);
-    if (cache->count < (int)(sizeof cache->entries / sizeof cache->entries[0]))
-        cache->entries[cache->count++] = (owner_memo_t){pid, start, alive};
-    return alive;
+    bool self = pid == s->pid && (start == s->start_time || !s->start_time);
+    sim_owner_t *owner = vram_sim_owners_get(&s->owners, pid, start, self);
+    if (owner) return owner->alive;
+    return self || vram_proc_alive(pid, start);
 }
 
-/* Drops the slots of dead owners and recomputes the totals. Under the lock. */
+static int by_device_pid(const void *a, const void *b)
+{
+    const sim_usage_t *x = a, *y = b;
+    if (x->device != y->device) return (x->device > y->device) - (x->device < y->device);
+    return (x->pid > y->pid) - (x->pid < y->pid);
+}
+
+static bool add_usage(sim_view_t *v, const sim_slot_t *slot)
+{
+    sim_usage_t *last = v->count ? &v->rows[v->count - 1] : NULL;
+    if (last && last->device == slot->device && last->pid == slot->pid) {
+        last->bytes += slot->bytes; /* a run of one owner's slots: one row */
+        return true;
+    }
+    if (v->count == v->cap) {
+        size_t cap = v->cap ? 2 * v->cap : 64;
+        sim_usage_t *bigger = realloc(v->rows, cap * sizeof *bigger);
+        if (!bigger) return false;
+        v->rows = bigger;
+        v->cap = cap;
+    }
+    v->rows[v->count++] = (sim_usage_t){slot->device, slot->pid, slot->bytes};
+    return true;
+}
+
+/* Sums the rows per (device, pid) and indexes them by device. */
+static void index_view(sim_view_t *v, int devices)
+{
+    if (v->count > 1) qsort(v->rows, v->count, sizeof *v->rows, by_device_pid);
+    size_t n = 0;
+    for (size_t i = 0; i < v->count; i++) {
+        if (n && v->rows[n - 1].device == v->rows[i].device && v->rows[n - 1].pid == v->rows[i].pid)
+            v->rows[n - 1].bytes += v->rows[i].bytes;
+        else
+            v->rows[n++] = v->rows[i];
+    }
+    v->count = n;
+    size_t r = 0;
+    for (int d = 0; d <= devices; d++) {
+        while (r < n && v->rows[r].device < d)
+            r++;
+        v->first[d] = r;
+    }
+}
+
+/* Drops the slots of dead owners, recomputes the totals and rebuilds this
+ * process's view. Under the lock. */
 static size_t scan_table(sim_t *s)
 {
     sim_table_t *t = s->table;
-    owner_cache_t cache = {.count = 0};
+    sim_view_t *v = &s->view;
     uint64_t used[VRAM_SIM_MAX_DEVICES] = {0};
     uint32_t live = 0;
     size_t reclaimed = 0;
+    bool rows_ok = true, last_alive = false;
+    pid_t last_pid = 0;
+    uint64_t last_start = 0;
+    vram_sim_owners_died(&s->owners);
+    vram_sim_owners_unmark(&s->owners);
+    v->count = 0;
     for (uint32_t i = 0; i < SIM_SLOTS; i++) {
         sim_slot_t *slot = &t->slots[i];
         if (!slot->pid) continue;
-        if (slot->device < 0 || slot->device >= (int)t->device_count ||
-            !owner_alive(s, &cache, slot->pid, slot->start_time)) {
+        /* Slots of one owner often come in runs: one look-up for the run. */
+        if (slot->pid != last_pid || slot->start_time != last_start) {
+            last_pid = slot->pid;
+            last_start = slot->start_time;
+            last_alive = owner_alive(s, slot->pid, slot->start_time);
+        }
+        if (slot->device < 0 || slot->device >= (int)t->device_count || !last_alive) {
+            if (!reclaimed++) t->generation++;
             memset(slot, 0, sizeof *slot);
-            reclaimed++;
             continue;
         }
         used[slot->device] += slot->bytes;
         live++;
+        rows_ok = rows_ok && add_usage(v, slot);
     }
+    vram_sim_owners_sweep(&s->owners);
     memcpy(t->used, used, sizeof used);
     t->live_slots = live;
+    memcpy(v->used, used, sizeof used);
+    if (rows_ok) index_view(v, s->spec.count);
+    v->valid = rows_ok;
+    v->generation = t->generation;
     return reclaimed;
+}
+
+/* Brings the view up to date: a scan only if the table changed or an owner
+ * died since the last one. Under the lock. */
+static void refresh_view(sim_t *s)
+{
+    if (!s->view.valid || s->view.generation != s->table->generation ||
+        vram_sim_owners_died(&s->owners))
+        scan_table(s);
 }
 
 /* ---- failure hooks for tests ------------------------------------- */
@@ -308,6 +396,7 @@ static int sim_open(void **state)
     sim_t *s = calloc(1, sizeof *s);
     if (!s) return vram_fail(VRAM_ENOMEM, "out of memory");
     s->fd = -1;
+    vram_sim_owners_init(&s->owners);
     const char *text = vram_option_str(VRAM_OPT_SIM);
     int rc = 0;
     if (!*text)
@@ -339,6 +428,7 @@ static void release_mine(sim_t *s, uint64_t addr, uint64_t packed)
     uint64_t bytes = (packed & ~SIM_CHUNK) >> SLOT_BITS;
     sim_slot_t *slot = &s->table->slots[index];
     if (slot->pid == s->pid && slot->addr == addr) {
+        s->table->generation++;
         if (slot->device >= 0 && slot->device < VRAM_SIM_MAX_DEVICES &&
             s->table->used[slot->device] >= slot->bytes)
             s->table->used[slot->device] -= slot->bytes;
@@ -368,6 +458,8 @@ static void sim_close(void *state)
     }
     sim_vmm_close(s);
     vram_map_clear(&s->mine);
+    vram_sim_owners_clear(&s->owners);
+    free(s->view.rows);
     if (s->fd >= 0) close(s->fd);
     free(s);
 }
@@ -390,8 +482,8 @@ static int sim_device_info(void *state, int index, vram_device_info_t *out)
     rc = injected_failure(s, index);
     if (!rc) rc = lock_table(s);
     if (rc) return rc;
-    scan_table(s);
-    uint64_t used = s->table->used[index];
+    refresh_view(s);
+    uint64_t used = s->view.used[index];
     unlock_table(s);
 
     out->total_bytes = g->total_bytes;
@@ -409,17 +501,6 @@ static int sim_device_info(void *state, int index, vram_device_info_t *out)
     return 0;
 }
 
-typedef struct {
-    pid_t pid;
-    uint64_t bytes;
-} pid_usage_t;
-
-static int compare_usage(const void *a, const void *b)
-{
-    pid_t x = ((const pid_usage_t *)a)->pid, y = ((const pid_usage_t *)b)->pid;
-    return (x > y) - (x < y);
-}
-
 static int sim_processes(void *state, int index, vram_process_info_t *procs, size_t cap,
                          size_t *count)
 {
@@ -428,40 +509,19 @@ static int sim_processes(void *state, int index, vram_process_info_t *procs, siz
     if (!rc) rc = injected_failure(s, index);
     if (!rc) rc = lock_table(s);
     if (rc) return rc;
-    scan_table(s);
-    size_t n = 0, room = 16;
-    pid_usage_t *usage = malloc(room * sizeof *usage);
-    for (uint32_t i = 0; usage && i < SIM_SLOTS; i++) {
-        const sim_slot_t *slot = &s->table->slots[i];
-        if (!slot->pid || slot->device != index) continue;
-        size_t k = 0;
-        while (k < n && usage[k].pid != slot->pid)
-            k++;
-        if (k == n) {
-            if (n == room) {
-                pid_usage_t *bigger = realloc(usage, 2 * room * sizeof *usage);
-                if (!bigger) {
-                    free(usage);
-                    usage = NULL;
-                    break;
-                }
-                usage = bigger;
-                room *= 2;
-            }
-            usage[n++] = (pid_usage_t){slot->pid, 0};
-        }
-        usage[k].bytes += slot->bytes;
-    }
+    refresh_view(s);
     unlock_table(s);
-    if (!usage) return vram_fail(VRAM_ENOMEM, "out of memory");
-    qsort(usage, n, sizeof *usage, compare_usage);
+    /* The view is this process's own (the context's lock guards it). */
+    const sim_view_t *v = &s->view;
+    if (!v->valid) return vram_fail(VRAM_ENOMEM, "out of memory");
+    size_t n = v->first[index + 1] - v->first[index];
     for (size_t k = 0; k < n && k < cap; k++) {
-        procs[k].pid = usage[k].pid;
-        procs[k].used_bytes = usage[k].bytes;
-        vram_proc_name(usage[k].pid, procs[k].name, sizeof procs[k].name);
+        const sim_usage_t *u = &v->rows[v->first[index] + k];
+        procs[k].pid = u->pid;
+        procs[k].used_bytes = u->bytes;
+        vram_sim_owners_name(&s->owners, u->pid, procs[k].name, sizeof procs[k].name);
     }
     *count = n;
-    free(usage);
     return 0;
 }
 
@@ -486,6 +546,7 @@ static uint32_t claim_slot(sim_t *s, int index, size_t size, uint64_t addr)
         }
         i = (i + 1) % SIM_SLOTS;
     }
+    t->generation++;
     t->slots[i] = (sim_slot_t){
         .pid = s->pid, .device = index, .start_time = s->start_time, .bytes = size, .addr = addr};
     t->used[index] += size;
@@ -811,6 +872,7 @@ int vram_sim_free_all(size_t *freed)
         size_t n = 0;
         for (uint32_t i = 0; i < SIM_SLOTS; i++)
             if (s->table->slots[i].pid) n++;
+        s->table->generation++;
         memset(s->table->slots, 0, sizeof s->table->slots);
         memset(s->table->used, 0, sizeof s->table->used);
         s->table->live_slots = 0;

@@ -242,8 +242,11 @@ char *vram_watch_metrics_text(vram_watch_t *w)
     counter(&o, "vram_job_releases_total", "Reservations released (a running job ended).",
             w->releases);
     counter(&o, "vram_job_timeouts_total", "Queued jobs that gave up waiting.", w->timeouts);
-    counter(&o, "vram_job_oom_total",
-            "Jobs that ended out of memory (vram run --retry-oom reruns them).", w->ooms);
+    counter(&o, "vram_job_oom_total", "Jobs that ended out of memory (reported by vram run).",
+            w->ooms);
+    counter(&o, "vram_job_oom_retries_total",
+            "Jobs ended out of memory that vram run --retry-oom runs again with a smaller batch.",
+            w->oom_retries);
     counter(&o, "vram_alerts_fired_total", "Alerts that fired.", w->alerts_fired);
     counter(&o, "vram_alert_delivery_failures_total",
             "Alert deliveries that failed (webhook, exec hook) or were dropped.",

@@ -2,6 +2,7 @@
  * and the JSON of the last sample. */
 #include "core/proc.h"
 #include "watch_internal.h"
+#include "watch/job_end.h"
 #include "device/source.h"
 
 #include <curl/curl.h>
@@ -287,9 +288,12 @@ void vram_watch_job_event(vram_watch_t *w, const vram_job_t *job, const char *ki
     if (!strcmp(kind, "timeout")) atomic_fetch_add(&w->timeouts, 1);
     bool ended = job->state != VRAM_JOB_QUEUED && job->state != VRAM_JOB_RUNNING;
     if (ended && job->ndevices > 0) atomic_fetch_add(&w->releases, 1);
-    /* `vram run` reports a run killed by out-of-memory this way (--retry-oom). */
-    if (!strcmp(kind, "finished") && message && strstr(message, "out of memory"))
+    /* `vram run` words an attempt that ran out of memory so (job_end.h). */
+    if (!strcmp(kind, "finished") && message &&
+        !strncmp(message, VRAM_OOM_END, strlen(VRAM_OOM_END))) {
         atomic_fetch_add(&w->ooms, 1);
+        if (strstr(message, VRAM_OOM_RETRY)) atomic_fetch_add(&w->oom_retries, 1);
+    }
 }
 
 /* ---- JSON of the last sample ----------------------------------------------------- */

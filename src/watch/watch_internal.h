@@ -249,7 +249,7 @@ struct vram_watch {
     pthread_cond_t stop_cond;
     bool stopping;
     /* counters for Prometheus (scheduler events, samples) */
-    _Atomic uint64_t admissions, releases, timeouts, ooms, samples, sample_errors;
+    _Atomic uint64_t admissions, releases, timeouts, ooms, oom_retries, samples, sample_errors;
     _Atomic uint64_t alerts_fired, deliveries_failed;
 };
 

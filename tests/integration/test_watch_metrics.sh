@@ -50,6 +50,32 @@ api DELETE /v1/jobs/$LJOB >/dev/null # vramd sends the holder SIGTERM
 wait $HOLDER || true
 pass "job labels in the job JSON and as label_<key> on its series; bad labels refused"
 
+# OOM ends and OOM retries are separate counters, both through the real
+# `vram run --retry-oom` reporting to vramd
+oom0=$(metric vram_job_oom_total); retries0=$(metric vram_job_oom_retries_total)
+[ -n "$oom0" ] && [ -n "$retries0" ] || fail "OOM counters missing from /metrics"
+oom_cmd='echo "CUDA out of memory. Tried to allocate 2 GiB$1" >&2; exit 1'
+# batch 8 -> 4 -> 2: three attempts end OOM, two of them are retried
+"$VRAM" run --mem 8GiB --devices 1 --batch-size 8 --retry-oom 2 -- sh -c "$oom_cmd" sh "" 2>"$T/oom.err" \
+    && fail "an OOM run succeeded"
+grep -c 'retrying with batch' "$T/oom.err" | grep -qx 2 || fail "expected two retries: $(cat "$T/oom.err")"
+[ "$(metric vram_job_oom_total)" = $((oom0 + 3)) ] || fail "OOM ends: $(metric vram_job_oom_total), was $oom0"
+[ "$(metric vram_job_oom_retries_total)" = $((retries0 + 2)) ] || fail "OOM retries: $(metric vram_job_oom_retries_total), was $retries0"
+# an OOM end that is not retried (half the batch is below --min-batch-size)
+"$VRAM" run --quiet --mem 8GiB --devices 1 --batch-size 2 --min-batch-size 2 --retry-oom 3 -- sh -c "$oom_cmd" sh "" 2>/dev/null \
+    && fail "an OOM run succeeded"
+[ "$(metric vram_job_oom_total)" = $((oom0 + 4)) ] || fail "unretried OOM end"
+[ "$(metric vram_job_oom_retries_total)" = $((retries0 + 2)) ] || fail "an unretried OOM end counted as a retry"
+# a long message is cut in the job's error, the retry note is not
+long=$(printf ' %.0sxxxxxxxxxx' $(seq 30))
+"$VRAM" run --quiet --mem 8GiB --devices 1 --batch-size 8 --retry-oom 1 -- sh -c "$oom_cmd" sh "$long" 2>/dev/null \
+    && fail "an OOM run succeeded"
+retried=$(( $(field "$(api GET '/v1/jobs?limit=1')" 'max(j["id"] for j in d["jobs"])') - 1 ))
+field "$(api GET /v1/jobs/$retried)" 'd["error"]' | grep -q '^out of memory: CUDA out of memory.*; retrying with batch 4$' \
+    || fail "retried job's error: $(api GET /v1/jobs/$retried)"
+[ "$(metric vram_job_oom_retries_total)" = $((retries0 + 3)) ] || fail "long message: retry not counted"
+pass "OOM ends and OOM retries counted apart (vram run --retry-oom through vramd)"
+
 # a real Prometheus scraping vramd
 PROM_PORT=$(free_port)
 cat >"$T/prometheus.yml" <<YAML

@@ -12,6 +12,8 @@ start_daemon
 "$VRAM" run --mem 10GiB --name topjob -- "$VRAM" sim alloc --mem 6GiB >/dev/null 2>&1 &
 job_is() { [ "$(job_state "$1")" = "$2" ]; }
 wait_for "job 1 running" job_is 1 running
+"$VRAM" run --mem 5GiB --devices 1 --name otherjob -- "$VRAM" sim alloc --mem 1GiB >/dev/null 2>&1 &
+wait_for "job 2 running" job_is 2 running
 
 screen() { tmx capture-pane -p -t top; }
 shows() { screen | grep -q -- "$1"; }
@@ -35,17 +37,25 @@ tmx send-keys -t top s
 wait_for "next sort key" shows "sort: user"
 pass "s cycles the sort key"
 
+wait_for "both jobs on screen" shows "otherjob"
+tmx send-keys -t top j
+tmx send-keys -t top c
+wait_for "j selects the next job" shows 'Cancel job 2 "otherjob"? \[y/N\]'
+tmx send-keys -t top n
+wait_for "declined" shows "not cancelled"
+tmx send-keys -t top Up
 tmx send-keys -t top c
 wait_for "the confirmation" shows 'Cancel job 1 "topjob"? \[y/N\]'
 tmx send-keys -t top n
 wait_for "declined" shows "not cancelled"
-[ "$(job_state 1)" = running ] || fail "cancelled without a yes"
+[ "$(job_state 1)" = running ] && [ "$(job_state 2)" = running ] || fail "cancelled without a yes"
 tmx send-keys -t top c
 wait_for "the confirmation again" shows "Cancel job 1"
 tmx send-keys -t top y
 wait_for "the job cancelled" job_is 1 cancelled
 wait_for "the message" shows "job 1 cancelled"
-pass "c cancels the selected job after a y"
+[ "$(job_state 2)" = running ] || fail "job 2 cancelled too"
+pass "j and Up select a job; c cancels the selected one after a y"
 
 tmx send-keys -t top q
 wait_for "top exits on q" shows "EXITED 0"

@@ -7,9 +7,12 @@
 #include <cmocka.h>
 
 #include <dirent.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/prctl.h>
+#include <sys/resource.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -49,9 +52,19 @@ static void remove_tree(const char *path)
     rmdir(path);
 }
 
+static pid_t stray_kids[64];       /* children a failed test leaves behind */
+static struct rlimit saved_nofile; /* what a failed test may leave lowered */
+
 static int teardown(void **state)
 {
     (void)state;
+    for (size_t i = 0; i < sizeof stray_kids / sizeof *stray_kids; i++)
+        if (stray_kids[i] > 0) {
+            kill(stray_kids[i], SIGKILL);
+            waitpid(stray_kids[i], NULL, 0);
+            stray_kids[i] = 0;
+        }
+    if (saved_nofile.rlim_cur) setrlimit(RLIMIT_NOFILE, &saved_nofile);
     remove_tree(dir);
     return 0;
 }
@@ -413,6 +426,176 @@ static void full_table_is_enomem(void **state)
     vram_option_set(VRAM_OPT_SIM, "2xH100-80GB");
 }
 
+/* ---- owners dying while a long-lived context watches ------------------- */
+
+enum { KIDS = 40 }; /* at most the length of stray_kids */
+
+typedef struct {
+    pid_t pid;
+    int device;
+    uint64_t bytes;
+    bool holding; /* alive, or a zombie that must not count */
+} kid_t;
+
+/* Forks KIDS children that each hold some memory under their own name and
+ * wait to be killed; returns once all of them hold it. */
+static void spawn_kids(kid_t *kids)
+{
+    int ready[2];
+    assert_int_equal(pipe(ready), 0);
+    for (int i = 0; i < KIDS; i++) {
+        kids[i] = (kid_t){0, i % 2, (uint64_t)(i + 1) << 20, true};
+        pid_t pid = fork();
+        assert_true(pid >= 0);
+        if (pid == 0) {
+            char name[16], c = 'x';
+            snprintf(name, sizeof name, "simkid-%d", i);
+            prctl(PR_SET_NAME, name);
+            vram_ctx_t *ctx;
+            void *p;
+            if (vram_ctx_open_backend("sim", &ctx) ||
+                vram_device_alloc(ctx, kids[i].device, kids[i].bytes, &p))
+                c = 'e';
+            if (write(ready[1], &c, 1) != 1) _exit(2);
+            for (;;)
+                pause();
+        }
+        kids[i].pid = stray_kids[i] = pid;
+    }
+    for (int i = 0; i < KIDS; i++) {
+        char c;
+        assert_int_equal(read(ready[0], &c, 1), 1);
+        assert_int_equal(c, 'x');
+    }
+    close(ready[0]);
+    close(ready[1]);
+}
+
+/* The context's answers equal the model: totals and per-process rows. */
+static void check_against_kids(vram_ctx_t *ctx, const kid_t *kids)
+{
+    for (int d = 0; d < 2; d++) {
+        uint64_t want = 0;
+        size_t holders = 0;
+        for (int i = 0; i < KIDS; i++)
+            if (kids[i].holding && kids[i].device == d) {
+                want += kids[i].bytes;
+                holders++;
+            }
+        assert_int_equal(used_on(ctx, d), want);
+        vram_process_info_t procs[KIDS];
+        size_t n = 0;
+        assert_int_equal(vram_device_processes(ctx, d, procs, KIDS, &n), 0);
+        assert_int_equal(n, holders);
+        for (size_t k = 0; k < n; k++) {
+            if (k) assert_true(procs[k - 1].pid < procs[k].pid);
+            int i = 0;
+            while (i < KIDS && kids[i].pid != procs[k].pid)
+                i++;
+            assert_true(i < KIDS && kids[i].holding);
+            assert_int_equal(procs[k].used_bytes, kids[i].bytes);
+            char name[16];
+            snprintf(name, sizeof name, "simkid-%d", i);
+            assert_string_equal(procs[k].name, name);
+        }
+    }
+}
+
+/* Kills the children in a random order, each left a zombie for one check
+ * (it holds no memory: it has exited) and then reaped, checking the totals
+ * and process lists of one long-lived context against the model after each
+ * step. The context answers from its view between changes, so this is what
+ * catches a stale one. */
+static void owners_die_while_watched(unsigned seed)
+{
+    kid_t kids[KIDS];
+    spawn_kids(kids);
+    vram_ctx_t *ctx = open_sim();
+    check_against_kids(ctx, kids);
+    check_against_kids(ctx, kids); /* from the view: nothing changed */
+    int order[KIDS];
+    for (int i = 0; i < KIDS; i++)
+        order[i] = i;
+    srand(seed);
+    for (int i = KIDS - 1; i > 0; i--) {
+        int j = rand() % (i + 1), t = order[i];
+        order[i] = order[j];
+        order[j] = t;
+    }
+    for (int k = 0; k < KIDS; k++) {
+        kid_t *kid = &kids[order[k]];
+        assert_int_equal(kill(kid->pid, SIGKILL), 0);
+        siginfo_t info;
+        /* Exited, not reaped: a zombie. */
+        assert_int_equal(waitid(P_PID, (id_t)kid->pid, &info, WEXITED | WNOWAIT), 0);
+        kid->holding = false;
+        check_against_kids(ctx, kids);
+        assert_int_equal(waitpid(kid->pid, NULL, 0), kid->pid);
+        stray_kids[order[k]] = 0;
+        check_against_kids(ctx, kids);
+    }
+    vram_ctx_close(ctx);
+}
+
+static void dying_owners_match_model(void **state)
+{
+    (void)state;
+    owners_die_while_watched(1);
+}
+
+/* Few descriptors allowed: most owners are checked through /proc instead of
+ * a pidfd, with the same answers. */
+static void dying_owners_match_model_without_pidfds(void **state)
+{
+    (void)state;
+    assert_int_equal(getrlimit(RLIMIT_NOFILE, &saved_nofile), 0);
+    struct rlimit few = saved_nofile;
+    few.rlim_cur = 32; /* a budget of 8 pidfds for 40 owners */
+    assert_int_equal(setrlimit(RLIMIT_NOFILE, &few), 0);
+    owners_die_while_watched(2); /* teardown restores the limit */
+}
+
+/* Another process's allocation and free are seen by a context that already
+ * answered (the table's generation moved), while that process lives. */
+static void other_process_changes_are_seen(void **state)
+{
+    (void)state;
+    vram_ctx_t *ctx = open_sim();
+    assert_int_equal(used_on(ctx, 0), 0);
+    int step[2], done[2];
+    assert_int_equal(pipe(step), 0);
+    assert_int_equal(pipe(done), 0);
+    pid_t child = fork();
+    assert_true(child >= 0);
+    if (child == 0) {
+        vram_ctx_t *c;
+        void *p;
+        char x = 'x';
+        if (vram_ctx_open_backend("sim", &c) || vram_device_alloc(c, 0, 3 * GIB, &p)) x = 'e';
+        if (write(done[1], &x, 1) != 1 || read(step[0], &x, 1) != 1) _exit(2);
+        x = vram_device_free(c, 0, p) ? 'e' : 'x';
+        if (write(done[1], &x, 1) != 1 || read(step[0], &x, 1) != 1) _exit(2);
+        _exit(0);
+    }
+    stray_kids[0] = child;
+    char c;
+    assert_int_equal(read(done[0], &c, 1), 1);
+    assert_int_equal(c, 'x');
+    assert_int_equal(used_on(ctx, 0), 3 * GIB);
+    assert_int_equal(write(step[1], "x", 1), 1);
+    assert_int_equal(read(done[0], &c, 1), 1);
+    assert_int_equal(c, 'x');
+    assert_int_equal(used_on(ctx, 0), 0); /* freed, the child still alive */
+    assert_int_equal(write(step[1], "x", 1), 1);
+    assert_int_equal(waitpid(child, NULL, 0), child);
+    stray_kids[0] = 0;
+    close(step[0]);
+    close(step[1]);
+    close(done[0]);
+    close(done[1]);
+    vram_ctx_close(ctx);
+}
+
 static void bad_spec_and_missing_spec(void **state)
 {
     (void)state;
@@ -440,6 +623,9 @@ int main(void)
         cmocka_unit_test_setup_teardown(state_file_of_another_spec, setup, teardown),
         cmocka_unit_test_setup_teardown(free_all_drops_everything, setup, teardown),
         cmocka_unit_test_setup_teardown(full_table_is_enomem, setup, teardown),
+        cmocka_unit_test_setup_teardown(dying_owners_match_model, setup, teardown),
+        cmocka_unit_test_setup_teardown(dying_owners_match_model_without_pidfds, setup, teardown),
+        cmocka_unit_test_setup_teardown(other_process_changes_are_seen, setup, teardown),
         cmocka_unit_test_setup_teardown(bad_spec_and_missing_spec, setup, teardown),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);

@@ -10,6 +10,7 @@
 #include "vram.h"
 
 #include <jansson.h>
+#include <math.h>
 #include <pthread.h>
 #include <sqlite3.h>
 #include <stdio.h>
@@ -306,6 +307,74 @@ static void test_history_persists(void **state)
     assert_int_equal(count_rows(db, "watch_samples"), 2);
 }
 
+/* Checks the buckets of one history query against the samples it covers:
+ * each point starts at from + k * step and holds the mean and the max of
+ * used bytes of the samples in [start, start + step). */
+static void expect_buckets(vram_watch_t *w, const double *t, const uint64_t *used, int n,
+                           double from, double to, double step, const char *resolution)
+{
+    char *j = vram_watch_history_json(w, 0, from, to, step);
+    assert_non_null(j);
+    json_t *o = json_loads(j, 0, NULL);
+    free(j);
+    assert_non_null(o);
+    assert_string_equal(json_string_value(json_object_get(o, "resolution")), resolution);
+    json_t *points = json_object_get(o, "points");
+    size_t k = 0;
+    for (double b = from; b < to; b += step) {
+        double sum = 0, max = -1;
+        int count = 0;
+        for (int i = 0; i < n; i++)
+            if (t[i] >= b && t[i] < b + step && t[i] < to) {
+                sum += (double)used[i];
+                max = (double)used[i] > max ? (double)used[i] : max;
+                count++;
+            }
+        if (!count) continue; /* empty buckets are left out */
+        json_t *p = json_array_get(points, k++);
+        assert_non_null(p);
+        assert_true(fabs(json_number_value(json_array_get(p, 0)) - b) < 1e-6);
+        double mean = json_number_value(json_array_get(p, 1));
+        if (fabs(mean - sum / count) >= 1)
+            fail_msg("bucket at +%g (step %g): mean %.1f, want %.1f", b - from, step, mean,
+                     sum / count);
+        assert_true(json_number_value(json_array_get(p, 2)) == max);
+    }
+    assert_int_equal(json_array_size(points), k);
+    json_decref(o);
+}
+
+/* from/to/step over the full-rate ring and over the minutes, aligned or
+ * not, against the samples taken (a varying load). */
+static void test_history_buckets(void **state)
+{
+    (void)state;
+    char db[128];
+    snprintf(db, sizeof db, "%s/buckets.db", dir);
+    enum { N = 240 };
+    double t[N];
+    uint64_t used[N];
+    fake_now = 1.812e9; /* a whole minute */
+    double start = fake_now;
+    vram_watch_t *w = open_watch("", db, 1);
+    for (int i = 0; i < N; i++, fake_now += 1) {
+        used_frac[0] = (double)((i * 7) % 11) / 20;
+        t[i] = fake_now;
+        used[i] = (uint64_t)(used_frac[0] * 80 * GiB);
+        assert_int_equal(vram_watch_sample(w), 0);
+    }
+    expect_buckets(w, t, used, N, start, start + N, 1, "sample");
+    expect_buckets(w, t, used, N, start, start + N, 10, "sample");
+    expect_buckets(w, t, used, N, start + 5, start + 101, 7, "sample");
+    vram_watch_close(w);
+    /* two hours on, past the ring: the per-minute rows */
+    fake_now += 2 * 3600;
+    w = open_watch("", db, 1);
+    expect_buckets(w, t, used, N, start, start + N, 60, "minute");
+    expect_buckets(w, t, used, N, start, start + N, 120, "minute");
+    vram_watch_close(w);
+}
+
 static long long minute_n(const char *db, double minute, int device)
 {
     sqlite3 *h;
@@ -390,6 +459,7 @@ int main(void)
         cmocka_unit_test(test_random_against_model),
         cmocka_unit_test(test_rules_errors),
         cmocka_unit_test(test_history_persists),
+        cmocka_unit_test(test_history_buckets),
         cmocka_unit_test(test_minute_across_restart),
         cmocka_unit_test(test_peaks_and_metrics),
     };
