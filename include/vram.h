@@ -664,6 +664,9 @@ typedef struct {
                                    * and a log-sum-exp instead of fp32 log-probabilities */
     bool sum_loss;                /* benchmark loss logits.sum(): no log-softmax, the logits
                                    * stay referenced by the outputs */
+    bool compiled_loss;           /* torch.compile'd loss (upcast, log-softmax and NLL in one
+                                   * graph): keeps its input, not the log-probabilities, and
+                                   * its backward is one fused kernel; layers count as eager */
 } vram_estimate_config_t;
 
 /* Default CUDA context + library workspaces (docs/estimation.md). */

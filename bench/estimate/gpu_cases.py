@@ -66,6 +66,19 @@ def text(case):
                      "gpu_model", "measured_what")).lower()
 
 
+NEGATION = r"(?:\bno|\bwithout|\bnon|\bnot)[- ](?:[\w.]+[- ]){0,2}"
+
+
+def stated(t, key, term=None):
+    """True when the case says it used a technique (regex `term`, default
+    `key`), False when it says it did not: "no KEY", "non-KEY", "without
+    KEY" win over any other mention, as notes also quote other runs'
+    commands; None when it does not say."""
+    if re.search(NEGATION + "(?:" + key + ")", t):
+        return False
+    return True if re.search(term or key, t) else None
+
+
 def flags_for(case):
     """The `vram estimate` flags that describe the case, from its fields."""
     t = text(case)
@@ -129,12 +142,14 @@ def flags_for(case):
         ga = re.search(r"gradient_accumulation_steps=(\d+)", t)
         if ga:
             f += ["--accumulation-steps", ga.group(1)]
-        if "offloading" in t and case.get("checkpointing"):
+        if stated(t, r"offload") and case.get("checkpointing"):
             f += ["--activation-offload", "on"]
-        if "chunked" in t and "chunked ce" in t.replace("-", " ") and "plain" not in t:
+        if stated(t, r"chunked", r"chunked[- ](?:ce|cross[- ]entropy)|cewithchunkedoutputloss"):
             f += ["--loss", "chunked"]
         elif re.search(r"loss\s*=\s*(outputs\.)?logits\.sum\(\)", t):
             f += ["--loss", "sum"]
+        if stated(t, r"compile", r"torch\.compile|\bcompile\b"):
+            f += ["--compile", "on"]
     att = (case.get("attention") or "").lower()
     if "eager" in att:
         f += ["--attention", "eager"]

@@ -100,6 +100,11 @@ static int apply_second_edition(cli_model_args_t *a, const char *flag, const cha
         e->activation_offload = b;
         return 0;
     }
+    if (!strcmp(flag, "--compile")) {
+        if ((rc = on_off(a, flag, v, &b))) return rc;
+        e->compiled_loss = b;
+        return 0;
+    }
     if (!strcmp(flag, "--lazy-loading")) {
         if ((rc = on_off(a, flag, v, &b))) return rc;
         e->lazy_loading = b ? 1 : 2;
@@ -274,7 +279,7 @@ static bool is_ours(const char *flag)
                                         "--double-quant",   "--activation-offload",
                                         "--lazy-loading",   "--loss",
                                         "--optimizer-impl", "--cuda",
-                                        "--gpu-name"};
+                                        "--gpu-name",       "--compile"};
     for (size_t i = 0; i < sizeof flags / sizeof flags[0]; i++)
         if (!strcmp(flag, flags[i])) return true;
     return false;
@@ -394,6 +399,9 @@ void cli_model_args_help(FILE *out)
             "  --lazy-loading on|off CUDA_MODULE_LOADING=LAZY (default: by CUDA version)\n"
             "  --optimizer-impl I    foreach (default), fused, for-loop\n"
             "  --activation-offload on|off  checkpointed layer inputs on the CPU\n"
-            "  --loss L              full (cross-entropy), chunked (half-precision logits per\n"
-            "                        vocabulary chunk), sum (benchmarks' logits.sum())\n");
+            "  --loss L              full (cross-entropy), chunked (logits per vocabulary\n"
+            "                        chunk, torchtune's CEWithChunkedOutputLoss), sum\n"
+            "                        (benchmarks' logits.sum())\n"
+            "  --compile on|off      the loss runs under torch.compile (torchtune compile=True):\n"
+            "                        it keeps its input, not fp32 log-probabilities\n");
 }

@@ -48,7 +48,8 @@ typedef struct {
     bool amp;
     bool fused_attention; /* SDPA/FlashAttention: no a·s² scores */
     bool upcast;          /* eager softmax in fp32 for half-precision inputs (m->softmax_upcast) */
-    bool chunked_loss;    /* the loss keeps half-precision logits and a log-sum-exp */
+    bool chunked_loss;    /* the loss over vocabulary chunks (torchtune) */
+    bool compiled_loss;   /* torch.compile'd loss: keeps its input, fused backward */
     bool sum_loss;        /* logits.sum(): the logits kept as the output, no log-softmax */
     bool clamp;           /* eager scores clamped by torch.max, which keeps its input */
 } vram_arch_shape_t;

@@ -320,9 +320,18 @@ static backward_t backward_temps(const vram_model_t *m, const vram_arch_shape_t 
     /* logits.sum()'s gradient is an expanded scalar: no chain */
     if (!sh->sum_loss && (head == VRAM_HEAD_CAUSAL_LM || head == VRAM_HEAD_COND_GEN ||
                           head == VRAM_HEAD_MASKED_LM || head == VRAM_HEAD_CTC)) {
-        double e = vram_arch_is_decoder(m) ? 4 : sh->f32;
-        chain = 2 * e * tok * (double)m->vocab_size;
-        if (sh->chunked_loss) chain /= VRAM_LOSS_CHUNKS;
+        double e = vram_arch_is_decoder(m) ? 4 : sh->f32, V = (double)m->vocab_size;
+        chain = 2 * e * tok * V;
+        if (sh->compiled_loss) chain = e * tok * V; /* one fused kernel: the input's gradient */
+        if (sh->chunked_loss && sh->compiled_loss) {
+            chain = sh->mm * tok * V / VRAM_LOSS_CHUNKS; /* one chunk's, in the logits' dtype */
+        } else if (sh->chunked_loss) {
+            /* eager: the chunks' half-precision logits stay referenced until
+             * the loss returns, with one chunk's fp32 copy; later one chunk's
+             * two fp32 gradients */
+            double fwd = sh->mm * tok * V + 4 * tok * V / VRAM_LOSS_CHUNKS;
+            chain = max2(fwd, 2 * 4 * tok * V / VRAM_LOSS_CHUNKS);
+        }
     }
     r.layer = layer;
     r.chain = chain;
@@ -427,6 +436,7 @@ int vram_estimate(const vram_model_t *m, const vram_estimate_config_t *c, vram_e
         .fused_attention = fused,
         .upcast = m->softmax_upcast,
         .chunked_loss = c->chunked_loss,
+        .compiled_loss = c->compiled_loss,
         .sum_loss = c->sum_loss,
         .clamp = m->score_clamp,
     };
@@ -515,9 +525,12 @@ int vram_estimate(const vram_model_t *m, const vram_estimate_config_t *c, vram_e
         }
     }
     double at_head = acts - recompute + bt.chain, at_layer = acts - head + bt.layer;
-    double acts_peak = at_head > at_layer ? at_head : at_layer;
-    double bwd = (train ? acts_peak - acts : 0) + pm.dequant;
-    if (bwd < 0) bwd = 0;
+    double acts_peak = train ? max2(at_head, at_layer) : acts;
+    /* the recomputed layer and the head's tensors are never live together:
+     * with checkpointing the backward peak can hold less than `acts`, which
+     * counts both */
+    double live_acts = acts_peak < acts ? acts_peak : acts;
+    double bwd = acts_peak - live_acts + pm.dequant;
     double opt = train ? optimizer_temps(c, &pm) : 0;
     double buffers = (double)p.buffer_bytes + 8.0 * (double)p.buffer_i64;
     /* Training peaks at the start of backward (all activations, the loss's
@@ -525,7 +538,7 @@ int vram_estimate(const vram_model_t *m, const vram_estimate_config_t *c, vram_e
      * micro-batch), at its end (every gradient, one layer's chain) or in the
      * optimizer step (gradients, states, the step's intermediates). */
     double fixed = pm.params + buffers + pm.states + work;
-    double at_bwd = fixed + pm.cache + acts + bwd + (c->grads_kept ? pm.grads : 0);
+    double at_bwd = fixed + pm.cache + live_acts + bwd + (c->grads_kept ? pm.grads : 0);
     double at_end = fixed + pm.cache + pm.grads + bt.layer + pm.dequant;
     double at_step = fixed + pm.grads + opt;
     double peak = at_bwd;
@@ -537,7 +550,7 @@ int vram_estimate(const vram_model_t *m, const vram_estimate_config_t *c, vram_e
     /* the live tensors of each phase carved into segments as the pool does;
      * the process keeps the largest reservation */
     phase_t phases[3] = {
-        {true, c->grads_kept, acts, bwd + pm.cache, 0},
+        {true, c->grads_kept, live_acts, bwd + pm.cache, 0},
         {true, true, 0, bt.layer + pm.dequant + pm.cache, 0},
         {true, true, 0, opt, 0},
     };
