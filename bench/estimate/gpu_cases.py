@@ -79,6 +79,19 @@ def stated(t, key, term=None):
     return True if re.search(term or key, t) else None
 
 
+def zeroes_grads(t):
+    """zero_grad() kept zero-filled gradients before PyTorch 2.0
+    (pytorch/pytorch#92731); transformers' Trainer passes set_to_none=True
+    on every PyTorch since 4.28 (huggingface/transformers#22136, March 2023)."""
+    pv = re.search(r"pytorch (\d+)\.(\d+)", t)
+    if pv:
+        return int(pv.group(1)) < 2
+    tv = re.search(r"transformers ~?v?4\.(\d+)", t)
+    if tv and "trainer" in t:
+        return int(tv.group(1)) < 28
+    return False
+
+
 def flags_for(case):
     """The `vram estimate` flags that describe the case, from its fields."""
     t = text(case)
@@ -127,6 +140,8 @@ def flags_for(case):
             f += ["--optimizer", "sgd"]
         elif ("8-bit" in opt or "8bit" in opt) and "non-8-bit" not in opt:
             f += ["--optimizer", "adam8bit"]
+        elif "adafactor" in opt:
+            f += ["--optimizer", "adafactor"]
         elif "adamw" in opt:
             f += ["--optimizer", "adamw"]
         elif "adam" in opt:
@@ -139,6 +154,8 @@ def flags_for(case):
             f += ["--optimizer-impl", "fused"]
         if case.get("checkpointing"):
             f += ["--checkpointing", "full"]
+        if zeroes_grads(t):
+            f += ["--zero-grad", "zeros"]
         ga = re.search(r"gradient_accumulation_steps=(\d+)", t)
         if ga:
             f += ["--accumulation-steps", ga.group(1)]

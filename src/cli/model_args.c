@@ -100,6 +100,15 @@ static int apply_second_edition(cli_model_args_t *a, const char *flag, const cha
         e->activation_offload = b;
         return 0;
     }
+    if (!strcmp(flag, "--zero-grad")) {
+        /* PyTorch before 2.0 zeroed gradients in place by default: they
+         * stay allocated from one step into the next */
+        if (!strcmp(v, "zeros"))
+            e->grads_kept = true;
+        else if (strcmp(v, "none"))
+            return cli_usage_error(a->cmd, "unknown --zero-grad \"%s\" (use none or zeros)", v);
+        return 0;
+    }
     if (!strcmp(flag, "--compile")) {
         if ((rc = on_off(a, flag, v, &b))) return rc;
         e->compiled_loss = b;
@@ -257,7 +266,7 @@ static int apply(cli_model_args_t *a, const char *flag, const char *v)
         if (i == 5) e->max_new_tokens = n;
         if (i == 6) {
             a->accumulation_steps = n;
-            e->grads_kept = n > 1; /* gradients accumulate across micro-batches */
+            if (n > 1) e->grads_kept = true; /* gradients accumulate across micro-batches */
         }
         return 0;
     }
@@ -279,7 +288,8 @@ static bool is_ours(const char *flag)
                                         "--double-quant",   "--activation-offload",
                                         "--lazy-loading",   "--loss",
                                         "--optimizer-impl", "--cuda",
-                                        "--gpu-name",       "--compile"};
+                                        "--gpu-name",       "--compile",
+                                        "--zero-grad"};
     for (size_t i = 0; i < sizeof flags / sizeof flags[0]; i++)
         if (!strcmp(flag, flags[i])) return true;
     return false;
@@ -402,6 +412,8 @@ void cli_model_args_help(FILE *out)
             "  --loss L              full (cross-entropy), chunked (logits per vocabulary\n"
             "                        chunk, torchtune's CEWithChunkedOutputLoss), sum\n"
             "                        (benchmarks' logits.sum())\n"
+            "  --zero-grad none|zeros  zero_grad(set_to_none=...): zeros (PyTorch < 2.0's\n"
+            "                        default) keeps gradients allocated between steps\n"
             "  --compile on|off      the loss runs under torch.compile (torchtune compile=True):\n"
             "                        it keeps its input, not fp32 log-probabilities\n");
 }
