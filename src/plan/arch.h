@@ -57,8 +57,9 @@ typedef struct {
 /* Full checkpointing with the layer inputs offloaded to the CPU
  * (checkpointing field only; transformers). */
 #define VRAM_CKPT_FULL_OFFLOAD ((vram_checkpointing_t)3)
-/* The same two without the layer being recomputed (estimate.c takes the
- * difference: the recomputed layer's activations). */
+/* What the head phase holds of those two, before backward reaches the
+ * layers (estimate.c takes the difference: what the layer phase adds —
+ * the recomputed layer and, offloaded, the inputs brought back). */
 #define VRAM_CKPT_FULL_INPUTS    ((vram_checkpointing_t)4)
 #define VRAM_CKPT_OFFLOAD_INPUTS ((vram_checkpointing_t)5)
 /* Chunks of a chunked loss (torchtune's CEWithChunkedOutputLoss default). */
