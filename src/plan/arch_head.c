@@ -152,3 +152,20 @@ double vram_arch_head_acts(const vram_model_t *m, const vram_arch_shape_t *s, do
         return 0;
     }
 }
+
+void vram_model_set_head(vram_model_t *m, vram_head_t head, int64_t num_labels)
+{
+    if (!m) return;
+    m->head = head;
+    if (num_labels > 0) m->num_labels = num_labels;
+    if (head == VRAM_HEAD_QA) m->num_labels = 2; /* start and end logits */
+    if (m->family == VRAM_FAMILY_VIT) {
+        /* ViTModel has a pooler, ViTForImageClassification a classifier instead */
+        m->has_pooler = head != VRAM_HEAD_IMAGE_CLS;
+        if (head == VRAM_HEAD_IMAGE_CLS && m->num_labels > 0) m->num_classes = m->num_labels;
+    }
+    if (m->family == VRAM_FAMILY_BERT)
+        /* add_pooling_layer=False for the MLM, token and QA heads */
+        m->has_pooler = head == VRAM_HEAD_DEFAULT || head == VRAM_HEAD_BASE ||
+                        head == VRAM_HEAD_SEQ_CLS;
+}
