@@ -164,8 +164,7 @@ void vram_model_set_head(vram_model_t *m, vram_head_t head, int64_t num_labels)
         m->has_pooler = head != VRAM_HEAD_IMAGE_CLS;
         if (head == VRAM_HEAD_IMAGE_CLS && m->num_labels > 0) m->num_classes = m->num_labels;
     }
-    if (m->family == VRAM_FAMILY_BERT)
-        /* add_pooling_layer=False for the MLM, token and QA heads */
-        m->has_pooler = head == VRAM_HEAD_DEFAULT || head == VRAM_HEAD_BASE ||
-                        head == VRAM_HEAD_SEQ_CLS;
+    if (m->family == VRAM_FAMILY_BERT) /* add_pooling_layer=False for the MLM, token and QA heads */
+        m->has_pooler =
+            head == VRAM_HEAD_DEFAULT || head == VRAM_HEAD_BASE || head == VRAM_HEAD_SEQ_CLS;
 }

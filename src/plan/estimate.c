@@ -293,9 +293,10 @@ static double optimizer_temps(const vram_estimate_config_t *c, const param_memor
 
 /* Gradients in flight when backward is at its largest: the loss's chain
  * (the gradient of the log-probabilities and of the logits, both fp32 for
- * Hugging Face's causal LMs), or one layer's (its output's gradient, two
- * MLP-wide ones, and for eager attention those of the probabilities and
- * scores). */
+ * Hugging Face's causal LMs; one fused gradient when the loss is compiled;
+ * per chunk for a chunked loss, docs/estimation.md), or one layer's (its
+ * output's gradient, two MLP-wide ones, and for eager attention those of
+ * the probabilities and scores). */
 typedef struct {
     double layer, chain; /* one layer's gradients in flight; the loss's chain */
 } backward_t;

@@ -275,8 +275,8 @@ static void chunked_loss_and_compile(void **state)
     c.compiled_loss = false;
     vram_estimate_t whole_eager = est(&m, &c);
     assert_int_equal(whole.activations, whole_eager.activations);
-    assert_true(fabs((double)whole_eager.allocated_peak - (double)whole.allocated_peak -
-                     4 * logits) <= 2);
+    assert_true(
+        fabs((double)whole_eager.allocated_peak - (double)whole.allocated_peak - 4 * logits) <= 2);
 }
 
 int main(void)
