@@ -187,7 +187,14 @@ def flags_for(case):
     if case.get("image_size"):
         f += ["--image-size", str(re.findall(r"\d+", str(case["image_size"]))[0])]
     prec = (case.get("precision") or "").lower()
-    if "amp" in prec or "mixed" in prec or "autocast" in prec:
+    if "load_in_4bit" in prec or "bitsandbytes" in prec:
+        # transformers loads the rest of a bitsandbytes model in fp16 unless
+        # told otherwise; 4-bit blocks of 64 with an fp32 absmax each, double
+        # quantization only when asked (BitsAndBytesConfig defaults)
+        f += ["--precision", "bf16" if "bf16" in prec or "bfloat16" in prec else "fp16",
+              "--quantize-base", "int8" if "8bit" in prec or "8-bit" in prec else "nf4",
+              "--double-quant", "on" if "double" in prec else "off"]
+    elif "amp" in prec or "mixed" in prec or "autocast" in prec:
         f += ["--precision", "amp-bf16" if "bf16" in prec else "amp-fp16"]
     elif "bf16" in prec:
         f += ["--precision", "bf16"]

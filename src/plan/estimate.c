@@ -113,7 +113,7 @@ static int validate(const vram_model_t *m, const vram_estimate_config_t *c, int6
     if (c->lora_rank < 0 || c->lora_rank > VRAM_MAX_WIDTH)
         return vram_fail(VRAM_EINVAL, "LoRA rank %lld is out of range (1 to %lld)",
                          (long long)c->lora_rank, (long long)VRAM_MAX_WIDTH);
-    if (c->quantize_base != VRAM_QUANT_NONE && c->lora_rank == 0)
+    if (c->quantize_base != VRAM_QUANT_NONE && c->lora_rank == 0 && c->mode == VRAM_MODE_TRAIN)
         return vram_fail(VRAM_EINVAL, "a quantized base (QLoRA) trains adapters: give a LoRA rank");
     if (c->lora_rank > 0 && c->mode == VRAM_MODE_TRAIN && c->zero_stage > 0)
         return vram_fail(VRAM_EINVAL, "LoRA with ZeRO is not modelled; estimate one of them");
@@ -419,8 +419,9 @@ int vram_estimate(const vram_model_t *m, const vram_estimate_config_t *c, vram_e
         if ((rc = lora_memory(m, c, &p, mm, &pm))) return rc;
     } else if (train) {
         full_memory(c, &p, &pm);
-    } else if (c->lora_rank > 0 && c->quantize_base != VRAM_QUANT_NONE) {
-        /* inference on a quantized base with its adapters */
+    } else if (c->quantize_base != VRAM_QUANT_NONE) {
+        /* inference on a quantized base (bitsandbytes' load_in_4bit/8bit),
+         * with its adapters if any */
         if ((rc = lora_memory(m, c, &p, mm, &pm))) return rc;
         pm.grads = pm.states = pm.cache = 0;
     }
@@ -546,7 +547,8 @@ int vram_estimate(const vram_model_t *m, const vram_estimate_config_t *c, vram_e
     if (train && at_end > peak) peak = at_end;
     bool in_step = train && at_step > peak;
     if (in_step) peak = at_step;
-    if (!train) peak = fixed + acts + kv;
+    /* a quantized base dequantizes one linear at a time for its matmul */
+    if (!train) peak = fixed + acts + kv + (load ? 0 : pm.dequant);
 
     /* the live tensors of each phase carved into segments as the pool does;
      * the process keeps the largest reservation */
@@ -556,7 +558,7 @@ int vram_estimate(const vram_model_t *m, const vram_estimate_config_t *c, vram_e
         {true, true, 0, opt, 0},
     };
     int nphases = train ? 3 : 1;
-    if (!train) phases[0] = (phase_t){false, false, acts, 0, kv};
+    if (!train) phases[0] = (phase_t){false, false, acts, load ? 0 : pm.dequant, kv};
     double reserved = 0;
     for (int i = 0; i < nphases; i++) {
         double r = carve_phase(m, &p, &pm, c, buffers + work, &phases[i]);

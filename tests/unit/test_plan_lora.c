@@ -99,10 +99,24 @@ static void qlora_base_bytes(void **state)
     c.quantize_base = VRAM_QUANT_INT8;
     double want8 = (double)lora - Q;
     assert_true(fabs((double)est(&m, &c).parameters - want8) < 2);
-    /* a quantized base without adapters is refused */
+    /* training a quantized base without adapters is refused */
     c.lora_rank = 0;
     vram_estimate_t e;
     assert_int_equal(vram_estimate(&m, &c, &e), VRAM_EINVAL);
+    /* inference on it (bitsandbytes' load_in_4bit) is not: the block
+     * linears in 4 bits, the rest in bf16, and one linear dequantized for
+     * its matmul at the peak; loading alone runs no matmul */
+    c.quantize_base = VRAM_QUANT_NF4;
+    c.double_quant = false;
+    c.mode = VRAM_MODE_INFER;
+    e = est(&m, &c);
+    double n = 6738415616.0; /* Llama-2-7B */
+    assert_true(fabs((double)e.parameters - (2 * (n - Q) + (0.5 + 4.0 / 64) * Q)) < 2);
+    double largest = 4096.0 * 11008 * 2;
+    assert_true((double)e.allocated_peak >= (double)e.parameters + largest);
+    c.mode = VRAM_MODE_LOAD;
+    vram_estimate_t load = est(&m, &c);
+    assert_true((double)load.allocated_peak < (double)load.parameters + largest);
 }
 
 /* Frozen layers still pass gradients back: activations are kept, and the
