@@ -10,6 +10,9 @@ and notes only; nothing here is tuned per case. Hub ids are looked up the
 way users do: a local Hugging Face cache (a temporary one built from
 tests/data/hf, since this machine has no network), through --hf-config ID.
 
+bench/estimate/heldout-measurements.json (same schema) holds published
+rows the shared file does not ship, as a held-out check.
+
 Usage: bench/estimate/gpu_cases.py [--vram build/vram] [--cases FILE] [--json]
 """
 import argparse
