@@ -664,6 +664,9 @@ typedef struct {
                                    * and a log-sum-exp instead of fp32 log-probabilities */
     bool sum_loss;                /* benchmark loss logits.sum(): no log-softmax, the logits
                                    * stay referenced by the outputs */
+    bool compiled_loss;           /* torch.compile'd loss (upcast, log-softmax and NLL in one
+                                   * graph): keeps its input, not the log-probabilities, and
+                                   * its backward is one fused kernel; layers count as eager */
 } vram_estimate_config_t;
 
 /* Default CUDA context + library workspaces (docs/estimation.md). */
@@ -713,6 +716,22 @@ VRAM_API const char *vram_checkpointing_name(vram_checkpointing_t c);
 /* "q,v", "q,k,v,o,gate,up,down", "all-linear" -> VRAM_LORA_* bits. EINVAL
  * names an unknown target and lists the accepted ones. */
 VRAM_API int vram_lora_targets_parse(const char *text, unsigned *out);
+
+/* The class-name endings vram_head_parse knows, for messages. */
+#define VRAM_HEAD_SUFFIXES                                                                         \
+    "ForMaskedLM, ForCausalLM, LMHeadModel, ForSequenceClassification, ForTokenClassification, "   \
+    "ForQuestionAnswering, ForConditionalGeneration, ForImageClassification, "                     \
+    "ForAudioClassification, ForCTC, ForPreTraining, Model"
+/* The head a transformers class name instantiates, by its ending
+ * ("BertForSequenceClassification" or just "ForSequenceClassification";
+ * "BertModel" or "Model" for none). name may be NULL (EINVAL). Thread-safe;
+ * EINVAL with a message listing the endings. */
+VRAM_API int vram_head_parse(const char *name, vram_head_t *out);
+/* Puts `head` on a model, with what comes with it in Hugging Face's classes
+ * (BERT's pooler only for the base and sequence-classification heads, ViT's
+ * classifier in place of its pooler, two logits for QA); num_labels > 0
+ * replaces the model's. m may be NULL (nothing happens). Thread-safe. */
+VRAM_API void vram_model_set_head(vram_model_t *m, vram_head_t head, int64_t num_labels);
 /* A GPU name with or without its memory ("H100", "rtx4090", "A100-40GB"):
  * the table's entry; a bare name picks the common variant and *note (may be
  * NULL) gets a static sentence saying which. NULL if unknown. */

@@ -10,6 +10,9 @@ and notes only; nothing here is tuned per case. Hub ids are looked up the
 way users do: a local Hugging Face cache (a temporary one built from
 tests/data/hf, since this machine has no network), through --hf-config ID.
 
+bench/estimate/heldout-measurements.json (same schema) holds published
+rows the shared file does not ship, as a held-out check.
+
 Usage: bench/estimate/gpu_cases.py [--vram build/vram] [--cases FILE] [--json]
 """
 import argparse
@@ -24,16 +27,71 @@ import tempfile
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
-# hub id -> config.json fixture (published configs, tests/data/hf)
+# hub id -> config.json fixture (the published config.json files, in
+# tests/data/hf); instruct/chat variants share their base model's config.
+# The head a case loads the model with comes from its description
+# (--head), never from the fixture. Ids without a fixture are looked up in
+# the user's own Hugging Face cache.
 CONFIGS = {
-    "bert-large-uncased": "bert-large-cls.json",
+    "bert-large-uncased": "bert-large-uncased.json",
+    "bert-base-uncased": "bert-base-uncased.json",
+    "roberta-base": "roberta-base.json",
+    "gpt2": "gpt2.json",
+    "t5-small": "t5-small.json",
     "bigcode/octocoder": "octocoder.json",
-    "meta-llama/Llama-3.2-3B-Instruct": "llama-3.2-3b.json",
+    "meta-llama/Llama-3.2-3B": "llama-3.2-3b.json",
+    "meta-llama/Llama-2-7b": "llama-2-7b.json",
+    "mistralai/Mistral-7B-v0.1": "mistral-7b.json",
+    "mistralai/Mixtral-8x7B-v0.1": "mixtral-8x7b.json",
+    "google/gemma-2b": "gemma-2b.json",
+    "google/gemma-7b": "gemma-7b.json",
+    "google/gemma-2-2b": "gemma-2-2b.json",
+    "google/gemma-2-9b": "gemma-2-9b.json",
+    "microsoft/phi-2": "phi-2.json",
+    "microsoft/Phi-3-mini-4k": "phi-3-mini.json",
+    "Qwen/Qwen2-0.5B": "qwen2-0.5b.json",
+    "Qwen/Qwen2-7B": "qwen2-7b.json",
+    "Qwen/Qwen1.5-MoE-A2.7B": "qwen1.5-moe-a2.7b.json",
+    "facebook/opt-125m": "opt-125m.json",
     "facebook/opt-350m": "opt-350m.json",
+    "EleutherAI/pythia-160m": "pythia-160m.json",
+    "openai/whisper-tiny": "whisper-tiny.json",
+    "openai/whisper-large-v3": "whisper-large-v3.json",
+    "facebook/wav2vec2-base-960h": "w2v-base-960h.json",
+    "google/vit-base-patch16-224-in21k": "vit-base-patch16-224-in21k.json",
 }
+VARIANT = re.compile(r"-(instruct|chat|it|hf|v0\.1|v0\.2)$", re.I)
+
+
+def base_id(hub_id):
+    """The id without its organisation's legacy prefix and variant suffixes
+    ("google-bert/bert-large-uncased", "Llama-2-7b-chat-hf" -> "Llama-2-7b")."""
+    name = hub_id.lower()
+    for legacy in ("google-bert/", "openai-community/", "google-t5/", "facebookai/"):
+        name = name.replace(legacy, "")
+    while VARIANT.search(name):
+        name = VARIANT.sub("", name)
+    return name
+
+
+def fixture_for(hub_id):
+    table = {base_id(k): v for k, v in CONFIGS.items()}
+    return table.get(base_id(hub_id))
+
+
 # torchvision models without a hub id -> catalog names
 CATALOG = {"vit_l_16": "vit-l-16", "vit-l/16": "vit-l-16", "vit-b/16": "vit-b-16",
            "resnet50": "resnet50"}
+
+
+# the head a case's description says the model was loaded with
+HEADS = [
+    (r"sequence[- ]?classification", "ForSequenceClassification"),
+    (r"token[- ]?classification", "ForTokenClassification"),
+    (r"question[- ]?answering", "ForQuestionAnswering"),
+    (r"masked[- ]?lm\b|formaskedlm", "ForMaskedLM"),
+    (r"image[- ]?classification", "ForImageClassification"),
+]
 
 
 def find_cases(explicit):
@@ -45,10 +103,12 @@ def find_cases(explicit):
     sys.exit("gpu-measurements.json not found: give --cases FILE or set VRAM_GPU_MEASUREMENTS")
 
 
-def hub_cache(tmp):
-    """A Hugging Face hub cache holding the fixtures, laid out as the hub does."""
+def hub_cache(tmp, hub_ids):
+    """A Hugging Face hub cache holding the fixtures of `hub_ids`, laid out
+    as the hub does."""
     hub = os.path.join(tmp, "hub")
-    for hub_id, fixture in CONFIGS.items():
+    for hub_id in hub_ids:
+        fixture = fixture_for(hub_id)
         repo = os.path.join(hub, "models--" + hub_id.replace("/", "--"))
         snap = os.path.join(repo, "snapshots", "0" * 40)
         os.makedirs(snap)
@@ -66,6 +126,32 @@ def text(case):
                      "gpu_model", "measured_what")).lower()
 
 
+NEGATION = r"(?:\bno|\bwithout|\bnon|\bnot)[- ](?:[\w.]+[- ]){0,2}"
+
+
+def stated(t, key, term=None):
+    """True when the case says it used a technique (regex `term`, default
+    `key`), False when it says it did not: "no KEY", "non-KEY", "without
+    KEY" win over any other mention, as notes also quote other runs'
+    commands; None when it does not say."""
+    if re.search(NEGATION + "(?:" + key + ")", t):
+        return False
+    return True if re.search(term or key, t) else None
+
+
+def zeroes_grads(t):
+    """zero_grad() kept zero-filled gradients before PyTorch 2.0
+    (pytorch/pytorch#92731); transformers' Trainer passes set_to_none=True
+    on every PyTorch since 4.28 (huggingface/transformers#22136, March 2023)."""
+    pv = re.search(r"pytorch (\d+)\.(\d+)", t)
+    if pv:
+        return int(pv.group(1)) < 2
+    tv = re.search(r"transformers ~?v?4\.(\d+)", t)
+    if tv and "trainer" in t:
+        return int(tv.group(1)) < 28
+    return False
+
+
 def flags_for(case):
     """The `vram estimate` flags that describe the case, from its fields."""
     t = text(case)
@@ -78,6 +164,12 @@ def flags_for(case):
         if not name:
             return None, "no model description"
         f += ["--model", name]
+    head = next((h for pattern, h in HEADS if re.search(pattern, t)), None)
+    if head:
+        f += ["--head", head]
+        labels = re.search(r"\((\d+) labels?\)|num_labels\s*=\s*(\d+)", t)
+        if labels:
+            f += ["--num-labels", labels.group(1) or labels.group(2)]
     mode = (case.get("mode") or "").lower()
     seq = case.get("seq_len")
     if "no forward" in mode or "weights loaded" in mode:
@@ -98,7 +190,14 @@ def flags_for(case):
     if case.get("image_size"):
         f += ["--image-size", str(re.findall(r"\d+", str(case["image_size"]))[0])]
     prec = (case.get("precision") or "").lower()
-    if "amp" in prec or "mixed" in prec or "autocast" in prec:
+    if "load_in_4bit" in prec or "bitsandbytes" in prec:
+        # transformers loads the rest of a bitsandbytes model in fp16 unless
+        # told otherwise; 4-bit blocks of 64 with an fp32 absmax each, double
+        # quantization only when asked (BitsAndBytesConfig defaults)
+        f += ["--precision", "bf16" if "bf16" in prec or "bfloat16" in prec else "fp16",
+              "--quantize-base", "int8" if "8bit" in prec or "8-bit" in prec else "nf4",
+              "--double-quant", "on" if "double" in prec else "off"]
+    elif "amp" in prec or "mixed" in prec or "autocast" in prec:
         f += ["--precision", "amp-bf16" if "bf16" in prec else "amp-fp16"]
     elif "bf16" in prec:
         f += ["--precision", "bf16"]
@@ -114,6 +213,8 @@ def flags_for(case):
             f += ["--optimizer", "sgd"]
         elif ("8-bit" in opt or "8bit" in opt) and "non-8-bit" not in opt:
             f += ["--optimizer", "adam8bit"]
+        elif "adafactor" in opt:
+            f += ["--optimizer", "adafactor"]
         elif "adamw" in opt:
             f += ["--optimizer", "adamw"]
         elif "adam" in opt:
@@ -126,15 +227,19 @@ def flags_for(case):
             f += ["--optimizer-impl", "fused"]
         if case.get("checkpointing"):
             f += ["--checkpointing", "full"]
+        if zeroes_grads(t):
+            f += ["--zero-grad", "zeros"]
         ga = re.search(r"gradient_accumulation_steps=(\d+)", t)
         if ga:
             f += ["--accumulation-steps", ga.group(1)]
-        if "offloading" in t and case.get("checkpointing"):
+        if stated(t, r"offload") and case.get("checkpointing"):
             f += ["--activation-offload", "on"]
-        if "chunked" in t and "chunked ce" in t.replace("-", " ") and "plain" not in t:
+        if stated(t, r"chunked", r"chunked[- ](?:ce|cross[- ]entropy)|cewithchunkedoutputloss"):
             f += ["--loss", "chunked"]
         elif re.search(r"loss\s*=\s*(outputs\.)?logits\.sum\(\)", t):
             f += ["--loss", "sum"]
+        if stated(t, r"compile", r"torch\.compile|\bcompile\b"):
+            f += ["--compile", "on"]
     att = (case.get("attention") or "").lower()
     if "eager" in att:
         f += ["--attention", "eager"]
@@ -200,8 +305,10 @@ def main():
     cases = json.load(open(find_cases(args.cases)))
     rows = []
     with tempfile.TemporaryDirectory() as tmp:
-        env = dict(os.environ, HF_HUB_CACHE=hub_cache(tmp))
+        ids = {c["hf_model_id"] for c in cases if c.get("hf_model_id") and fixture_for(c["hf_model_id"])}
+        fixtures = dict(os.environ, HF_HUB_CACHE=hub_cache(tmp, ids))
         for case in cases:
+            env = fixtures if case.get("hf_model_id") in ids else os.environ
             flags, why = flags_for(case)
             row = {"id": case["id"], "measured_mib": case["measured_mib"],
                    "compare": measured_key(case)}

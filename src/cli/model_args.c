@@ -100,6 +100,25 @@ static int apply_second_edition(cli_model_args_t *a, const char *flag, const cha
         e->activation_offload = b;
         return 0;
     }
+    if (!strcmp(flag, "--head")) {
+        if (vram_head_parse(v, &a->head))
+            return cli_usage_error(a->cmd, "--head: %s", vram_last_error());
+        return 0;
+    }
+    if (!strcmp(flag, "--zero-grad")) {
+        /* PyTorch before 2.0 zeroed gradients in place by default: they
+         * stay allocated from one step into the next */
+        if (!strcmp(v, "zeros"))
+            e->grads_kept = true;
+        else if (strcmp(v, "none"))
+            return cli_usage_error(a->cmd, "unknown --zero-grad \"%s\" (use none or zeros)", v);
+        return 0;
+    }
+    if (!strcmp(flag, "--compile")) {
+        if ((rc = on_off(a, flag, v, &b))) return rc;
+        e->compiled_loss = b;
+        return 0;
+    }
     if (!strcmp(flag, "--lazy-loading")) {
         if ((rc = on_off(a, flag, v, &b))) return rc;
         e->lazy_loading = b ? 1 : 2;
@@ -232,7 +251,8 @@ static int apply(cli_model_args_t *a, const char *flag, const char *v)
                 {"--zero", 0, INT64_MAX}, /* range checked below, naming the stages */
                 {"--gpus", 1, VRAM_MAX_GPUS},
                 {"--max-new-tokens", 0, VRAM_MAX_SEQ},
-                {"--accumulation-steps", 1, VRAM_MAX_ACCUMULATION}};
+                {"--accumulation-steps", 1, VRAM_MAX_ACCUMULATION},
+                {"--num-labels", 1, VRAM_MAX_VOCAB}};
     for (size_t i = 0; i < sizeof ints / sizeof ints[0]; i++) {
         if (strcmp(flag, ints[i].flag)) continue;
         if ((rc = parse_int(a, flag, v, ints[i].min, ints[i].max, &n))) return rc;
@@ -250,9 +270,10 @@ static int apply(cli_model_args_t *a, const char *flag, const char *v)
         }
         if (i == 4) e->gpus = (int)n;
         if (i == 5) e->max_new_tokens = n;
+        if (i == 7) a->num_labels = n;
         if (i == 6) {
             a->accumulation_steps = n;
-            e->grads_kept = n > 1; /* gradients accumulate across micro-batches */
+            if (n > 1) e->grads_kept = true; /* gradients accumulate across micro-batches */
         }
         return 0;
     }
@@ -274,7 +295,9 @@ static bool is_ours(const char *flag)
                                         "--double-quant",   "--activation-offload",
                                         "--lazy-loading",   "--loss",
                                         "--optimizer-impl", "--cuda",
-                                        "--gpu-name"};
+                                        "--gpu-name",       "--compile",
+                                        "--zero-grad",      "--head",
+                                        "--num-labels"};
     for (size_t i = 0; i < sizeof flags / sizeof flags[0]; i++)
         if (!strcmp(flag, flags[i])) return true;
     return false;
@@ -322,7 +345,20 @@ int cli_model_args_parse(int *argc, char **argv, cli_model_args_t *out)
     return 0;
 }
 
+static int build(const cli_model_args_t *a, vram_model_t *model);
+
 int cli_model_args_build(const cli_model_args_t *a, vram_model_t *model)
+{
+    int rc = build(a, model);
+    if (rc) return rc;
+    /* the head and labels the user loads the model with, over the config's */
+    if (a->head != VRAM_HEAD_DEFAULT || a->num_labels > 0)
+        vram_model_set_head(model, a->head != VRAM_HEAD_DEFAULT ? a->head : model->head,
+                            a->num_labels);
+    return 0;
+}
+
+static int build(const cli_model_args_t *a, vram_model_t *model)
 {
     int rc;
     if (a->model_name) {
@@ -362,6 +398,10 @@ void cli_model_args_help(FILE *out)
             "                        bert, roberta, gpt2, gpt_neox, llama, mistral, qwen2,\n"
             "                        phi, phi3, gemma, gemma2, opt, gpt_bigcode, mixtral,\n"
             "                        qwen2_moe, t5, vit, whisper, wav2vec2\n"
+            "  --head CLASS          the class the model is loaded with, over the config's\n"
+            "                        architectures (BertForSequenceClassification, or just\n"
+            "                        ForSequenceClassification; Model for none)\n"
+            "  --num-labels N        labels of a classification head\n"
             "  --profile FILE        measured profile JSON (parameters, buffers_bytes,\n"
             "                        activation_bytes_per_sample, activation_bytes_fixed, dtype)\n"
             "Workload:\n"
@@ -394,6 +434,11 @@ void cli_model_args_help(FILE *out)
             "  --lazy-loading on|off CUDA_MODULE_LOADING=LAZY (default: by CUDA version)\n"
             "  --optimizer-impl I    foreach (default), fused, for-loop\n"
             "  --activation-offload on|off  checkpointed layer inputs on the CPU\n"
-            "  --loss L              full (cross-entropy), chunked (half-precision logits per\n"
-            "                        vocabulary chunk), sum (benchmarks' logits.sum())\n");
+            "  --loss L              full (cross-entropy), chunked (logits per vocabulary\n"
+            "                        chunk, torchtune's CEWithChunkedOutputLoss), sum\n"
+            "                        (benchmarks' logits.sum())\n"
+            "  --zero-grad none|zeros  zero_grad(set_to_none=...): zeros (PyTorch < 2.0's\n"
+            "                        default) keeps gradients allocated between steps\n"
+            "  --compile on|off      the loss runs under torch.compile (torchtune compile=True):\n"
+            "                        it keeps its input, not fp32 log-probabilities\n");
 }

@@ -31,6 +31,8 @@ typedef struct {
     const char *gpu_name;       /* --gpu-name NAME (left in argv for `vram plan`) */
     const char *gpu_note;       /* which variant a bare GPU name was taken as, or NULL */
     bool double_quant_given;    /* --double-quant was on the command line */
+    vram_head_t head;           /* --head CLASS: the class the model is loaded with */
+    int64_t num_labels;         /* --num-labels N (0 = the model's own) */
 } cli_model_args_t;
 
 /* Defaults (vram_estimate_config_init). cmd is borrowed. */

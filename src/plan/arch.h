@@ -48,7 +48,8 @@ typedef struct {
     bool amp;
     bool fused_attention; /* SDPA/FlashAttention: no a·s² scores */
     bool upcast;          /* eager softmax in fp32 for half-precision inputs (m->softmax_upcast) */
-    bool chunked_loss;    /* the loss keeps half-precision logits and a log-sum-exp */
+    bool chunked_loss;    /* the loss over vocabulary chunks (torchtune) */
+    bool compiled_loss;   /* torch.compile'd loss: keeps its input, fused backward */
     bool sum_loss;        /* logits.sum(): the logits kept as the output, no log-softmax */
     bool clamp;           /* eager scores clamped by torch.max, which keeps its input */
 } vram_arch_shape_t;
@@ -56,8 +57,9 @@ typedef struct {
 /* Full checkpointing with the layer inputs offloaded to the CPU
  * (checkpointing field only; transformers). */
 #define VRAM_CKPT_FULL_OFFLOAD ((vram_checkpointing_t)3)
-/* The same two without the layer being recomputed (estimate.c takes the
- * difference: the recomputed layer's activations). */
+/* What the head phase holds of those two, before backward reaches the
+ * layers (estimate.c takes the difference: what the layer phase adds —
+ * the recomputed layer and, offloaded, the inputs brought back). */
 #define VRAM_CKPT_FULL_INPUTS    ((vram_checkpointing_t)4)
 #define VRAM_CKPT_OFFLOAD_INPUTS ((vram_checkpointing_t)5)
 /* Chunks of a chunked loss (torchtune's CEWithChunkedOutputLoss default). */

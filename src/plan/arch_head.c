@@ -130,8 +130,12 @@ double vram_arch_head_acts(const vram_model_t *m, const vram_arch_shape_t *s, do
          * Hugging Face's causal LMs upcast the logits to fp32 for the loss */
         if (s->sum_loss) /* logits.sum(): the logits stay referenced by the model's output */
             return fed(s, 1) * tokens * E + s->mm * tokens * V;
-        if (s->chunked_loss) /* each chunk's half-precision logits and a log-sum-exp per token */
+        if (s->chunked_loss && s->compiled_loss)
+            /* the compiled chunk keeps its input (the half-precision logits)
+             * and a log-sum-exp per token */
             return fed(s, 1) * tokens * E + s->mm * tokens * V + (4 + IDX) * tokens;
+        if (s->chunked_loss) /* eager: each chunk's log_softmax keeps its fp32 output */
+            return fed(s, 1) * tokens * E + (4.0 + IDX / V) * tokens * V;
         if (vram_arch_is_decoder(m)) return fed(s, 1) * tokens * E + (4.0 + IDX / V) * tokens * V;
         return fed(s, 1) * tokens * E + logits(s, tokens, V);
     case VRAM_HEAD_SEQ_CLS:
@@ -147,4 +151,20 @@ double vram_arch_head_acts(const vram_model_t *m, const vram_arch_shape_t *s, do
     default:
         return 0;
     }
+}
+
+void vram_model_set_head(vram_model_t *m, vram_head_t head, int64_t num_labels)
+{
+    if (!m) return;
+    m->head = head;
+    if (num_labels > 0) m->num_labels = num_labels;
+    if (head == VRAM_HEAD_QA) m->num_labels = 2; /* start and end logits */
+    if (m->family == VRAM_FAMILY_VIT) {
+        /* ViTModel has a pooler, ViTForImageClassification a classifier instead */
+        m->has_pooler = head != VRAM_HEAD_IMAGE_CLS;
+        if (head == VRAM_HEAD_IMAGE_CLS && m->num_labels > 0) m->num_classes = m->num_labels;
+    }
+    if (m->family == VRAM_FAMILY_BERT) /* add_pooling_layer=False for the MLM, token and QA heads */
+        m->has_pooler =
+            head == VRAM_HEAD_DEFAULT || head == VRAM_HEAD_BASE || head == VRAM_HEAD_SEQ_CLS;
 }

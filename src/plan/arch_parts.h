@@ -94,7 +94,9 @@ static inline double stack(const layer_acts_t *l, double layers, vram_checkpoint
         /* inputs on the CPU: the one being copied and the one recomputed */
         return 2 * l->input + l->layer;
     if ((int)ck == (int)VRAM_CKPT_FULL_INPUTS) return layers * l->input;
-    if ((int)ck == (int)VRAM_CKPT_OFFLOAD_INPUTS) return 2 * l->input;
+    /* before backward reaches the layers every offloaded input is on the
+     * CPU (the forward's stash then holds the head's own tensors) */
+    if ((int)ck == (int)VRAM_CKPT_OFFLOAD_INPUTS) return 0;
     switch (ck) {
     case VRAM_CKPT_FULL:
         /* layer inputs, plus one layer recomputed during backward */

@@ -113,7 +113,7 @@ static int validate(const vram_model_t *m, const vram_estimate_config_t *c, int6
     if (c->lora_rank < 0 || c->lora_rank > VRAM_MAX_WIDTH)
         return vram_fail(VRAM_EINVAL, "LoRA rank %lld is out of range (1 to %lld)",
                          (long long)c->lora_rank, (long long)VRAM_MAX_WIDTH);
-    if (c->quantize_base != VRAM_QUANT_NONE && c->lora_rank == 0)
+    if (c->quantize_base != VRAM_QUANT_NONE && c->lora_rank == 0 && c->mode == VRAM_MODE_TRAIN)
         return vram_fail(VRAM_EINVAL, "a quantized base (QLoRA) trains adapters: give a LoRA rank");
     if (c->lora_rank > 0 && c->mode == VRAM_MODE_TRAIN && c->zero_stage > 0)
         return vram_fail(VRAM_EINVAL, "LoRA with ZeRO is not modelled; estimate one of them");
@@ -293,9 +293,10 @@ static double optimizer_temps(const vram_estimate_config_t *c, const param_memor
 
 /* Gradients in flight when backward is at its largest: the loss's chain
  * (the gradient of the log-probabilities and of the logits, both fp32 for
- * Hugging Face's causal LMs), or one layer's (its output's gradient, two
- * MLP-wide ones, and for eager attention those of the probabilities and
- * scores). */
+ * Hugging Face's causal LMs; one fused gradient when the loss is compiled;
+ * per chunk for a chunked loss, docs/estimation.md), or one layer's (its
+ * output's gradient, two MLP-wide ones, and for eager attention those of
+ * the probabilities and scores). */
 typedef struct {
     double layer, chain; /* one layer's gradients in flight; the loss's chain */
 } backward_t;
@@ -320,9 +321,18 @@ static backward_t backward_temps(const vram_model_t *m, const vram_arch_shape_t 
     /* logits.sum()'s gradient is an expanded scalar: no chain */
     if (!sh->sum_loss && (head == VRAM_HEAD_CAUSAL_LM || head == VRAM_HEAD_COND_GEN ||
                           head == VRAM_HEAD_MASKED_LM || head == VRAM_HEAD_CTC)) {
-        double e = vram_arch_is_decoder(m) ? 4 : sh->f32;
-        chain = 2 * e * tok * (double)m->vocab_size;
-        if (sh->chunked_loss) chain /= VRAM_LOSS_CHUNKS;
+        double e = vram_arch_is_decoder(m) ? 4 : sh->f32, V = (double)m->vocab_size;
+        chain = 2 * e * tok * V;
+        if (sh->compiled_loss) chain = e * tok * V; /* one fused kernel: the input's gradient */
+        if (sh->chunked_loss && sh->compiled_loss) {
+            chain = sh->mm * tok * V / VRAM_LOSS_CHUNKS; /* one chunk's, in the logits' dtype */
+        } else if (sh->chunked_loss) {
+            /* eager: the chunks' half-precision logits stay referenced until
+             * the loss returns, with one chunk's fp32 copy; later one chunk's
+             * two fp32 gradients */
+            double fwd = sh->mm * tok * V + 4 * tok * V / VRAM_LOSS_CHUNKS;
+            chain = max2(fwd, 2 * 4 * tok * V / VRAM_LOSS_CHUNKS);
+        }
     }
     r.layer = layer;
     r.chain = chain;
@@ -409,8 +419,9 @@ int vram_estimate(const vram_model_t *m, const vram_estimate_config_t *c, vram_e
         if ((rc = lora_memory(m, c, &p, mm, &pm))) return rc;
     } else if (train) {
         full_memory(c, &p, &pm);
-    } else if (c->lora_rank > 0 && c->quantize_base != VRAM_QUANT_NONE) {
-        /* inference on a quantized base with its adapters */
+    } else if (c->quantize_base != VRAM_QUANT_NONE) {
+        /* inference on a quantized base (bitsandbytes' load_in_4bit/8bit),
+         * with its adapters if any */
         if ((rc = lora_memory(m, c, &p, mm, &pm))) return rc;
         pm.grads = pm.states = pm.cache = 0;
     }
@@ -427,6 +438,7 @@ int vram_estimate(const vram_model_t *m, const vram_estimate_config_t *c, vram_e
         .fused_attention = fused,
         .upcast = m->softmax_upcast,
         .chunked_loss = c->chunked_loss,
+        .compiled_loss = c->compiled_loss,
         .sum_loss = c->sum_loss,
         .clamp = m->score_clamp,
     };
@@ -515,9 +527,12 @@ int vram_estimate(const vram_model_t *m, const vram_estimate_config_t *c, vram_e
         }
     }
     double at_head = acts - recompute + bt.chain, at_layer = acts - head + bt.layer;
-    double acts_peak = at_head > at_layer ? at_head : at_layer;
-    double bwd = (train ? acts_peak - acts : 0) + pm.dequant;
-    if (bwd < 0) bwd = 0;
+    double acts_peak = train ? max2(at_head, at_layer) : acts;
+    /* the recomputed layer and the head's tensors are never live together:
+     * with checkpointing the backward peak can hold less than `acts`, which
+     * counts both */
+    double live_acts = acts_peak < acts ? acts_peak : acts;
+    double bwd = acts_peak - live_acts + pm.dequant;
     double opt = train ? optimizer_temps(c, &pm) : 0;
     double buffers = (double)p.buffer_bytes + 8.0 * (double)p.buffer_i64;
     /* Training peaks at the start of backward (all activations, the loss's
@@ -525,24 +540,25 @@ int vram_estimate(const vram_model_t *m, const vram_estimate_config_t *c, vram_e
      * micro-batch), at its end (every gradient, one layer's chain) or in the
      * optimizer step (gradients, states, the step's intermediates). */
     double fixed = pm.params + buffers + pm.states + work;
-    double at_bwd = fixed + pm.cache + acts + bwd + (c->grads_kept ? pm.grads : 0);
+    double at_bwd = fixed + pm.cache + live_acts + bwd + (c->grads_kept ? pm.grads : 0);
     double at_end = fixed + pm.cache + pm.grads + bt.layer + pm.dequant;
     double at_step = fixed + pm.grads + opt;
     double peak = at_bwd;
     if (train && at_end > peak) peak = at_end;
     bool in_step = train && at_step > peak;
     if (in_step) peak = at_step;
-    if (!train) peak = fixed + acts + kv;
+    /* a quantized base dequantizes one linear at a time for its matmul */
+    if (!train) peak = fixed + acts + kv + (load ? 0 : pm.dequant);
 
     /* the live tensors of each phase carved into segments as the pool does;
      * the process keeps the largest reservation */
     phase_t phases[3] = {
-        {true, c->grads_kept, acts, bwd + pm.cache, 0},
+        {true, c->grads_kept, live_acts, bwd + pm.cache, 0},
         {true, true, 0, bt.layer + pm.dequant + pm.cache, 0},
         {true, true, 0, opt, 0},
     };
     int nphases = train ? 3 : 1;
-    if (!train) phases[0] = (phase_t){false, false, acts, 0, kv};
+    if (!train) phases[0] = (phase_t){false, false, acts, load ? 0 : pm.dequant, kv};
     double reserved = 0;
     for (int i = 0; i < nphases; i++) {
         double r = carve_phase(m, &p, &pm, c, buffers + work, &phases[i]);

@@ -37,6 +37,14 @@ static void add_setup(json_t *o, const vram_estimate_config_t *c, const vram_est
     json_object_set_new(o, "peak_phase", json_string(phase));
     json_object_set_new(o, "attention", json_string(e->fused_attention ? "fused" : "eager"));
     json_object_set_new(o, "trainable_count", json_integer((json_int_t)e->trainable_count));
+    if (c->mode == VRAM_MODE_TRAIN) {
+        json_object_set_new(o, "loss",
+                            json_string(c->chunked_loss ? "chunked"
+                                        : c->sum_loss   ? "sum"
+                                                        : "full"));
+        json_object_set_new(o, "compiled_loss", json_boolean(c->compiled_loss));
+        json_object_set_new(o, "activation_offload", json_boolean(c->activation_offload));
+    }
     if (c->lora_rank > 0)
         json_object_set_new(o, "lora",
                             json_pack("{s:I, s:f, s:s}", "rank", (json_int_t)c->lora_rank, "alpha",

@@ -127,38 +127,9 @@ static int read_head(json_t *root, const char *origin, vram_model_t *m)
         return vram_fail(VRAM_EPARSE, "%s: \"architectures\" must be a list of class names",
                          origin);
     const char *a = json_string_value(json_array_get(arch, 0));
-    static const struct {
-        const char *suffix;
-        vram_head_t head;
-    } heads[] = {
-        {"ForMaskedLM", VRAM_HEAD_MASKED_LM},
-        {"ForCausalLM", VRAM_HEAD_CAUSAL_LM},
-        {"LMHeadModel", VRAM_HEAD_CAUSAL_LM},
-        {"ForSequenceClassification", VRAM_HEAD_SEQ_CLS},
-        {"ForAudioClassification", VRAM_HEAD_SEQ_CLS},
-        {"ForTokenClassification", VRAM_HEAD_TOKEN_CLS},
-        {"ForQuestionAnswering", VRAM_HEAD_QA},
-        {"ForConditionalGeneration", VRAM_HEAD_COND_GEN},
-        {"ForImageClassification", VRAM_HEAD_IMAGE_CLS},
-        {"ForCTC", VRAM_HEAD_CTC},
-        {"ForPreTraining", VRAM_HEAD_MASKED_LM},
-        {"Model", VRAM_HEAD_BASE},
-    };
-    size_t la = strlen(a);
-    for (size_t i = 0; i < sizeof heads / sizeof heads[0]; i++) {
-        size_t ls = strlen(heads[i].suffix);
-        if (la >= ls && !strcmp(a + la - ls, heads[i].suffix)) {
-            m->head = heads[i].head;
-            break;
-        }
-    }
-    if (m->head == VRAM_HEAD_DEFAULT)
-        return vram_fail(VRAM_EPARSE,
-                         "%s: architecture \"%s\" has a head vram does not know (ForMaskedLM, "
-                         "ForCausalLM, LMHeadModel, ForSequenceClassification, "
-                         "ForTokenClassification, ForQuestionAnswering, ForConditionalGeneration, "
-                         "ForImageClassification, ForCTC, Model)",
-                         origin, a);
+    if (vram_head_parse(a, &m->head))
+        return vram_fail(VRAM_EPARSE, "%s: architecture \"%s\" has a head vram does not know (%s)",
+                         origin, a, VRAM_HEAD_SUFFIXES);
     /* num_labels is not saved by Hugging Face; id2label is (2 by default) */
     json_t *labels = json_object_get(root, "id2label");
     int rc;
@@ -431,13 +402,7 @@ static int read_hf(json_t *root, const char *origin, vram_model_t *m)
     vram_head_t family_head = m->head;
     if ((rc = read_head(root, origin, m))) return rc;
     if (family_head == VRAM_HEAD_COND_GEN && m->head == VRAM_HEAD_BASE) m->tied_embeddings = false;
-    if (m->family == VRAM_FAMILY_VIT && m->head == VRAM_HEAD_IMAGE_CLS) {
-        m->has_pooler = false; /* ViTForImageClassification has no pooler */
-        m->num_classes = m->num_labels;
-    }
-    if (m->family == VRAM_FAMILY_BERT && m->head != VRAM_HEAD_DEFAULT &&
-        m->head != VRAM_HEAD_BASE && m->head != VRAM_HEAD_SEQ_CLS)
-        m->has_pooler = false; /* add_pooling_layer=False for MLM, token and QA heads */
+    vram_model_set_head(m, m->head, 0);
     if (m->family != VRAM_FAMILY_VIT && m->family != VRAM_FAMILY_WAV2VEC2)
         m->default_seq_len = m->max_positions ? m->max_positions : 512;
     if (m->family == VRAM_FAMILY_WAV2VEC2) m->default_seq_len = 16000 * 10; /* 10 s at 16 kHz */

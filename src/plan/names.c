@@ -83,3 +83,34 @@ const char *vram_fit_name(vram_fit_t f)
 {
     return name_of(fits, COUNT(fits), (int)f);
 }
+
+int vram_head_parse(const char *name, vram_head_t *out)
+{
+    static const struct {
+        const char *suffix;
+        vram_head_t head;
+    } heads[] = {
+        {"ForMaskedLM", VRAM_HEAD_MASKED_LM},
+        {"ForCausalLM", VRAM_HEAD_CAUSAL_LM},
+        {"LMHeadModel", VRAM_HEAD_CAUSAL_LM},
+        {"ForSequenceClassification", VRAM_HEAD_SEQ_CLS},
+        {"ForAudioClassification", VRAM_HEAD_SEQ_CLS},
+        {"ForTokenClassification", VRAM_HEAD_TOKEN_CLS},
+        {"ForQuestionAnswering", VRAM_HEAD_QA},
+        {"ForConditionalGeneration", VRAM_HEAD_COND_GEN},
+        {"ForImageClassification", VRAM_HEAD_IMAGE_CLS},
+        {"ForCTC", VRAM_HEAD_CTC},
+        {"ForPreTraining", VRAM_HEAD_MASKED_LM},
+        {"Model", VRAM_HEAD_BASE},
+    };
+    size_t ln = name ? strlen(name) : 0;
+    for (size_t i = 0; i < COUNT(heads); i++) {
+        size_t ls = strlen(heads[i].suffix);
+        if (ln >= ls && !strcmp(name + ln - ls, heads[i].suffix)) {
+            *out = heads[i].head;
+            return 0;
+        }
+    }
+    return vram_fail(VRAM_EINVAL, "unknown head \"%s\" (a transformers class name ending in %s)",
+                     name ? name : "", VRAM_HEAD_SUFFIXES);
+}

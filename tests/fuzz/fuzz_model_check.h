@@ -52,18 +52,17 @@ static inline bool fuzz_models_equal(const vram_model_t *a, const vram_model_t *
 #undef SAME
 }
 
-static inline void fuzz_check_estimate(const vram_model_t *m, vram_mode_t mode)
+/* One estimate's invariants; false when it was refused (with a message). */
+static inline bool fuzz_estimate_adds_up(const vram_model_t *m, const vram_estimate_config_t *cfg,
+                                         vram_estimate_t *out)
 {
-    vram_estimate_config_t cfg;
-    vram_estimate_config_init(&cfg);
-    cfg.mode = mode;
     vram_estimate_t e;
     vram_clear_error();
-    int rc = vram_estimate(m, &cfg, &e);
+    int rc = vram_estimate(m, cfg, &e);
     if (rc != 0) {
         FUZZ_CHECK(rc == VRAM_EINVAL, "vram_estimate of \"%s\" returned %d", m->name, rc);
         FUZZ_CHECK_FAILED_WITH_MESSAGE(rc, "vram_estimate");
-        return;
+        return false;
     }
     /* what nvidia-smi shows = the allocator's reservation + the context;
      * the reservation = the allocated peak + rounding; overhead = the
@@ -79,6 +78,26 @@ static inline void fuzz_check_estimate(const vram_model_t *m, vram_mode_t mode)
     FUZZ_CHECK(e.total >= e.parameters && e.allocated_peak >= e.parameters &&
                    e.total >= e.allocated_peak,
                "estimate of \"%s\": a component exceeds the total (overflow?)", m->name);
+    *out = e;
+    return true;
+}
+
+static inline void fuzz_check_estimate(const vram_model_t *m, vram_mode_t mode)
+{
+    vram_estimate_config_t cfg;
+    vram_estimate_config_init(&cfg);
+    cfg.mode = mode;
+    vram_estimate_t e;
+    if (mode == VRAM_MODE_TRAIN) {
+        /* torchtune's set-up: checkpointed, offloaded, chunked compiled loss */
+        vram_estimate_config_t tt = cfg;
+        tt.precision = VRAM_PREC_BF16;
+        tt.checkpointing = VRAM_CKPT_FULL;
+        tt.activation_offload = tt.chunked_loss = tt.compiled_loss = tt.grads_kept = true;
+        (void)fuzz_estimate_adds_up(m, &tt, &e);
+    }
+    if (!fuzz_estimate_adds_up(m, &cfg, &e)) return;
+    int rc;
 
     vram_plan_config_t dev;
     vram_plan_config_init(&dev);

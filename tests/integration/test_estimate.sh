@@ -219,5 +219,28 @@ eq "$(json 'd["parameters_count"]')" 124439808 "hub id from the cache"
 expect 1 env HF_HUB_CACHE="$tmp/hub" "$VRAM" estimate --hf-config org/absent
 has "not in the local Hugging Face cache" "$tmp/err"
 
+# --- the class a checkpoint is loaded with, over its config's architectures
+expect 0 "$VRAM" estimate --hf-config "$DATA/hf/bert-large-uncased.json" --head ForSequenceClassification --num-labels 2 --json
+eq "$(json 'd["parameters_count"]')" 335143938 "--head ForSequenceClassification on a BertForMaskedLM config"
+expect 2 "$VRAM" estimate --model bert-large --head BertForNothing
+has "ForSequenceClassification" "$tmp/err"
+
+# --- torchtune's loss: eager chunks keep fp32 log-probs, a compiled chunk its bf16 input
+tt=(--hf-config "$DATA/hf/llama-3.2-3b.json" --precision bf16 --seq-len 2048 --batch-size 2 --lora-rank 8 --checkpointing full --activation-offload on --loss chunked --attention fused)
+expect 0 "$VRAM" estimate "${tt[@]}" --compile off --json
+eager=$(json 'd["bytes"]["allocated_peak"]')
+expect 0 "$VRAM" estimate "${tt[@]}" --compile on --json
+eq "$(json "d['bytes']['allocated_peak'] < $eager and d['compiled_loss'] and d['loss'] == 'chunked'")" True "compiled chunked loss below eager"
+expect 2 "$VRAM" estimate --model gpt2 --compile maybe
+has "--compile" "$tmp/err"
+
+# --- zero_grad keeping zeroed gradients (PyTorch < 2.0) adds them at the start of backward
+expect 0 "$VRAM" estimate --model bert-base --batch-size 8 --seq-len 512 --json
+none=$(json 'd["bytes"]["allocated_peak"]')
+expect 0 "$VRAM" estimate --model bert-base --batch-size 8 --seq-len 512 --zero-grad zeros --json
+eq "$(json "d['bytes']['allocated_peak'] > $none")" True "--zero-grad zeros keeps gradients"
+expect 2 "$VRAM" estimate --model gpt2 --zero-grad sometimes
+has "zero-grad" "$tmp/err"
+
 echo "$pass passed, $failn failed"
 [ "$failn" -eq 0 ]

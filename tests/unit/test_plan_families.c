@@ -239,10 +239,38 @@ static void audio_models_estimate(void **state)
     assert_non_null(strstr(vram_last_error(), "receptive field"));
 }
 
+/* --head: the class a checkpoint is loaded with, over its config's
+ * architectures (bert-large-uncased's hub config says BertForMaskedLM; the
+ * HF guide loads it with AutoModelForSequenceClassification). */
+static void head_override(void **state)
+{
+    (void)state;
+    vram_head_t h = VRAM_HEAD_DEFAULT;
+    assert_int_equal(vram_head_parse("BertForSequenceClassification", &h), 0);
+    assert_int_equal(h, VRAM_HEAD_SEQ_CLS);
+    assert_int_equal(vram_head_parse("ForQuestionAnswering", &h), 0);
+    assert_int_equal(h, VRAM_HEAD_QA);
+    assert_int_equal(vram_head_parse("BertModel", &h), 0);
+    assert_int_equal(h, VRAM_HEAD_BASE);
+    assert_int_equal(vram_head_parse("BertForNothing", &h), VRAM_EINVAL);
+    assert_int_equal(vram_head_parse(NULL, &h), VRAM_EINVAL);
+    vram_model_t mlm = load("bert-large-uncased.json"), cls = load("bert-large-cls.json");
+    /* BertModel without its pooler, then the MLM transform (dense h x h,
+     * LayerNorm) and the decoder's bias; the decoder weight is tied */
+    assert_int_equal(params(&mlm), 335141888 - 1025 * 1024 + 1025 * 1024 + 2 * 1024 + 30522);
+    vram_model_set_head(&mlm, VRAM_HEAD_SEQ_CLS, 2);
+    assert_int_equal(params(&mlm), params(&cls)); /* the pooler comes back with the head */
+    vram_model_set_head(&mlm, VRAM_HEAD_QA, 7);
+    assert_int_equal(mlm.num_labels, 2);
+    assert_false(mlm.has_pooler);
+    vram_model_set_head(NULL, VRAM_HEAD_QA, 2); /* no crash */
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(published_counts),
+        cmocka_unit_test(head_override),
         cmocka_unit_test(heads_add_their_parameters),
         cmocka_unit_test(heads_add_their_activations),
         cmocka_unit_test(contradictions_are_refused),

@@ -99,10 +99,24 @@ static void qlora_base_bytes(void **state)
     c.quantize_base = VRAM_QUANT_INT8;
     double want8 = (double)lora - Q;
     assert_true(fabs((double)est(&m, &c).parameters - want8) < 2);
-    /* a quantized base without adapters is refused */
+    /* training a quantized base without adapters is refused */
     c.lora_rank = 0;
     vram_estimate_t e;
     assert_int_equal(vram_estimate(&m, &c, &e), VRAM_EINVAL);
+    /* inference on it (bitsandbytes' load_in_4bit) is not: the block
+     * linears in 4 bits, the rest in bf16, and one linear dequantized for
+     * its matmul at the peak; loading alone runs no matmul */
+    c.quantize_base = VRAM_QUANT_NF4;
+    c.double_quant = false;
+    c.mode = VRAM_MODE_INFER;
+    e = est(&m, &c);
+    double n = 6738415616.0; /* Llama-2-7B */
+    assert_true(fabs((double)e.parameters - (2 * (n - Q) + (0.5 + 4.0 / 64) * Q)) < 2);
+    double largest = 4096.0 * 11008 * 2;
+    assert_true((double)e.allocated_peak >= (double)e.parameters + largest);
+    c.mode = VRAM_MODE_LOAD;
+    vram_estimate_t load = est(&m, &c);
+    assert_true((double)load.allocated_peak < (double)load.parameters + largest);
 }
 
 /* Frozen layers still pass gradients back: activations are kept, and the
@@ -237,13 +251,55 @@ static void bare_gpu_names(void **state)
     assert_null(vram_gpu_model_resolve("Voodoo2", &note));
 }
 
+/* torchtune's loss on Llama-2-7B (bf16, 2 x 2048 tokens, LoRA, full
+ * checkpointing with offloading): eager, each chunk's log_softmax keeps
+ * its fp32 output (4 bytes per logit); compiled, the chunk keeps its
+ * bf16 input (2) and a log-sum-exp per token. */
+static void chunked_loss_and_compile(void **state)
+{
+    (void)state;
+    vram_model_t m = model("llama-2-7b");
+    vram_estimate_config_t c = bf16_512();
+    c.batch_size = 2;
+    c.seq_len = 2048;
+    c.lora_rank = 8;
+    c.checkpointing = VRAM_CKPT_FULL;
+    c.activation_offload = true;
+    c.chunked_loss = true;
+    c.overhead_bytes = 0;
+    c.attention_from_model = false;
+    c.fused_attention = true; /* torchtune's SDPA: no score gradients in backward */
+    double tok = 2.0 * 2048, logits = tok * 32000;
+    vram_estimate_t eager = est(&m, &c);
+    c.compiled_loss = true;
+    vram_estimate_t comp = est(&m, &c);
+    double diff = (double)eager.activations - (double)comp.activations;
+    assert_true(fabs(diff - (2 * logits - 4 * tok)) <= 2);
+    /* the logits are live at the peak: eager with the bf16 logits still
+     * referenced at the end of the loss */
+    double fixed = (double)(comp.parameters + comp.optimizer_states);
+    assert_true((double)comp.allocated_peak > fixed + 2 * logits);
+    assert_true((double)eager.allocated_peak > fixed + 6 * logits);
+    /* the recomputed layer is not live with the head's tensors */
+    assert_true(comp.allocated_peak < comp.parameters + comp.optimizer_states + comp.activations);
+    /* a compiled loss without chunks keeps its fp32 input, as eager keeps
+     * the fp32 log-probabilities, but its backward is one fused kernel */
+    c.chunked_loss = false;
+    vram_estimate_t whole = est(&m, &c);
+    c.compiled_loss = false;
+    vram_estimate_t whole_eager = est(&m, &c);
+    assert_int_equal(whole.activations, whole_eager.activations);
+    assert_true(
+        fabs((double)whole_eager.allocated_peak - (double)whole.allocated_peak - 4 * logits) <= 2);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(lora_adapter_counts),    cmocka_unit_test(qlora_base_bytes),
         cmocka_unit_test(lora_keeps_activations), cmocka_unit_test(targets_parse),
         cmocka_unit_test(context_and_workspaces), cmocka_unit_test(hub_cache_lookup),
-        cmocka_unit_test(bare_gpu_names),
+        cmocka_unit_test(bare_gpu_names),         cmocka_unit_test(chunked_loss_and_compile),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
