@@ -9,13 +9,16 @@
  * other work preempts the replay, which inflates means); "2nd" the device
  * calls of the second pass.
  *
- * Usage: bench_pool_traces [DIR with *.trace (default ../shared/traces)] [repeat (default 3)] */
+ * Usage: bench_pool_traces [DIR with *.trace (default ../shared/traces)] [repeat (default 3)]
+ *                          [device cost as for vram replay, e.g. map=231,unmap=26] */
 #include "pool/replay.h"
 
 #include <dirent.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+
+static vram_device_cost_t cost; /* set in main */
 
 static int by_name(const void *a, const void *b)
 {
@@ -62,17 +65,15 @@ static int bench_trace(const char *path, int repeat)
                                     .strategy = (vram_pool_strategy_t)s,
                                     .repeat = repeat,
                                     .ctx = dev.ctx,
-                                    .cost = VRAM_DEVICE_COST_DEFAULT};
+                                    .cost = cost};
         char label[64];
         snprintf(label, sizeof label, "pool %s", vram_pool_strategy_name(cfg.strategy));
         rc = vram_replay_run(&trace, &cfg, &r);
         if (!rc) row(label, &r);
     }
     for (int m = VRAM_REPLAY_DEVICE; m < VRAM_REPLAY_MODE_COUNT_ && !rc; m++) {
-        vram_replay_config_t cfg = {.mode = (vram_replay_mode_t)m,
-                                    .repeat = repeat,
-                                    .ctx = dev.ctx,
-                                    .cost = VRAM_DEVICE_COST_DEFAULT};
+        vram_replay_config_t cfg = {
+            .mode = (vram_replay_mode_t)m, .repeat = repeat, .ctx = dev.ctx, .cost = cost};
         char label[64];
         snprintf(label, sizeof label, "baseline %s", vram_replay_mode_name(cfg.mode));
         rc = vram_replay_run(&trace, &cfg, &r);
@@ -92,6 +93,11 @@ int main(int argc, char **argv)
     const char *dir = argc > 1 ? argv[1] : "../shared/traces";
     int repeat = argc > 2 ? atoi(argv[2]) : 3;
     if (repeat < 1) repeat = 1;
+    cost = VRAM_DEVICE_COST_DEFAULT;
+    if (argc > 3 && vram_device_cost_parse(argv[3], &cost)) {
+        fprintf(stderr, "%s\n", vram_last_error());
+        return 2;
+    }
     DIR *d = opendir(dir);
     if (!d) {
         printf("# bench_pool_traces: no trace directory %s; nothing to do\n", dir);
@@ -107,8 +113,8 @@ int main(int argc, char **argv)
     closedir(d);
     qsort(names, n, sizeof *names, by_name);
     printf("# bench_pool_traces: strategies and baselines on %s (ratio = peak reserved / peak "
-           "requested)\n",
-           dir);
+           "requested; device cost alloc %g, free %g, map %g, unmap %g us)\n",
+           dir, cost.alloc_us, cost.free_us, cost.map_us, cost.unmap_us);
     int rc = 0;
     for (size_t i = 0; i < n; i++) {
         char path[4096];

@@ -42,13 +42,16 @@ int vram_device_cost_parse(const char *text, vram_device_cost_t *cost)
         if (key == 5 && !strncmp(p, "alloc", 5)) field = &c.alloc_us;
         if (key == 4 && !strncmp(p, "free", 4)) field = &c.free_us;
         if (key == 3 && !strncmp(p, "map", 3)) field = &c.map_us;
+        if (key == 5 && !strncmp(p, "unmap", 5)) field = &c.unmap_us;
         char *end = NULL;
         double v = eq ? strtod(eq + 1, &end) : -1;
         if (!field || !eq || end == eq + 1 || end != p + len || !(v >= 0 && v <= 1e7))
-            return vram_fail(VRAM_EINVAL,
-                             "device cost \"%.*s\": use alloc=US, free=US or map=US with a number "
-                             "of microseconds from 0 to 1e7",
-                             (int)len, p);
+            return vram_fail(
+                VRAM_EINVAL,
+                "device cost \"%.*s\": use alloc=US, free=US, map=US or unmap=US with a "
+                "number "
+                "of microseconds from 0 to 1e7",
+                (int)len, p);
         *field = v;
         p += len;
         if (*p == ',') p++;
@@ -417,7 +420,7 @@ int vram_replay_run(const vram_trace_t *trace, const vram_replay_config_t *cfg,
     out->second_pass_device_calls = pass_calls[1];
     out->device_cost_ns =
         1000.0 * ((double)calls[0] * cfg->cost.alloc_us + (double)calls[1] * cfg->cost.free_us +
-                  (double)(calls[2] + calls[3]) * cfg->cost.map_us);
+                  (double)calls[2] * cfg->cost.map_us + (double)calls[3] * cfg->cost.unmap_us);
     out->sim_device_ns = (double)r.source.ns;
     out->ns_per_op_with_cost =
         n_all ? (out->all.mean * (double)n_all - out->sim_device_ns + out->device_cost_ns) /

@@ -40,6 +40,10 @@ void vram_pool_stats_derive_locked(const vram_pool_t *pool, vram_pool_stats_t *o
     out->largest_free_block = vram_pool_largest_free_locked(pool);
     int64_t reserved = out->reserved_bytes[VRAM_POOL_STAT_ALL].current;
     int64_t cached = reserved - out->allocated_bytes[VRAM_POOL_STAT_ALL].current;
+    /* A free block of an expandable segment may lie partly over unmapped
+     * granules (mapped again when used): the figure counts at most what
+     * is cached. */
+    if (out->largest_free_block > (uint64_t)cached) out->largest_free_block = (uint64_t)cached;
     out->fragmentation = cached > 0 ? 1.0 - (double)out->largest_free_block / (double)cached : 0.0;
     out->efficiency =
         reserved > 0 ? (double)out->requested_bytes[VRAM_POOL_STAT_ALL].current / (double)reserved
@@ -156,6 +160,9 @@ static int check_segment(const vram_pool_t *pool, const vram_pool_segment_t *seg
             t->requested += (int64_t)b->u.live.requested;
             if (b->u.live.requested > b->size)
                 FAIL("block 0x%" PRIxPTR " smaller than its request", b->addr);
+            if (seg->reservation &&
+                vram_granules_unmapped_bytes(pool, seg->reservation, b->addr, b->addr + b->size))
+                FAIL("allocated block 0x%" PRIxPTR " lies over unmapped granules", b->addr);
         } else {
             (*free_count)++;
             if (prev && !prev->allocated)
@@ -175,9 +182,10 @@ static int check_segment(const vram_pool_t *pool, const vram_pool_segment_t *seg
               seg->size % pool->granularity || r->stream != seg->stream || r->kind != seg->kind))
         FAIL("expandable segment 0x%" PRIxPTR " (%zu bytes) does not match its reservation",
              seg->base, seg->size);
+    if (r && vram_granules_check(pool, r, seg->size, err, len)) return -1;
     if (!allocated) *idle += seg->size;
     t->segments++;
-    t->reserved += (int64_t)seg->size;
+    t->reserved += (int64_t)(r ? r->mapped_bytes : seg->size);
     return 0;
 }
 

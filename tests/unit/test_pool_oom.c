@@ -341,6 +341,51 @@ static void expandable_segments(void **state)
     vram_pool_destroy(pool);
 }
 
+/* Trim unmaps whole chunks inside a hole too (not only at the end), and a
+ * request that lands there maps them again. A chunk shared with a live
+ * block stays (a chunk is unmapped whole). */
+static void expandable_hole_unmapped_by_trim(void **state)
+{
+    (void)state;
+    vram_pool_config_t cfg = {.strategy = VRAM_POOL_BALANCED,
+                              .expandable = VRAM_POOL_EXPANDABLE_ON};
+    vram_pool_t *pool;
+    assert_int_equal(vram_pool_create(sim.ctx, 0, &cfg, &pool), 0);
+    void *a, *b, *c;
+    /* Offsets in MiB: a 0..4 and b 4..12 each map one chunk of their own;
+     * c 12..15 maps 12..16. */
+    assert_int_equal(vram_pool_alloc(pool, 4 * MiB, NULL, &a), 0);
+    assert_int_equal(vram_pool_alloc(pool, 8 * MiB, NULL, &b), 0);
+    assert_int_equal(vram_pool_alloc(pool, 3 * MiB, NULL, &c), 0);
+    assert_int_equal(reserved_of(pool), 16 * MiB);
+    assert_int_equal(vram_pool_free(pool, b), 0);
+    uint64_t released = 0;
+    assert_int_equal(vram_pool_trim(pool, &released), 0);
+    assert_int_equal(released, 8 * MiB); /* b's chunk, wholly in the hole; c keeps 12..16 */
+    char err[256];
+    assert_int_equal(vram_pool_check(pool, err, sizeof err), 0);
+    vram_ctx_t *other;
+    assert_int_equal(vram_ctx_open_backend("sim", &other), 0);
+    assert_int_equal(pool_sim_used(other), 8 * MiB);
+    /* The hole is used again: its chunk is mapped again, one call. */
+    vram_pool_stats_t s;
+    assert_int_equal(vram_pool_stats(pool, &s), 0);
+    uint64_t maps = s.num_device_map;
+    assert_int_equal(vram_pool_alloc(pool, 8 * MiB, NULL, &b), 0);
+    assert_int_equal(vram_pool_stats(pool, &s), 0);
+    assert_int_equal(s.num_device_map, maps + 1);
+    assert_int_equal(reserved_of(pool), 16 * MiB);
+    assert_int_equal(pool_sim_used(other), 16 * MiB);
+    assert_int_equal(vram_pool_check(pool, err, sizeof err), 0);
+    assert_int_equal(vram_pool_free(pool, a), 0);
+    assert_int_equal(vram_pool_free(pool, b), 0);
+    assert_int_equal(vram_pool_free(pool, c), 0);
+    assert_int_equal(vram_pool_trim(pool, &released), 0);
+    assert_int_equal(pool_sim_used(other), 0);
+    vram_ctx_close(other);
+    vram_pool_destroy(pool);
+}
+
 /* Off, or on a backend without virtual memory (cpu): segments as before. */
 static void expandable_off_and_unsupported(void **state)
 {
@@ -386,6 +431,7 @@ int main(void)
         cmocka_unit_test(limit_enforced),
         cmocka_unit_test(limit_from_fraction_and_options),
         cmocka_unit_test(trim_returns_memory_to_the_device),
+        cmocka_unit_test(expandable_hole_unmapped_by_trim),
         cmocka_unit_test(expandable_segments),
         cmocka_unit_test(expandable_off_and_unsupported),
     };

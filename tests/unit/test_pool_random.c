@@ -119,7 +119,8 @@ static void collect(const vram_pool_segment_t *seg, const vram_pool_block_t *b, 
 {
     walk_t *w = user;
     if (seg->base != w->last_seg && !b->prev) {
-        w->reserved += (int64_t)seg->size;
+        /* An expandable segment holds what is mapped of its extent. */
+        w->reserved += (int64_t)(seg->reservation ? seg->reservation->mapped_bytes : seg->size);
         w->segments++;
         w->last_seg = seg->base;
     }
