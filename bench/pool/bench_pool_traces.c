@@ -6,8 +6,10 @@
  * operation with every device call at the default device cost model (the
  * simulated device's own time taken out); "p50+dev" the median operation
  * plus the calls' modelled cost spread over the operations (robust when
- * other work preempts the replay, which inflates means); "2nd" the device
- * calls of the second pass.
+ * other work preempts the replay, which inflates means); "floor" the peak
+ * of the 2 MiB granules live requests overlap / peak requested (what the
+ * same placement would reserve if only those granules were mapped at every
+ * moment); "2nd" the device calls of the second pass.
  *
  * Usage: bench_pool_traces [DIR with *.trace (default ../shared/traces)] [repeat (default 3)]
  *                          [device cost as for vram replay, e.g. map=231,unmap=26] */
@@ -28,11 +30,13 @@ static int by_name(const void *a, const void *b)
 static void row(const char *label, const vram_replay_result_t *r)
 {
     double device_per_op = r->ops ? r->device_cost_ns / (double)r->ops : 0;
-    printf("  %-24s %7.0f %7.0f %8.1f %7.0f %8.1f %8.1f %9.1f %9.1f %7.3f %6llu %6llu %6llu "
+    printf("  %-24s %7.0f %7.0f %8.1f %7.0f %8.1f %8.1f %9.1f %9.1f %7.3f %7.3f %6llu %6llu %6llu "
            "%5llu\n",
            label, r->all.p50, r->all.p99, r->all.mean, r->pair.p50, r->ns_per_op_with_cost,
            r->all.p50 + device_per_op, (double)r->peak_requested_bytes / 1048576.0,
            (double)r->peak_reserved_bytes / 1048576.0, r->fragmentation_ratio,
+           r->peak_requested_bytes ? (double)r->peak_touched_bytes / (double)r->peak_requested_bytes
+                                   : 0.0,
            (unsigned long long)r->device_allocs, (unsigned long long)(r->device_maps),
            (unsigned long long)(r->second_pass_device_calls == UINT64_MAX
                                     ? 0
@@ -55,9 +59,9 @@ static int bench_trace(const char *path, int repeat)
     }
     printf("\n%s: %zu events, %zu allocations, peak live %.1f MiB; %d passes\n", path, trace.count,
            trace.allocs, (double)trace.peak_live_bytes / 1048576.0, repeat);
-    printf("  %-24s %7s %7s %8s %7s %8s %8s %9s %9s %7s %6s %6s %6s %5s\n", "allocator", "p50 ns",
-           "p99 ns", "mean ns", "pair50", "cost ns", "p50+dev", "req MiB", "res MiB", "ratio",
-           "allocs", "maps", "2nd", "OOMs");
+    printf("  %-24s %7s %7s %8s %7s %8s %8s %9s %9s %7s %7s %6s %6s %6s %5s\n", "allocator",
+           "p50 ns", "p99 ns", "mean ns", "pair50", "cost ns", "p50+dev", "req MiB", "res MiB",
+           "ratio", "floor", "allocs", "maps", "2nd", "OOMs");
     int rc = 0;
     vram_replay_result_t r;
     for (int s = 0; s < VRAM_POOL_STRATEGY_COUNT_ && !rc; s++) {

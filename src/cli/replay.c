@@ -72,6 +72,7 @@ static void print_json(const char *path, const vram_replay_config_t *cfg, uint64
                         json_integer((json_int_t)r->peak_requested_bytes));
     json_object_set_new(o, "peak_reserved_bytes", json_integer((json_int_t)r->peak_reserved_bytes));
     json_object_set_new(o, "fragmentation_ratio", json_real(r->fragmentation_ratio));
+    json_object_set_new(o, "peak_touched_bytes", json_integer((json_int_t)r->peak_touched_bytes));
     json_object_set_new(o, "device_allocs", json_integer((json_int_t)r->device_allocs));
     json_object_set_new(o, "device_frees", json_integer((json_int_t)r->device_frees));
     json_object_set_new(o, "device_maps", json_integer((json_int_t)r->device_maps));

@@ -48,6 +48,10 @@ typedef struct {
     uint64_t peak_requested_bytes;
     uint64_t peak_reserved_bytes; /* pool: reserved; device: bytes held; malloc: arena + mmap */
     double fragmentation_ratio;   /* peak reserved / peak requested */
+    /* Peak over time of the bytes of the 2 MiB-aligned granules that live
+     * requests overlap: what an allocator that placed blocks where this one
+     * did, but mapped only those granules at every moment, would reserve. */
+    uint64_t peak_touched_bytes;
     uint64_t device_allocs, device_frees;
     uint64_t device_maps, device_unmaps; /* units of physical memory (expandable) */
     /* Device calls (allocs + frees + maps + unmaps) in the first pass and in

@@ -90,6 +90,8 @@ exp, seg, free = (json.load(open(p)) for p in sys.argv[1:])
 assert exp["expandable"] is True and exp["device_maps"] > 0 and exp["device_allocs"] == 0, exp
 assert exp["second_pass_device_calls"] == 0, exp
 assert exp["device_maps"] == exp["first_pass_device_calls"], exp
+# live requests lie in mapped granules: their peak is at most what was mapped
+assert 0 < exp["peak_touched_bytes"] <= exp["peak_reserved_bytes"], exp
 assert seg["expandable"] is False and seg["device_maps"] == 0 and seg["device_allocs"] > 0, seg
 assert seg["device_cost_us"] == {"alloc": 1000.0, "free": 0.0, "map": 29.0, "unmap": 3.0}, seg
 assert abs(seg["device_cost_ns"] - seg["device_allocs"] * 1e6) < 1e-6, seg
