@@ -195,7 +195,9 @@ static uint64_t release_idle(vram_pool_t *pool, int kind, uintptr_t stream, bool
         if (kind >= 0 && b->kind != kind) continue;
         if (!any_stream && b->stream != stream) continue;
         if (!expandable_too && b->segment->reservation) continue;
-        released += b->size;
+        /* An expandable segment gives back what is mapped of its extent. */
+        const vram_pool_reservation_t *r = b->segment->reservation;
+        released += r ? r->mapped_bytes : b->size;
         segment_release(pool, b->segment);
     }
     return released;

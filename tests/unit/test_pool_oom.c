@@ -386,6 +386,31 @@ static void expandable_hole_unmapped_by_trim(void **state)
     vram_pool_destroy(pool);
 }
 
+/* A request the limit refuses after the extent grew leaves unmapped
+ * address space at the end; trim reports the mapped bytes it gave back,
+ * not the extent. */
+static void expandable_trim_counts_mapped_bytes(void **state)
+{
+    (void)state;
+    vram_pool_config_t cfg = {.strategy = VRAM_POOL_BALANCED,
+                              .expandable = VRAM_POOL_EXPANDABLE_ON,
+                              .limit_bytes = 64 * MiB};
+    vram_pool_t *pool;
+    assert_int_equal(vram_pool_create(sim.ctx, 0, &cfg, &pool), 0);
+    void *a, *b;
+    assert_int_equal(vram_pool_alloc(pool, 30 * MiB, NULL, &a), 0);
+    assert_int_equal(vram_pool_alloc(pool, 40 * MiB, NULL, &b), VRAM_ENOMEM);
+    char err[256];
+    assert_int_equal(vram_pool_check(pool, err, sizeof err), 0);
+    assert_int_equal(vram_pool_free(pool, a), 0);
+    uint64_t reserved = reserved_of(pool), released = 0;
+    assert_int_equal(reserved, 30 * MiB);
+    assert_int_equal(vram_pool_trim(pool, &released), 0);
+    assert_int_equal(released, reserved);
+    assert_int_equal(reserved_of(pool), 0);
+    vram_pool_destroy(pool);
+}
+
 /* Off, or on a backend without virtual memory (cpu): segments as before. */
 static void expandable_off_and_unsupported(void **state)
 {
@@ -432,6 +457,7 @@ int main(void)
         cmocka_unit_test(limit_from_fraction_and_options),
         cmocka_unit_test(trim_returns_memory_to_the_device),
         cmocka_unit_test(expandable_hole_unmapped_by_trim),
+        cmocka_unit_test(expandable_trim_counts_mapped_bytes),
         cmocka_unit_test(expandable_segments),
         cmocka_unit_test(expandable_off_and_unsupported),
     };
