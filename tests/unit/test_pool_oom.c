@@ -367,6 +367,11 @@ static void expandable_hole_unmapped_by_trim(void **state)
     vram_ctx_t *other;
     assert_int_equal(vram_ctx_open_backend("sim", &other), 0);
     assert_int_equal(pool_sim_used(other), 8 * MiB);
+    /* The snapshot shows the range the blocks tile and what is mapped of it. */
+    char *json = vram_pool_snapshot_json(pool);
+    assert_non_null(strstr(json, "\"total_size\":16777216"));
+    assert_non_null(strstr(json, "\"mapped_size\":8388608"));
+    free(json);
     /* The hole is used again: its chunk is mapped again, one call. */
     vram_pool_stats_t s;
     assert_int_equal(vram_pool_stats(pool, &s), 0);
