@@ -84,6 +84,7 @@ int vram_granules_map(vram_pool_t *pool, vram_pool_reservation_t *r, uintptr_t l
         r->chunk[i] = (uint32_t)n;
         set_mapped(r, i, n, true);
         r->mapped_bytes += n * g;
+        pool->unmapped_extent -= n * g;
         pool->stats.num_device_map++;
         vram_pool_stat_update(pool->stats.reserved_bytes, r->kind, (int64_t)(n * g));
         i += n;
@@ -112,6 +113,7 @@ size_t vram_granules_unmap_inside(vram_pool_t *pool, vram_pool_reservation_t *r,
         r->chunk[i] = 0;
         set_mapped(r, i, n, false);
         r->mapped_bytes -= n * g;
+        pool->unmapped_extent += n * g;
         vram_pool_stat_update(pool->stats.reserved_bytes, r->kind, -(int64_t)(n * g));
         released += n * g;
         i += n;

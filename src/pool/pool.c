@@ -171,6 +171,7 @@ static void segment_release(vram_pool_t *pool, vram_pool_segment_t *seg)
      * segment is forgotten either way so the pool stays consistent. */
     if (seg->reservation) {
         vram_granules_unmap_inside(pool, seg->reservation, seg->base, seg->base + seg->size);
+        pool->unmapped_extent -= seg->size; /* all of it now */
         seg->reservation->segment = NULL;
     } else {
         pool->src.free(pool->src.user, (void *)seg->base);
@@ -230,6 +231,7 @@ static uint64_t shrink_expandable(vram_pool_t *pool, uint64_t want)
         if (new_end >= end) continue;
         tree_take(pool, tail);
         seg->size -= end - new_end;
+        pool->unmapped_extent -= end - new_end;
         if (new_end == tail->addr) {
             /* Its neighbour before is allocated (free ones merge). */
             vram_pool_prev_block(pool, tail)->next = 0;
@@ -532,6 +534,7 @@ static int expand(vram_pool_t *pool, int kind, uintptr_t stream, size_t rounded,
         rc = segment_prepare(pool, kind, stream, &seg, &b);
         if (rc) return rc;
         segment_init(pool, seg, b, kind, stream, at, more);
+        pool->unmapped_extent += more;
         b->expandable = 1;
         seg->reservation = r;
         r->segment = seg;
@@ -541,9 +544,11 @@ static int expand(vram_pool_t *pool, int kind, uintptr_t stream, size_t rounded,
     if (!have) {
         rc = append_free_block(pool, seg, tail, more, out);
         if (!rc) seg->size += more;
+        if (!rc) pool->unmapped_extent += more;
         return rc;
     }
     seg->size += more;
+    pool->unmapped_extent += more;
     bool idle = vram_pool_block_spans_segment(tail);
     tree_take(pool, tail);
     if (idle) idle_leave(pool, tail);
@@ -571,8 +576,9 @@ static size_t unmapped_under(const vram_pool_t *pool, const vram_pool_block_t *b
  * the limit or the device refuses. */
 static int claim(vram_pool_t *pool, vram_pool_block_t *b, size_t rounded)
 {
-    /* Usually the whole extent is mapped: one comparison, no granule look-up. */
-    if (!b->expandable || b->segment->size == b->segment->reservation->mapped_bytes) return 0;
+    /* Usually every extent is wholly mapped: then no granule (nor the
+     * segment, a likely cache miss) is looked at. */
+    if (!b->expandable || !pool->unmapped_extent) return 0;
     size_t more = unmapped_under(pool, b, rounded);
     if (!more) return 0;
     int rc = limit_refuses(pool, more);

@@ -426,6 +426,9 @@ struct vram_pool {
      * reservation per stream and kind in use. */
     size_t granularity;
     vram_pool_reservation_t *reservations;
+    /* Bytes of expandable segments' extents that are not mapped; while 0,
+     * an allocation needs no look at granules (nor at the segment). */
+    size_t unmapped_extent;
     vram_block_table_t blocks; /* every block struct */
     /* OOM handlers (copied before being called without the lock) */
     vram_pool_handler_t handlers[VRAM_POOL_MAX_OOM_HANDLERS];

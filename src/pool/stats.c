@@ -129,7 +129,8 @@ static int check_place(const vram_pool_t *pool, const vram_pool_block_t *b, kind
 }
 
 static int check_segment(const vram_pool_t *pool, const vram_pool_segment_t *seg, kind_totals_t *t,
-                         size_t *free_count, uint64_t *idle, char *err, size_t len)
+                         size_t *free_count, uint64_t *idle, uint64_t *unmapped, char *err,
+                         size_t len)
 {
     const vram_pool_block_t *first = vram_pool_first_block(pool, seg);
     if (!first || first->addr != seg->base)
@@ -183,6 +184,7 @@ static int check_segment(const vram_pool_t *pool, const vram_pool_segment_t *seg
         FAIL("expandable segment 0x%" PRIxPTR " (%zu bytes) does not match its reservation",
              seg->base, seg->size);
     if (r && vram_granules_check(pool, r, seg->size, err, len)) return -1;
+    if (r) *unmapped += seg->size - r->mapped_bytes;
     if (!allocated) *idle += seg->size;
     t->segments++;
     t->reserved += (int64_t)(r ? r->mapped_bytes : seg->size);
@@ -205,14 +207,20 @@ int vram_pool_check(vram_pool_t *pool, char *err, size_t len)
     pthread_mutex_lock(&pool->lock);
     kind_totals_t t[2] = {{0}, {0}};
     size_t free_count[2] = {0, 0};
-    uint64_t idle = 0;
+    uint64_t idle = 0, unmapped = 0;
     for (vram_pool_segment_t *seg = pool->segments; seg; seg = seg->next) {
         if (seg->next && seg->next->prev != seg) {
             snprintf(err, len, "segment list links broken");
             goto out;
         }
-        if (check_segment(pool, seg, &t[seg->kind], &free_count[seg->kind], &idle, err, len))
+        if (check_segment(pool, seg, &t[seg->kind], &free_count[seg->kind], &idle, &unmapped, err,
+                          len))
             goto out;
+    }
+    if (unmapped != pool->unmapped_extent) {
+        snprintf(err, len, "%zu unmapped bytes of extents counted, segments say %" PRIu64,
+                 pool->unmapped_extent, unmapped);
+        goto out;
     }
     for (int k = 0; k < 2; k++) {
         if (vram_free_index_check(&pool->free_blocks[k], err, len) < 0) goto out;
