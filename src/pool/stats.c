@@ -217,6 +217,12 @@ int vram_pool_check(vram_pool_t *pool, char *err, size_t len)
                           len))
             goto out;
     }
+    for (const vram_pool_reservation_t *r = pool->reservations; r; r = r->next)
+        if (!r->segment && r->mapped_bytes) {
+            snprintf(err, len, "reservation 0x%" PRIxPTR " has %zu bytes mapped and no segment",
+                     r->base, r->mapped_bytes);
+            goto out;
+        }
     if (unmapped != pool->unmapped_extent) {
         snprintf(err, len, "%zu unmapped bytes of extents counted, segments say %" PRIu64,
                  pool->unmapped_extent, unmapped);
