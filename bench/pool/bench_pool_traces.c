@@ -6,16 +6,21 @@
  * operation with every device call at the default device cost model (the
  * simulated device's own time taken out); "p50+dev" the median operation
  * plus the calls' modelled cost spread over the operations (robust when
- * other work preempts the replay, which inflates means); "2nd" the device
- * calls of the second pass.
+ * other work preempts the replay, which inflates means); "floor" the peak
+ * of the 2 MiB granules live requests overlap / peak requested (what the
+ * same placement would reserve if only those granules were mapped at every
+ * moment); "2nd" the device calls of the second pass.
  *
- * Usage: bench_pool_traces [DIR with *.trace (default ../shared/traces)] [repeat (default 3)] */
+ * Usage: bench_pool_traces [DIR with *.trace (default ../shared/traces)] [repeat (default 3)]
+ *                          [device cost as for vram replay, e.g. map=231,unmap=26] */
 #include "pool/replay.h"
 
 #include <dirent.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+
+static vram_device_cost_t cost; /* set in main */
 
 static int by_name(const void *a, const void *b)
 {
@@ -25,11 +30,13 @@ static int by_name(const void *a, const void *b)
 static void row(const char *label, const vram_replay_result_t *r)
 {
     double device_per_op = r->ops ? r->device_cost_ns / (double)r->ops : 0;
-    printf("  %-24s %7.0f %7.0f %8.1f %7.0f %8.1f %8.1f %9.1f %9.1f %7.3f %6llu %6llu %6llu "
+    printf("  %-24s %7.0f %7.0f %8.1f %7.0f %8.1f %8.1f %9.1f %9.1f %7.3f %7.3f %6llu %6llu %6llu "
            "%5llu\n",
            label, r->all.p50, r->all.p99, r->all.mean, r->pair.p50, r->ns_per_op_with_cost,
            r->all.p50 + device_per_op, (double)r->peak_requested_bytes / 1048576.0,
            (double)r->peak_reserved_bytes / 1048576.0, r->fragmentation_ratio,
+           r->peak_requested_bytes ? (double)r->peak_touched_bytes / (double)r->peak_requested_bytes
+                                   : 0.0,
            (unsigned long long)r->device_allocs, (unsigned long long)(r->device_maps),
            (unsigned long long)(r->second_pass_device_calls == UINT64_MAX
                                     ? 0
@@ -52,9 +59,9 @@ static int bench_trace(const char *path, int repeat)
     }
     printf("\n%s: %zu events, %zu allocations, peak live %.1f MiB; %d passes\n", path, trace.count,
            trace.allocs, (double)trace.peak_live_bytes / 1048576.0, repeat);
-    printf("  %-24s %7s %7s %8s %7s %8s %8s %9s %9s %7s %6s %6s %6s %5s\n", "allocator", "p50 ns",
-           "p99 ns", "mean ns", "pair50", "cost ns", "p50+dev", "req MiB", "res MiB", "ratio",
-           "allocs", "maps", "2nd", "OOMs");
+    printf("  %-24s %7s %7s %8s %7s %8s %8s %9s %9s %7s %7s %6s %6s %6s %5s\n", "allocator",
+           "p50 ns", "p99 ns", "mean ns", "pair50", "cost ns", "p50+dev", "req MiB", "res MiB",
+           "ratio", "floor", "allocs", "maps", "2nd", "OOMs");
     int rc = 0;
     vram_replay_result_t r;
     for (int s = 0; s < VRAM_POOL_STRATEGY_COUNT_ && !rc; s++) {
@@ -62,17 +69,15 @@ static int bench_trace(const char *path, int repeat)
                                     .strategy = (vram_pool_strategy_t)s,
                                     .repeat = repeat,
                                     .ctx = dev.ctx,
-                                    .cost = VRAM_DEVICE_COST_DEFAULT};
+                                    .cost = cost};
         char label[64];
         snprintf(label, sizeof label, "pool %s", vram_pool_strategy_name(cfg.strategy));
         rc = vram_replay_run(&trace, &cfg, &r);
         if (!rc) row(label, &r);
     }
     for (int m = VRAM_REPLAY_DEVICE; m < VRAM_REPLAY_MODE_COUNT_ && !rc; m++) {
-        vram_replay_config_t cfg = {.mode = (vram_replay_mode_t)m,
-                                    .repeat = repeat,
-                                    .ctx = dev.ctx,
-                                    .cost = VRAM_DEVICE_COST_DEFAULT};
+        vram_replay_config_t cfg = {
+            .mode = (vram_replay_mode_t)m, .repeat = repeat, .ctx = dev.ctx, .cost = cost};
         char label[64];
         snprintf(label, sizeof label, "baseline %s", vram_replay_mode_name(cfg.mode));
         rc = vram_replay_run(&trace, &cfg, &r);
@@ -92,6 +97,11 @@ int main(int argc, char **argv)
     const char *dir = argc > 1 ? argv[1] : "../shared/traces";
     int repeat = argc > 2 ? atoi(argv[2]) : 3;
     if (repeat < 1) repeat = 1;
+    cost = VRAM_DEVICE_COST_DEFAULT;
+    if (argc > 3 && vram_device_cost_parse(argv[3], &cost)) {
+        fprintf(stderr, "%s\n", vram_last_error());
+        return 2;
+    }
     DIR *d = opendir(dir);
     if (!d) {
         printf("# bench_pool_traces: no trace directory %s; nothing to do\n", dir);
@@ -107,8 +117,8 @@ int main(int argc, char **argv)
     closedir(d);
     qsort(names, n, sizeof *names, by_name);
     printf("# bench_pool_traces: strategies and baselines on %s (ratio = peak reserved / peak "
-           "requested)\n",
-           dir);
+           "requested; device cost alloc %g, free %g, map %g, unmap %g us)\n",
+           dir, cost.alloc_us, cost.free_us, cost.map_us, cost.unmap_us);
     int rc = 0;
     for (size_t i = 0; i < n; i++) {
         char path[4096];

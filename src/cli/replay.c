@@ -27,9 +27,9 @@ static void usage(FILE *out)
                  "                    torch-expandable (the same with expandable segments)\n"
                  "  --repeat N        replay N times through the same pool (default 1)\n"
                  "  --device-mem SIZE size of the simulated GPU (default: fits the trace)\n"
-                 "  --device-cost alloc=US,free=US,map=US\n"
+                 "  --device-cost alloc=US,free=US,map=US,unmap=US\n"
                  "                    what a real GPU's calls cost, added to the time per op\n"
-                 "                    (default alloc=50,free=14,map=20; docs/pool.md)\n"
+                 "                    (default alloc=50,free=14,map=29,unmap=11; docs/pool.md)\n"
                  "  --json            machine-readable output\n"
                  "  -h, --help        this help\n\n"
                  "Exit status: 0 ok, 1 runtime error or malformed trace, 2 usage error.\n");
@@ -72,6 +72,7 @@ static void print_json(const char *path, const vram_replay_config_t *cfg, uint64
                         json_integer((json_int_t)r->peak_requested_bytes));
     json_object_set_new(o, "peak_reserved_bytes", json_integer((json_int_t)r->peak_reserved_bytes));
     json_object_set_new(o, "fragmentation_ratio", json_real(r->fragmentation_ratio));
+    json_object_set_new(o, "peak_touched_bytes", json_integer((json_int_t)r->peak_touched_bytes));
     json_object_set_new(o, "device_allocs", json_integer((json_int_t)r->device_allocs));
     json_object_set_new(o, "device_frees", json_integer((json_int_t)r->device_frees));
     json_object_set_new(o, "device_maps", json_integer((json_int_t)r->device_maps));
@@ -83,8 +84,9 @@ static void print_json(const char *path, const vram_replay_config_t *cfg, uint64
                             ? json_null()
                             : json_integer((json_int_t)r->second_pass_device_calls));
     json_object_set_new(o, "device_cost_us",
-                        json_pack("{s:f,s:f,s:f}", "alloc", cfg->cost.alloc_us, "free",
-                                  cfg->cost.free_us, "map", cfg->cost.map_us));
+                        json_pack("{s:f,s:f,s:f,s:f}", "alloc", cfg->cost.alloc_us, "free",
+                                  cfg->cost.free_us, "map", cfg->cost.map_us, "unmap",
+                                  cfg->cost.unmap_us));
     json_object_set_new(o, "device_cost_ns", json_real(r->device_cost_ns));
     json_object_set_new(o, "ns_per_op_with_device_cost", json_real(r->ns_per_op_with_cost));
     json_object_set_new(o, "ooms", json_integer((json_int_t)r->ooms));
@@ -126,8 +128,10 @@ static void print_table(const char *path, const vram_replay_config_t *cfg, uint6
            (unsigned long long)r->first_pass_device_calls);
     if (r->second_pass_device_calls != UINT64_MAX)
         printf(", %llu in the second", (unsigned long long)r->second_pass_device_calls);
-    printf("\nwith device costs   %.1f ns per op (alloc %g us, free %g us, map %g us per call)\n",
-           r->ns_per_op_with_cost, cfg->cost.alloc_us, cfg->cost.free_us, cfg->cost.map_us);
+    printf("\nwith device costs   %.1f ns per op (alloc %g us, free %g us, map %g us, unmap %g "
+           "us per call)\n",
+           r->ns_per_op_with_cost, cfg->cost.alloc_us, cfg->cost.free_us, cfg->cost.map_us,
+           cfg->cost.unmap_us);
     printf("OOMs                %llu\n", (unsigned long long)r->ooms);
 }
 

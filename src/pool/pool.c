@@ -121,7 +121,6 @@ static void segment_init(vram_pool_t *pool, vram_pool_segment_t *seg, vram_pool_
     vram_block_set_allocated(&pool->blocks, b, false);
     segment_link(pool, seg);
     vram_pool_stat_update(pool->stats.segment, kind, 1);
-    vram_pool_stat_update(pool->stats.reserved_bytes, kind, (int64_t)size);
     idle_enter(pool, b);
     tree_put(pool, b);
 }
@@ -156,41 +155,8 @@ static int segment_create(vram_pool_t *pool, int kind, uintptr_t stream, size_t 
     }
     pool->stats.num_device_alloc++;
     segment_init(pool, seg, b, kind, stream, (uintptr_t)base, size);
+    vram_pool_stat_update(pool->stats.reserved_bytes, kind, (int64_t)size);
     *out = seg;
-    return 0;
-}
-
-/* ---- expandable segments: granules of a reservation ------------------ */
-
-/* The segment grows by one chunk per growth, mapped by one call (a device
- * call costs tens of µs whatever its size), and shrinks by whole chunks
- * from its end. Unmaps the chunks that start at or after `from`; returns
- * where the mapped range ends now. */
-static uintptr_t unmap_chunks_from(vram_pool_t *pool, vram_pool_reservation_t *r, uintptr_t from)
-{
-    uintptr_t end = r->base + (r->segment ? r->segment->size : 0);
-    while (r->nchunks && end - r->chunks[r->nchunks - 1] >= from) {
-        size_t size = r->chunks[--r->nchunks];
-        end -= size;
-        pool->src.vmm_unmap(pool->src.user, (void *)end, size);
-        pool->stats.num_device_unmap++;
-    }
-    return end;
-}
-
-static int map_chunk(vram_pool_t *pool, vram_pool_reservation_t *r, uintptr_t addr, size_t size)
-{
-    if (r->nchunks == r->chunks_cap) {
-        size_t cap = r->chunks_cap ? 2 * r->chunks_cap : 16;
-        size_t *chunks = realloc(r->chunks, cap * sizeof *chunks);
-        if (!chunks) return vram_fail(VRAM_ENOMEM, "pool: out of host memory for chunk metadata");
-        r->chunks = chunks;
-        r->chunks_cap = cap;
-    }
-    int rc = pool->src.vmm_map(pool->src.user, (void *)addr, size);
-    if (rc) return rc;
-    r->chunks[r->nchunks++] = size;
-    pool->stats.num_device_map++;
     return 0;
 }
 
@@ -204,14 +170,15 @@ static void segment_release(vram_pool_t *pool, vram_pool_segment_t *seg)
     /* A refused free (a driver error) cannot be retried meaningfully; the
      * segment is forgotten either way so the pool stays consistent. */
     if (seg->reservation) {
-        unmap_chunks_from(pool, seg->reservation, seg->base);
+        vram_granules_unmap_inside(pool, seg->reservation, seg->base, seg->base + seg->size);
+        pool->unmapped_extent -= seg->size; /* all of it now */
         seg->reservation->segment = NULL;
     } else {
         pool->src.free(pool->src.user, (void *)seg->base);
         pool->stats.num_device_free++;
+        vram_pool_stat_update(pool->stats.reserved_bytes, seg->kind, -(int64_t)seg->size);
     }
     vram_pool_stat_update(pool->stats.segment, seg->kind, -1);
-    vram_pool_stat_update(pool->stats.reserved_bytes, seg->kind, -(int64_t)seg->size);
     segment_unlink(pool, seg);
     free(seg);
 }
@@ -229,42 +196,51 @@ static uint64_t release_idle(vram_pool_t *pool, int kind, uintptr_t stream, bool
         if (kind >= 0 && b->kind != kind) continue;
         if (!any_stream && b->stream != stream) continue;
         if (!expandable_too && b->segment->reservation) continue;
-        released += b->size;
+        /* An expandable segment gives back what is mapped of its extent. */
+        const vram_pool_reservation_t *r = b->segment->reservation;
+        released += r ? r->mapped_bytes : b->size;
         segment_release(pool, b->segment);
     }
     return released;
 }
 
-/* Unmaps the chunks at the end of each expandable segment that no block
- * uses (a segment without any allocated block goes whole through
- * release_idle). Returns bytes. */
+/* Unmaps every chunk of the expandable segments that lies wholly inside a
+ * free block, and cuts each segment's extent back to its last mapped
+ * granule (a segment without any allocated block goes whole through
+ * release_idle). Walks the blocks: for trim, the limit and the OOM chain
+ * only. Returns bytes. */
 static uint64_t shrink_expandable(vram_pool_t *pool, uint64_t want)
 {
     uint64_t released = 0;
     size_t g = pool->granularity;
     for (vram_pool_reservation_t *r = pool->reservations; r && released < want; r = r->next) {
         vram_pool_segment_t *seg = r->segment;
-        vram_pool_block_t *tail = seg ? vram_block_at(&pool->blocks, seg->last) : NULL;
-        if (!tail || tail->allocated || vram_pool_block_spans_segment(tail)) continue;
+        if (!seg) continue;
+        vram_pool_block_t *tail = NULL;
+        for (vram_pool_block_t *b = vram_pool_first_block(pool, seg); b;
+             b = vram_pool_next_block(pool, b)) {
+            if (!b->allocated)
+                released += vram_granules_unmap_inside(pool, r, b->addr, b->addr + b->size);
+            tail = b;
+        }
+        if (tail->allocated || vram_pool_block_spans_segment(tail)) continue;
         uintptr_t end = seg->base + seg->size;
-        uintptr_t from = (tail->addr + g - 1) / g * g;
-        if (from >= end) continue;
-        uintptr_t new_end = unmap_chunks_from(pool, r, from);
-        if (new_end == end) continue; /* the last chunk holds allocated bytes too */
-        size_t cut = end - new_end;
+        uintptr_t new_end = vram_granules_mapped_end(pool, r, end);
+        uintptr_t floor = (tail->addr - r->base + g - 1) / g * g + r->base;
+        if (new_end < floor) new_end = floor;
+        if (new_end >= end) continue;
         tree_take(pool, tail);
-        seg->size -= cut;
-        vram_pool_stat_update(pool->stats.reserved_bytes, seg->kind, -(int64_t)cut);
+        seg->size -= end - new_end;
+        pool->unmapped_extent -= end - new_end;
         if (new_end == tail->addr) {
             /* Its neighbour before is allocated (free ones merge). */
             vram_pool_prev_block(pool, tail)->next = 0;
             seg->last = tail->prev;
             vram_blocks_delete(&pool->blocks, tail);
         } else {
-            tail->size -= cut;
+            tail->size -= end - new_end;
             tree_put(pool, tail);
         }
-        released += cut;
     }
     return released;
 }
@@ -381,6 +357,14 @@ static void bucket_split(vram_pool_t *pool)
     }
 }
 
+/* Whether serving `rounded` bytes from free block b splits off the rest. */
+static bool splits(const vram_pool_block_t *b, size_t rounded)
+{
+    size_t remainder = b->size - rounded;
+    return vram_pool_should_split(b->kind, rounded, remainder) ||
+           (remainder && !b->next && b->expandable);
+}
+
 /* Hands out the front of free block b (already chosen), splitting off the
  * rest. The allocated block moves into its bucket when b is not there yet
  * and the bucket has room (the rest then takes b's slab slot), else it stays
@@ -396,8 +380,7 @@ static int take_block(vram_pool_t *pool, vram_pool_block_t *b, size_t rounded, s
      * remainder, as a first version did, made the pair 1.5-1.6x slower at
      * 10,000 live blocks - the slivers fill the bins; it saved 1-3 % of
      * memory on random traces and cost 1 % on resnet18_train.) */
-    bool split = vram_pool_should_split(kind, rounded, remainder) ||
-                 (remainder && !b->next && b->expandable);
+    bool split = splits(b, rounded);
     bool homed = vram_blocks_homed(t, b);
     vram_pool_block_t *home = homed ? b : vram_blocks_home(t, b->addr);
     vram_pool_block_t *rest = NULL;
@@ -523,10 +506,10 @@ static int append_free_block(vram_pool_t *pool, vram_pool_segment_t *seg, vram_p
     return 0;
 }
 
-/* Grows the expandable segment of `stream` and `kind` at its end (or maps
- * its first granules) until its last block is free and holds `rounded`
- * bytes; that block in *out. ENOMEM when the reservation, the limit or the
- * device refuses. */
+/* Extends the expandable segment of `stream` and `kind` at its end (or
+ * starts it) until its last block is free and holds `rounded` bytes; that
+ * block in *out. Nothing is mapped here: claim() maps what the request
+ * uses. ENOMEM when the reservation is full or host memory runs out. */
 static int expand(vram_pool_t *pool, int kind, uintptr_t stream, size_t rounded,
                   vram_pool_block_t **out)
 {
@@ -542,33 +525,30 @@ static int expand(vram_pool_t *pool, int kind, uintptr_t stream, size_t rounded,
     size_t more = (rounded - have + g - 1) / g * g;
     size_t used = seg ? seg->size : 0;
     if (more > r->size - used) return vram_fail(VRAM_ENOMEM, "expandable segment is full");
-    int rc = limit_refuses(pool, more);
+    if (more > pool->device_total) return vram_fail(VRAM_ENOMEM, "larger than the device");
+    int rc = vram_granules_reserve(r, (used + more) / g);
     if (rc) return rc;
     uintptr_t at = r->base + used;
     if (!seg) {
         vram_pool_block_t *b;
         rc = segment_prepare(pool, kind, stream, &seg, &b);
-        if (!rc && (rc = map_chunk(pool, r, at, more))) {
-            free(seg);
-            vram_blocks_delete(&pool->blocks, b);
-        }
         if (rc) return rc;
         segment_init(pool, seg, b, kind, stream, at, more);
+        pool->unmapped_extent += more;
         b->expandable = 1;
         seg->reservation = r;
         r->segment = seg;
         *out = b;
         return 0;
     }
-    rc = map_chunk(pool, r, at, more);
-    if (rc) return rc;
-    seg->size += more;
-    vram_pool_stat_update(pool->stats.reserved_bytes, kind, (int64_t)more);
     if (!have) {
         rc = append_free_block(pool, seg, tail, more, out);
-        if (rc) shrink_expandable(pool, UINT64_MAX); /* give the granules back */
+        if (!rc) seg->size += more;
+        if (!rc) pool->unmapped_extent += more;
         return rc;
     }
+    seg->size += more;
+    pool->unmapped_extent += more;
     bool idle = vram_pool_block_spans_segment(tail);
     tree_take(pool, tail);
     if (idle) idle_leave(pool, tail);
@@ -579,15 +559,53 @@ static int expand(vram_pool_t *pool, int kind, uintptr_t stream, size_t rounded,
     return 0;
 }
 
+/* ---- expandable segments: mapping what requests use ------------------- */
+
+/* Bytes of unmapped granules under the part of free block b that serving
+ * `rounded` bytes would use. */
+static size_t unmapped_under(const vram_pool_t *pool, const vram_pool_block_t *b, size_t rounded)
+{
+    return vram_granules_unmapped_bytes(pool, b->segment->reservation, b->addr,
+                                        b->addr + (splits(b, rounded) ? rounded : b->size));
+}
+
+/* Maps the granules the front `rounded` bytes of free block b overlap, if
+ * any is not mapped (expandable segments only; one call per run of
+ * unmapped granules: at the end of a segment that grew, the new chunk; in
+ * a hole whose chunks trim or the OOM chain unmapped, those). ENOMEM when
+ * the limit or the device refuses. */
+static int claim(vram_pool_t *pool, vram_pool_block_t *b, size_t rounded)
+{
+    /* Usually every extent is wholly mapped: then no granule (nor the
+     * segment, a likely cache miss) is looked at. */
+    if (!b->expandable || !pool->unmapped_extent) return 0;
+    size_t more = unmapped_under(pool, b, rounded);
+    if (!more) return 0;
+    int rc = limit_refuses(pool, more);
+    return rc ? rc
+              : vram_granules_map(pool, b->segment->reservation, b->addr,
+                                  b->addr + (splits(b, rounded) ? rounded : b->size));
+}
+
 /* An expandable segment where the pool has them, else a new segment. */
 static int grow_any(vram_pool_t *pool, int kind, uintptr_t stream, size_t rounded,
                     vram_pool_block_t **out)
 {
     if (pool->granularity) {
         int rc = expand(pool, kind, stream, rounded, out);
+        if (!rc) rc = claim(pool, *out, rounded);
         if (rc != VRAM_ENOMEM) return rc;
     }
     return grow(pool, kind, stream, rounded, out);
+}
+
+/* The best free block for the request, its granules mapped; NULL when none
+ * fits or mapping them was refused (the slow path then grows or frees). */
+static vram_pool_block_t *find_claimed(vram_pool_t *pool, int kind, uintptr_t stream,
+                                       size_t rounded)
+{
+    vram_pool_block_t *b = find_free(pool, kind, stream, rounded);
+    return b && claim(pool, b, rounded) ? NULL : b;
 }
 
 static _Thread_local int in_oom_handler; /* handlers that allocate do not recurse */
@@ -662,7 +680,7 @@ static int alloc_slow(vram_pool_t *pool, int kind, uintptr_t stream, size_t size
             pthread_mutex_lock(&pool->lock);
             if (!freed) continue;
             pool->stats.num_alloc_retries++;
-            *out = find_free(pool, kind, stream, rounded);
+            *out = find_claimed(pool, kind, stream, rounded);
             if (*out) return 0;
             release_cache(pool, UINT64_MAX);
             rc = grow_any(pool, kind, stream, rounded, out);
@@ -696,7 +714,7 @@ int vram_pool_alloc(vram_pool_t *pool, size_t size, void *stream_handle, void **
      * keep up with homed blocks growing by one. */
     for (int i = 0; i < 2 && 2 * pool->blocks.homed >= vram_blocks_bucket_count(&pool->blocks); i++)
         bucket_split(pool);
-    vram_pool_block_t *b = find_free(pool, kind, stream, rounded);
+    vram_pool_block_t *b = find_claimed(pool, kind, stream, rounded);
     int rc = 0;
     if (!b) rc = alloc_slow(pool, kind, stream, size, rounded, &b);
     if (!rc) rc = take_block(pool, b, rounded, size, &b);
@@ -918,7 +936,7 @@ void vram_pool_destroy(vram_pool_t *pool)
     for (; seg; seg = next) {
         next = seg->next;
         if (seg->reservation)
-            unmap_chunks_from(pool, seg->reservation, seg->base);
+            vram_granules_unmap_inside(pool, seg->reservation, seg->base, seg->base + seg->size);
         else
             pool->src.free(pool->src.user, (void *)seg->base);
         free(seg);
@@ -926,7 +944,7 @@ void vram_pool_destroy(vram_pool_t *pool)
     for (vram_pool_reservation_t *r = pool->reservations, *rn; r; r = rn) {
         rn = r->next;
         pool->src.vmm_unreserve(pool->src.user, (void *)r->base, r->size);
-        free(r->chunks);
+        vram_granules_release(r);
         free(r);
     }
     vram_blocks_release(&pool->blocks);

@@ -200,9 +200,10 @@ struct vram_pool_segment {
     vram_block_id_t first;            /* lowest block */
     vram_block_id_t last;             /* highest block (kept for expandable segments only) */
     vram_pool_segment_t *prev, *next; /* the pool's list of segments */
-    /* Expandable: the reservation whose mapped prefix this segment is
-     * (it grows and shrinks at its end, granule by granule); NULL for a
-     * segment from one device allocation. */
+    /* Expandable: the reservation whose prefix this segment is (its extent
+     * grows and shrinks at its end, granule by granule; its granules are
+     * mapped as blocks need them); NULL for a segment from one device
+     * allocation. */
     vram_pool_reservation_t *reservation;
 };
 
@@ -213,14 +214,39 @@ struct vram_pool_reservation {
     size_t size;
     uintptr_t stream;
     int kind;
-    vram_pool_segment_t *segment; /* its mapped prefix; NULL while nothing is mapped */
-    /* The chunks mapped, in address order from base, each by one map call
-     * (so each is unmapped whole): a stack, as the segment grows and
-     * shrinks only at its end. */
-    size_t *chunks;
-    size_t nchunks, chunks_cap;
+    vram_pool_segment_t *segment; /* NULL until the first request */
+    /* Per granule of the segment's extent (granules.c): at the first
+     * granule of a mapped chunk, the chunk's length in granules (one map
+     * call mapped it, one unmap call unmaps it whole), else 0; and a bit
+     * per granule, set while mapped. Free blocks may lie over unmapped
+     * granules; allocated ones never do. */
+    uint32_t *chunk;
+    uint64_t *mapped;
+    size_t cap;          /* granules both arrays cover (a multiple of 64) */
+    size_t mapped_bytes; /* counted in reserved_bytes */
     vram_pool_reservation_t *next;
 };
+
+/* Granule bookkeeping of a reservation (granules.c); map and unmap make the
+ * device calls and keep num_device_map/unmap and reserved_bytes. */
+int vram_granules_reserve(vram_pool_reservation_t *r, size_t granules);
+void vram_granules_release(vram_pool_reservation_t *r);
+/* Bytes of the granules overlapping [lo, hi) that are not mapped. */
+size_t vram_granules_unmapped_bytes(const vram_pool_t *pool, const vram_pool_reservation_t *r,
+                                    uintptr_t lo, uintptr_t hi);
+/* Maps the granules overlapping [lo, hi) that are not mapped, one chunk
+ * (one call) per run of them. */
+int vram_granules_map(vram_pool_t *pool, vram_pool_reservation_t *r, uintptr_t lo, uintptr_t hi);
+/* Unmaps the chunks lying wholly inside [lo, hi); returns bytes. */
+size_t vram_granules_unmap_inside(vram_pool_t *pool, vram_pool_reservation_t *r, uintptr_t lo,
+                                  uintptr_t hi);
+/* The end of the last mapped granule below `end` (the base when none). */
+uintptr_t vram_granules_mapped_end(const vram_pool_t *pool, const vram_pool_reservation_t *r,
+                                   uintptr_t end);
+/* Chunks whole, inside the extent, and adding up to mapped_bytes; -1 with a
+ * message when not. */
+int vram_granules_check(const vram_pool_t *pool, const vram_pool_reservation_t *r, size_t extent,
+                        char *err, size_t len);
 
 /* Bin of a block size: 2^bits bins per doubling (the top bits after the
  * leading one). Also the size-class index CONSOLIDATED uses as its rank. */
@@ -400,6 +426,9 @@ struct vram_pool {
      * reservation per stream and kind in use. */
     size_t granularity;
     vram_pool_reservation_t *reservations;
+    /* Bytes of expandable segments' extents that are not mapped; while 0,
+     * an allocation needs no look at granules (nor at the segment). */
+    size_t unmapped_extent;
     vram_block_table_t blocks; /* every block struct */
     /* OOM handlers (copied before being called without the lock) */
     vram_pool_handler_t handlers[VRAM_POOL_MAX_OOM_HANDLERS];

@@ -1,6 +1,8 @@
 /* Trace replay with per-request timing (see replay.h). */
 #include "pool/replay.h"
 
+#include "core/map.h"
+
 #include <errno.h>
 #include <malloc.h>
 #include <stdio.h>
@@ -42,13 +44,16 @@ int vram_device_cost_parse(const char *text, vram_device_cost_t *cost)
         if (key == 5 && !strncmp(p, "alloc", 5)) field = &c.alloc_us;
         if (key == 4 && !strncmp(p, "free", 4)) field = &c.free_us;
         if (key == 3 && !strncmp(p, "map", 3)) field = &c.map_us;
+        if (key == 5 && !strncmp(p, "unmap", 5)) field = &c.unmap_us;
         char *end = NULL;
         double v = eq ? strtod(eq + 1, &end) : -1;
         if (!field || !eq || end == eq + 1 || end != p + len || !(v >= 0 && v <= 1e7))
-            return vram_fail(VRAM_EINVAL,
-                             "device cost \"%.*s\": use alloc=US, free=US or map=US with a number "
-                             "of microseconds from 0 to 1e7",
-                             (int)len, p);
+            return vram_fail(
+                VRAM_EINVAL,
+                "device cost \"%.*s\": use alloc=US, free=US, map=US or unmap=US with a "
+                "number "
+                "of microseconds from 0 to 1e7",
+                (int)len, p);
         *field = v;
         p += len;
         if (*p == ',') p++;
@@ -155,7 +160,35 @@ typedef struct {
     uint64_t device_held, device_peak; /* DEVICE: bytes allocated on the device */
     uint64_t malloc_peak;              /* MALLOC: the heap's footprint */
     uint64_t device_allocs, device_frees, ooms;
+    /* 2 MiB granules that live requests overlap: granule -> live requests
+     * in it, their number and its peak (the floor any mapping policy has
+     * for this placement). */
+    vram_map_t touched;
+    uint64_t touched_now, touched_peak;
 } replayer_t;
+
+#define FLOOR_GRANULE_SHIFT 21
+
+/* Counts the granules [p, p + size) overlaps in or out (outside the timed
+ * region). Out of host memory the figure is left incomplete (it is a
+ * benchmark figure, not a result the replay depends on). */
+static void touch(replayer_t *r, uintptr_t p, size_t size, bool in)
+{
+    if (!size) return;
+    for (uint64_t g = p >> FLOOR_GRANULE_SHIFT; g <= (p + size - 1) >> FLOOR_GRANULE_SHIFT; g++) {
+        uint64_t n = 0;
+        bool had = vram_map_get(&r->touched, g, &n);
+        if (in) {
+            if (!vram_map_put(&r->touched, g, n + 1)) return;
+            if (!had && ++r->touched_now > r->touched_peak) r->touched_peak = r->touched_now;
+        } else if (n > 1) {
+            vram_map_put(&r->touched, g, n - 1);
+        } else if (had) {
+            vram_map_take(&r->touched, g, &n);
+            r->touched_now--;
+        }
+    }
+}
 
 static int do_alloc(replayer_t *r, size_t size, void **ptr)
 {
@@ -345,6 +378,7 @@ int vram_replay_run(const vram_trace_t *trace, const vram_replay_config_t *cfg,
                 requested += e->size;
                 if (requested > peak_requested) peak_requested = requested;
                 after_alloc(&r, (size_t)e->size);
+                touch(&r, (uintptr_t)p, (size_t)e->size, true);
             } else {
                 void *p = live[e->slot];
                 if (!p) continue; /* its allocation was refused, or was of 0 bytes */
@@ -358,6 +392,7 @@ int vram_replay_run(const vram_trace_t *trace, const vram_replay_config_t *cfg,
                 all[n_all++] = frees[n_free++] = clamp_ns(dt);
                 pairs[n_pair++] = clamp_ns(dt + alloc_ns[e->slot]);
                 requested -= slot_size[e->slot];
+                touch(&r, (uintptr_t)p, (size_t)slot_size[e->slot], false);
                 if (cfg->mode == VRAM_REPLAY_DEVICE) {
                     r.device_held -= slot_size[e->slot];
                     r.device_frees++;
@@ -370,6 +405,7 @@ int vram_replay_run(const vram_trace_t *trace, const vram_replay_config_t *cfg,
         for (size_t s = 0; s < slots && !rc; s++) {
             if (live[s]) {
                 rc = do_free(&r, live[s]);
+                touch(&r, (uintptr_t)live[s], (size_t)slot_size[s], false);
                 if (cfg->mode == VRAM_REPLAY_DEVICE) {
                     r.device_held -= slot_size[s];
                     r.device_frees++;
@@ -417,7 +453,7 @@ int vram_replay_run(const vram_trace_t *trace, const vram_replay_config_t *cfg,
     out->second_pass_device_calls = pass_calls[1];
     out->device_cost_ns =
         1000.0 * ((double)calls[0] * cfg->cost.alloc_us + (double)calls[1] * cfg->cost.free_us +
-                  (double)(calls[2] + calls[3]) * cfg->cost.map_us);
+                  (double)calls[2] * cfg->cost.map_us + (double)calls[3] * cfg->cost.unmap_us);
     out->sim_device_ns = (double)r.source.ns;
     out->ns_per_op_with_cost =
         n_all ? (out->all.mean * (double)n_all - out->sim_device_ns + out->device_cost_ns) /
@@ -425,8 +461,10 @@ int vram_replay_run(const vram_trace_t *trace, const vram_replay_config_t *cfg,
               : 0;
     out->fragmentation_ratio =
         peak_requested ? (double)out->peak_reserved_bytes / (double)peak_requested : 0.0;
+    out->peak_touched_bytes = r.touched_peak << FLOOR_GRANULE_SHIFT;
     out->timer_overhead_ns = timer_overhead();
 done:
+    vram_map_clear(&r.touched);
     if (r.pool) vram_pool_destroy(r.pool);
     vram_torch_policy_destroy(r.torch);
     free(live);

@@ -17,13 +17,14 @@ typedef enum {
 
 /* What device calls would cost on a GPU, in µs, added to the measured time
  * (the simulated device's calls cost far less). A segment allocation, a
- * segment release, and mapping (or unmapping) one unit of physical memory
- * into a reserved range. Defaults and their sources: docs/pool.md. */
+ * segment release, mapping one chunk of physical memory into a reserved
+ * range (create + map + set access), and unmapping one (unmap + release).
+ * Defaults and their sources: docs/pool.md. */
 typedef struct {
-    double alloc_us, free_us, map_us;
+    double alloc_us, free_us, map_us, unmap_us;
 } vram_device_cost_t;
 
-#define VRAM_DEVICE_COST_DEFAULT ((vram_device_cost_t){50.0, 14.0, 20.0})
+#define VRAM_DEVICE_COST_DEFAULT ((vram_device_cost_t){50.0, 14.0, 29.0, 11.0})
 
 typedef struct {
     vram_replay_mode_t mode;
@@ -47,6 +48,10 @@ typedef struct {
     uint64_t peak_requested_bytes;
     uint64_t peak_reserved_bytes; /* pool: reserved; device: bytes held; malloc: arena + mmap */
     double fragmentation_ratio;   /* peak reserved / peak requested */
+    /* Peak over time of the bytes of the 2 MiB-aligned granules that live
+     * requests overlap: what an allocator that placed blocks where this one
+     * did, but mapped only those granules at every moment, would reserve. */
+    uint64_t peak_touched_bytes;
     uint64_t device_allocs, device_frees;
     uint64_t device_maps, device_unmaps; /* units of physical memory (expandable) */
     /* Device calls (allocs + frees + maps + unmaps) in the first pass and in
@@ -71,7 +76,7 @@ const char *vram_replay_mode_name(vram_replay_mode_t mode);
 /* The mode named `name` ("none", "device", "malloc", "torch",
  * "torch-expandable"); EINVAL otherwise. */
 int vram_replay_mode_parse(const char *name, vram_replay_mode_t *out);
-/* Parses "alloc=US,free=US,map=US" (any subset, any order) over *cost;
+/* Parses "alloc=US,free=US,map=US,unmap=US" (any subset, any order) over *cost;
  * EINVAL naming the bad part. */
 int vram_device_cost_parse(const char *text, vram_device_cost_t *cost);
 

@@ -76,6 +76,11 @@ static json_t *segment_json(const vram_pool_t *pool, const vram_pool_segment_t *
     json_object_set_new(js, "active_size", json_integer((json_int_t)allocated));
     json_object_set_new(js, "requested_size", json_integer((json_int_t)requested));
     json_object_set_new(js, "expandable", json_boolean(seg->reservation != NULL));
+    /* total_size is the address range the blocks tile; what the device
+     * holds for it (less after a trim unmapped holes) is mapped_size. */
+    json_object_set_new(
+        js, "mapped_size",
+        json_integer((json_int_t)(seg->reservation ? seg->reservation->mapped_bytes : seg->size)));
     json_object_set_new(js, "blocks", blocks);
     return js;
 }

@@ -40,6 +40,10 @@ void vram_pool_stats_derive_locked(const vram_pool_t *pool, vram_pool_stats_t *o
     out->largest_free_block = vram_pool_largest_free_locked(pool);
     int64_t reserved = out->reserved_bytes[VRAM_POOL_STAT_ALL].current;
     int64_t cached = reserved - out->allocated_bytes[VRAM_POOL_STAT_ALL].current;
+    /* A free block of an expandable segment may lie partly over unmapped
+     * granules (mapped again when used): the figure counts at most what
+     * is cached. */
+    if (out->largest_free_block > (uint64_t)cached) out->largest_free_block = (uint64_t)cached;
     out->fragmentation = cached > 0 ? 1.0 - (double)out->largest_free_block / (double)cached : 0.0;
     out->efficiency =
         reserved > 0 ? (double)out->requested_bytes[VRAM_POOL_STAT_ALL].current / (double)reserved
@@ -125,7 +129,8 @@ static int check_place(const vram_pool_t *pool, const vram_pool_block_t *b, kind
 }
 
 static int check_segment(const vram_pool_t *pool, const vram_pool_segment_t *seg, kind_totals_t *t,
-                         size_t *free_count, uint64_t *idle, char *err, size_t len)
+                         size_t *free_count, uint64_t *idle, uint64_t *unmapped, char *err,
+                         size_t len)
 {
     const vram_pool_block_t *first = vram_pool_first_block(pool, seg);
     if (!first || first->addr != seg->base)
@@ -156,6 +161,9 @@ static int check_segment(const vram_pool_t *pool, const vram_pool_segment_t *seg
             t->requested += (int64_t)b->u.live.requested;
             if (b->u.live.requested > b->size)
                 FAIL("block 0x%" PRIxPTR " smaller than its request", b->addr);
+            if (seg->reservation &&
+                vram_granules_unmapped_bytes(pool, seg->reservation, b->addr, b->addr + b->size))
+                FAIL("allocated block 0x%" PRIxPTR " lies over unmapped granules", b->addr);
         } else {
             (*free_count)++;
             if (prev && !prev->allocated)
@@ -175,9 +183,11 @@ static int check_segment(const vram_pool_t *pool, const vram_pool_segment_t *seg
               seg->size % pool->granularity || r->stream != seg->stream || r->kind != seg->kind))
         FAIL("expandable segment 0x%" PRIxPTR " (%zu bytes) does not match its reservation",
              seg->base, seg->size);
+    if (r && vram_granules_check(pool, r, seg->size, err, len)) return -1;
+    if (r) *unmapped += seg->size - r->mapped_bytes;
     if (!allocated) *idle += seg->size;
     t->segments++;
-    t->reserved += (int64_t)seg->size;
+    t->reserved += (int64_t)(r ? r->mapped_bytes : seg->size);
     return 0;
 }
 
@@ -197,14 +207,26 @@ int vram_pool_check(vram_pool_t *pool, char *err, size_t len)
     pthread_mutex_lock(&pool->lock);
     kind_totals_t t[2] = {{0}, {0}};
     size_t free_count[2] = {0, 0};
-    uint64_t idle = 0;
+    uint64_t idle = 0, unmapped = 0;
     for (vram_pool_segment_t *seg = pool->segments; seg; seg = seg->next) {
         if (seg->next && seg->next->prev != seg) {
             snprintf(err, len, "segment list links broken");
             goto out;
         }
-        if (check_segment(pool, seg, &t[seg->kind], &free_count[seg->kind], &idle, err, len))
+        if (check_segment(pool, seg, &t[seg->kind], &free_count[seg->kind], &idle, &unmapped, err,
+                          len))
             goto out;
+    }
+    for (const vram_pool_reservation_t *r = pool->reservations; r; r = r->next)
+        if (!r->segment && r->mapped_bytes) {
+            snprintf(err, len, "reservation 0x%" PRIxPTR " has %zu bytes mapped and no segment",
+                     r->base, r->mapped_bytes);
+            goto out;
+        }
+    if (unmapped != pool->unmapped_extent) {
+        snprintf(err, len, "%zu unmapped bytes of extents counted, segments say %" PRIu64,
+                 pool->unmapped_extent, unmapped);
+        goto out;
     }
     for (int k = 0; k < 2; k++) {
         if (vram_free_index_check(&pool->free_blocks[k], err, len) < 0) goto out;

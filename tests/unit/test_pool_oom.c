@@ -341,6 +341,81 @@ static void expandable_segments(void **state)
     vram_pool_destroy(pool);
 }
 
+/* Trim unmaps whole chunks inside a hole too (not only at the end), and a
+ * request that lands there maps them again. A chunk shared with a live
+ * block stays (a chunk is unmapped whole). */
+static void expandable_hole_unmapped_by_trim(void **state)
+{
+    (void)state;
+    vram_pool_config_t cfg = {.strategy = VRAM_POOL_BALANCED,
+                              .expandable = VRAM_POOL_EXPANDABLE_ON};
+    vram_pool_t *pool;
+    assert_int_equal(vram_pool_create(sim.ctx, 0, &cfg, &pool), 0);
+    void *a, *b, *c;
+    /* Offsets in MiB: a 0..4 and b 4..12 each map one chunk of their own;
+     * c 12..15 maps 12..16. */
+    assert_int_equal(vram_pool_alloc(pool, 4 * MiB, NULL, &a), 0);
+    assert_int_equal(vram_pool_alloc(pool, 8 * MiB, NULL, &b), 0);
+    assert_int_equal(vram_pool_alloc(pool, 3 * MiB, NULL, &c), 0);
+    assert_int_equal(reserved_of(pool), 16 * MiB);
+    assert_int_equal(vram_pool_free(pool, b), 0);
+    uint64_t released = 0;
+    assert_int_equal(vram_pool_trim(pool, &released), 0);
+    assert_int_equal(released, 8 * MiB); /* b's chunk, wholly in the hole; c keeps 12..16 */
+    char err[256];
+    assert_int_equal(vram_pool_check(pool, err, sizeof err), 0);
+    vram_ctx_t *other;
+    assert_int_equal(vram_ctx_open_backend("sim", &other), 0);
+    assert_int_equal(pool_sim_used(other), 8 * MiB);
+    /* The snapshot shows the range the blocks tile and what is mapped of it. */
+    char *json = vram_pool_snapshot_json(pool);
+    assert_non_null(strstr(json, "\"total_size\":16777216"));
+    assert_non_null(strstr(json, "\"mapped_size\":8388608"));
+    free(json);
+    /* The hole is used again: its chunk is mapped again, one call. */
+    vram_pool_stats_t s;
+    assert_int_equal(vram_pool_stats(pool, &s), 0);
+    uint64_t maps = s.num_device_map;
+    assert_int_equal(vram_pool_alloc(pool, 8 * MiB, NULL, &b), 0);
+    assert_int_equal(vram_pool_stats(pool, &s), 0);
+    assert_int_equal(s.num_device_map, maps + 1);
+    assert_int_equal(reserved_of(pool), 16 * MiB);
+    assert_int_equal(pool_sim_used(other), 16 * MiB);
+    assert_int_equal(vram_pool_check(pool, err, sizeof err), 0);
+    assert_int_equal(vram_pool_free(pool, a), 0);
+    assert_int_equal(vram_pool_free(pool, b), 0);
+    assert_int_equal(vram_pool_free(pool, c), 0);
+    assert_int_equal(vram_pool_trim(pool, &released), 0);
+    assert_int_equal(pool_sim_used(other), 0);
+    vram_ctx_close(other);
+    vram_pool_destroy(pool);
+}
+
+/* A request the limit refuses after the extent grew leaves unmapped
+ * address space at the end; trim reports the mapped bytes it gave back,
+ * not the extent. */
+static void expandable_trim_counts_mapped_bytes(void **state)
+{
+    (void)state;
+    vram_pool_config_t cfg = {.strategy = VRAM_POOL_BALANCED,
+                              .expandable = VRAM_POOL_EXPANDABLE_ON,
+                              .limit_bytes = 64 * MiB};
+    vram_pool_t *pool;
+    assert_int_equal(vram_pool_create(sim.ctx, 0, &cfg, &pool), 0);
+    void *a, *b;
+    assert_int_equal(vram_pool_alloc(pool, 30 * MiB, NULL, &a), 0);
+    assert_int_equal(vram_pool_alloc(pool, 40 * MiB, NULL, &b), VRAM_ENOMEM);
+    char err[256];
+    assert_int_equal(vram_pool_check(pool, err, sizeof err), 0);
+    assert_int_equal(vram_pool_free(pool, a), 0);
+    uint64_t reserved = reserved_of(pool), released = 0;
+    assert_int_equal(reserved, 30 * MiB);
+    assert_int_equal(vram_pool_trim(pool, &released), 0);
+    assert_int_equal(released, reserved);
+    assert_int_equal(reserved_of(pool), 0);
+    vram_pool_destroy(pool);
+}
+
 /* Off, or on a backend without virtual memory (cpu): segments as before. */
 static void expandable_off_and_unsupported(void **state)
 {
@@ -386,6 +461,8 @@ int main(void)
         cmocka_unit_test(limit_enforced),
         cmocka_unit_test(limit_from_fraction_and_options),
         cmocka_unit_test(trim_returns_memory_to_the_device),
+        cmocka_unit_test(expandable_hole_unmapped_by_trim),
+        cmocka_unit_test(expandable_trim_counts_mapped_bytes),
         cmocka_unit_test(expandable_segments),
         cmocka_unit_test(expandable_off_and_unsupported),
     };

@@ -119,7 +119,8 @@ static void collect(const vram_pool_segment_t *seg, const vram_pool_block_t *b, 
 {
     walk_t *w = user;
     if (seg->base != w->last_seg && !b->prev) {
-        w->reserved += (int64_t)seg->size;
+        /* An expandable segment holds what is mapped of its extent. */
+        w->reserved += (int64_t)(seg->reservation ? seg->reservation->mapped_bytes : seg->size);
         w->segments++;
         w->last_seg = seg->base;
     }
@@ -193,6 +194,22 @@ static void full_check(vram_pool_t *pool, vram_ctx_t *ctx, model_t *m)
     free(w.blocks);
 }
 
+/* After a trim no mapped chunk lies wholly inside a free block of an
+ * expandable segment (holes included): they all went back. */
+static void no_chunk_in_free_block(const vram_pool_segment_t *seg, const vram_pool_block_t *b,
+                                   void *user)
+{
+    const vram_pool_t *pool = user;
+    const vram_pool_reservation_t *r = seg->reservation;
+    if (b->allocated || !r) return;
+    size_t g = pool->granularity;
+    size_t first = (b->addr - r->base + g - 1) / g, end = (b->addr + b->size - r->base) / g;
+    for (size_t i = first; i < end; i++)
+        if (r->chunk[i] && i + r->chunk[i] <= end)
+            fail_msg("chunk at granule %zu lies in free block 0x%zx after trim", i,
+                     (size_t)b->addr);
+}
+
 static void run_strategy(vram_pool_strategy_t strategy, vram_pool_expandable_t expandable,
                          uint64_t seed)
 {
@@ -235,9 +252,13 @@ static void run_strategy(vram_pool_strategy_t strategy, vram_pool_expandable_t e
             assert_int_equal(s.allocation[VRAM_POOL_STAT_ALL].current, (int64_t)m->count);
             assert_int_equal(s.requested_bytes[VRAM_POOL_STAT_ALL].current, m->requested);
         }
-        if (op % 50000 == 0) {
+        /* Expandable segments trim more often: a trim unmaps the chunks of
+         * holes, and the requests that land there map them again. */
+        if (op % (expandable == VRAM_POOL_EXPANDABLE_ON ? 5000 : 50000) == 0) {
             uint64_t released = 0;
             assert_int_equal(vram_pool_trim(pool, &released), 0);
+            if (expandable == VRAM_POOL_EXPANDABLE_ON)
+                vram_pool_walk(pool, no_chunk_in_free_block, pool);
             vram_pool_stats_t s;
             assert_int_equal(vram_pool_stats(pool, &s), 0);
             assert_int_equal(pool->idle_segment_bytes, 0); /* nothing wholly free is kept */
