@@ -529,6 +529,7 @@ typedef struct {
     /* VRAM_FAMILY_PROFILE: measured figures */
     uint64_t profile_parameters, profile_buffers_bytes;
     uint64_t profile_act_per_sample, profile_act_fixed;
+    uint64_t profile_bwd_per_sample, profile_bwd_fixed; /* backward's transient bytes */
     int profile_dtype_bytes; /* bytes per parameter of the measured dtype */
     /* second edition: heads, decoder variants, mixture of experts, audio */
     vram_head_t head;

@@ -83,9 +83,13 @@ def print_memory_analysis(model, batch_size, device=0, mixed_precision=False,
     inputs = min(e.activations, int(prof.input_bytes_per_sample * batch_size * scale))
     row("Input data", inputs)
     row("Activations", e.activations - inputs)
-    row("Total", e.activations)
+    # backward's transient memory: for a measured profile, what backward
+    # held at once beyond the saved activations (analyze())
+    row("Batch gradients", e.backward_temps, "  (in flight during backward)")
+    row("Total", e.activations + e.backward_temps)
     print("Total", file=out)
-    row("Runtime overhead", e.overhead, "  (CUDA context, workspaces)")
+    row("Runtime overhead", e.overhead - e.backward_temps,
+        "  (CUDA context, workspaces, allocator rounding)")
     row("Estimated usage", e.total, "  (%.1f %% of the GPU)" % pct(e.total))
     if p.free_bytes >= e.total:
         row("Remaining", p.free_bytes - e.total)
