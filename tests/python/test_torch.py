@@ -191,6 +191,10 @@ def test_print_memory_analysis_resnet18(resnet18, sim):
             rows.setdefault(" ".join(parts[:parts.index("GiB") - 1]), []).append(
                 float(parts[parts.index("GiB") - 1]))
     assert rows["Batch gradients"] == [round(e.backward_temps / GiB, 3)] and e.backward_temps > 0
+    # each recommendation's % is its own estimate's share of the GPU
+    line = next(x for x in text.splitlines() if x.strip().startswith("Maximum"))
+    at = vram.estimate(profile=p, batch_size=plan.maximum, precision="fp32", optimizer="adamw")
+    assert "(%.1f %% of GPU memory)" % (100.0 * at.total / plan.total_bytes) in line
     batch_total = rows["Total"][2]  # of the GPU, the model, the batch
     assert abs(batch_total - sum(rows[k][0] for k in ("Input data", "Activations",
                                                       "Batch gradients"))) <= 0.002

@@ -101,8 +101,10 @@ def print_memory_analysis(model, batch_size, device=0, mixed_precision=False,
         print("  not even batch 1 fits", file=out)
     for label, b in (("Maximum", p.maximum), ("Recommended", p.recommended), ("Safe", p.safe)):
         if b:
-            print("  %-12s %6d  (%.1f %% of GPU memory)" % (label, b, pct(p.bytes_at(b))),
-                  file=out)
+            # the estimate at b itself: the plan's affine bytes_at() is a chord
+            # through batches 1 and 2, where the optimizer step can be the peak
+            at = api.estimate(profile=prof, precision=prec, optimizer=opt, batch_size=b).total
+            print("  %-12s %6d  (%.1f %% of GPU memory)" % (label, b, pct(at)), file=out)
     verdict = {"tight": "tight (fits only without the safety margin)"}.get(p.verdict, p.verdict)
     print("Current batch %d: %s" % (batch_size, verdict), file=out)
     if not p.fits and p.micro_batch_size:
