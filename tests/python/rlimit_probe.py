@@ -6,7 +6,8 @@ what it uses plus CAP bytes, so PyTorch's own CPU allocator fails
 glibc is told (MALLOC_MMAP_THRESHOLD_, set by the caller) to map every large
 block on its own, so freed tensors go back to the system between trials.
 
-usage: rlimit_probe.py MODEL CAP_BYTES PROFILE_OUT (MODEL: resnet18, transformer)  -> prints the search as JSON"""
+usage: rlimit_probe.py MODEL CAP_BYTES PROFILE_OUT -> prints the search as JSON
+MODEL: transformer (the test's small one) or resnet18 (torchvision, 32 px)"""
 import json
 import os
 import resource

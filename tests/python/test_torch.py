@@ -90,9 +90,9 @@ def test_analyze_transformer(transformer):
 def test_analyze_batch_gradients(transformer):
     """Backward's transient memory (the report's "batch gradients"), from
     the CPU allocator's events: affine in the batch above the measured
-    sizes (the profile predicts a larger size exactly), at least the gradient of the logits (the loss's
-    first gradient, seq x vocab floats a sample) and used by the planner as
-    it was measured."""
+    sizes (the profile predicts a larger size exactly), at least the
+    gradient of the logits (the loss's first gradient, seq x vocab floats a
+    sample), and used by the planner as it was measured."""
     from vram.torch.analyze import backward_peak_bytes
     m, ids, p = transformer
     logits_grad = 64 * 1000 * 4

@@ -225,7 +225,8 @@ def graph_saved_bytes(loss, model):
 
 def analyze(model, example_batch, loss_fn=None, optimizer="adamw", precision="fp32",
             batch_sizes=(2, 4), name=None, forward=None, device="cpu"):
-    """Measures `model` (an nn.Module on the CPU) with real training steps.
+    """Measures `model` (an nn.Module on the CPU) with real training steps
+    (what and how: this module's docstring, docs/python.md).
 
     example_batch: a tensor, a tuple/list/dict of tensors (batch along dim
     0; rows are repeated to reach the measured sizes), or a function
@@ -252,24 +253,24 @@ def analyze(model, example_batch, loss_fn=None, optimizer="adamw", precision="fp
     sizes = (b1, b2, 4 * b2)
     loss_fn = loss_fn or default_loss
     forward = forward or call_model
-    m = None
+    measured = None
     if device == "meta":
         from . import meta
         try:
-            m = _measure(meta.meta_copy(model), example_batch, loss_fn, forward, optimizer,
-                         sizes, meta.to_meta, meta.backward_peak_bytes_meta)
+            measured = _measure(meta.meta_copy(model), example_batch, loss_fn, forward,
+                                optimizer, sizes, meta.to_meta, meta.backward_peak_bytes_meta)
         except (NotImplementedError, RuntimeError) as e:
             log.warning("vram.torch.analyze: measuring %s on the CPU: the meta device cannot "
                         "run it (%s)", name or type(model).__name__,
                         str(e).strip().splitlines()[0][:200])
             device = "cpu"
-    if m is None:
-        m = _measure_restoring(model, example_batch, loss_fn, forward, optimizer, sizes)
+    if measured is None:
+        measured = _measure_restoring(model, example_batch, loss_fn, forward, optimizer, sizes)
     params = list(model.parameters())
     trainable = [p for p in params if p.requires_grad]
     dtype = next((p.dtype for p in params if p.is_floating_point()), torch.float32)
-    per_sample, fixed = _line(m["acts"], b1, b2)
-    bwd_per_sample, bwd_fixed = _line(m["bwds"][1:], b2, sizes[2])
+    per_sample, fixed = _line(measured["acts"], b1, b2)
+    bwd_per_sample, bwd_fixed = _line(measured["bwds"][1:], b2, sizes[2])
     return Profile(
         name=name or type(model).__name__,
         parameters=sum(p.numel() for p in params),
@@ -278,12 +279,12 @@ def analyze(model, example_batch, loss_fn=None, optimizer="adamw", precision="fp
         dtype=_DTYPE_NAMES.get(dtype, "fp32"), precision=precision,
         trainable_parameters=sum(p.numel() for p in trainable),
         parameter_bytes=sum(p.numel() * p.element_size() for p in params),
-        gradient_bytes=m["grad_bytes"], optimizer=optimizer_name(optimizer),
-        optimizer_state_bytes=m["state_bytes"],
-        input_bytes_per_sample=(m["inputs"][1] - m["inputs"][0]) // (b2 - b1),
+        gradient_bytes=measured["grad_bytes"], optimizer=optimizer_name(optimizer),
+        optimizer_state_bytes=measured["state_bytes"],
+        input_bytes_per_sample=(measured["inputs"][1] - measured["inputs"][0]) // (b2 - b1),
         backward_bytes_per_sample=bwd_per_sample, backward_bytes_fixed=bwd_fixed,
-        batch_sizes=[b1, b2], activation_bytes=m["acts"], backward_bytes=m["bwds"],
-        device=device)
+        batch_sizes=[b1, b2], activation_bytes=measured["acts"],
+        backward_bytes=measured["bwds"], device=device)
 
 
 def _measure_restoring(model, example_batch, loss_fn, forward, optimizer, sizes):
