@@ -4,7 +4,7 @@
 # model: prints each run's outcome and the planner's prediction from
 # analyze()'s profile. A crash is reported as a crash, never as an OOM.
 # usage: bench/python/rlimit_oom.sh [BUILD_DIR] [RUNS] [MODELS...]
-#   MODELS: transformer (cap 64 MiB), resnet18 (cap 256 MiB; ~90 s a run)
+#   MODELS: transformer (cap 64 MiB), resnet18 (cap 256 MiB; minutes a run)
 set -u
 here=$(cd "$(dirname "$0")/../.." && pwd)
 build=${1:-$here/build} runs=${2:-5}
