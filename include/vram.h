@@ -529,6 +529,7 @@ typedef struct {
     /* VRAM_FAMILY_PROFILE: measured figures */
     uint64_t profile_parameters, profile_buffers_bytes;
     uint64_t profile_act_per_sample, profile_act_fixed;
+    uint64_t profile_bwd_per_sample, profile_bwd_fixed; /* backward's transient bytes */
     int profile_dtype_bytes; /* bytes per parameter of the measured dtype */
     /* second edition: heads, decoder variants, mixture of experts, audio */
     vram_head_t head;
@@ -1427,6 +1428,13 @@ VRAM_API int vram_plan_json(const char *request, char **out);
 /* The devices of ctx in the schema of `vram info --json` (docs/info-json.md);
  * index -1 = all, else only that device (ENODEV when there is none). */
 VRAM_API int vram_info_json(vram_ctx_t *ctx, int index, char **out);
+/* The layout of every struct that python/vram mirrors with ctypes:
+ * {"vram_pool_config_t": {"size": N, "fields": {"strategy": {"offset": 0,
+ * "size": 4}, ...}}, ...} as this libvram was compiled. The package compares
+ * its mirrors with it at import, so a mirror missing a field fails loudly
+ * instead of letting libvram write past it. A new mirror adds its struct to
+ * src/core/layout_json.c. ENOMEM; EINVAL for out NULL. Thread-safe. */
+VRAM_API int vram_layout_json(char **out);
 /* Releases a reply of the functions above. Accepts NULL. */
 VRAM_API void vram_json_free(char *text);
 

@@ -1,20 +1,27 @@
 #!/bin/bash
 # The batch-size search against REAL out-of-memory errors of PyTorch's CPU
-# allocator under RLIMIT_DATA (tests/python/rlimit_probe.py), RUNS times:
-# prints each run's outcome. Not in `make test`: Debian's PyTorch 1.13 often
-# crashes (SIGSEGV in backward) when an allocation fails near the cap.
-# usage: bench/python/rlimit_oom.sh [BUILD_DIR] [RUNS]
+# allocator under RLIMIT_DATA (tests/python/rlimit_probe.py), RUNS times per
+# model: prints each run's outcome and the planner's prediction from
+# analyze()'s profile. A crash is reported as a crash, never as an OOM.
+# usage: bench/python/rlimit_oom.sh [BUILD_DIR] [RUNS] [MODELS...]
+#   MODELS: transformer (cap 64 MiB), resnet18 (cap 256 MiB; minutes a run)
 set -u
 here=$(cd "$(dirname "$0")/../.." && pwd)
 build=${1:-$here/build} runs=${2:-5}
+shift 2 2>/dev/null
+models=${*:-transformer resnet18}
 export VRAM_LIBRARY=$build/libvram.so VRAM_BUILD_DIR=$build PYTHONPATH=$here/python
 export OMP_NUM_THREADS=1 MALLOC_MMAP_THRESHOLD_=65536
-for i in $(seq "$runs"); do
-    out=$(/usr/bin/python3 "$here/tests/python/rlimit_probe.py" $((256 << 20)) "$(mktemp)" 2>/dev/null)
-    rc=$?
-    if [ $rc = 0 ]; then
-        echo "run $i: $(python3 -c 'import json,sys; d=json.loads(sys.argv[1]); print("maximum", d["maximum"], "in", len(d["trials"]), "trials, predicted", d["predicted"])' "$out")"
-    else
-        echo "run $i: the probe died (exit $rc)"
-    fi
+for model in $models; do
+    cap=$((64 << 20))
+    [ "$model" = resnet18 ] && cap=$((256 << 20))
+    for i in $(seq "$runs"); do
+        out=$(/usr/bin/python3 "$here/tests/python/rlimit_probe.py" "$model" $cap "$(mktemp)" 2>/dev/null)
+        rc=$?
+        if [ $rc = 0 ]; then
+            echo "$model run $i: $(python3 -c 'import json,sys; d=json.loads(sys.argv[1]); print("maximum", d["maximum"], "in", len(d["trials"]), "trials, predicted", d["predicted"])' "$out")"
+        else
+            echo "$model run $i: the probe died (exit $rc)"
+        fi
+    done
 done

@@ -72,6 +72,7 @@ _PROTOTYPES = {
     "vram_plan_json": (_I, [_S, _OUT]),
     "vram_info_json": (_I, [_V, _I, _OUT]),
     "vram_json_free": (None, [_V]),
+    "vram_layout_json": (_I, [_OUT]),
     "vram_ctx_open": (_I, [_OUT]),
     "vram_ctx_open_backend": (_I, [_S, _OUT]),
     "vram_ctx_close": (None, [_V]),
@@ -129,6 +130,49 @@ def call_json(fn, *args):
     lib.vram_clear_error()
     check(fn(*args, ctypes.byref(out)))
     return json.loads(take_text(out.value))
+
+
+_layouts = None
+checked_mirrors = set()  # the ctypes classes check_layouts() has compared
+
+
+def layout_mismatches(cls, c_type):
+    """How the ctypes class `cls` differs from the C struct `c_type` as this
+    libvram was compiled (vram_layout_json): a list of sentences, empty when
+    size, field names, offsets and field sizes all agree. A trailing "_" of
+    a Python name stands for a C keyword-like name (from_ = from)."""
+    global _layouts
+    if _layouts is None:
+        _layouts = call_json(lib.vram_layout_json)
+    c = _layouts.get(c_type)
+    if c is None:
+        return ["libvram does not describe %s (add it to src/core/layout_json.c)" % c_type]
+    problems = []
+    if ctypes.sizeof(cls) != c["size"]:
+        problems.append("size %d, C has %d" % (ctypes.sizeof(cls), c["size"]))
+    mine = {name.rstrip("_"): getattr(cls, name) for name, *_ in cls._fields_}
+    for name in sorted(set(c["fields"]) - set(mine)):
+        problems.append("field %s is missing" % name)
+    for name in sorted(set(mine) - set(c["fields"])):
+        problems.append("field %s is not in C" % name)
+    for name in sorted(set(mine) & set(c["fields"])):
+        f, cf = mine[name], c["fields"][name]
+        if (f.offset, f.size) != (cf["offset"], cf["size"]):
+            problems.append("field %s at offset %d size %d, C has offset %d size %d" % (
+                name, f.offset, f.size, cf["offset"], cf["size"]))
+    return problems
+
+
+def check_layouts(mirrors):
+    """Compares ctypes mirrors {class: "c_type_t"} with libvram's structs;
+    an ImportError naming every difference when one disagrees (a stale
+    mirror would let libvram write past the Python object)."""
+    for cls, c_type in mirrors.items():
+        problems = layout_mismatches(cls, c_type)
+        if problems:
+            raise ImportError("vram: the ctypes mirror %s of %s does not match %s: %s" % (
+                cls.__qualname__, c_type, path, "; ".join(problems)))
+        checked_mirrors.add(cls)
 
 
 def encode(obj):

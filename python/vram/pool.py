@@ -15,6 +15,9 @@ class _PoolConfig(ctypes.Structure):
                 ("expandable", ctypes.c_int)]  # vram_pool_expandable_t
 
 
+_lib.check_layouts({_PoolConfig: "vram_pool_config_t"})
+
+
 class Pool:
     """A caching allocator of device memory (docs/pool.md) on `device` of
     the backend (VRAM_SIM devices included; the CPU backend allocates host

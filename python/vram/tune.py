@@ -10,6 +10,7 @@ vram.torch.runtime's AdaptiveBatchIterator, oom_guard and SwapCache."""
 import ctypes
 import os
 
+from . import _lib
 from ._lib import lib, check
 
 _I, _D, _B, _V = ctypes.c_int, ctypes.c_double, ctypes.c_bool, ctypes.c_void_p
@@ -93,6 +94,15 @@ class _SwapStats(ctypes.Structure):
         "gpu_budget", "host_budget", "gpu_bytes", "host_bytes", "gpu_items", "host_items",
         "hits_gpu", "hits_host", "misses", "bytes_to_gpu", "bytes_to_host", "bytes_loaded",
         "evictions_gpu", "evictions_host")]
+
+
+_lib.check_layouts({
+    _OptConfig: "vram_batchopt_config_t", _Decision: "vram_batchopt_decision_t",
+    _Adjustment: "vram_batchopt_adjustment_t", _OptStats: "vram_batchopt_stats_t",
+    _IterConfig: "vram_batchiter_config_t", _IterChange: "vram_batchiter_change_t",
+    _IterStats: "vram_batchiter_stats_t", _ChainConfig: "vram_oomchain_config_t",
+    _Action: "vram_oom_action_t", _ChainStats: "vram_oomchain_stats_t",
+    _Move: "vram_swap_move_t", _SwapStats: "vram_swap_stats_t"})
 
 
 _P = ctypes.POINTER

@@ -304,7 +304,15 @@ typedef struct {
 static backward_t backward_temps(const vram_model_t *m, const vram_arch_shape_t *sh)
 {
     backward_t r = {0, 0};
-    if (m->hidden_size <= 0 || m->family == VRAM_FAMILY_PROFILE || m->family == VRAM_FAMILY_LSTM ||
+    if (m->family == VRAM_FAMILY_PROFILE) {
+        /* measured (vram.torch.analyze): what backward holds at once beyond
+         * the saved activations, in the profile's dtype */
+        double scale = m->profile_dtype_bytes > 0 ? sh->mm / m->profile_dtype_bytes : 1;
+        r.chain = scale * ((double)m->profile_bwd_per_sample * (double)sh->batch +
+                           (double)m->profile_bwd_fixed);
+        return r;
+    }
+    if (m->hidden_size <= 0 || m->family == VRAM_FAMILY_LSTM ||
         m->family == VRAM_FAMILY_GRU || vram_arch_is_image(m))
         return r;
     double b = (double)sh->batch, s = (double)sh->seq, tok = b * s, h = (double)m->hidden_size;

@@ -475,6 +475,13 @@ static int read_profile(json_t *root, const char *origin, vram_model_t *m)
     if ((rc = get_int(root, origin, KEYS("buffers_bytes"), false, 0, VRAM_MAX_BYTES, &v)))
         return rc;
     m->profile_buffers_bytes = (uint64_t)v;
+    if ((rc = get_int(root, origin, KEYS("backward_bytes_per_sample"), false, 0, VRAM_MAX_BYTES,
+                      &v)))
+        return rc;
+    m->profile_bwd_per_sample = (uint64_t)v;
+    if ((rc = get_int(root, origin, KEYS("backward_bytes_fixed"), false, 0, VRAM_MAX_BYTES, &v)))
+        return rc;
+    m->profile_bwd_fixed = (uint64_t)v;
     json_t *dt = json_object_get(root, "dtype");
     const char *d = json_is_string(dt) ? json_string_value(dt) : "fp32";
     if (dt && !json_is_string(dt))

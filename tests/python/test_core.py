@@ -59,6 +59,47 @@ def test_library_lookup_order(tmp_path):
         assert "system loader" not in r.stderr or "libvram.so.0" in r.stderr
 
 
+
+# ---- ctypes mirrors against C's layout ---------------------------------------
+
+def test_every_ctypes_mirror_is_checked_against_c():
+    """Each ctypes.Structure of the package was compared with libvram's
+    vram_layout_json at import (a mirror nobody checks is how libvram once
+    wrote past a vram_pool_config_t that lacked a new field)."""
+    import ctypes
+    import importlib
+    import pkgutil
+    mirrors = []
+    for info in pkgutil.walk_packages(vram.__path__, "vram."):
+        mod = importlib.import_module(info.name)
+        mirrors += [c for c in vars(mod).values() if isinstance(c, type)
+                    and issubclass(c, ctypes.Structure) and c.__module__ == mod.__name__]
+    assert len(mirrors) >= 13
+    unchecked = [c.__qualname__ for c in mirrors if c not in vram._lib.checked_mirrors]
+    assert unchecked == []
+
+
+def test_a_stale_mirror_is_refused_with_its_differences():
+    import ctypes
+
+    class Stale(ctypes.Structure):  # vram_pool_config_t before "expandable"
+        _fields_ = [("strategy", ctypes.c_int), ("limit_bytes", ctypes.c_uint64),
+                    ("limit_fraction", ctypes.c_double), ("trace_path", ctypes.c_char_p)]
+
+    class Retyped(ctypes.Structure):
+        _fields_ = [("key", ctypes.c_uint64), ("size", ctypes.c_uint32),
+                    ("from_", ctypes.c_int), ("to", ctypes.c_int)]
+
+    with pytest.raises(ImportError) as e:
+        vram._lib.check_layouts({Stale: "vram_pool_config_t"})
+    assert "Stale of vram_pool_config_t" in str(e.value)
+    assert "field expandable is missing" in str(e.value) and "size 32, C has 40" in str(e.value)
+    with pytest.raises(ImportError, match="field size at offset 8 size 4, C has offset 8 size 8"):
+        vram._lib.check_layouts({Retyped: "vram_swap_move_t"})
+    with pytest.raises(ImportError, match="does not describe vram_nothing_t"):
+        vram._lib.check_layouts({Stale: "vram_nothing_t"})
+    assert Stale not in vram._lib.checked_mirrors
+
 # ---- errors ----------------------------------------------------------------
 
 def test_errors_carry_c_name_and_message():

@@ -177,6 +177,42 @@ static void info_lists_sim_devices(void **state)
     rmdir(dir);
 }
 
+/* The layouts the Python mirrors are checked against are the compiler's. */
+static void layout_reports_compiled_structs(void **state)
+{
+    (void)state;
+    char *out = NULL;
+    assert_int_equal(vram_layout_json(&out), 0);
+    json_t *doc = json_loads(out, 0, NULL);
+    vram_json_free(out);
+    assert_non_null(doc);
+    json_t *pool = json_object_get(doc, "vram_pool_config_t");
+    assert_int_equal(json_integer_value(json_object_get(pool, "size")), sizeof(vram_pool_config_t));
+    json_t *exp = json_object_get(json_object_get(pool, "fields"), "expandable");
+    assert_int_equal(json_integer_value(json_object_get(exp, "offset")),
+                     offsetof(vram_pool_config_t, expandable));
+    json_t *from = json_object_get(
+        json_object_get(json_object_get(doc, "vram_swap_move_t"), "fields"), "from");
+    assert_int_equal(json_integer_value(json_object_get(from, "offset")),
+                     offsetof(vram_swap_move_t, from));
+    /* every field lies inside its struct */
+    const char *type, *name;
+    json_t *st, *f;
+    json_object_foreach(doc, type, st)
+    {
+        json_int_t size = json_integer_value(json_object_get(st, "size"));
+        json_object_foreach(json_object_get(st, "fields"), name, f)
+        {
+            json_int_t end = json_integer_value(json_object_get(f, "offset")) +
+                             json_integer_value(json_object_get(f, "size"));
+            if (end > size) fail_msg("%s.%s ends at %lld, past %lld", type, name, (long long)end,
+                                     (long long)size);
+        }
+    }
+    json_decref(doc);
+    assert_int_equal(vram_layout_json(NULL), VRAM_EINVAL);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -184,6 +220,7 @@ int main(void)
         cmocka_unit_test(plan_equals_struct_api),
         cmocka_unit_test(bad_requests_are_named),
         cmocka_unit_test(info_lists_sim_devices),
+        cmocka_unit_test(layout_reports_compiled_structs),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -7,15 +7,23 @@ What is measured, by running real training steps:
   torch.autograd.graph.saved_tensors_hooks during forward + loss, with the
   parameters and buffers excluded and the inputs included, at two batch
   sizes; per sample = the slope, fixed = the intercept;
+- batch gradients: the bytes backward allocates and holds at once (the
+  gradients with respect to activations and the kernels' temporaries), from
+  the CPU allocator's own events (torch.profiler, profile_memory) during
+  each backward, at b1, b2 and 4 * b2; per sample and fixed through the
+  larger two (small batches are ruled by fixed-size transients). Parameter
+  gradients exist before (zeros), so only their in-flight copies count;
 - gradients of trainable parameters after backward, and optimizer states
   after one step of the real optimizer (unique storages).
 The module's weights, gradients and mode are restored afterwards."""
 import json
+import logging
 from dataclasses import asdict, dataclass, field
 from typing import List
 
 import torch
 
+log = logging.getLogger("vram")
 _DTYPE_NAMES = {torch.float32: "fp32", torch.float16: "fp16", torch.bfloat16: "bf16"}
 
 
@@ -37,8 +45,13 @@ class Profile:
     optimizer: str = ""
     optimizer_state_bytes: int = 0
     input_bytes_per_sample: int = 0
+    # read by the planner as the backward pass's transient memory
+    backward_bytes_per_sample: int = 0
+    backward_bytes_fixed: int = 0
     batch_sizes: List[int] = field(default_factory=list)
     activation_bytes: List[int] = field(default_factory=list)  # measured, per batch size
+    backward_bytes: List[int] = field(default_factory=list)  # at b1, b2 and 4 * b2
+    device: str = "cpu"  # where it was measured: "cpu" or "meta"
 
     def to_dict(self):
         return asdict(self)
@@ -59,11 +72,33 @@ class Profile:
     def activation_bytes_at(self, batch):
         return self.activation_bytes_fixed + batch * self.activation_bytes_per_sample
 
+    def backward_bytes_at(self, batch):
+        return self.backward_bytes_fixed + batch * self.backward_bytes_per_sample
+
 
 def storage_of(t):
-    """(address, bytes) of a tensor's storage: the unit memory is counted in."""
+    """(identity, bytes) of a tensor's storage: the unit memory is counted
+    in. The identity is the C++ storage object's, which meta tensors have
+    too (their data pointers are all 0)."""
     st = t.untyped_storage() if hasattr(t, "untyped_storage") else t.storage()  # torch < 2
-    return st.data_ptr(), st.nbytes()
+    return st._cdata, st.nbytes()
+
+
+def backward_peak_bytes(loss):
+    """Runs loss.backward() and returns the most bytes it allocated and held
+    at once, from the CPU allocator's allocation and free events
+    (torch.profiler with profile_memory; frees of blocks that existed before,
+    the saved activations, are not reported, so this is what backward adds)."""
+    from torch.autograd import DeviceType
+    from torch.profiler import ProfilerActivity, profile
+    with profile(activities=[ProfilerActivity.CPU], profile_memory=True) as prof:
+        loss.backward()
+    live = peak = 0
+    for e in prof.profiler.kineto_results.events():  # in the order they happened
+        if e.name() == "[memory]" and e.device_type() == DeviceType.CPU:
+            live += e.nbytes()
+            peak = max(peak, live)
+    return peak
 
 
 def tensors_in(obj):
@@ -189,69 +224,53 @@ def graph_saved_bytes(loss, model):
 
 
 def analyze(model, example_batch, loss_fn=None, optimizer="adamw", precision="fp32",
-            batch_sizes=(2, 4), name=None, forward=None):
-    """Measures `model` (an nn.Module on the CPU) with real training steps.
+            batch_sizes=(2, 4), name=None, forward=None, device="cpu"):
+    """Measures `model` (an nn.Module on the CPU) with real training steps
+    (what and how: this module's docstring, docs/python.md).
 
     example_batch: a tensor, a tuple/list/dict of tensors (batch along dim
     0; rows are repeated to reach the measured sizes), or a function
     batch_size -> batch. forward(model, batch) -> output (default: the batch
     as the arguments: model(*batch), model(**batch) or model(batch); for an
     (inputs, targets) pair use forward=lambda m, b: m(b[0])).
-    loss_fn(output, batch) -> scalar (default: mean square of the output). optimizer: "sgd", "momentum", "adam", "adamw", a
-    torch.optim class or a factory. precision is recorded for the planner
-    ("fp32" measures in fp32; the planner scales activations for amp-*).
+    loss_fn(output, batch) -> scalar (default: mean square of the output).
+    optimizer: "sgd", "momentum", "adam", "adamw", a torch.optim class or a
+    factory. precision is recorded for the planner ("fp32" measures in
+    fp32; the planner scales activations for amp-*). device="meta"
+    measures a data-less copy on the meta device (no memory, no arithmetic)
+    and falls back to the CPU, logging why, where an op has no meta kernel.
     Returns a Profile; vram.plan(profile=p, ...) and `vram plan --profile
     FILE` (after p.save(FILE)) accept it."""
     b1, b2 = sorted(batch_sizes)
     if not (1 <= b1 < b2):
         raise ValueError("vram.torch.analyze: batch_sizes must be two different sizes >= 1")
+    if device not in ("cpu", "meta"):
+        raise ValueError("vram.torch.analyze: device must be \"cpu\" or \"meta\", not %r" % (
+            device,))
+    # backward's peak is the largest of several transients, some of a fixed
+    # size (a parameter's gradient in flight) that win at small batches: its
+    # line is taken between b2 and a larger b3, where the batch's part rules
+    sizes = (b1, b2, 4 * b2)
     loss_fn = loss_fn or default_loss
     forward = forward or call_model
+    measured = None
+    if device == "meta":
+        from . import meta
+        try:
+            measured = _measure(meta.meta_copy(model), example_batch, loss_fn, forward,
+                                optimizer, sizes, meta.to_meta, meta.backward_peak_bytes_meta)
+        except (NotImplementedError, RuntimeError) as e:
+            log.warning("vram.torch.analyze: measuring %s on the CPU: the meta device cannot "
+                        "run it (%s)", name or type(model).__name__,
+                        str(e).strip().splitlines()[0][:200])
+            device = "cpu"
+    if measured is None:
+        measured = _measure_restoring(model, example_batch, loss_fn, forward, optimizer, sizes)
     params = list(model.parameters())
     trainable = [p for p in params if p.requires_grad]
     dtype = next((p.dtype for p in params if p.is_floating_point()), torch.float32)
-    was_training = model.training
-    weights = [p.detach().clone() for p in params]
-    buffers = [b.detach().clone() for b in model.buffers()]
-    old_grads = [p.grad for p in params]
-    acts = []
-    grad_bytes = state_bytes = input_per_sample = 0
-    try:
-        model.train()
-        for p in params:
-            p.grad = None
-        inputs = []
-        for b in (b1, b2):
-            batch = resize_batch(example_batch, b)
-            inputs.append(sum(storage_of(t)[1] for t in tensors_in(batch)))
-            act, loss = saved_activation_bytes(model, batch, loss_fn, forward)
-            acts.append(act)
-            loss.backward()
-            del loss
-        grads = {storage_of(p.grad)[0]: storage_of(p.grad)[1] for p in trainable
-                 if p.grad is not None}
-        grad_bytes = sum(grads.values())
-        opt = make_optimizer(optimizer, trainable)
-        opt.step()
-        states = {}
-        for st in opt.state.values():
-            for t in tensors_in(st):
-                if t.dim() > 0:  # scalar step counters are not memory
-                    ptr, n = storage_of(t)
-                    states[ptr] = n
-        state_bytes = sum(states.values())
-        input_per_sample = (inputs[1] - inputs[0]) // (b2 - b1)
-        del opt
-    finally:
-        with torch.no_grad():
-            for p, w, g in zip(params, weights, old_grads):
-                p.copy_(w)
-                p.grad = g
-            for b, w in zip(model.buffers(), buffers):
-                b.copy_(w)
-        model.train(was_training)
-    per_sample = max(0, (acts[1] - acts[0]) // (b2 - b1))
-    fixed = max(0, acts[0] - per_sample * b1)
+    per_sample, fixed = _line(measured["acts"], b1, b2)
+    bwd_per_sample, bwd_fixed = _line(measured["bwds"][1:], b2, sizes[2])
     return Profile(
         name=name or type(model).__name__,
         parameters=sum(p.numel() for p in params),
@@ -260,6 +279,67 @@ def analyze(model, example_batch, loss_fn=None, optimizer="adamw", precision="fp
         dtype=_DTYPE_NAMES.get(dtype, "fp32"), precision=precision,
         trainable_parameters=sum(p.numel() for p in trainable),
         parameter_bytes=sum(p.numel() * p.element_size() for p in params),
-        gradient_bytes=grad_bytes, optimizer=optimizer_name(optimizer),
-        optimizer_state_bytes=state_bytes, input_bytes_per_sample=input_per_sample,
-        batch_sizes=[b1, b2], activation_bytes=acts)
+        gradient_bytes=measured["grad_bytes"], optimizer=optimizer_name(optimizer),
+        optimizer_state_bytes=measured["state_bytes"],
+        input_bytes_per_sample=(measured["inputs"][1] - measured["inputs"][0]) // (b2 - b1),
+        backward_bytes_per_sample=bwd_per_sample, backward_bytes_fixed=bwd_fixed,
+        batch_sizes=[b1, b2], activation_bytes=measured["acts"],
+        backward_bytes=measured["bwds"], device=device)
+
+
+def _measure_restoring(model, example_batch, loss_fn, forward, optimizer, sizes):
+    """_measure on the model itself (CPU), restoring its weights, buffers,
+    gradients and train/eval mode afterwards."""
+    params = list(model.parameters())
+    was_training = model.training
+    weights = [p.detach().clone() for p in params]
+    buffers = [b.detach().clone() for b in model.buffers()]
+    old_grads = [p.grad for p in params]
+    try:
+        return _measure(model, example_batch, loss_fn, forward, optimizer, sizes,
+                        lambda batch: batch, backward_peak_bytes)
+    finally:
+        with torch.no_grad():
+            for p, w, g in zip(params, weights, old_grads):
+                p.copy_(w)
+                p.grad = g
+            for b, w in zip(model.buffers(), buffers):
+                b.copy_(w)
+        model.train(was_training)
+
+
+def _measure(model, example_batch, loss_fn, forward, optimizer, sizes, place, backward_peak):
+    """Training steps at the batch sizes (b1, b2, b3): saved activations and
+    input bytes at b1 and b2, backward's peak at all three, then gradient
+    and optimizer-state bytes. place(batch) moves a batch to the model's
+    device; backward_peak(loss) runs backward and measures it."""
+    trainable = [p for p in model.parameters() if p.requires_grad]
+    acts, bwds, inputs = [], [], []
+    model.train()
+    for p in model.parameters():  # zeros: backward adds into them, as after a first step
+        p.grad = torch.zeros_like(p) if p.requires_grad else None
+    for b in sizes:
+        batch = place(resize_batch(example_batch, b))
+        act, loss = saved_activation_bytes(model, batch, loss_fn, forward)
+        if b != sizes[2]:
+            inputs.append(sum(storage_of(t)[1] for t in tensors_in(batch)))
+            acts.append(act)
+        bwds.append(backward_peak(loss))
+        del loss, batch
+    grads = dict(storage_of(p.grad) for p in trainable if p.grad is not None)
+    opt = make_optimizer(optimizer, trainable)
+    opt.step()
+    states = {}
+    for st in opt.state.values():
+        for t in tensors_in(st):
+            if t.dim() > 0:  # scalar step counters are not memory
+                key, n = storage_of(t)
+                states[key] = n
+    return {"acts": acts, "bwds": bwds, "inputs": inputs, "grad_bytes": sum(grads.values()),
+            "state_bytes": sum(states.values())}
+
+
+def _line(measured, b1, b2):
+    """(per sample, fixed) through two measurements at batch sizes b1 < b2."""
+    per_sample = max(0, (measured[1] - measured[0]) // (b2 - b1))
+    return per_sample, max(0, measured[0] - per_sample * b1)

@@ -83,9 +83,13 @@ def print_memory_analysis(model, batch_size, device=0, mixed_precision=False,
     inputs = min(e.activations, int(prof.input_bytes_per_sample * batch_size * scale))
     row("Input data", inputs)
     row("Activations", e.activations - inputs)
-    row("Total", e.activations)
+    # backward's transient memory: for a measured profile, what backward
+    # held at once beyond the saved activations (analyze())
+    row("Batch gradients", e.backward_temps, "  (in flight during backward)")
+    row("Total", e.activations + e.backward_temps)
     print("Total", file=out)
-    row("Runtime overhead", e.overhead, "  (CUDA context, workspaces)")
+    row("Runtime overhead", e.overhead - e.backward_temps,
+        "  (CUDA context, workspaces, allocator rounding)")
     row("Estimated usage", e.total, "  (%.1f %% of the GPU)" % pct(e.total))
     if p.free_bytes >= e.total:
         row("Remaining", p.free_bytes - e.total)
@@ -97,8 +101,10 @@ def print_memory_analysis(model, batch_size, device=0, mixed_precision=False,
         print("  not even batch 1 fits", file=out)
     for label, b in (("Maximum", p.maximum), ("Recommended", p.recommended), ("Safe", p.safe)):
         if b:
-            print("  %-12s %6d  (%.1f %% of GPU memory)" % (label, b, pct(p.bytes_at(b))),
-                  file=out)
+            # the estimate at b itself: the plan's affine bytes_at() is a chord
+            # through batches 1 and 2, where the optimizer step can be the peak
+            at = api.estimate(profile=prof, precision=prec, optimizer=opt, batch_size=b).total
+            print("  %-12s %6d  (%.1f %% of GPU memory)" % (label, b, pct(at)), file=out)
     verdict = {"tight": "tight (fits only without the safety margin)"}.get(p.verdict, p.verdict)
     print("Current batch %d: %s" % (batch_size, verdict), file=out)
     if not p.fits and p.micro_batch_size:
