@@ -831,6 +831,9 @@ typedef struct {
      * (POST /v1/jobs/{id}/peak); has_peak is false until one is reported. */
     bool has_peak;
     uint64_t peak_bytes;
+    /* Submitted with a spawn spec (vram submit): vramd starts its process
+     * when it is admitted. The spec itself stays in the store. */
+    bool has_spawn;
 } vram_job_t;
 
 typedef enum { VRAM_PLACE_BEST_FIT, VRAM_PLACE_LEAST_LOADED } vram_placement_t;
