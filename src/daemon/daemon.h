@@ -114,6 +114,20 @@ void vramd_guard_opened(vramd_guard_t *g, int fd, void **socket_context);
 void vramd_guard_closed(vramd_guard_t *g, void *socket_context);
 void vramd_guard_answering(vramd_guard_t *g, void *socket_context, bool answering);
 
+/* screen.c: accepts a listener's connections and checks the head of each
+ * one's first request before fn (libmicrohttpd) gets the connection; a
+ * malformed head is answered with a JSON 400/413/431/505 and closed.
+ * head_check returns 0 (well-formed), -1 (incomplete) or that status with
+ * `why` filled. fn owns fd. The guard counts and times connections while
+ * they are screened; idle_timeout_s bounds the wait when it does not. */
+#include <sys/socket.h>
+typedef struct vramd_screen vramd_screen_t;
+typedef void (*vramd_accept_fn)(void *arg, int fd, const struct sockaddr *addr, socklen_t len);
+int vramd_head_check(const char *buf, size_t len, char *why, size_t whylen);
+int vramd_screen_start(int listen_fd, vramd_guard_t *guard, double idle_timeout_s,
+                       vramd_accept_fn fn, void *arg, vramd_screen_t **out);
+void vramd_screen_stop(vramd_screen_t *s);
+
 /* lock.c: takes an exclusive lock on path (created with mode, never through
  * a symlink) for the process's life and writes the pid into it; EBUSY names
  * the pid holding it and `what` it guards. lock_devices locks each device of
