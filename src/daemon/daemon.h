@@ -118,11 +118,13 @@ void vramd_guard_answering(vramd_guard_t *g, void *socket_context, bool answerin
  * one's first request before fn (libmicrohttpd) gets the connection; a
  * malformed head is answered with a JSON 400/413/431/505 and closed.
  * head_check returns 0 (well-formed), -1 (incomplete) or that status with
- * `why` filled. fn owns fd. The guard counts and times connections while
- * they are screened; idle_timeout_s bounds the wait when it does not. */
+ * `why` filled. fn owns fd and the guard's record of it (guard_ctx). The
+ * guard counts and times connections from their accept on; idle_timeout_s
+ * bounds the wait for a head when it does not. */
 #include <sys/socket.h>
 typedef struct vramd_screen vramd_screen_t;
-typedef void (*vramd_accept_fn)(void *arg, int fd, const struct sockaddr *addr, socklen_t len);
+typedef void (*vramd_accept_fn)(void *arg, int fd, const struct sockaddr *addr, socklen_t len,
+                                void *guard_ctx);
 int vramd_head_check(const char *buf, size_t len, char *why, size_t whylen);
 int vramd_screen_start(int listen_fd, vramd_guard_t *guard, double idle_timeout_s,
                        vramd_accept_fn fn, void *arg, vramd_screen_t **out);

@@ -21,6 +21,10 @@ struct vramd_http {
 /* Seconds an idle connection stays open (libmicrohttpd's timeout). */
 #define MHD_IDLE_TIMEOUT_S 300u
 
+/* The guard's record of the connection being handed to libmicrohttpd by
+ * this thread (hand_over); on_connection adopts it. */
+static _Thread_local void *handed_guard_ctx;
+
 typedef struct {
     char *buf;
     size_t len;
@@ -210,6 +214,11 @@ static void on_connection(void *cls, struct MHD_Connection *c, void **socket_con
         *socket_context = NULL;
         return;
     }
+    if (handed_guard_ctx) {
+        *socket_context = handed_guard_ctx;
+        handed_guard_ctx = NULL;
+        return;
+    }
     const union MHD_ConnectionInfo *info =
         MHD_get_connection_info(c, MHD_CONNECTION_INFO_CONNECTION_FD);
     if (info) vramd_guard_opened(h->guard, info->connect_fd, socket_context);
@@ -233,11 +242,17 @@ static void on_completed(void *cls, struct MHD_Connection *c, void **con_cls,
 
 /* A screened connection goes to libmicrohttpd, which closes it when it
  * cannot take it. */
-static void hand_over(void *arg, int fd, const struct sockaddr *addr, socklen_t len)
+static void hand_over(void *arg, int fd, const struct sockaddr *addr, socklen_t len,
+                      void *guard_ctx)
 {
     vramd_http_t *h = arg;
+    /* libmicrohttpd notifies the new connection from this thread, where
+     * on_connection takes over the guard's record instead of opening one. */
+    handed_guard_ctx = guard_ctx;
     if (MHD_add_connection(h->mhd, fd, addr, len) != MHD_YES)
         vramd_log("warn", "libmicrohttpd refused a connection: %s", strerror(errno));
+    if (handed_guard_ctx) vramd_guard_closed(h->guard, handed_guard_ctx); /* not taken */
+    handed_guard_ctx = NULL;
 }
 
 int vramd_http_start(vramd_state_t *d, int fd, vramd_transport_t transport, vramd_http_t **out)

@@ -43,6 +43,7 @@ struct vramd_screen {
 typedef struct {
     vramd_screen_t *s;
     int slot;
+    void *guard_ctx; /* the guard's record of this connection */
     struct sockaddr_storage addr;
     socklen_t addrlen;
 } job_t;
@@ -182,14 +183,23 @@ static void refuse(int fd, int status, const char *code, const char *why)
     close(fd);
 }
 
+/* Closes a connection dropped while screened: what it sent is read first,
+ * since closing a socket with unread bytes resets it (ECONNRESET) instead of
+ * ending it. */
+static void drop(int fd)
+{
+    char sink[4096];
+    for (int i = 0; i < 64 && recv(fd, sink, sizeof sink, MSG_DONTWAIT) > 0; i++) {
+    }
+    close(fd);
+}
+
 /* Waits for the head of the first request, looking without consuming. */
 static void *screen_one(void *arg)
 {
     job_t *job = arg;
     vramd_screen_t *s = job->s;
     int fd = s->fds[job->slot];
-    void *ctx = NULL;
-    vramd_guard_opened(s->guard, fd, &ctx); /* per-peer limit and request deadline */
     char *buf = malloc(HEAD_MAX);
     char why[320] = "";
     int verdict = -1;
@@ -214,17 +224,20 @@ static void *screen_one(void *arg)
         nanosleep(&(struct timespec){.tv_nsec = 5000000}, NULL);
     }
     free(buf);
-    vramd_guard_closed(s->guard, ctx);
     pthread_mutex_lock(&s->lock);
     s->fds[job->slot] = -1;
     pthread_mutex_unlock(&s->lock);
     if (verdict == 0 && !s->stopping) {
-        s->accept_fn(s->accept_arg, fd, (struct sockaddr *)&job->addr, job->addrlen);
-    } else if (verdict > 0) {
-        vramd_log("debug", "refused a malformed request head: %s", why);
-        refuse(fd, verdict, verdict == 413 ? "body_too_large" : "bad_request", why);
+        s->accept_fn(s->accept_arg, fd, (struct sockaddr *)&job->addr, job->addrlen,
+                     job->guard_ctx);
     } else {
-        close(fd);
+        vramd_guard_closed(s->guard, job->guard_ctx);
+        if (verdict > 0) {
+            vramd_log("debug", "refused a malformed request head: %s", why);
+            refuse(fd, verdict, verdict == 413 ? "body_too_large" : "bad_request", why);
+        } else {
+            drop(fd);
+        }
     }
     free(job);
     pthread_mutex_lock(&s->lock);
@@ -254,6 +267,10 @@ static void *acceptor(void *arg)
             continue;
         }
         job->s = s;
+        /* Counted here, in the order of arrival, so that a peer's N+1th
+         * connection is the one refused; the record follows the connection
+         * into libmicrohttpd. */
+        vramd_guard_opened(s->guard, fd, &job->guard_ctx);
         pthread_mutex_lock(&s->lock);
         job->slot = -1;
         for (int i = 0; i < SCREEN_MAX && job->slot < 0; i++)
@@ -268,6 +285,7 @@ static void *acceptor(void *arg)
         pthread_attr_init(&attr);
         pthread_attr_setdetachstate(&attr, PTHREAD_CREATE_DETACHED);
         if (job->slot < 0) {
+            vramd_guard_closed(s->guard, job->guard_ctx);
             refuse(fd, 503, "busy", "too many connections are opening at once; retry");
             free(job);
         } else if (pthread_create(&t, &attr, screen_one, job) != 0) {
@@ -275,7 +293,8 @@ static void *acceptor(void *arg)
             s->fds[job->slot] = -1;
             if (--s->screening == 0) pthread_cond_broadcast(&s->idle);
             pthread_mutex_unlock(&s->lock);
-            close(fd);
+            vramd_guard_closed(s->guard, job->guard_ctx);
+            drop(fd);
             free(job);
         }
         pthread_attr_destroy(&attr);
