@@ -18,6 +18,8 @@ void vramd_db_path(char *buf, size_t len);
 /* Logs one line to stderr with a timestamp ("error", "warn", "info", "debug";
  * filtered by VRAM_LOG_LEVEL). Thread-safe. */
 void vramd_log(const char *level, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+/* Whether lines of this level are written (to skip formatting them). */
+bool vramd_log_enabled(const char *level);
 
 typedef enum { VRAMD_UNIX, VRAMD_TCP } vramd_transport_t;
 
