@@ -10,6 +10,7 @@
 #include <string.h>
 #include <cmocka.h>
 #include <jansson.h>
+#include <math.h>
 
 #include "core/escape.h"
 #include "core/json_writer.h"
@@ -92,8 +93,8 @@ static void numbers_as_jansson(void **state)
         double v = i < (int)(sizeof reals / sizeof *reals)
                        ? reals[i]
                        : (double)rand() / 7.0 * (rand() % 2 ? 1e-3 : 1e9) - 1e6;
-        int64_t n = ((int64_t)rand() << 33) ^ ((int64_t)rand() << 2) ^ rand();
-        if (i % 3 == 0) n = -n;
+        int64_t n = (int64_t)(((uint64_t)rand() << 33) ^ ((uint64_t)rand() << 2) ^ (uint64_t)rand());
+        if (i % 3 == 0 && n != INT64_MIN) n = -n;
         if (i == 1) n = INT64_MIN;
         if (i == 2) n = INT64_MAX;
         vram_jw_t w = {0};
@@ -124,7 +125,7 @@ static void shapes(void **state)
     vram_jw_bool(&w, "t", true);
     vram_jw_bool(&w, "f", false);
     vram_jw_null(&w, "n");
-    vram_jw_real(&w, "inf", 1.0 / 0.0);
+    vram_jw_real(&w, "inf", INFINITY);
     vram_jw_close(&w, '}');
     char *text = vram_jw_finish(&w);
     assert_string_equal(text, "{\"empty\":[],\"two\":[3,1],\"o\":{},\"t\":true,\"f\":false,"
