@@ -116,18 +116,23 @@ void vramd_guard_opened(vramd_guard_t *g, int fd, void **socket_context);
 void vramd_guard_closed(vramd_guard_t *g, void *socket_context);
 void vramd_guard_answering(vramd_guard_t *g, void *socket_context, bool answering);
 
+/* http_head.c: checks the head of a request (the first len bytes received
+ * so far): 0 when it is complete and well-formed HTTP/1.0 or 1.1, -1 when it
+ * is incomplete (no empty line yet, under VRAMD_HEAD_MAX), else the HTTP
+ * status to answer (400, 413, 431, 505) with `why` filled. */
+#define VRAMD_HEAD_MAX (32 * 1024) /* libmicrohttpd's default per-connection memory */
+int vramd_head_check(const char *buf, size_t len, char *why, size_t whylen);
+
 /* screen.c: accepts a listener's connections and checks the head of each
  * one's first request before fn (libmicrohttpd) gets the connection; a
- * malformed head is answered with a JSON 400/413/431/505 and closed.
- * head_check returns 0 (well-formed), -1 (incomplete) or that status with
- * `why` filled. fn owns fd and the guard's record of it (guard_ctx). The
+ * malformed head is answered with a JSON 400/413/431/505 and closed. fn
+ * owns fd and the guard's record of it (guard_ctx). The
  * guard counts and times connections from their accept on; idle_timeout_s
  * bounds the wait for a head when it does not. */
 #include <sys/socket.h>
 typedef struct vramd_screen vramd_screen_t;
 typedef void (*vramd_accept_fn)(void *arg, int fd, const struct sockaddr *addr, socklen_t len,
                                 void *guard_ctx);
-int vramd_head_check(const char *buf, size_t len, char *why, size_t whylen);
 int vramd_screen_start(int listen_fd, vramd_guard_t *guard, double idle_timeout_s,
                        vramd_accept_fn fn, void *arg, vramd_screen_t **out);
 void vramd_screen_stop(vramd_screen_t *s);
