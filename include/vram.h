@@ -118,6 +118,7 @@ VRAM_API const char *vram_build_id(void);
     X(BACKFILL, BOOL, "true", "start smaller queued jobs that fit while bigger ones wait")         \
     X(LEASE, SECONDS, "0", "job lease; unrenewed jobs are released (0 = watch pid only)")          \
     X(SOCKET_MODE, STRING, "0660", "permissions of the vramd Unix socket (octal)")                 \
+    X(SOCKET_GROUP, STRING, "vram", "group of a root vramd's socket; its members may connect")     \
     X(TOKEN_FILE, STRING, "", "file holding the TCP token (0600, owned by vramd's user)")          \
     X(MAX_QUEUED_PER_USER, INT, "1000", "queued jobs per uid (0 = no limit; root is exempt)")      \
     X(MAX_RUNNING_PER_USER, INT, "64", "running jobs per uid (0 = no limit; root is exempt)")      \
@@ -851,6 +852,9 @@ typedef struct {
      * (POST /v1/jobs/{id}/peak); has_peak is false until one is reported. */
     bool has_peak;
     uint64_t peak_bytes;
+    /* Submitted with a spawn spec (vram submit): vramd starts its process
+     * when it is admitted. The spec itself stays in the store. */
+    bool has_spawn;
 } vram_job_t;
 
 typedef enum { VRAM_PLACE_BEST_FIT, VRAM_PLACE_LEAST_LOADED } vram_placement_t;

@@ -6,6 +6,7 @@
 
 #include <curl/curl.h>
 #include <errno.h>
+#include <grp.h>
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -86,6 +87,21 @@ static bool exists(const char *path, int *err)
     return *err == 0 || *err == EACCES;
 }
 
+/* The group to ask for: the socket's, or its directory's when the directory
+ * hides it (a system install: /run/vram is root:vram 0750). */
+static const char *group_of(const char *path)
+{
+    static char name[64];
+    char dir[1024];
+    struct stat st;
+    snprintf(dir, sizeof dir, "%s", path);
+    char *slash = strrchr(dir, '/');
+    if (slash && slash != dir) *slash = 0;
+    struct group *g = stat(path, &st) == 0 || stat(dir, &st) == 0 ? getgrgid(st.st_gid) : NULL;
+    snprintf(name, sizeof name, "%s", g && st.st_gid != 0 ? g->gr_name : "vram");
+    return name;
+}
+
 static int find_endpoint(endpoint_t *e)
 {
     const char *url = getenv("VRAM_URL");
@@ -118,8 +134,8 @@ static int find_endpoint(endpoint_t *e)
     }
     if (err == EACCES || (err == 0 && access(e->where, R_OK | W_OK) != 0 && errno == EACCES))
         return vram_fail(VRAM_EPERM,
-                         "permission denied on %s: ask the administrator to add you to group vram",
-                         e->where);
+                         "permission denied on %s: ask the administrator to add you to group %s",
+                         e->where, group_of(e->where));
     if (err == ENOENT)
         return vram_fail(VRAM_ECONN,
                          "vramd is not running at %s (%s); start it with `vramd` or `vram serve`",

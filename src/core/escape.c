@@ -1,11 +1,10 @@
 /* Escaping client strings for terminals and logs (vram_escape_text). */
 #include "vram.h"
+#include "core/escape.h"
 
 #include <stdio.h>
 
-/* Length of the valid UTF-8 sequence at p (1-4), or 0 when it is not one.
- * Overlong forms, surrogates and code points above U+10FFFF are invalid. */
-static size_t utf8_length(const unsigned char *p)
+size_t vram_utf8_length(const unsigned char *p)
 {
     size_t n = *p < 0x80           ? 1
                : (*p >> 5) == 0x6  ? 2
@@ -27,7 +26,7 @@ size_t vram_escape_text(const char *in, char *out, size_t len)
     size_t need = 0, written = 0;
     while (*p) {
         char esc[16];
-        size_t n = utf8_length(p), elen;
+        size_t n = vram_utf8_length(p), elen;
         bool c1 = n == 2 && p[0] == 0xc2 && p[1] < 0xa0; /* U+0080..U+009F, e.g. CSI */
         if (n == 1 && *p >= 0x20 && *p != 0x7f && *p != '\\') {
             esc[0] = (char)*p;

@@ -18,6 +18,8 @@ void vramd_db_path(char *buf, size_t len);
 /* Logs one line to stderr with a timestamp ("error", "warn", "info", "debug";
  * filtered by VRAM_LOG_LEVEL). Thread-safe. */
 void vramd_log(const char *level, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+/* Whether lines of this level are written (to skip formatting them). */
+bool vramd_log_enabled(const char *level);
 
 typedef enum { VRAMD_UNIX, VRAMD_TCP } vramd_transport_t;
 
@@ -113,6 +115,27 @@ void vramd_guard_stop(vramd_guard_t *g);
 void vramd_guard_opened(vramd_guard_t *g, int fd, void **socket_context);
 void vramd_guard_closed(vramd_guard_t *g, void *socket_context);
 void vramd_guard_answering(vramd_guard_t *g, void *socket_context, bool answering);
+
+/* http_head.c: checks the head of a request (the first len bytes received
+ * so far): 0 when it is complete and well-formed HTTP/1.0 or 1.1, -1 when it
+ * is incomplete (no empty line yet, under VRAMD_HEAD_MAX), else the HTTP
+ * status to answer (400, 413, 431, 505) with `why` filled. */
+#define VRAMD_HEAD_MAX (32 * 1024) /* libmicrohttpd's default per-connection memory */
+int vramd_head_check(const char *buf, size_t len, char *why, size_t whylen);
+
+/* screen.c: accepts a listener's connections and checks the head of each
+ * one's first request before fn (libmicrohttpd) gets the connection; a
+ * malformed head is answered with a JSON 400/413/431/505 and closed. fn
+ * owns fd and the guard's record of it (guard_ctx). The
+ * guard counts and times connections from their accept on; idle_timeout_s
+ * bounds the wait for a head when it does not. */
+#include <sys/socket.h>
+typedef struct vramd_screen vramd_screen_t;
+typedef void (*vramd_accept_fn)(void *arg, int fd, const struct sockaddr *addr, socklen_t len,
+                                void *guard_ctx);
+int vramd_screen_start(int listen_fd, vramd_guard_t *guard, double idle_timeout_s,
+                       vramd_accept_fn fn, void *arg, vramd_screen_t **out);
+void vramd_screen_stop(vramd_screen_t *s);
 
 /* lock.c: takes an exclusive lock on path (created with mode, never through
  * a symlink) for the process's life and writes the pid into it; EBUSY names

@@ -7,14 +7,23 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <errno.h>
 #include <sys/socket.h>
 
 struct vramd_http {
     struct MHD_Daemon *mhd;
+    vramd_screen_t *screen;
     vramd_guard_t *guard;
     vramd_state_t *d;
     vramd_transport_t transport;
 };
+
+/* Seconds an idle connection stays open (libmicrohttpd's timeout). */
+#define MHD_IDLE_TIMEOUT_S 300u
+
+/* The guard's record of the connection being handed to libmicrohttpd by
+ * this thread (hand_over); on_connection adopts it. */
+static _Thread_local void *handed_guard_ctx;
 
 typedef struct {
     char *buf;
@@ -27,6 +36,10 @@ typedef struct {
 static void mhd_log(void *cls, const char *fmt, va_list ap)
 {
     (void)cls;
+    /* Connections added by vramd are not known to be Unix-domain, so 0.9.75
+     * reports a failed TCP_NODELAY/TCP_CORK on every reply: not formatted
+     * unless someone reads debug lines. */
+    if (!vramd_log_enabled("debug")) return;
     char msg[512];
     vsnprintf(msg, sizeof msg, fmt, ap);
     msg[strcspn(msg, "\n")] = 0;
@@ -205,6 +218,11 @@ static void on_connection(void *cls, struct MHD_Connection *c, void **socket_con
         *socket_context = NULL;
         return;
     }
+    if (handed_guard_ctx) {
+        *socket_context = handed_guard_ctx;
+        handed_guard_ctx = NULL;
+        return;
+    }
     const union MHD_ConnectionInfo *info =
         MHD_get_connection_info(c, MHD_CONNECTION_INFO_CONNECTION_FD);
     if (info) vramd_guard_opened(h->guard, info->connect_fd, socket_context);
@@ -226,6 +244,21 @@ static void on_completed(void *cls, struct MHD_Connection *c, void **con_cls,
     *con_cls = NULL;
 }
 
+/* A screened connection goes to libmicrohttpd, which closes it when it
+ * cannot take it. */
+static void hand_over(void *arg, int fd, const struct sockaddr *addr, socklen_t len,
+                      void *guard_ctx)
+{
+    vramd_http_t *h = arg;
+    /* libmicrohttpd notifies the new connection from this thread, where
+     * on_connection takes over the guard's record instead of opening one. */
+    handed_guard_ctx = guard_ctx;
+    if (MHD_add_connection(h->mhd, fd, addr, len) != MHD_YES)
+        vramd_log("warn", "libmicrohttpd refused a connection: %s", strerror(errno));
+    if (handed_guard_ctx) vramd_guard_closed(h->guard, handed_guard_ctx); /* not taken */
+    handed_guard_ctx = NULL;
+}
+
 int vramd_http_start(vramd_state_t *d, int fd, vramd_transport_t transport, vramd_http_t **out)
 {
     *out = NULL;
@@ -245,21 +278,27 @@ int vramd_http_start(vramd_state_t *d, int fd, vramd_transport_t transport, vram
         free(h);
         return rc;
     }
+    /* vramd accepts (screen.c); libmicrohttpd gets checked connections. */
     unsigned flags = MHD_USE_THREAD_PER_CONNECTION | MHD_USE_INTERNAL_POLLING_THREAD |
-                     MHD_USE_POLL | MHD_USE_ERROR_LOG;
+                     MHD_USE_POLL | MHD_USE_ERROR_LOG | MHD_USE_NO_LISTEN_SOCKET;
     h->mhd = MHD_start_daemon(flags, 0, NULL, NULL, on_request, h,            //
-                              MHD_OPTION_LISTEN_SOCKET, fd,                   //
+                              MHD_OPTION_EXTERNAL_LOGGER, mhd_log, NULL,      //
                               MHD_OPTION_NOTIFY_COMPLETED, on_completed, h,   //
                               MHD_OPTION_NOTIFY_CONNECTION, on_connection, h, //
                               MHD_OPTION_UNESCAPE_CALLBACK, unescape, NULL,   //
-                              MHD_OPTION_EXTERNAL_LOGGER, mhd_log, NULL,      //
-                              MHD_OPTION_CONNECTION_TIMEOUT, (unsigned)300,   //
+                              MHD_OPTION_CONNECTION_TIMEOUT, MHD_IDLE_TIMEOUT_S,   //
                               MHD_OPTION_CONNECTION_LIMIT, (unsigned)512, MHD_OPTION_END);
     if (!h->mhd) {
         vramd_guard_stop(h->guard);
         free(h);
         return vram_fail(VRAM_EIO, "libmicrohttpd could not start on the %s listener",
                          transport == VRAMD_UNIX ? "Unix socket" : "TCP");
+    }
+    if (vramd_screen_start(fd, h->guard, MHD_IDLE_TIMEOUT_S, hand_over, h, &h->screen) != 0) {
+        MHD_stop_daemon(h->mhd);
+        vramd_guard_stop(h->guard);
+        free(h);
+        return VRAM_EIO;
     }
     *out = h;
     return 0;
@@ -268,6 +307,7 @@ int vramd_http_start(vramd_state_t *d, int fd, vramd_transport_t transport, vram
 void vramd_http_stop(vramd_http_t *h)
 {
     if (!h) return;
+    vramd_screen_stop(h->screen);
     MHD_stop_daemon(h->mhd);
     vramd_guard_stop(h->guard);
     free(h);

@@ -15,9 +15,14 @@ static int level_rank(const char *level)
     return 2;
 }
 
+bool vramd_log_enabled(const char *level)
+{
+    return level_rank(level) <= level_rank(vram_option_str(VRAM_OPT_LOG_LEVEL));
+}
+
 void vramd_log(const char *level, const char *fmt, ...)
 {
-    if (level_rank(level) > level_rank(vram_option_str(VRAM_OPT_LOG_LEVEL))) return;
+    if (!vramd_log_enabled(level)) return;
     static pthread_mutex_t lock = PTHREAD_MUTEX_INITIALIZER;
     struct timespec ts;
     clock_gettime(CLOCK_REALTIME, &ts);

@@ -64,7 +64,7 @@ static int own_dir(const char *path_of_file, bool create, bool check, mode_t mod
     return check ? vram_private_dir(dir, false, mode) : 0;
 }
 
-static int listen_unix(const char *path, mode_t mode, int *out)
+static int listen_unix(const char *path, mode_t mode, gid_t group, int *out)
 {
     struct sockaddr_un a = {.sun_family = AF_UNIX};
     if (strlen(path) >= sizeof a.sun_path)
@@ -82,11 +82,10 @@ static int listen_unix(const char *path, mode_t mode, int *out)
         return vram_fail(VRAM_EBUSY, "another vramd is already listening on %s", path);
     }
     unlink(path);
-    /* The system daemon's socket belongs to group vram when it exists: its
-     * members may connect (mode 0660), nobody else. */
-    struct group *vram_group = geteuid() == 0 ? getgrnam("vram") : NULL;
+    /* The system daemon's socket belongs to SOCKET_GROUP: its members may
+     * connect (mode 0660), nobody else. */
     if (bind(fd, (struct sockaddr *)&a, sizeof a) != 0 || chmod(path, mode) != 0 ||
-        (vram_group && chown(path, (uid_t)-1, vram_group->gr_gid) != 0) || listen(fd, 256) != 0) {
+        (group != (gid_t)-1 && chown(path, (uid_t)-1, group) != 0) || listen(fd, 256) != 0) {
         rc = vram_fail(VRAM_EIO, "cannot listen on %s: %s", path, strerror(errno));
         close(fd);
         return rc;
@@ -347,6 +346,20 @@ int vramd_main(int argc, char **argv, const char *prog)
                 vram_option_str(VRAM_OPT_SOCKET_MODE));
         return 2;
     }
+    /* Root: the socket goes to SOCKET_GROUP; a missing default group "vram"
+     * (not installed as a service) leaves it root's, a missing named one is
+     * an error. */
+    gid_t socket_gid = (gid_t)-1;
+    const char *gname = vram_option_str(VRAM_OPT_SOCKET_GROUP);
+    if (geteuid() == 0 && *gname) {
+        struct group *g = getgrnam(gname);
+        if (g)
+            socket_gid = g->gr_gid;
+        else if (strcmp(gname, "vram")) {
+            fprintf(stderr, "%s: VRAM_SOCKET_GROUP: no group named \"%s\"\n", prog, gname);
+            return 2;
+        }
+    }
     vram_sched_config_t cfg;
     if (vram_sched_config_from_options(&cfg) != 0) {
         fprintf(stderr, "%s: %s\n", prog, vram_last_error());
@@ -402,7 +415,7 @@ int vramd_main(int argc, char **argv, const char *prog)
         goto out;
     }
     d.sched = sched;
-    if (listen_unix(d.socket_path, (mode_t)mode, &ufd) != 0) {
+    if (listen_unix(d.socket_path, (mode_t)mode, socket_gid, &ufd) != 0) {
         vramd_log("error", "%s", vram_last_error());
         goto out;
     }

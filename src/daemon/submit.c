@@ -160,6 +160,9 @@ static void push(int64_t **a, size_t *n, size_t *cap, int64_t id)
 
 void vramd_submit_event(const vram_job_t *job, const char *kind)
 {
+    /* Only jobs vramd starts itself concern the starter thread: waking it for
+     * every `vram run` admission cost a thread switch and a store read each. */
+    if (!job->has_spawn) return;
     bool admitted = !strcmp(kind, "admitted"), cancelled = !strcmp(kind, "cancelled");
     if (!admitted && !cancelled) return;
     pthread_mutex_lock(&sp.lock);

@@ -73,20 +73,19 @@ int vram_labels_parse(json_t *obj, vram_job_request_t *r, char *why, size_t len)
     return 0;
 }
 
-json_t *vram_labels_json(const vram_job_request_t *r)
+void vram_labels_write(vram_jw_t *w, const char *key, const vram_job_request_t *r)
 {
-    json_t *o = json_object();
-    for (int i = 0; o && i < r->nlabels; i++)
-        json_object_set_new(o, r->labels[i].key, json_string(r->labels[i].value));
-    return o;
+    vram_jw_open(w, key, '{');
+    for (int i = 0; i < r->nlabels; i++) /* sorted by key already */
+        vram_jw_string(w, r->labels[i].key, r->labels[i].value);
+    vram_jw_close(w, '}');
 }
 
 char *vram_labels_dump(const vram_job_request_t *r)
 {
-    json_t *o = vram_labels_json(r);
-    char *text = o ? json_dumps(o, JSON_COMPACT | JSON_SORT_KEYS) : NULL;
-    json_decref(o);
-    return text;
+    vram_jw_t w = {0};
+    vram_labels_write(&w, NULL, r);
+    return vram_jw_finish(&w);
 }
 
 void vram_labels_load(const char *text, vram_job_request_t *r)

@@ -559,6 +559,7 @@ static int do_submit(vram_sched_t *s, void *arg)
     j->job.state = VRAM_JOB_QUEUED;
     j->job.submitted_at = now;
     j->job.exit_status = -1;
+    j->job.has_spawn = r.spawn && *r.spawn;
     j->pid_start = r.pid > 0 ? vram_proc_start_time(r.pid) : 0;
     j->deadline = r.timeout_s > 0 ? now + r.timeout_s : 0;
     s->dirty = true;

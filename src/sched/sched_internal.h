@@ -3,6 +3,7 @@
 #define VRAM_SCHED_INTERNAL_H
 
 #include "vram.h"
+#include "core/json_writer.h"
 #include "core/proc.h"
 
 #include <pthread.h>
@@ -120,10 +121,11 @@ void vram_pid_kill_overdue(vram_sched_t *s, double now);
 /* labels.c: job labels (vram_job_label_t). parse fills r->labels from a
  * JSON object, sorted by key, and returns 0, or 400 (wrong type) / 422 (bad
  * key or value, too many) with `why` naming the label. load accepts only
- * what parse accepts (else no labels); dump's text is malloc'd (NULL: ENOMEM). */
+ * what parse accepts (else no labels); write puts them in w as the object
+ * `key`; dump's text is malloc'd (NULL: ENOMEM). */
 struct json_t;
 int vram_labels_parse(struct json_t *obj, vram_job_request_t *r, char *why, size_t len);
-struct json_t *vram_labels_json(const vram_job_request_t *r);
+void vram_labels_write(vram_jw_t *w, const char *key, const vram_job_request_t *r);
 char *vram_labels_dump(const vram_job_request_t *r);
 void vram_labels_load(const char *text, vram_job_request_t *r);
 

@@ -5,63 +5,15 @@
 #include <stdlib.h>
 #include <string.h>
 
-static json_t *int_array(const int *v, int n)
-{
-    json_t *a = json_array();
-    for (int i = 0; i < n; i++)
-        json_array_append_new(a, json_integer(v[i]));
-    return a;
-}
-
 /* The pid and command line of a job are its owner's and root's business. */
 static bool sees_private(const vram_job_t *j, int64_t viewer)
 {
     return viewer == 0 || viewer == (int64_t)j->req.uid;
 }
 
-static json_t *job_json(const vram_job_t *j, int64_t viewer)
-{
-    const vram_job_request_t *r = &j->req;
-    json_t *o = json_object();
-    json_object_set_new(o, "id", json_integer(j->id));
-    json_object_set_new(o, "name", json_string(r->name));
-    json_object_set_new(o, "state", json_string(vram_job_state_name(j->state)));
-    json_object_set_new(o, "owner_uid", json_integer(r->uid));
-    if (sees_private(j, viewer)) {
-        json_object_set_new(o, "pid", json_integer(r->pid));
-        json_object_set_new(o, "command", json_string(r->command));
-    }
-    json_object_set_new(o, "mem_bytes", json_integer((json_int_t)r->mem_bytes));
-    json_object_set_new(o, "gpus", json_integer(r->gpus));
-    json_object_set_new(o, "priority", json_integer(r->priority));
-    json_object_set_new(o, "timeout_s", json_real(r->timeout_s));
-    json_object_set_new(o, "pinned", int_array(r->pinned, r->npinned));
-    json_object_set_new(o, "batch_size", json_integer(r->batch_size));
-    json_object_set_new(o, "min_batch_size", json_integer(r->min_batch_size));
-    json_object_set_new(o, "per_sample_bytes", json_integer((json_int_t)r->per_sample_bytes));
-    json_object_set_new(o, "max_batch_size", json_integer(r->max_batch_size));
-    json_object_set_new(o, "devices", int_array(j->devices, j->ndevices));
-    json_object_set_new(o, "reserved_bytes", json_integer((json_int_t)j->reserved_bytes));
-    json_object_set_new(o, "granted_batch_size", json_integer(j->granted_batch));
-    json_object_set_new(o, "grad_accum", json_integer(j->grad_accum));
-    json_object_set_new(
-        o, "degraded",
-        json_boolean(j->granted_batch && r->batch_size && j->granted_batch < r->batch_size));
-    json_object_set_new(o, "submitted_at", json_real(j->submitted_at));
-    json_object_set_new(o, "started_at", j->started_at ? json_real(j->started_at) : json_null());
-    json_object_set_new(o, "ended_at", j->ended_at ? json_real(j->ended_at) : json_null());
-    json_object_set_new(o, "exit_status",
-                        j->exit_status >= 0 && j->ended_at ? json_integer(j->exit_status)
-                                                           : json_null());
-    json_object_set_new(o, "error", json_string(j->error));
-    json_object_set_new(o, "labels", vram_labels_json(r));
-    json_object_set_new(o, "peak_bytes",
-                        j->has_peak ? json_integer((json_int_t)j->peak_bytes) : json_null());
-    return o;
-}
-
-/* What a view needs of an active job, copied under the lock so that the
- * JSON is built after it is released. */
+/* What a view needs of a job, copied under the lock so that the JSON is
+ * written after it is released. Only queued and running jobs have a queue
+ * position, usage and a lease. */
 typedef struct {
     vram_job_t job;
     int queue_pos;
@@ -79,16 +31,64 @@ static void copy_active(const sched_job_t *j, job_copy_t *c)
     c->over = j->over_reported;
 }
 
-static json_t *active_json(const job_copy_t *c, double lease_s, int64_t viewer)
+static void time_or_null(vram_jw_t *w, const char *key, double t)
 {
-    json_t *o = job_json(&c->job, viewer);
-    json_object_set_new(o, "queue_position", json_integer(c->queue_pos));
-    if (c->job.state == VRAM_JOB_RUNNING) {
-        json_object_set_new(o, "used_bytes", json_integer((json_int_t)c->used));
-        json_object_set_new(o, "over_reservation", json_boolean(c->over));
-        json_object_set_new(o, "lease_s", json_real(lease_s));
+    if (t)
+        vram_jw_real(w, key, t);
+    else
+        vram_jw_null(w, key);
+}
+
+/* One job object; written directly (not through jansson) because every
+ * submit and finish answers with one. */
+static void write_job(vram_jw_t *w, const job_copy_t *c, double lease_s, int64_t viewer)
+{
+    const vram_job_t *j = &c->job;
+    const vram_job_request_t *r = &j->req;
+    vram_jw_open(w, NULL, '{');
+    vram_jw_int(w, "id", j->id);
+    vram_jw_string(w, "name", r->name);
+    vram_jw_string(w, "state", vram_job_state_name(j->state));
+    vram_jw_int(w, "owner_uid", r->uid);
+    if (sees_private(j, viewer)) {
+        vram_jw_int(w, "pid", r->pid);
+        vram_jw_string(w, "command", r->command);
     }
-    return o;
+    vram_jw_int(w, "mem_bytes", (int64_t)r->mem_bytes);
+    vram_jw_int(w, "gpus", r->gpus);
+    vram_jw_int(w, "priority", r->priority);
+    vram_jw_real(w, "timeout_s", r->timeout_s);
+    vram_jw_int_array(w, "pinned", r->pinned, r->npinned);
+    vram_jw_int(w, "batch_size", r->batch_size);
+    vram_jw_int(w, "min_batch_size", r->min_batch_size);
+    vram_jw_int(w, "per_sample_bytes", (int64_t)r->per_sample_bytes);
+    vram_jw_int(w, "max_batch_size", r->max_batch_size);
+    vram_jw_int_array(w, "devices", j->devices, j->ndevices);
+    vram_jw_int(w, "reserved_bytes", (int64_t)j->reserved_bytes);
+    vram_jw_int(w, "granted_batch_size", j->granted_batch);
+    vram_jw_int(w, "grad_accum", j->grad_accum);
+    vram_jw_bool(w, "degraded",
+                 j->granted_batch && r->batch_size && j->granted_batch < r->batch_size);
+    vram_jw_real(w, "submitted_at", j->submitted_at);
+    time_or_null(w, "started_at", j->started_at);
+    time_or_null(w, "ended_at", j->ended_at);
+    if (j->exit_status >= 0 && j->ended_at)
+        vram_jw_int(w, "exit_status", j->exit_status);
+    else
+        vram_jw_null(w, "exit_status");
+    vram_jw_string(w, "error", j->error);
+    vram_labels_write(w, "labels", r);
+    if (j->has_peak)
+        vram_jw_int(w, "peak_bytes", (int64_t)j->peak_bytes);
+    else
+        vram_jw_null(w, "peak_bytes");
+    vram_jw_int(w, "queue_position", c->queue_pos);
+    if (j->state == VRAM_JOB_RUNNING) {
+        vram_jw_int(w, "used_bytes", (int64_t)c->used);
+        vram_jw_bool(w, "over_reservation", c->over);
+        vram_jw_real(w, "lease_s", lease_s);
+    }
+    vram_jw_close(w, '}');
 }
 
 static char *dump(json_t *v)
@@ -101,22 +101,20 @@ static char *dump(json_t *v)
 char *vram_sched_job_json_for(vram_sched_t *s, int64_t id, int64_t viewer)
 {
     if (viewer == VRAM_VIEWER_ANONYMOUS) return NULL;
-    job_copy_t c;
-    bool active = false;
+    job_copy_t c = {0};
     int rc = 0;
     pthread_mutex_lock(&s->lock);
     sched_job_t *j = vram_sched_find_active(s, id);
-    if (j) {
+    if (j)
         copy_active(j, &c);
-        active = true;
-    } else {
+    else
         rc = vram_store_get_job(s->store, id, &c.job);
-    }
     double lease_s = s->cfg.lease_s;
     pthread_mutex_unlock(&s->lock);
     if (rc) return NULL;
-    if (!active) c = (job_copy_t){.job = c.job};
-    return dump(active_json(&c, lease_s, viewer));
+    vram_jw_t w = {0};
+    write_job(&w, &c, lease_s, viewer);
+    return vram_jw_finish(&w);
 }
 
 char *vram_sched_job_json(vram_sched_t *s, int64_t id)
@@ -125,24 +123,33 @@ char *vram_sched_job_json(vram_sched_t *s, int64_t id)
 }
 
 typedef struct {
-    json_t *jobs;
-    int64_t viewer;
-} ended_arg_t;
+    job_copy_t *jobs;
+    size_t n, cap;
+    bool failed;
+} copies_t;
 
 static int append_ended(void *arg, const vram_job_t *job, uint64_t pid_start)
 {
     (void)pid_start;
-    ended_arg_t *a = arg;
-    json_t *o = job_json(job, a->viewer);
-    json_object_set_new(o, "queue_position", json_integer(0));
-    json_array_append_new(a->jobs, o);
+    copies_t *a = arg;
+    if (a->n == a->cap) {
+        size_t cap = a->cap ? a->cap * 2 : 64;
+        job_copy_t *n = realloc(a->jobs, cap * sizeof *n);
+        if (!n) {
+            a->failed = true;
+            return 1;
+        }
+        a->jobs = n;
+        a->cap = cap;
+    }
+    a->jobs[a->n++] = (job_copy_t){.job = *job};
     return 0;
 }
 
 char *vram_sched_jobs_json_for(vram_sched_t *s, int limit, int64_t viewer)
 {
     if (viewer == VRAM_VIEWER_ANONYMOUS) return NULL;
-    ended_arg_t ended = {json_array(), viewer};
+    copies_t ended = {0};
     pthread_mutex_lock(&s->lock);
     size_t n = s->nactive;
     job_copy_t *copies = malloc((n ? n : 1) * sizeof *copies);
@@ -152,17 +159,22 @@ char *vram_sched_jobs_json_for(vram_sched_t *s, int limit, int64_t viewer)
     if (copies && limit > 0) (void)vram_store_list_ended(s->store, limit, append_ended, &ended);
     double lease_s = s->cfg.lease_s;
     pthread_mutex_unlock(&s->lock);
-    if (!copies) {
-        json_decref(ended.jobs);
-        return NULL;
+    char *text = NULL;
+    if (copies && !ended.failed) {
+        vram_jw_t w = {0};
+        vram_jw_open(&w, NULL, '{');
+        vram_jw_open(&w, "jobs", '[');
+        for (size_t i = 0; i < n; i++)
+            write_job(&w, &copies[i], lease_s, viewer);
+        for (size_t i = 0; i < ended.n; i++)
+            write_job(&w, &ended.jobs[i], lease_s, viewer);
+        vram_jw_close(&w, ']');
+        vram_jw_close(&w, '}');
+        text = vram_jw_finish(&w);
     }
-    json_t *jobs = json_array();
-    for (size_t i = 0; i < n; i++)
-        json_array_append_new(jobs, active_json(&copies[i], lease_s, viewer));
     free(copies);
-    json_array_extend(jobs, ended.jobs);
-    json_decref(ended.jobs);
-    return dump(json_pack("{s:o}", "jobs", jobs));
+    free(ended.jobs);
+    return text;
 }
 
 char *vram_sched_jobs_json(vram_sched_t *s, int limit)

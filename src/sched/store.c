@@ -221,11 +221,33 @@ static int parse_list(const char *text, int *v, int cap)
     return n;
 }
 
+/* The columns a job's state changes: the parameters ?14-?23 and ?27, which
+ * both the insert and the update use. */
+static void bind_state(sqlite3_stmt *q, const vram_job_t *j)
+{
+    char devices[128];
+    int_list(devices, sizeof devices, j->devices, j->ndevices);
+    sqlite3_bind_text(q, 14, vram_job_state_name(j->state), -1, SQLITE_STATIC);
+    sqlite3_bind_text(q, 15, devices, -1, SQLITE_TRANSIENT);
+    sqlite3_bind_int64(q, 16, (sqlite3_int64)j->reserved_bytes);
+    sqlite3_bind_int64(q, 17, j->granted_batch);
+    sqlite3_bind_int64(q, 18, j->grad_accum);
+    sqlite3_bind_double(q, 19, j->submitted_at);
+    sqlite3_bind_double(q, 20, j->started_at);
+    sqlite3_bind_double(q, 21, j->ended_at);
+    sqlite3_bind_int(q, 22, j->exit_status);
+    sqlite3_bind_text(q, 23, j->error, -1, SQLITE_TRANSIENT);
+    if (j->has_peak)
+        sqlite3_bind_int64(q, 27, (sqlite3_int64)j->peak_bytes);
+    else
+        sqlite3_bind_null(q, 27);
+}
+
+/* Every column, for the insert: the request never changes afterwards. */
 static int bind_job(sqlite3_stmt *q, const vram_job_t *j, uint64_t pid_start)
 {
-    char pinned[128], devices[128];
+    char pinned[128];
     int_list(pinned, sizeof pinned, j->req.pinned, j->req.npinned);
-    int_list(devices, sizeof devices, j->devices, j->ndevices);
     const vram_job_request_t *r = &j->req;
     sqlite3_bind_text(q, 1, r->name, -1, SQLITE_TRANSIENT);
     sqlite3_bind_text(q, 2, r->command, -1, SQLITE_TRANSIENT);
@@ -240,22 +262,9 @@ static int bind_job(sqlite3_stmt *q, const vram_job_t *j, uint64_t pid_start)
     sqlite3_bind_int64(q, 11, r->batch_size);
     sqlite3_bind_int64(q, 12, r->min_batch_size);
     sqlite3_bind_int64(q, 13, (sqlite3_int64)r->per_sample_bytes);
-    sqlite3_bind_text(q, 14, vram_job_state_name(j->state), -1, SQLITE_STATIC);
-    sqlite3_bind_text(q, 15, devices, -1, SQLITE_TRANSIENT);
-    sqlite3_bind_int64(q, 16, (sqlite3_int64)j->reserved_bytes);
-    sqlite3_bind_int64(q, 17, j->granted_batch);
-    sqlite3_bind_int64(q, 18, j->grad_accum);
-    sqlite3_bind_double(q, 19, j->submitted_at);
-    sqlite3_bind_double(q, 20, j->started_at);
-    sqlite3_bind_double(q, 21, j->ended_at);
-    sqlite3_bind_int(q, 22, j->exit_status);
-    sqlite3_bind_text(q, 23, j->error, -1, SQLITE_TRANSIENT);
+    bind_state(q, j);
     sqlite3_bind_int64(q, 25, r->max_batch_size);
     sqlite3_bind_text(q, 26, r->spawn ? r->spawn : "", -1, SQLITE_TRANSIENT);
-    if (j->has_peak)
-        sqlite3_bind_int64(q, 27, (sqlite3_int64)j->peak_bytes);
-    else
-        sqlite3_bind_null(q, 27);
     char *labels = vram_labels_dump(r);
     if (!labels) {
         sqlite3_clear_bindings(q);
@@ -286,8 +295,7 @@ int vram_store_insert_job(vram_store_t *st, vram_job_t *job, uint64_t pid_start)
 int vram_store_update_job(vram_store_t *st, const vram_job_t *job)
 {
     sqlite3_stmt *q = st->st[ST_UPDATE];
-    int rc = bind_job(q, job, 0); /* pid and pid_start never change after insertion */
-    if (rc) return rc;
+    bind_state(q, job);
     sqlite3_bind_int64(q, 24, job->id);
     return step_done(st, q, "update job");
 }
@@ -340,6 +348,7 @@ static void row_to_job(sqlite3_stmt *q, vram_job_t *j, uint64_t *pid_start)
     snprintf(j->error, sizeof j->error, "%s", col_text(q, 23));
     j->req.max_batch_size = (uint32_t)sqlite3_column_int64(q, 24);
     /* column 25 is spawn (read on its own by vram_store_get_spawn) */
+    j->has_spawn = sqlite3_column_bytes(q, 25) > 0;
     j->has_peak = sqlite3_column_type(q, 26) != SQLITE_NULL;
     j->peak_bytes = (uint64_t)sqlite3_column_int64(q, 26);
     vram_labels_load(col_text(q, 27), &j->req);

@@ -84,14 +84,15 @@ job_state() { field "$(api GET /v1/jobs/$1)" 'd.get("state", "missing")'; }
 # (?wait=S&since=CURRENT), never by sleeping; fails at once when the job ends
 # in another state.
 wait_state() {
-    local since=missing st
+    local since=missing st body
     for _ in $(seq 1 20); do
-        st=$(field "$(api GET "/v1/jobs/$1?wait=30&since=$since")" 'd.get("state", "missing")')
+        body=$(api GET "/v1/jobs/$1?wait=30&since=$since")
+        st=$(field "$body" 'd.get("state", "missing")' 2>/dev/null || echo "no answer")
         [ "$st" = "$2" ] && return 0
         case $st in done | failed | cancelled | timeout) fail "job $1 ended $st, expected $2" ;; esac
         since=$st
     done
-    fail "job $1 is $st, expected $2"
+    fail "job $1 is $st, expected $2 (last answer: HTTP $(status) $body)"
 }
 
 # wait_line FILE TEXT: waits until FILE has a line containing TEXT (written by

@@ -1,0 +1,43 @@
+/* Fuzz target: the request-head check vramd runs before libmicrohttpd sees a
+ * connection (src/daemon/http_head.c). Invariants: the verdict is one of
+ * -1/0/400/413/431/505, a refusal says why, "incomplete" only while no line
+ * ends the head and under the size limit, "accepted" only with that line,
+ * and a verdict never changes when more bytes arrive after it was reached
+ * (the check reads nothing past the head nor past 32 KiB). */
+#include "fuzz.h"
+#include "daemon/daemon.h"
+
+/* Whether a line that is empty ends the head within the first n bytes. */
+static bool has_empty_line(const char *s, size_t n)
+{
+    for (size_t i = 0; i + 1 < n; i++)
+        if (s[i] == '\n' && (s[i + 1] == '\n' || (i + 2 < n && s[i + 1] == '\r' && s[i + 2] == '\n')))
+            return true;
+    return false;
+}
+
+int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
+{
+    const char *s = (const char *)data;
+    char why[320] = "";
+    int v = vramd_head_check(s, size, why, sizeof why);
+    FUZZ_CHECK(v == -1 || v == 0 || v == 400 || v == 413 || v == 431 || v == 505, "verdict %d",
+               v);
+    FUZZ_CHECK(v <= 0 || *why, "refused with %d without a reason", v);
+    size_t seen = size < VRAMD_HEAD_MAX ? size : VRAMD_HEAD_MAX; /* the rest is never read */
+    if (v == -1) {
+        FUZZ_CHECK(size < VRAMD_HEAD_MAX, "incomplete at %zu bytes", size);
+        FUZZ_CHECK(!has_empty_line(s, seen), "a complete head taken for incomplete");
+    }
+    if (v == 0) {
+        fuzz_accepted++;
+        FUZZ_CHECK(has_empty_line(s, seen), "accepted without the empty line ending the head");
+    }
+    /* Every prefix: still incomplete, or already the same verdict. */
+    for (size_t k = 0; k < size; k += 1 + k / 8) {
+        char w[320];
+        int pv = vramd_head_check(s, k, w, sizeof w);
+        FUZZ_CHECK(pv == -1 || pv == v, "prefix of %zu bytes gives %d, the whole %d", k, pv, v);
+    }
+    return 0;
+}
