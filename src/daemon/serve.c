@@ -15,6 +15,7 @@
 #include <sys/un.h>
 #include <grp.h>
 #include <sys/file.h>
+#include <sys/resource.h>
 #include "core/file.h"
 #include <time.h>
 #include <unistd.h>
@@ -317,11 +318,24 @@ static int daemonize(int *notify_fd)
     return 0;
 }
 
+/* Each job holds a pidfd and the sim backend watches every owner with one, so
+ * vramd lifts its soft descriptor limit to the hard one (a shell's 1024 would
+ * otherwise cap both), as daemons that hold a descriptor per client do. */
+static void raise_fd_limit(void)
+{
+    struct rlimit rl;
+    if (getrlimit(RLIMIT_NOFILE, &rl) == 0 && rl.rlim_cur < rl.rlim_max) {
+        rl.rlim_cur = rl.rlim_max;
+        setrlimit(RLIMIT_NOFILE, &rl);
+    }
+}
+
 int vramd_main(int argc, char **argv, const char *prog)
 {
     bool foreground = false;
     /* Everything vramd creates (database, -wal, -shm, locks) is its user's alone. */
     umask(077);
+    raise_fd_limit();
     int rc = parse_flags(argc, argv, prog, &foreground);
     if (rc) return rc < 0 ? 0 : rc;
     const char *token_file = vram_option_str(VRAM_OPT_TOKEN_FILE);
