@@ -189,10 +189,18 @@ int cli_daemon_call(const char *method, const char *path, json_t *body, long *st
     CURLcode cc = curl_easy_perform(handle);
     curl_slist_free_all(hdr);
     free(text);
-    if (cc == CURLE_COULDNT_CONNECT || cc == CURLE_COULDNT_RESOLVE_HOST) {
+    long os_errno = 0;
+    curl_easy_getinfo(handle, CURLINFO_OS_ERRNO, &os_errno);
+    if ((cc == CURLE_COULDNT_CONNECT || cc == CURLE_COULDNT_RESOLVE_HOST) &&
+        (os_errno == 0 || os_errno == ECONNREFUSED || os_errno == ENOENT)) {
         rc = vram_fail(VRAM_ECONN,
                        "vramd is not running at %s (%s); start it with `vramd` or `vram serve`",
                        e.where, e.why);
+    } else if (cc == CURLE_COULDNT_CONNECT) {
+        /* Something listens but would not take the connection (EAGAIN: a
+         * Unix socket's accept queue is full): not "not running". */
+        rc = vram_fail(VRAM_ECONN, "cannot connect to vramd at %s (%s): %s", e.where, e.why,
+                       strerror((int)os_errno));
     } else if (cc != CURLE_OK) {
         rc = vram_fail(VRAM_EIO, "request to vramd at %s failed: %s", e.where,
                        curl_easy_strerror(cc));
