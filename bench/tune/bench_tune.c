@@ -27,12 +27,12 @@ typedef struct {
     /* usage at (batch, lq): a + batch * (c0 + k1 * u + k15 * u^1.5 + k2 * u^2), u = lq / max_lq */
     double a, c0, k1, k15, k2;
     bool lq_on;
-    double other;      /* fraction the second job takes */
-    int rounding;      /* > 0: the activations are 16 tensors, each rounded up like PyTorch's
-                        * roundup_power2_divisions with this many divisions */
-    double noise;      /* sd of a reading; 0: NOISE_SD */
-    int ramp_windows;  /* > 0: the second job grows to `other` over this many windows */
-    bool unseen;       /* added after the controller was tuned (generalization check) */
+    double other;     /* fraction the second job takes */
+    int rounding;     /* > 0: the activations are 16 tensors, each rounded up like PyTorch's
+                       * roundup_power2_divisions with this many divisions */
+    double noise;     /* sd of a reading; 0: NOISE_SD */
+    int ramp_windows; /* > 0: the second job grows to `other` over this many windows */
+    bool unseen;      /* added after the controller was tuned (generalization check) */
 } scenario_t;
 
 static const scenario_t scenarios[] = {
@@ -266,9 +266,9 @@ int main(int argc, char **argv)
             for (int k = 0; k < seeds; k++) {
                 result_t r = run(&scenarios[s], p ? VRAM_BATCHOPT_FIXED_STEP : VRAM_BATCHOPT_MODEL,
                                  (uint64_t)k + 1, false);
-                double row[NFIELDS] = {r.adjustments[0], r.adjustments[1], r.ooms,
-                                       r.ooms_after_first, r.over_share, r.shortfall[0],
-                                       r.shortfall[1], r.gap[0], r.gap[1]};
+                double row[NFIELDS] = {r.adjustments[0],   r.adjustments[1], r.ooms,
+                                       r.ooms_after_first, r.over_share,     r.shortfall[0],
+                                       r.shortfall[1],     r.gap[0],         r.gap[1]};
                 for (int j = 0; j < NFIELDS; j++)
                     v[j][k] = row[j];
                 if (k == 0) { /* the same for every seed */

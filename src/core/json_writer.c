@@ -58,8 +58,7 @@ static void put_string(vram_jw_t *w, const char *s)
                             : cp == '\b' ? "\\b"
                             : cp == '\f' ? "\\f"
                                          : NULL;
-        if (n == 0)
-            named = "\\ufffd"; /* not UTF-8: one byte replaced */
+        if (n == 0) named = "\\ufffd"; /* not UTF-8: one byte replaced */
         if (named) {
             put(w, named, strlen(named));
         } else {
@@ -121,7 +120,8 @@ void vram_jw_real(vram_jw_t *w, const char *key, double v)
         put(w, "null", 4);
         return;
     }
-    if (fabs(v) < 1e16 && v == (double)(int64_t)v && !signbit(v)) { /* what %.17g prints, without printf */
+    if (fabs(v) < 1e16 && v == (double)(int64_t)v &&
+        !signbit(v)) { /* what %.17g prints, without printf */
         put_int(w, (int64_t)v);
         put(w, ".0", 2);
         return;

@@ -13,8 +13,14 @@ typedef struct {
     size_t offset, size;
 } layout_row_t;
 
-#define STRUCT(t) {#t, NULL, 0, sizeof(t)}
-#define FIELD(t, f) {#t, #f, offsetof(t, f), sizeof(((t *)0)->f)}
+#define STRUCT(t)                                                                                  \
+    {                                                                                              \
+#t, NULL, 0, sizeof(t)                                                                     \
+    }
+#define FIELD(t, f)                                                                                \
+    {                                                                                              \
+#t, #f, offsetof(t, f), sizeof(((t *)0)->f)                                                \
+    }
 
 static const layout_row_t ROWS[] = {
     STRUCT(vram_pool_config_t),

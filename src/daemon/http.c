@@ -281,12 +281,12 @@ int vramd_http_start(vramd_state_t *d, int fd, vramd_transport_t transport, vram
     /* vramd accepts (screen.c); libmicrohttpd gets checked connections. */
     unsigned flags = MHD_USE_THREAD_PER_CONNECTION | MHD_USE_INTERNAL_POLLING_THREAD |
                      MHD_USE_POLL | MHD_USE_ERROR_LOG | MHD_USE_NO_LISTEN_SOCKET;
-    h->mhd = MHD_start_daemon(flags, 0, NULL, NULL, on_request, h,            //
-                              MHD_OPTION_EXTERNAL_LOGGER, mhd_log, NULL,      //
-                              MHD_OPTION_NOTIFY_COMPLETED, on_completed, h,   //
-                              MHD_OPTION_NOTIFY_CONNECTION, on_connection, h, //
-                              MHD_OPTION_UNESCAPE_CALLBACK, unescape, NULL,   //
-                              MHD_OPTION_CONNECTION_TIMEOUT, MHD_IDLE_TIMEOUT_S,   //
+    h->mhd = MHD_start_daemon(flags, 0, NULL, NULL, on_request, h,               //
+                              MHD_OPTION_EXTERNAL_LOGGER, mhd_log, NULL,         //
+                              MHD_OPTION_NOTIFY_COMPLETED, on_completed, h,      //
+                              MHD_OPTION_NOTIFY_CONNECTION, on_connection, h,    //
+                              MHD_OPTION_UNESCAPE_CALLBACK, unescape, NULL,      //
+                              MHD_OPTION_CONNECTION_TIMEOUT, MHD_IDLE_TIMEOUT_S, //
                               MHD_OPTION_CONNECTION_LIMIT, (unsigned)512, MHD_OPTION_END);
     if (!h->mhd) {
         vramd_guard_stop(h->guard);

@@ -32,11 +32,13 @@ static int bad(char *why, size_t len, int status, const char *fmt, const char *p
 
 int vramd_head_check(const char *buf, size_t n, char *why, size_t whylen)
 {
-    if (n > VRAMD_HEAD_MAX) n = VRAMD_HEAD_MAX; /* all screen.c ever peeks: a verdict never
-                                                  depends on bytes past it */
+    if (n > VRAMD_HEAD_MAX)
+        n = VRAMD_HEAD_MAX; /* all screen.c ever peeks: a verdict never
+                              depends on bytes past it */
     const char *end = buf + n, *p = buf;
     long ll = line_len(p, end);
-    if (ll < 0) return n >= VRAMD_HEAD_MAX ? bad(why, whylen, 431, "request line too long%s", "", 0) : -1;
+    if (ll < 0)
+        return n >= VRAMD_HEAD_MAX ? bad(why, whylen, 431, "request line too long%s", "", 0) : -1;
     /* request-line = method SP request-target SP HTTP-version */
     const char *sp1 = memchr(p, ' ', (size_t)ll), *le = p + ll;
     const char *sp2 = sp1 ? memchr(sp1 + 1, ' ', (size_t)(le - sp1 - 1)) : NULL;
@@ -59,7 +61,7 @@ int vramd_head_check(const char *buf, size_t n, char *why, size_t whylen)
     for (p = le + (*le == '\r' ? 2 : 1);; p += ll + (p[ll] == '\r' ? 2 : 1)) {
         if ((ll = line_len(p, end)) < 0)
             return n >= VRAMD_HEAD_MAX ? bad(why, whylen, 431, "request head over 32 KiB%s", "", 0)
-                                 : -1;
+                                       : -1;
         if (ll == 0) break;
         const char *colon = memchr(p, ':', (size_t)ll), *v, *ve = p + ll;
         if (!colon || colon == p)
