@@ -41,9 +41,8 @@ int vram_cli_alerts(int argc, char **argv)
         {"check", required_argument, NULL, 'c'}, {"json", no_argument, NULL, 'j'},
         {"help", no_argument, NULL, 'h'},        {NULL, 0, NULL, 0}};
     bool all = false, json = false;
-    long limit = 20;
+    long long limit = 20;
     const char *check = NULL;
-    char *end;
     int c;
     opterr = 0;
     optind = 1;
@@ -53,9 +52,7 @@ int vram_cli_alerts(int argc, char **argv)
             all = true;
             break;
         case 'l':
-            limit = strtol(optarg, &end, 10);
-            if (end == optarg || *end || limit < 0 || limit > 10000)
-                return cli_usage_error("alerts", "--limit: \"%s\" is not 0 to 10000", optarg);
+            if (cli_parse_int("alerts", "--limit", optarg, 0, 10000, &limit)) return CLI_USAGE;
             break;
         case 'c':
             check = optarg;
@@ -80,7 +77,7 @@ int vram_cli_alerts(int argc, char **argv)
         return CLI_OK;
     }
     char path[64];
-    snprintf(path, sizeof path, "/v1/alerts?limit=%ld", all ? limit : 0);
+    snprintf(path, sizeof path, "/v1/alerts?limit=%lld", all ? limit : 0LL);
     json_t *reply;
     int rc = cli_daemon_request("alerts", "GET", path, &reply);
     if (rc) return rc;

@@ -44,6 +44,10 @@ const char *cli_closest(const char *word, const char *const *names, size_t n);
 /* The usage error for an unknown option `arg` of a getopt_long table, with
  * "did you mean --X?" when one is close. Returns CLI_USAGE. */
 int cli_unknown_option(const char *cmd, const char *arg, const struct option *longopts);
+/* An integer typed for FLAG, from min to max; the error names the flag and
+ * the bound. 0 or CLI_USAGE (printed). */
+int cli_parse_int(const char *cmd, const char *flag, const char *text, long long min, long long max,
+                  long long *out);
 /* Parses a positive job id; 0 or CLI_USAGE (printed). */
 int cli_parse_job_id(const char *cmd, const char *text, long long *id);
 

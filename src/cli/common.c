@@ -100,6 +100,20 @@ int cli_unknown_option(const char *cmd, const char *arg, const struct option *lo
     return cli_usage_error(cmd, "unknown option \"%s\"", arg);
 }
 
+int cli_parse_int(const char *cmd, const char *flag, const char *text, long long min, long long max,
+                  long long *out)
+{
+    char *end;
+    errno = 0;
+    long long n = strtoll(text, &end, 10);
+    if (errno || end == text || *end)
+        return cli_usage_error(cmd, "%s \"%s\" is not an integer", flag, text);
+    if (n < min) return cli_usage_error(cmd, "%s must be at least %lld (got %lld)", flag, min, n);
+    if (n > max) return cli_usage_error(cmd, "%s must be at most %lld (got %lld)", flag, max, n);
+    *out = n;
+    return 0;
+}
+
 int cli_parse_job_id(const char *cmd, const char *text, long long *id)
 {
     char *end;

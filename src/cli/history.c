@@ -40,7 +40,7 @@ int vram_cli_history(int argc, char **argv)
         {"id", required_argument, NULL, 'i'},   {"since", required_argument, NULL, 's'},
         {"step", required_argument, NULL, 't'}, {"json", no_argument, NULL, 'j'},
         {"help", no_argument, NULL, 'h'},       {NULL, 0, NULL, 0}};
-    long device = 0;
+    long long device = 0;
     double since = 600, step = 0;
     bool json = false;
     char *end;
@@ -50,9 +50,7 @@ int vram_cli_history(int argc, char **argv)
     while ((c = getopt_long(argc, argv, ":hi:", longopts, NULL)) != -1) {
         switch (c) {
         case 'i':
-            device = strtol(optarg, &end, 10);
-            if (end == optarg || *end || device < 0 || device > 1023)
-                return cli_usage_error("history", "bad device id \"%s\"", optarg);
+            if (cli_parse_int("history", "--id", optarg, 0, 1023, &device)) return CLI_USAGE;
             break;
         case 's':
             if (vram_parse_seconds(optarg, &since) != 0 || since <= 0)
@@ -78,7 +76,8 @@ int vram_cli_history(int argc, char **argv)
     if (optind < argc)
         return cli_usage_error("history", "unexpected argument \"%s\"", argv[optind]);
     char path[160];
-    snprintf(path, sizeof path, "/v1/history?device=%ld&from=-%.3f&step=%.3f", device, since, step);
+    snprintf(path, sizeof path, "/v1/history?device=%lld&from=-%.3f&step=%.3f", device, since,
+             step);
     json_t *reply;
     int rc = cli_daemon_request("history", "GET", path, &reply);
     if (rc) return rc;
@@ -87,7 +86,7 @@ int vram_cli_history(int argc, char **argv)
         return CLI_OK;
     }
     json_t *points = json_object_get(reply, "points");
-    printf("GPU %ld, %s resolution, step %g s, %zu rows\n", device,
+    printf("GPU %lld, %s resolution, step %g s, %zu rows\n", device,
            json_string_value(json_object_get(reply, "resolution")),
            json_number_value(json_object_get(reply, "step")), json_array_size(points));
     printf("%-8s  %9s  %9s  %9s  %9s  %4s  %4s  %6s\n", "TIME", "USED GiB", "MAX GiB", "FREE GiB",

@@ -4,7 +4,6 @@
 #include "cli.h"
 #include "plan/estimate_limits.h"
 
-#include <errno.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
@@ -15,24 +14,6 @@ void cli_model_args_init(cli_model_args_t *a, const char *cmd)
     a->cmd = cmd;
     vram_estimate_config_init(&a->est);
     a->accumulation_steps = 1;
-}
-
-static int parse_int(const cli_model_args_t *a, const char *flag, const char *v, int64_t min,
-                     int64_t max, int64_t *out)
-{
-    char *end;
-    errno = 0;
-    long long n = strtoll(v, &end, 10);
-    if (errno || end == v || *end)
-        return cli_usage_error(a->cmd, "%s \"%s\" is not an integer", flag, v);
-    if (n < min)
-        return cli_usage_error(a->cmd, "%s must be at least %lld (got %lld)", flag, (long long)min,
-                               n);
-    if (n > max)
-        return cli_usage_error(a->cmd, "%s must be at most %lld (got %lld)", flag, (long long)max,
-                               n);
-    *out = n;
-    return 0;
 }
 
 /* "on"/"off" of a flag. */
@@ -55,11 +36,11 @@ static int on_off(const cli_model_args_t *a, const char *flag, const char *v, bo
 static int apply_second_edition(cli_model_args_t *a, const char *flag, const char *v)
 {
     vram_estimate_config_t *e = &a->est;
-    int64_t n;
+    long long n;
     int rc;
     bool b;
     if (!strcmp(flag, "--lora-rank")) {
-        if ((rc = parse_int(a, flag, v, 1, VRAM_MAX_WIDTH, &n))) return rc;
+        if ((rc = cli_parse_int(a->cmd, flag, v, 1, VRAM_MAX_WIDTH, &n))) return rc;
         e->lora_rank = n;
         return 0;
     }
@@ -180,7 +161,7 @@ static int apply_second_edition(cli_model_args_t *a, const char *flag, const cha
 static int apply(cli_model_args_t *a, const char *flag, const char *v)
 {
     vram_estimate_config_t *e = &a->est;
-    int64_t n = 0;
+    long long n = 0;
     int rc;
     if (!strcmp(flag, "--model") || !strcmp(flag, "--hf-config") || !strcmp(flag, "--profile")) {
         if (a->has_model)
@@ -255,7 +236,7 @@ static int apply(cli_model_args_t *a, const char *flag, const char *v)
                 {"--num-labels", 1, VRAM_MAX_VOCAB}};
     for (size_t i = 0; i < sizeof ints / sizeof ints[0]; i++) {
         if (strcmp(flag, ints[i].flag)) continue;
-        if ((rc = parse_int(a, flag, v, ints[i].min, ints[i].max, &n))) return rc;
+        if ((rc = cli_parse_int(a->cmd, flag, v, ints[i].min, ints[i].max, &n))) return rc;
         if (i == 0) {
             e->batch_size = n;
             a->batch_given = true;

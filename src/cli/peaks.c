@@ -30,7 +30,6 @@ int vram_cli_peaks(int argc, char **argv)
         {"help", no_argument, NULL, 'h'},      {NULL, 0, NULL, 0}};
     bool reset = false, json = false;
     long long device = -1, job = 0;
-    char *end;
     int c;
     opterr = 0;
     optind = 1;
@@ -40,14 +39,10 @@ int vram_cli_peaks(int argc, char **argv)
             reset = true;
             break;
         case 'i':
-            device = strtoll(optarg, &end, 10);
-            if (end == optarg || *end || device < 0 || device > 1023)
-                return cli_usage_error("peaks", "bad device id \"%s\"", optarg);
+            if (cli_parse_int("peaks", "--id", optarg, 0, 1023, &device)) return CLI_USAGE;
             break;
         case 'J':
-            job = strtoll(optarg, &end, 10);
-            if (end == optarg || *end || job <= 0)
-                return cli_usage_error("peaks", "--job: \"%s\" is not a job id", optarg);
+            if (cli_parse_job_id("peaks", optarg, &job)) return CLI_USAGE;
             break;
         case 'j':
             json = true;

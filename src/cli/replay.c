@@ -3,7 +3,6 @@
 #include "cli.h"
 #include "pool/replay.h"
 
-#include <errno.h>
 #include <getopt.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -173,12 +172,8 @@ int vram_cli_replay(int argc, char **argv)
                 return cli_usage_error("replay", "--device-cost: %s", vram_last_error());
             break;
         case 'r': {
-            char *end;
-            errno = 0;
-            long n = strtol(optarg, &end, 10);
-            if (errno || end == optarg || *end || n < 1 || n > 1000000)
-                return cli_usage_error("replay", "--repeat \"%s\": a number from 1 to 1000000",
-                                       optarg);
+            long long n;
+            if (cli_parse_int("replay", "--repeat", optarg, 1, 1000000, &n)) return CLI_USAGE;
             cfg.repeat = (int)n;
             break;
         }

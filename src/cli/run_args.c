@@ -3,7 +3,6 @@
 #include "cli/model_args.h"
 #include "cli/run.h"
 
-#include <errno.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -119,13 +118,12 @@ static int estimate_memory(const cli_model_args_t *ma, uint64_t *mem, uint64_t *
 
 static int parse_count(const char *cmd, const char *opt, const char *text, uint32_t *out)
 {
-    char *end;
-    errno = 0;
-    long long v = strtoll(text, &end, 10);
-    if (errno || end == text || *end || v < 0 || v > (1LL << 30))
-        return cli_usage_error(cmd, "--%s: \"%s\" is not a count", opt, text);
-    *out = (uint32_t)v;
-    return 0;
+    char flag[64];
+    long long v;
+    snprintf(flag, sizeof flag, "--%s", opt);
+    int rc = cli_parse_int(cmd, flag, text, 0, 1LL << 30, &v);
+    if (!rc) *out = (uint32_t)v;
+    return rc;
 }
 
 typedef struct {
@@ -138,7 +136,7 @@ typedef struct {
 static int one_option(run_opts_t *o, seen_t *seen, int c, const char *name, char *arg)
 {
     const char *cmd = o->cmd;
-    uint32_t n;
+    uint32_t n = 0;
     int rc = 0;
     switch (c) {
     case 'm':
@@ -168,10 +166,8 @@ static int one_option(run_opts_t *o, seen_t *seen, int c, const char *name, char
         break;
     }
     case 'p': {
-        char *end;
-        long p = strtol(arg, &end, 10);
-        if (*end || end == arg || p < -1000000 || p > 1000000)
-            rc = cli_usage_error(cmd, "--priority: \"%s\" is not an integer", arg);
+        long long p = 0;
+        rc = cli_parse_int(cmd, "--priority", arg, -1000000, 1000000, &p);
         json_object_set_new(o->request, "priority", json_integer(p));
         break;
     }
