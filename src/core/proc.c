@@ -6,7 +6,10 @@
 #include <stdio.h>
 #include <pwd.h>
 #include <string.h>
+#include <poll.h>
 #include <sys/stat.h>
+#include <sys/syscall.h>
+#include <unistd.h>
 
 /* The command name (field 2) may hold spaces and ')', so fields are parsed
  * after the last ')': 3 (state), 4 (ppid), ..., 22 (starttime). */
@@ -137,4 +140,22 @@ void vram_proc_user(pid_t pid, char *buf, size_t len)
         buf[0] = 0;
     else
         vram_user_name(st.st_uid, buf, len);
+}
+
+int vram_pid_open_fd(pid_t pid)
+{
+#ifdef SYS_pidfd_open
+    long fd = syscall(SYS_pidfd_open, pid, 0);
+    return fd < 0 ? -1 : (int)fd;
+#else
+    (void)pid;
+    errno = ENOSYS;
+    return -1;
+#endif
+}
+
+bool vram_pid_fd_exited(int pidfd)
+{
+    struct pollfd p = {.fd = pidfd, .events = POLLIN};
+    return poll(&p, 1, 0) > 0 && (p.revents & (POLLIN | POLLHUP | POLLERR));
 }

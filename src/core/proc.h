@@ -15,6 +15,12 @@ uint64_t vram_proc_start_time(pid_t pid);
 /* true while a process with this pid and start time runs (0 matches any start
  * time). A zombie counts as gone: it has exited and holds no memory. */
 bool vram_proc_alive(pid_t pid, uint64_t start_time);
+/* A pidfd for pid (close-on-exec by definition); -1 with errno set when
+ * there is none (the process is gone, or ENOSYS/EPERM: an old kernel or a
+ * seccomp filter). */
+int vram_pid_open_fd(pid_t pid);
+/* true once the process behind pidfd has exited (never blocks). */
+bool vram_pid_fd_exited(int pidfd);
 /* Parent pid; 0 when unknown. */
 pid_t vram_proc_parent(pid_t pid);
 /* Real uid of a process (/proc/<pid>/status) and whether it is a kernel

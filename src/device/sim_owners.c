@@ -4,13 +4,11 @@
 #include "core/proc.h"
 
 #include <errno.h>
-#include <poll.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/epoll.h>
 #include <sys/resource.h>
-#include <sys/syscall.h>
 #include <unistd.h>
 
 #define MAX_BUDGET 65536
@@ -41,18 +39,12 @@ void vram_sim_owners_clear(sim_owners_t *o)
     o->no_pidfd = no_pidfd;
 }
 
-static bool exited(int pidfd)
-{
-    struct pollfd p = {.fd = pidfd, .events = POLLIN};
-    return poll(&p, 1, 0) > 0;
-}
-
 /* A pidfd for pid, in the epoll set; -1 when none (budget, kernel, gone). */
 static int watch(sim_owners_t *o, pid_t pid)
 {
     if (o->no_pidfd || o->pidfds >= o->budget) return -1;
     if (o->epoll_fd < 0 && (o->epoll_fd = epoll_create1(EPOLL_CLOEXEC)) < 0) return -1;
-    int fd = (int)syscall(SYS_pidfd_open, pid, 0); /* close-on-exec by definition */
+    int fd = vram_pid_open_fd(pid);
     if (fd < 0) {
         if (errno == ENOSYS || errno == EPERM) o->no_pidfd = true; /* old kernel, seccomp */
         return -1;
@@ -138,7 +130,7 @@ sim_owner_t *vram_sim_owners_get(sim_owners_t *o, pid_t pid, uint64_t start_time
     int fd = watch(o, pid);
     e->alive = vram_proc_alive(pid, start_time);
     e->pidfd = fd;
-    if (fd >= 0 && (!e->alive || exited(fd))) unwatch(o, e);
+    if (fd >= 0 && (!e->alive || vram_pid_fd_exited(fd))) unwatch(o, e);
     return e;
 }
 

@@ -110,9 +110,7 @@ void vram_sched_drop_ended(vram_sched_t *s);
 int vram_sched_locked(vram_sched_t *s, int (*fn)(vram_sched_t *, void *), void *arg);
 sched_job_t *vram_sched_find_active(vram_sched_t *s, int64_t id); /* binary search */
 
-/* pid.c: exit notification through pidfds (liveness: core/proc.h). */
-int vram_pid_open_fd(pid_t pid); /* -1 if unavailable */
-bool vram_pid_fd_exited(int pidfd);
+/* pid.c: signals to a job's processes (pidfds and liveness: core/proc.h). */
 /* Cancel of a running job: SIGTERM to its process group now, SIGKILL from
  * vram_pid_kill_overdue (each tick) once cfg.kill_grace_s has passed. */
 void vram_pid_terminate(vram_sched_t *s, const sched_job_t *j, double now);
