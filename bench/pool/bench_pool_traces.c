@@ -9,7 +9,12 @@
  * other work preempts the replay, which inflates means); "floor" the peak
  * of the 2 MiB granules live requests overlap / peak requested (what the
  * same placement would reserve if only those granules were mapped at every
- * moment); "2nd" the device calls of the second pass.
+ * moment); "2nd" the device calls of the second pass. "batch50" and
+ * "b50+dev" are the same two figures from a batch-timed replay (runs of 64
+ * events timed whole, so without the clock's ~20 ns per operation, which is
+ * the same for every allocator and compresses their ratios; see replay.h).
+ * Each trace ends with the ratios torch / pool (BALANCED, the default) of
+ * the figures with device costs, from this run.
  *
  * Usage: bench_pool_traces [DIR with *.trace (default ../shared/traces)] [repeat (default 3)]
  *                          [device cost as for vram replay, e.g. map=231,unmap=26] */
@@ -30,11 +35,12 @@ static int by_name(const void *a, const void *b)
 static void row(const char *label, const vram_replay_result_t *r)
 {
     double device_per_op = r->ops ? r->device_cost_ns / (double)r->ops : 0;
-    printf("  %-24s %7.0f %7.0f %8.1f %7.0f %8.1f %8.1f %9.1f %9.1f %7.3f %7.3f %6llu %6llu %6llu "
-           "%5llu\n",
+    printf("  %-24s %7.0f %7.0f %8.1f %7.0f %8.1f %8.1f %8.1f %8.1f %9.1f %9.1f %7.3f %7.3f %6llu "
+           "%6llu %6llu %5llu\n",
            label, r->all.p50, r->all.p99, r->all.mean, r->pair.p50, r->ns_per_op_with_cost,
-           r->all.p50 + device_per_op, (double)r->peak_requested_bytes / 1048576.0,
-           (double)r->peak_reserved_bytes / 1048576.0, r->fragmentation_ratio,
+           r->all.p50 + device_per_op, r->batch_p50, r->batch_with_cost,
+           (double)r->peak_requested_bytes / 1048576.0, (double)r->peak_reserved_bytes / 1048576.0,
+           r->fragmentation_ratio,
            r->peak_requested_bytes ? (double)r->peak_touched_bytes / (double)r->peak_requested_bytes
                                    : 0.0,
            (unsigned long long)r->device_allocs, (unsigned long long)(r->device_maps),
@@ -59,11 +65,11 @@ static int bench_trace(const char *path, int repeat)
     }
     printf("\n%s: %zu events, %zu allocations, peak live %.1f MiB; %d passes\n", path, trace.count,
            trace.allocs, (double)trace.peak_live_bytes / 1048576.0, repeat);
-    printf("  %-24s %7s %7s %8s %7s %8s %8s %9s %9s %7s %7s %6s %6s %6s %5s\n", "allocator",
-           "p50 ns", "p99 ns", "mean ns", "pair50", "cost ns", "p50+dev", "req MiB", "res MiB",
-           "ratio", "floor", "allocs", "maps", "2nd", "OOMs");
+    printf("  %-24s %7s %7s %8s %7s %8s %8s %8s %8s %9s %9s %7s %7s %6s %6s %6s %5s\n", "allocator",
+           "p50 ns", "p99 ns", "mean ns", "pair50", "cost ns", "p50+dev", "batch50", "b50+dev",
+           "req MiB", "res MiB", "ratio", "floor", "allocs", "maps", "2nd", "OOMs");
     int rc = 0;
-    vram_replay_result_t r;
+    vram_replay_result_t r, pool = {0}, torch[2] = {{0}, {0}};
     for (int s = 0; s < VRAM_POOL_STRATEGY_COUNT_ && !rc; s++) {
         vram_replay_config_t cfg = {.mode = VRAM_REPLAY_POOL,
                                     .strategy = (vram_pool_strategy_t)s,
@@ -74,6 +80,7 @@ static int bench_trace(const char *path, int repeat)
         snprintf(label, sizeof label, "pool %s", vram_pool_strategy_name(cfg.strategy));
         rc = vram_replay_run(&trace, &cfg, &r);
         if (!rc) row(label, &r);
+        if (!rc && cfg.strategy == VRAM_POOL_BALANCED) pool = r;
     }
     for (int m = VRAM_REPLAY_DEVICE; m < VRAM_REPLAY_MODE_COUNT_ && !rc; m++) {
         vram_replay_config_t cfg = {
@@ -82,6 +89,15 @@ static int bench_trace(const char *path, int repeat)
         snprintf(label, sizeof label, "baseline %s", vram_replay_mode_name(cfg.mode));
         rc = vram_replay_run(&trace, &cfg, &r);
         if (!rc) row(label, &r);
+        if (!rc && m >= VRAM_REPLAY_TORCH) torch[m - VRAM_REPLAY_TORCH] = r;
+    }
+    for (int t = 0; t < 2 && !rc; t++) {
+        double p50 = pool.all.p50 + pool.device_cost_ns / (double)pool.ops;
+        double torch_p50 = torch[t].all.p50 + torch[t].device_cost_ns / (double)torch[t].ops;
+        printf("  %s / pool balanced: p50+dev %.2fx, b50+dev %.2fx, batch50 %.2fx\n",
+               t ? "torch-expandable" : "torch", torch_p50 / p50,
+               torch[t].batch_with_cost / pool.batch_with_cost,
+               torch[t].batch_p50 / pool.batch_p50);
     }
     if (rc) fprintf(stderr, "replay failed: %s\n", vram_last_error());
     printf("  (clock cost %.0f ns, included; malloc's \"reserved\" is glibc's arena + mmap "

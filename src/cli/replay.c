@@ -90,6 +90,9 @@ static void print_json(const char *path, const vram_replay_config_t *cfg, uint64
     json_object_set_new(o, "ns_per_op_with_device_cost", json_real(r->ns_per_op_with_cost));
     json_object_set_new(o, "ooms", json_integer((json_int_t)r->ooms));
     json_object_set_new(o, "timer_overhead_ns", json_real(r->timer_overhead_ns));
+    json_object_set_new(o, "batch_ns_per_op_p50", json_real(r->batch_p50));
+    json_object_set_new(o, "batch_ns_per_op_mean", json_real(r->batch_mean));
+    json_object_set_new(o, "batch_ns_per_op_with_device_cost", json_real(r->batch_with_cost));
     cli_print_json(o);
 }
 
@@ -114,7 +117,9 @@ static void print_table(const char *path, const vram_replay_config_t *cfg, uint6
     for (size_t i = 0; i < sizeof rows / sizeof rows[0]; i++)
         printf("%-10s %10.0f %10.0f %10.1f %10llu\n", rows[i].name, rows[i].l->p50, rows[i].l->p99,
                rows[i].l->mean, (unsigned long long)rows[i].l->count);
-    printf("(every figure includes the clock's own cost, about %.0f ns)\n\n", r->timer_overhead_ns);
+    printf("(every figure includes the clock's own cost, about %.0f ns)\n", r->timer_overhead_ns);
+    printf("batch      %10.1f %10s %10.1f   (runs of %d events timed whole: no clock cost)\n\n",
+           r->batch_p50, "-", r->batch_mean, VRAM_REPLAY_BATCH_EVENTS);
     printf("peak requested      %s\n", vram_format_size(r->peak_requested_bytes, b, sizeof b));
     printf("peak reserved       %s\n", vram_format_size(r->peak_reserved_bytes, c, sizeof c));
     printf("fragmentation ratio %.3f (peak reserved / peak requested)\n", r->fragmentation_ratio);
@@ -131,6 +136,8 @@ static void print_table(const char *path, const vram_replay_config_t *cfg, uint6
            "us per call)\n",
            r->ns_per_op_with_cost, cfg->cost.alloc_us, cfg->cost.free_us, cfg->cost.map_us,
            cfg->cost.unmap_us);
+    printf("batch, device costs %.1f ns per op (the batch p50 plus the calls' cost per op)\n",
+           r->batch_with_cost);
     printf("OOMs                %llu\n", (unsigned long long)r->ooms);
 }
 

@@ -26,6 +26,9 @@ typedef struct {
 
 #define VRAM_DEVICE_COST_DEFAULT ((vram_device_cost_t){50.0, 14.0, 29.0, 11.0})
 
+/* Events per batch-timed run (see vram_replay_result_t.batch_p50). */
+#define VRAM_REPLAY_BATCH_EVENTS 64
+
 typedef struct {
     vram_replay_mode_t mode;
     vram_pool_strategy_t strategy;     /* VRAM_REPLAY_POOL */
@@ -64,6 +67,12 @@ typedef struct {
     double ns_per_op_with_cost;
     uint64_t ooms;
     double timer_overhead_ns; /* p50 of an empty timed region, included in every figure */
+    /* Batch timing: the same passes replayed again through a fresh allocator
+     * with the clock read once per VRAM_REPLAY_BATCH_EVENTS consecutive events,
+     * so no clock cost is in the figures; ns per op net of the simulated
+     * device's calls. batch_p50: the median run; batch_mean: all runs' time
+     * over all operations; batch_with_cost: batch_p50 + device_cost_ns / ops. */
+    double batch_p50, batch_mean, batch_with_cost;
 } vram_replay_result_t;
 
 /* Runs cfg->repeat passes; blocks still live at the end of a pass are freed

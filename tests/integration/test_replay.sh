@@ -37,11 +37,16 @@ check_json() { # file: every documented key present, figures consistent
 import json, sys
 d = json.load(open(sys.argv[1]))
 keys = ["ops", "ns_per_op_p50", "ns_per_op_p99", "peak_requested_bytes",
-        "peak_reserved_bytes", "fragmentation_ratio", "device_allocs", "ooms"]
+        "peak_reserved_bytes", "fragmentation_ratio", "device_allocs", "ooms",
+        "batch_ns_per_op_p50", "batch_ns_per_op_mean", "batch_ns_per_op_with_device_cost"]
 missing = [k for k in keys if k not in d]
 assert not missing, f"missing keys {missing}"
 assert d["ops"] > 0 and d["ooms"] == 0, d
 assert 0 < d["ns_per_op_p50"] <= d["ns_per_op_p99"], d
+# Batch timing: positive, and the device calls' modelled cost on top of the p50.
+assert 0 < d["batch_ns_per_op_p50"] and 0 < d["batch_ns_per_op_mean"], d
+extra = d["batch_ns_per_op_with_device_cost"] - d["batch_ns_per_op_p50"]
+assert abs(extra - d["device_cost_ns"] / d["ops"]) < 1e-6 * max(1, extra), d
 assert d["peak_reserved_bytes"] >= d["peak_requested_bytes"] > 0 or d["baseline"] == "malloc", d
 if d["peak_requested_bytes"]:
     ratio = d["peak_reserved_bytes"] / d["peak_requested_bytes"]
