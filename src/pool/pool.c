@@ -249,7 +249,6 @@ static uint64_t shrink_expandable(vram_pool_t *pool, uint64_t want)
  * expandable segments. For trim, the limit and the OOM chain. */
 static uint64_t release_cache(vram_pool_t *pool, uint64_t want)
 {
-    vram_front_flush(pool, -1, 0); /* cached blocks merge back first */
     uint64_t released = release_idle(pool, -1, 0, true, true, want);
     if (released < want && pool->reservations) released += shrink_expandable(pool, want - released);
     return released;
@@ -347,8 +346,7 @@ static void bucket_split(vram_pool_t *pool)
     for (int i = 0; slots && i < 2; i++) {
         vram_pool_block_t *b = &slots[i];
         if (!b->addr || vram_blocks_bucket(t, b->addr) == slots) continue;
-        vram_block_id_t from = vram_block_id(t, b);
-        bool in_bin = vram_block_free_at(t, from);
+        bool in_bin = !b->allocated;
         if (in_bin) tree_take(pool, b);
         /* The new bucket was never used: it has room for both. */
         vram_pool_block_t *moved = vram_blocks_move(t, b, vram_blocks_home(t, b->addr));
@@ -356,7 +354,6 @@ static void bucket_split(vram_pool_t *pool)
         if (in_bin && vram_pool_block_spans_segment(moved))
             pool->idle[moved->u.node.idle_pos] = vram_block_id(t, moved);
         if (in_bin) tree_put(pool, moved);
-        if (moved->cached) vram_front_moved(pool, from, moved);
     }
 }
 
@@ -520,8 +517,7 @@ static int expand(vram_pool_t *pool, int kind, uintptr_t stream, size_t rounded,
     if (!r) return vram_fail(VRAM_ENOMEM, "pool: no address space for an expandable segment");
     vram_pool_segment_t *seg = r->segment;
     vram_pool_block_t *tail = seg ? vram_block_at(&pool->blocks, seg->last) : NULL;
-    size_t g = pool->granularity;
-    size_t have = tail && vram_block_free_at(&pool->blocks, seg->last) ? tail->size : 0;
+    size_t g = pool->granularity, have = tail && !tail->allocated ? tail->size : 0;
     if (have >= rounded) { /* the search passed it over (a fixed segment's rule): no growth */
         *out = tail;
         return 0;
@@ -684,7 +680,6 @@ static int alloc_slow(vram_pool_t *pool, int kind, uintptr_t stream, size_t size
             pthread_mutex_lock(&pool->lock);
             if (!freed) continue;
             pool->stats.num_alloc_retries++;
-            vram_front_flush(pool, -1, 0); /* what the handler freed may be cached */
             *out = find_claimed(pool, kind, stream, rounded);
             if (*out) return 0;
             release_cache(pool, UINT64_MAX);
@@ -695,37 +690,6 @@ static int alloc_slow(vram_pool_t *pool, int kind, uintptr_t stream, size_t size
     return oom_error(pool, size, rounded, stream,
                      pool->refused_by_limit ? "the pool limit would be exceeded"
                                             : "the device refused");
-}
-
-/* Hands out block b, just taken from the front cache, for a request of
- * `requested` bytes: it becomes allocated where it is, found by its address
- * (its bucket, or the overflow map). On a failure (no host memory for the
- * map) b goes back to the bins and the caller searches as usual. */
-static int hand_out_cached(vram_pool_t *pool, vram_pool_block_t **out, size_t requested)
-{
-    vram_block_table_t *t = &pool->blocks;
-    vram_pool_block_t *b = *out;
-    if (!vram_blocks_homed(t, b)) {
-        vram_pool_block_t *home = vram_blocks_home(t, b->addr);
-        if (home) {
-            vram_pool_block_t *slab_slot = b;
-            b = vram_blocks_move(t, b, home);
-            vram_blocks_delete(t, slab_slot);
-        } else if (!vram_map_reserve(&pool->overflow, 1)) {
-            vram_pool_release_block(pool, b);
-            return VRAM_ENOMEM;
-        } else {
-            vram_map_put(&pool->overflow, b->addr, vram_block_id(t, b)); /* room reserved */
-        }
-    }
-    vram_block_set_allocated(t, b, true);
-    b->u.live.requested = requested;
-    b->u.live.trace_id = 0;
-    vram_pool_stat_update(pool->stats.allocation, b->kind, 1);
-    vram_pool_stat_update(pool->stats.allocated_bytes, b->kind, (int64_t)b->size);
-    vram_pool_stat_update(pool->stats.requested_bytes, b->kind, (int64_t)requested);
-    *out = b;
-    return 0;
 }
 
 int vram_pool_alloc(vram_pool_t *pool, size_t size, void *stream_handle, void **ptr)
@@ -750,18 +714,10 @@ int vram_pool_alloc(vram_pool_t *pool, size_t size, void *stream_handle, void **
      * keep up with homed blocks growing by one. */
     for (int i = 0; i < 2 && 2 * pool->blocks.homed >= vram_blocks_bucket_count(&pool->blocks); i++)
         bucket_split(pool);
-    vram_pool_block_t *b = vram_front_take(pool, stream, rounded);
-    int rc = b ? hand_out_cached(pool, &b, size) : VRAM_ENOMEM;
-    if (rc) {
-        rc = 0;
-        b = find_claimed(pool, kind, stream, rounded);
-        /* Before growing, the cached blocks of this stream and kind merge
-         * back: the cache must never make the pool ask the device for more. */
-        if (!b && vram_front_flush(pool, kind, stream))
-            b = find_claimed(pool, kind, stream, rounded);
-        if (!b) rc = alloc_slow(pool, kind, stream, size, rounded, &b);
-        if (!rc) rc = take_block(pool, b, rounded, size, &b);
-    }
+    vram_pool_block_t *b = find_claimed(pool, kind, stream, rounded);
+    int rc = 0;
+    if (!b) rc = alloc_slow(pool, kind, stream, size, rounded, &b);
+    if (!rc) rc = take_block(pool, b, rounded, size, &b);
     if (!rc) {
         if (pool->trace) vram_pool_trace_alloc(pool, b, size);
         *ptr = (void *)b->addr;
@@ -783,36 +739,6 @@ static void absorb_next(vram_pool_t *pool, vram_pool_block_t *b, vram_pool_block
     else if (b->expandable)
         b->segment->last = vram_block_id(&pool->blocks, b);
     vram_blocks_delete(&pool->blocks, n);
-}
-
-/* Whether neighbour `id` of a block being freed is held by the front cache
- * (then it goes back to the bins, free, so the two merge). */
-static bool evict_cached_neighbour(vram_pool_t *pool, vram_block_id_t id)
-{
-    vram_pool_block_t *n = vram_block_at(&pool->blocks, id);
-    if (!n || !n->cached) return false;
-    vram_front_remove(pool, n);
-    vram_pool_release_block(pool, n);
-    return true;
-}
-
-/* Keeps block b, just freed, in the front cache if that merges nothing
- * away: a cached block never has a free neighbour (one would merge with
- * it), so the bins see every free range they would see without the cache,
- * only not the cached blocks themselves. A cached neighbour goes back
- * first, so the two merge as they would have. */
-static bool front_keep(vram_pool_t *pool, vram_pool_block_t *b)
-{
-    const vram_block_table_t *t = &pool->blocks;
-    if (b->kind == VRAM_POOL_KIND_SMALL)
-        return vram_front_put(pool, b, vram_pool_round(pool->strategy, b->u.live.requested));
-    bool next_free = vram_block_free_at(t, b->next), prev_free = vram_block_free_at(t, b->prev);
-    if (pool->front.count) {
-        next_free = next_free || evict_cached_neighbour(pool, b->next);
-        prev_free = prev_free || evict_cached_neighbour(pool, b->prev);
-    }
-    return !next_free && !prev_free &&
-           vram_front_put(pool, b, vram_pool_round(pool->strategy, b->u.live.requested));
 }
 
 int vram_pool_free(vram_pool_t *pool, void *ptr)
@@ -837,18 +763,6 @@ int vram_pool_free(vram_pool_t *pool, void *ptr)
     vram_pool_stat_update(pool->stats.allocation, kind, -1);
     vram_pool_stat_update(pool->stats.allocated_bytes, kind, -(int64_t)b->size);
     vram_pool_stat_update(pool->stats.requested_bytes, kind, -(int64_t)b->u.live.requested);
-    /* Kept whole for the next request of its size, or freed into the bins.
-     * A cached block is not allocated and not free: its free-map bit stays
-     * clear, so no neighbour merges with it. */
-    b->allocated = false;
-    if (!front_keep(pool, b)) vram_pool_release_block(pool, b);
-    if (pool->strategy == VRAM_POOL_FRAGMENTATION_AWARE) fragmentation_check(pool);
-    pthread_mutex_unlock(&pool->lock);
-    return 0;
-}
-
-void vram_pool_release_block(vram_pool_t *pool, vram_pool_block_t *b)
-{
     vram_block_table_t *t = &pool->blocks;
     vram_block_set_allocated(t, b, false);
     /* The free map answers without reading the neighbours: they are read
@@ -871,6 +785,9 @@ void vram_pool_release_block(vram_pool_t *pool, vram_pool_block_t *b)
     } else {
         tree_put(pool, b);
     }
+    if (pool->strategy == VRAM_POOL_FRAGMENTATION_AWARE) fragmentation_check(pool);
+    pthread_mutex_unlock(&pool->lock);
+    return 0;
 }
 
 /* ---- trim, limit, handlers ------------------------------------------- */

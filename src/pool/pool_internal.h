@@ -59,10 +59,6 @@ struct vram_pool_block {
     uint32_t seg_seq; /* the segment's creation order (low 32 bits), the tree's tie */
     bool allocated;   /* also in the table's free map, which neighbours read */
     unsigned red : 1;
-    /* Freed but held whole in the front cache: neither allocated nor free
-     * (its free-map bit is clear, so neighbours do not merge with it), in no
-     * bin, and not found by its address. u.live.requested is kept. */
-    unsigned cached : 1;
     unsigned kind : 1;       /* the segment's, copied so the hot paths need not touch it */
     unsigned expandable : 1; /* the segment is expandable (copied likewise) */
 } __attribute__((aligned(64)));
@@ -404,62 +400,6 @@ typedef struct {
     void *user;
 } vram_pool_handler_t;
 
-/* The front cache (front_cache.c; docs/pool.md, "Front cache"): blocks
- * freed by the program, kept whole (not merged, not in the bins) in small
- * LIFOs keyed by stream and rounded request size, and handed to the next
- * request of that size without a search, a split or a merge. Training
- * repeats its sizes every iteration, so most requests are served here.
- * Direct-mapped sets; a set serves one (stream, size) at a time, claimed by
- * an allocation that missed (so only sizes that are asked for are kept).
- * Bounded: VRAM_FRONT_DEPTH blocks per set, and in all at most
- * 1/VRAM_FRONT_RESERVED_SHARE of the reserved bytes. Its blocks go back to
- * the bins (merged) before the pool grows for their stream and kind, on
- * trim, on a lowered limit and in the OOM chain, so it never makes the pool
- * ask the device for memory it holds. */
-#define VRAM_FRONT_SET_BITS       8
-#define VRAM_FRONT_SETS           (1u << VRAM_FRONT_SET_BITS)
-#define VRAM_FRONT_DEPTH          8
-#define VRAM_FRONT_RESERVED_SHARE 4
-
-typedef struct {
-    uintptr_t stream;
-    uint32_t units;  /* the size served: rounded request / 512 (0: none yet) */
-    uint16_t n;      /* blocks held */
-    uint16_t misses; /* allocations of other sizes that found the set taken */
-    vram_block_id_t ids[VRAM_FRONT_DEPTH];
-    uintptr_t addrs[VRAM_FRONT_DEPTH]; /* theirs, so the lowest is found without reading blocks */
-} __attribute__((aligned(64))) vram_front_set_t;
-
-typedef struct {
-    vram_front_set_t sets[VRAM_FRONT_SETS];
-    size_t count;   /* blocks held */
-    uint64_t bytes; /* their sizes */
-} vram_front_t;
-
-/* Keeps block b, just freed by the program (its statistics already
- * updated), for requests of `rounded` bytes on its stream; false when the
- * cache will not take it (the caller then frees it into the bins). */
-bool vram_front_put(vram_pool_t *pool, vram_pool_block_t *b, size_t rounded);
-/* A block kept for `rounded` bytes on `stream`, out of the cache (neither
- * allocated nor free: the caller hands it out), or NULL. */
-vram_pool_block_t *vram_front_take(vram_pool_t *pool, uintptr_t stream, size_t rounded);
-/* Returns the cached blocks of one kind and stream (kind < 0: all) to the
- * bins, merged with free neighbours. Returns how many. */
-size_t vram_front_flush(vram_pool_t *pool, int kind, uintptr_t stream);
-/* Takes cached block b out of the cache (it is then neither allocated nor
- * free: the caller releases it). */
-void vram_front_remove(vram_pool_t *pool, vram_pool_block_t *b);
-/* A cached block moved from slot `from` to `to` (a bucket split). */
-void vram_front_moved(vram_pool_t *pool, vram_block_id_t from, const vram_pool_block_t *to);
-/* Every set's blocks are cached blocks of its stream and size, and the
- * counts match the `walked` cached blocks (`walked_bytes`) the segments hold. */
-int vram_front_check(const vram_pool_t *pool, size_t walked, uint64_t walked_bytes, char *err,
-                     size_t len);
-/* pool.c: a block that is no longer allocated (statistics done) becomes
- * free: merged with its free neighbours, into the bins or, spanning its
- * segment, the idle array (and released if the strategy says so). */
-void vram_pool_release_block(vram_pool_t *pool, vram_pool_block_t *b);
-
 struct vram_pool {
     pthread_mutex_t lock;
     vram_pool_source_t src;
@@ -490,7 +430,6 @@ struct vram_pool {
      * an allocation needs no look at granules (nor at the segment). */
     size_t unmapped_extent;
     vram_block_table_t blocks; /* every block struct */
-    vram_front_t front;        /* freed blocks kept whole for their size */
     /* OOM handlers (copied before being called without the lock) */
     vram_pool_handler_t handlers[VRAM_POOL_MAX_OOM_HANDLERS];
     int handler_count;

@@ -102,8 +102,7 @@ void vram_pool_walk(vram_pool_t *pool, vram_pool_walk_fn fn, void *user)
 
 typedef struct {
     int64_t blocks, bytes, requested, segments, reserved, split_blocks, split_bytes;
-    int64_t homed, overflowed;    /* blocks in buckets, allocated blocks outside them */
-    int64_t cached, cached_bytes; /* blocks held by the front cache */
+    int64_t homed, overflowed; /* blocks in buckets, allocated blocks outside them */
 } kind_totals_t;
 
 /* Where a block is kept: in its own bucket, or (allocated) in the overflow
@@ -146,9 +145,7 @@ static int check_segment(const vram_pool_t *pool, const vram_pool_segment_t *seg
         if (b->addr != expect) FAIL("gap or overlap at 0x%" PRIxPTR " in its segment", b->addr);
         if (vram_pool_prev_block(pool, b) != prev)
             FAIL("bad prev link at block 0x%" PRIxPTR, b->addr);
-        bool is_free = !b->allocated && !b->cached;
-        if (vram_block_free_at(&pool->blocks, vram_block_id(&pool->blocks, b)) != is_free ||
-            (b->allocated && b->cached))
+        if (vram_block_free_at(&pool->blocks, vram_block_id(&pool->blocks, b)) == b->allocated)
             FAIL("the free map is wrong about block 0x%" PRIxPTR, b->addr);
         if (b->segment != seg || b->stream != seg->stream || b->kind != seg->kind ||
             b->expandable != (seg->reservation != NULL) || b->seg_seq != (uint32_t)seg->seq)
@@ -167,22 +164,9 @@ static int check_segment(const vram_pool_t *pool, const vram_pool_segment_t *seg
             if (seg->reservation &&
                 vram_granules_unmapped_bytes(pool, seg->reservation, b->addr, b->addr + b->size))
                 FAIL("allocated block 0x%" PRIxPTR " lies over unmapped granules", b->addr);
-        } else if (b->cached) {
-            /* Held whole by the front cache: merges with nothing, counts as
-             * neither allocated nor in the bins (vram_front_check). */
-            if (b->kind && prev && !prev->allocated && !prev->cached)
-                FAIL("cached block 0x%" PRIxPTR " next to a free block", b->addr);
-            allocated++;
-            t->cached++;
-            t->cached_bytes += (int64_t)b->size;
-            if (seg->reservation &&
-                vram_granules_unmapped_bytes(pool, seg->reservation, b->addr, b->addr + b->size))
-                FAIL("cached block 0x%" PRIxPTR " lies over unmapped granules", b->addr);
         } else {
             (*free_count)++;
-            if (b->kind && prev && prev->cached)
-                FAIL("free block 0x%" PRIxPTR " next to a cached block", b->addr);
-            if (prev && !prev->allocated && !prev->cached)
+            if (prev && !prev->allocated)
                 FAIL("free neighbours not coalesced at 0x%" PRIxPTR, b->addr);
             if (b->size < seg->size) {
                 t->split_blocks++;
@@ -261,9 +245,6 @@ int vram_pool_check(vram_pool_t *pool, char *err, size_t len)
                  t[0].homed + t[1].homed);
         goto out;
     }
-    if (vram_front_check(pool, (size_t)(t[0].cached + t[1].cached),
-                         (uint64_t)(t[0].cached_bytes + t[1].cached_bytes), err, len))
-        goto out;
     size_t listed = 0;
     uint64_t listed_bytes = 0;
     for (size_t i = 0; i < pool->idle_n; i++) {
@@ -298,8 +279,6 @@ int vram_pool_check(vram_pool_t *pool, char *err, size_t len)
                                                    t[0].reserved + t[1].reserved,
                                                    t[0].split_blocks + t[1].split_blocks,
                                                    t[0].split_bytes + t[1].split_bytes,
-                                                   0,
-                                                   0,
                                                    0,
                                                    0}
                                  : t[k - 1];
