@@ -14,7 +14,9 @@
  * events timed whole, so without the clock's ~20 ns per operation, which is
  * the same for every allocator and compresses their ratios; see replay.h).
  * Each trace ends with the ratios torch / pool (BALANCED, the default) of
- * the figures with device costs, from this run.
+ * the figures with device costs, from this run. The torch baselines take
+ * the two locks PyTorch takes per call (torch_policy.c); "torch, no locks"
+ * is the policy without them, to show their share.
  *
  * Usage: bench_pool_traces [DIR with *.trace (default ../shared/traces)] [repeat (default 3)]
  *                          [device cost as for vram replay, e.g. map=231,unmap=26] */
@@ -69,7 +71,7 @@ static int bench_trace(const char *path, int repeat)
            "p50 ns", "p99 ns", "mean ns", "pair50", "cost ns", "p50+dev", "batch50", "b50+dev",
            "req MiB", "res MiB", "ratio", "floor", "allocs", "maps", "2nd", "OOMs");
     int rc = 0;
-    vram_replay_result_t r, pool = {0}, torch[2] = {{0}, {0}};
+    vram_replay_result_t r, pool = {0}, torch[3] = {{0}, {0}, {0}};
     for (int s = 0; s < VRAM_POOL_STRATEGY_COUNT_ && !rc; s++) {
         vram_replay_config_t cfg = {.mode = VRAM_REPLAY_POOL,
                                     .strategy = (vram_pool_strategy_t)s,
@@ -91,12 +93,21 @@ static int bench_trace(const char *path, int repeat)
         if (!rc) row(label, &r);
         if (!rc && m >= VRAM_REPLAY_TORCH) torch[m - VRAM_REPLAY_TORCH] = r;
     }
-    for (int t = 0; t < 2 && !rc; t++) {
+    if (!rc) {
+        vram_replay_config_t cfg = {.mode = VRAM_REPLAY_TORCH,
+                                    .repeat = repeat,
+                                    .ctx = dev.ctx,
+                                    .cost = cost,
+                                    .torch_unlocked = true};
+        rc = vram_replay_run(&trace, &cfg, &torch[2]);
+        if (!rc) row("baseline torch, no locks", &torch[2]);
+    }
+    static const char *const torch_names[3] = {"torch", "torch-expandable", "torch, no locks"};
+    for (int t = 0; t < 3 && !rc; t++) {
         double p50 = pool.all.p50 + pool.device_cost_ns / (double)pool.ops;
         double torch_p50 = torch[t].all.p50 + torch[t].device_cost_ns / (double)torch[t].ops;
         printf("  %s / pool balanced: p50+dev %.2fx, b50+dev %.2fx, batch50 %.2fx\n",
-               t ? "torch-expandable" : "torch", torch_p50 / p50,
-               torch[t].batch_with_cost / pool.batch_with_cost,
+               torch_names[t], torch_p50 / p50, torch[t].batch_with_cost / pool.batch_with_cost,
                torch[t].batch_p50 / pool.batch_p50);
     }
     if (rc) fprintf(stderr, "replay failed: %s\n", vram_last_error());

@@ -333,7 +333,8 @@ static int replayer_open(replayer_t *r, const vram_replay_config_t *cfg)
         return vram_pool_create_on(&src, &pc, &r->pool);
     }
     if (cfg->mode == VRAM_REPLAY_TORCH || cfg->mode == VRAM_REPLAY_TORCH_EXPANDABLE)
-        return vram_torch_policy_create(&src, cfg->mode == VRAM_REPLAY_TORCH_EXPANDABLE, &r->torch);
+        return vram_torch_policy_create(&src, cfg->mode == VRAM_REPLAY_TORCH_EXPANDABLE,
+                                        !cfg->torch_unlocked, &r->torch);
     return 0;
 }
 

@@ -37,6 +37,9 @@ typedef struct {
     vram_ctx_t *ctx;                   /* POOL, DEVICE and TORCH */
     int device;
     vram_device_cost_t cost;
+    /* TORCH and TORCH_EXPANDABLE without the two locks PyTorch takes per call
+     * (torch_policy.c), to show what they cost (bench_pool_traces). */
+    bool torch_unlocked;
 } vram_replay_config_t;
 
 /* Latencies in ns: p50, p99, mean. */

@@ -4,9 +4,21 @@
  * one ordered set per pool kind keyed by (stream, size, address), so best
  * fit is a lower bound, as PyTorch's std::set of blocks. The set here is a
  * treap (a randomized balanced tree): the shape of the cost, O(log n) per
- * search, is PyTorch's. */
+ * search, is PyTorch's.
+ *
+ * Locks: PyTorch's DeviceCachingAllocator takes its (recursive) mutex in
+ * every public method, malloc and free included ("All public methods ...
+ * acquire the allocator mutex"), and the map from pointers to allocated
+ * blocks has a mutex of its own (add_allocated_block, get_allocated_block;
+ * sharded since PyTorch 2.1, one std::mutex before): two lock/unlock pairs
+ * per malloc and per free, uncontended or not (c10/cuda/
+ * CUDACachingAllocator.cpp). The baseline takes the same two, so its
+ * figures are what a thread-safe allocator with this policy costs, like
+ * the pool's (one mutex per call); `locked` false leaves them out, to show
+ * what they cost. */
 #include "pool/torch_policy.h"
 
+#include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -51,7 +63,20 @@ struct vram_torch_policy {
     uint64_t rng;
     uintptr_t next_va; /* expandable: the next reservation */
     vram_torch_policy_stats_t stats;
+    bool locked;
+    pthread_mutex_t mutex;        /* everything but `live`; recursive, as PyTorch's */
+    pthread_mutex_t blocks_mutex; /* `live` */
 };
+
+static void lock(const vram_torch_policy_t *p, pthread_mutex_t *m)
+{
+    if (p->locked) pthread_mutex_lock(m);
+}
+
+static void unlock(const vram_torch_policy_t *p, pthread_mutex_t *m)
+{
+    if (p->locked) pthread_mutex_unlock(m);
+}
 
 /* ---- the ordered set of free blocks ----------------------------------- */
 
@@ -308,10 +333,9 @@ static int grow(vram_torch_policy_t *p, int kind, uintptr_t stream, size_t round
                          : segment_alloc(p, kind, stream, allocation_size(rounded));
 }
 
-int vram_torch_policy_alloc(vram_torch_policy_t *p, size_t size, uintptr_t stream, void **ptr)
+/* PyTorch's DeviceCachingAllocator::malloc; under p->mutex. */
+static int policy_malloc(vram_torch_policy_t *p, size_t size, uintptr_t stream, tp_block_t **out)
 {
-    *ptr = NULL;
-    if (!size) return 0;
     if (size > p->device_total || size > SIZE_MAX / 2) {
         p->stats.ooms++;
         return vram_fail(VRAM_ENOMEM, "torch policy: %zu bytes is more than the device has", size);
@@ -333,8 +357,6 @@ int vram_torch_policy_alloc(vram_torch_policy_t *p, size_t size, uintptr_t strea
         }
         b = set_best_fit(p->free_set[kind], stream, rounded);
     }
-    if (!vram_map_reserve(&p->live, 1))
-        return vram_fail(VRAM_ENOMEM, "torch policy: out of host memory");
     free_take(p, b);
     size_t remaining = b->size - rounded;
     if (should_split(kind, remaining)) {
@@ -352,8 +374,7 @@ int vram_torch_policy_alloc(vram_torch_policy_t *p, size_t size, uintptr_t strea
         }
     }
     b->allocated = true;
-    vram_map_put(&p->live, b->addr, (uint64_t)(uintptr_t)b);
-    *ptr = (void *)b->addr;
+    *out = b;
     return 0;
 }
 
@@ -369,13 +390,9 @@ static void absorb(tp_block_t *b, tp_block_t *n)
     free(n);
 }
 
-int vram_torch_policy_free(vram_torch_policy_t *p, void *ptr)
+/* PyTorch's DeviceCachingAllocator::free; under p->mutex. */
+static void policy_free(vram_torch_policy_t *p, tp_block_t *b)
 {
-    if (!ptr) return 0;
-    uint64_t v;
-    if (!vram_map_take(&p->live, (uintptr_t)ptr, &v))
-        return vram_fail(VRAM_EINVAL, "torch policy: %p is not allocated", ptr);
-    tp_block_t *b = (tp_block_t *)(uintptr_t)v;
     b->allocated = false;
     if (b->next && !b->next->allocated) {
         free_take(p, b->next);
@@ -388,16 +405,59 @@ int vram_torch_policy_free(vram_torch_policy_t *p, void *ptr)
         b = prev;
     }
     free_put(p, b);
+}
+
+int vram_torch_policy_alloc(vram_torch_policy_t *p, size_t size, uintptr_t stream, void **ptr)
+{
+    *ptr = NULL;
+    if (!size) return 0;
+    tp_block_t *b = NULL;
+    lock(p, &p->mutex);
+    int rc = policy_malloc(p, size, stream, &b);
+    unlock(p, &p->mutex);
+    if (rc) return rc;
+    lock(p, &p->blocks_mutex); /* add_allocated_block */
+    bool added =
+        vram_map_reserve(&p->live, 1) && vram_map_put(&p->live, b->addr, (uint64_t)(uintptr_t)b);
+    unlock(p, &p->blocks_mutex);
+    if (!added) {
+        lock(p, &p->mutex);
+        policy_free(p, b);
+        unlock(p, &p->mutex);
+        return vram_fail(VRAM_ENOMEM, "torch policy: out of host memory");
+    }
+    *ptr = (void *)b->addr;
     return 0;
 }
 
-int vram_torch_policy_create(const vram_pool_source_t *src, bool expandable,
+int vram_torch_policy_free(vram_torch_policy_t *p, void *ptr)
+{
+    if (!ptr) return 0;
+    uint64_t v;
+    lock(p, &p->blocks_mutex); /* get_allocated_block(ptr, remove = true) */
+    bool found = vram_map_take(&p->live, (uintptr_t)ptr, &v);
+    unlock(p, &p->blocks_mutex);
+    if (!found) return vram_fail(VRAM_EINVAL, "torch policy: %p is not allocated", ptr);
+    lock(p, &p->mutex);
+    policy_free(p, (tp_block_t *)(uintptr_t)v);
+    unlock(p, &p->mutex);
+    return 0;
+}
+
+int vram_torch_policy_create(const vram_pool_source_t *src, bool expandable, bool locked,
                              vram_torch_policy_t **out)
 {
     vram_torch_policy_t *p = calloc(1, sizeof *p);
     if (!p) return vram_fail(VRAM_ENOMEM, "torch policy: out of host memory");
     p->src = *src;
     p->expandable = expandable;
+    p->locked = locked;
+    pthread_mutexattr_t recursive;
+    pthread_mutexattr_init(&recursive);
+    pthread_mutexattr_settype(&recursive, PTHREAD_MUTEX_RECURSIVE);
+    pthread_mutex_init(&p->mutex, &recursive);
+    pthread_mutexattr_destroy(&recursive);
+    pthread_mutex_init(&p->blocks_mutex, NULL);
     p->rng = 0x9E3779B97F4A7C15ull;
     p->next_va = (uintptr_t)1 << 47;
     uint64_t total = VRAM_UNKNOWN_U64, free_bytes;
@@ -407,9 +467,11 @@ int vram_torch_policy_create(const vram_pool_source_t *src, bool expandable,
     return 0;
 }
 
-void vram_torch_policy_stats(const vram_torch_policy_t *p, vram_torch_policy_stats_t *out)
+void vram_torch_policy_stats(vram_torch_policy_t *p, vram_torch_policy_stats_t *out)
 {
+    lock(p, &p->mutex);
     *out = p->stats;
+    unlock(p, &p->mutex);
 }
 
 void vram_torch_policy_destroy(vram_torch_policy_t *p)
@@ -425,5 +487,7 @@ void vram_torch_policy_destroy(vram_torch_policy_t *p)
         free(seg);
     }
     vram_map_clear(&p->live);
+    pthread_mutex_destroy(&p->mutex);
+    pthread_mutex_destroy(&p->blocks_mutex);
     free(p);
 }
