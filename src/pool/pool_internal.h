@@ -188,6 +188,20 @@ static inline bool vram_pool_block_spans_segment(const vram_pool_block_t *b)
 {
     return !b->prev && !b->next;
 }
+/* The last block of an expandable segment, when free, is its wilderness:
+ * the only free block that can grow. It stays out of the bins, so a
+ * request takes it only when no other free block fits (docs/pool.md,
+ * "Placement"). */
+static inline bool vram_pool_block_is_wilderness(const vram_pool_block_t *b)
+{
+    return b->expandable && !b->next && !b->allocated;
+}
+/* The pool kind of a request (rounded or not: rounding never crosses
+ * 1 MiB): small up to 1 MiB. Allocation statistics count by it. */
+static inline int vram_pool_size_kind(size_t size)
+{
+    return size <= VRAM_POOL_SMALL_MAX ? VRAM_POOL_KIND_SMALL : VRAM_POOL_KIND_LARGE;
+}
 
 typedef struct vram_pool_reservation vram_pool_reservation_t;
 
