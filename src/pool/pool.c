@@ -341,11 +341,12 @@ static vram_pool_block_t *find_in(vram_pool_t *pool, int kind, uintptr_t stream,
  * ones). */
 static vram_pool_block_t *find_free(vram_pool_t *pool, int kind, uintptr_t stream, size_t rounded)
 {
-    if (kind == VRAM_POOL_KIND_SMALL && pool->granularity) {
-        vram_pool_block_t *b = find_in(pool, VRAM_POOL_KIND_LARGE, stream, rounded);
-        if (b && b->expandable) return b;
-    }
-    return find_in(pool, kind, stream, rounded);
+    if (!pool->granularity) return find_in(pool, kind, stream, rounded);
+    vram_pool_block_t *b = find_in(pool, VRAM_POOL_KIND_LARGE, stream, rounded);
+    if (b && (b->expandable || kind == VRAM_POOL_KIND_LARGE)) return b;
+    if (kind == VRAM_POOL_KIND_SMALL && (b = find_in(pool, kind, stream, rounded))) return b;
+    /* Nothing in the bins fits: the wilderness, before the slow path. */
+    return vram_pool_wilderness_fit(pool, stream, rounded);
 }
 
 /* Adds a bucket while the buckets hold more than half a block each on

@@ -494,6 +494,10 @@ bool vram_pool_idle_segment_eligible(vram_pool_strategy_t s, size_t segment_size
 /* Whether splitting `remainder` bytes off a block that serves a request of
  * `rounded` bytes is worth a separate free block. */
 bool vram_pool_should_split(int kind, size_t rounded, size_t remainder);
+/* The wilderness of `stream`'s expandable segment when it holds `rounded`
+ * bytes, else NULL (wilderness.c). */
+vram_pool_block_t *vram_pool_wilderness_fit(const vram_pool_t *pool, uintptr_t stream,
+                                            size_t rounded);
 
 /* Statistics bookkeeping; all under the pool lock. Inline: several run on
  * every allocation and free. */
