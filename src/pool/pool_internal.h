@@ -191,7 +191,7 @@ static inline bool vram_pool_block_spans_segment(const vram_pool_block_t *b)
 /* The last block of an expandable segment, when free, is its wilderness:
  * the only free block that can grow. It stays out of the bins, so a
  * request takes it only when no other free block fits (docs/pool.md,
- * "Placement"). */
+ * "Fragmentation"). */
 static inline bool vram_pool_block_is_wilderness(const vram_pool_block_t *b)
 {
     return b->expandable && !b->next && !b->allocated;
@@ -221,8 +221,9 @@ struct vram_pool_segment {
     vram_pool_reservation_t *reservation;
 };
 
-/* Address space reserved for the expandable segment of one stream and pool
- * kind (docs/pool.md, "Expandable segments"). */
+/* Address space reserved for the expandable segment of one stream, which
+ * serves requests of both kinds and is filed as large (docs/pool.md,
+ * "Expandable segments"). */
 struct vram_pool_reservation {
     uintptr_t base;
     size_t size;
@@ -494,8 +495,10 @@ bool vram_pool_idle_segment_eligible(vram_pool_strategy_t s, size_t segment_size
 /* Whether splitting `remainder` bytes off a block that serves a request of
  * `rounded` bytes is worth a separate free block. */
 bool vram_pool_should_split(int kind, size_t rounded, size_t remainder);
-/* The wilderness of `stream`'s expandable segment when it holds `rounded`
- * bytes, else NULL (wilderness.c). */
+/* The wilderness of r's expandable segment, NULL when it has none (its
+ * last block is allocated, or no segment); and `stream`'s when it holds
+ * `rounded` bytes (wilderness.c). */
+vram_pool_block_t *vram_pool_wilderness(const vram_pool_t *pool, const vram_pool_reservation_t *r);
 vram_pool_block_t *vram_pool_wilderness_fit(const vram_pool_t *pool, uintptr_t stream,
                                             size_t rounded);
 

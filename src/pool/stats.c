@@ -29,9 +29,8 @@ uint64_t vram_pool_largest_free_locked(const vram_pool_t *pool)
     if (b > a) a = b;
     /* The wildernesses of expandable segments are outside the bins. */
     for (const vram_pool_reservation_t *r = pool->reservations; r; r = r->next) {
-        const vram_pool_block_t *w =
-            r->segment ? vram_block_at(&pool->blocks, r->segment->last) : NULL;
-        if (w && !w->allocated && w->size > a) a = w->size;
+        const vram_pool_block_t *w = vram_pool_wilderness(pool, r);
+        if (w && w->size > a) a = w->size;
     }
     return a;
 }

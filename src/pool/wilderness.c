@@ -5,14 +5,20 @@
  * takes the slow path. */
 #include "pool/pool_internal.h"
 
+vram_pool_block_t *vram_pool_wilderness(const vram_pool_t *pool, const vram_pool_reservation_t *r)
+{
+    vram_pool_block_t *w = r->segment ? vram_block_at(&pool->blocks, r->segment->last) : NULL;
+    return w && !w->allocated ? w : NULL;
+}
+
 vram_pool_block_t *vram_pool_wilderness_fit(const vram_pool_t *pool, uintptr_t stream,
                                             size_t rounded)
 {
     /* One reservation per stream (streams are few). */
     for (const vram_pool_reservation_t *r = pool->reservations; r; r = r->next) {
         if (r->stream != stream) continue;
-        vram_pool_block_t *w = r->segment ? vram_block_at(&pool->blocks, r->segment->last) : NULL;
-        return w && !w->allocated && w->size >= rounded ? w : NULL;
+        vram_pool_block_t *w = vram_pool_wilderness(pool, r);
+        return w && w->size >= rounded ? w : NULL;
     }
     return NULL;
 }
