@@ -410,7 +410,9 @@ typedef struct {
 } vram_pool_stat_t;
 
 /* Index of the statistics arrays: all blocks, small pool (requests of at most
- * 1 MiB, 2 MiB segments) and large pool. */
+ * 1 MiB, 2 MiB segments) and large pool. Allocations count by the request's
+ * size; segments and reserved bytes by the segment's kind, and an expandable
+ * segment (one per stream, for every size) counts as large. */
 enum { VRAM_POOL_STAT_ALL, VRAM_POOL_STAT_SMALL, VRAM_POOL_STAT_LARGE, VRAM_POOL_STAT_KINDS_ };
 
 /* Same meanings as PyTorch: allocation = allocated blocks; segment = device

@@ -284,6 +284,10 @@ static int check_block(const vram_free_index_t *x, const vram_free_heap_t *h, un
         snprintf(err, len, "allocated block 0x%zx in free bin %u", (size_t)b->addr, bin);
         return -1;
     }
+    if (vram_pool_block_is_wilderness(b)) {
+        snprintf(err, len, "the wilderness 0x%zx in free bin %u", (size_t)b->addr, bin);
+        return -1;
+    }
     return 0;
 }
 

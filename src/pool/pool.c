@@ -21,7 +21,8 @@ static void tree_put(vram_pool_t *pool, vram_pool_block_t *b)
     /* Among equal ranks the oldest segment wins (the tree's tie is seg_seq):
      * deterministic whatever addresses the device hands out, and it packs
      * toward old segments. */
-    vram_free_index_insert(&pool->free_blocks[b->kind], b, bin_of(pool, b));
+    if (!vram_pool_block_is_wilderness(b))
+        vram_free_index_insert(&pool->free_blocks[b->kind], b, bin_of(pool, b));
     if (!vram_pool_block_spans_segment(b)) {
         vram_pool_stat_update(pool->stats.inactive_split, b->kind, 1);
         vram_pool_stat_update(pool->stats.inactive_split_bytes, b->kind, (int64_t)b->size);
@@ -30,7 +31,8 @@ static void tree_put(vram_pool_t *pool, vram_pool_block_t *b)
 
 static void tree_take(vram_pool_t *pool, vram_pool_block_t *b)
 {
-    vram_free_index_remove(&pool->free_blocks[b->kind], b, bin_of(pool, b));
+    if (!vram_pool_block_is_wilderness(b))
+        vram_free_index_remove(&pool->free_blocks[b->kind], b, bin_of(pool, b));
     if (!vram_pool_block_spans_segment(b)) {
         vram_pool_stat_update(pool->stats.inactive_split, b->kind, -1);
         vram_pool_stat_update(pool->stats.inactive_split_bytes, b->kind, -(int64_t)b->size);
@@ -316,7 +318,7 @@ static void fragmentation_check(vram_pool_t *pool)
 
 /* ---- allocation ------------------------------------------------------- */
 
-static vram_pool_block_t *find_free(vram_pool_t *pool, int kind, uintptr_t stream, size_t rounded)
+static vram_pool_block_t *find_in(vram_pool_t *pool, int kind, uintptr_t stream, size_t rounded)
 {
     uint64_t rank = vram_pool_request_rank(pool->strategy, rounded);
     vram_pool_block_t *b = vram_free_index_find(&pool->free_blocks[kind], stream, rank,
@@ -331,6 +333,20 @@ static vram_pool_block_t *find_free(vram_pool_t *pool, int kind, uintptr_t strea
         !vram_pool_idle_segment_eligible(pool->strategy, b->size, rounded))
         return NULL;
     return b;
+}
+
+/* With expandable segments a stream has one range for requests of every
+ * size (the large kind's), so small requests look there first, then in
+ * the small segments made when the range could not grow (never in large
+ * ones). */
+static vram_pool_block_t *find_free(vram_pool_t *pool, int kind, uintptr_t stream, size_t rounded)
+{
+    if (!pool->granularity) return find_in(pool, kind, stream, rounded);
+    vram_pool_block_t *b = find_in(pool, VRAM_POOL_KIND_LARGE, stream, rounded);
+    if (b && (b->expandable || kind == VRAM_POOL_KIND_LARGE)) return b;
+    if (kind == VRAM_POOL_KIND_SMALL && (b = find_in(pool, kind, stream, rounded))) return b;
+    /* Nothing in the bins fits: the wilderness, before the slow path. */
+    return vram_pool_wilderness_fit(pool, stream, rounded);
 }
 
 /* Adds a bucket while the buckets hold more than half a block each on
@@ -361,7 +377,7 @@ static void bucket_split(vram_pool_t *pool)
 static bool splits(const vram_pool_block_t *b, size_t rounded)
 {
     size_t remainder = b->size - rounded;
-    return vram_pool_should_split(b->kind, rounded, remainder) ||
+    return vram_pool_should_split(vram_pool_size_kind(rounded), rounded, remainder) ||
            (remainder && !b->next && b->expandable);
 }
 
@@ -373,7 +389,7 @@ static int take_block(vram_pool_t *pool, vram_pool_block_t *b, size_t rounded, s
                       vram_pool_block_t **out)
 {
     vram_block_table_t *t = &pool->blocks;
-    int kind = b->kind;
+    int kind = vram_pool_size_kind(rounded); /* the request's: one range serves both */
     size_t remainder = b->size - rounded;
     /* At the end of an expandable segment the remainder is always split
      * off: it merges with the chunk mapped next, so it is no sliver. (Every
@@ -518,7 +534,7 @@ static int expand(vram_pool_t *pool, int kind, uintptr_t stream, size_t rounded,
     vram_pool_segment_t *seg = r->segment;
     vram_pool_block_t *tail = seg ? vram_block_at(&pool->blocks, seg->last) : NULL;
     size_t g = pool->granularity, have = tail && !tail->allocated ? tail->size : 0;
-    if (have >= rounded) { /* the search passed it over (a fixed segment's rule): no growth */
+    if (have >= rounded) { /* the wilderness, outside the bins: nothing else fit */
         *out = tail;
         return 0;
     }
@@ -533,9 +549,9 @@ static int expand(vram_pool_t *pool, int kind, uintptr_t stream, size_t rounded,
         vram_pool_block_t *b;
         rc = segment_prepare(pool, kind, stream, &seg, &b);
         if (rc) return rc;
+        b->expandable = 1; /* before segment_init files it: the wilderness stays out of the bins */
         segment_init(pool, seg, b, kind, stream, at, more);
         pool->unmapped_extent += more;
-        b->expandable = 1;
         seg->reservation = r;
         r->segment = seg;
         *out = b;
@@ -592,7 +608,7 @@ static int grow_any(vram_pool_t *pool, int kind, uintptr_t stream, size_t rounde
                     vram_pool_block_t **out)
 {
     if (pool->granularity) {
-        int rc = expand(pool, kind, stream, rounded, out);
+        int rc = expand(pool, VRAM_POOL_KIND_LARGE, stream, rounded, out);
         if (!rc) rc = claim(pool, *out, rounded);
         if (rc != VRAM_ENOMEM) return rc;
     }
@@ -709,7 +725,7 @@ int vram_pool_alloc(vram_pool_t *pool, size_t size, void *stream_handle, void **
         pthread_mutex_unlock(&pool->lock);
         return rc;
     }
-    int kind = rounded <= VRAM_POOL_SMALL_MAX ? VRAM_POOL_KIND_SMALL : VRAM_POOL_KIND_LARGE;
+    int kind = vram_pool_size_kind(rounded);
     /* Before a block is chosen: a split moves blocks. Two per allocation
      * keep up with homed blocks growing by one. */
     for (int i = 0; i < 2 && 2 * pool->blocks.homed >= vram_blocks_bucket_count(&pool->blocks); i++)
@@ -759,7 +775,7 @@ int vram_pool_free(vram_pool_t *pool, void *ptr)
                          ptr);
     }
     if (pool->trace) vram_pool_trace_free(pool, b);
-    int kind = b->kind;
+    int kind = vram_pool_size_kind(b->u.live.requested);
     vram_pool_stat_update(pool->stats.allocation, kind, -1);
     vram_pool_stat_update(pool->stats.allocated_bytes, kind, -(int64_t)b->size);
     vram_pool_stat_update(pool->stats.requested_bytes, kind, -(int64_t)b->u.live.requested);

@@ -188,6 +188,20 @@ static inline bool vram_pool_block_spans_segment(const vram_pool_block_t *b)
 {
     return !b->prev && !b->next;
 }
+/* The last block of an expandable segment, when free, is its wilderness:
+ * the only free block that can grow. It stays out of the bins, so a
+ * request takes it only when no other free block fits (docs/pool.md,
+ * "Fragmentation"). */
+static inline bool vram_pool_block_is_wilderness(const vram_pool_block_t *b)
+{
+    return b->expandable && !b->next && !b->allocated;
+}
+/* The pool kind of a request (rounded or not: rounding never crosses
+ * 1 MiB): small up to 1 MiB. Allocation statistics count by it. */
+static inline int vram_pool_size_kind(size_t size)
+{
+    return size <= VRAM_POOL_SMALL_MAX ? VRAM_POOL_KIND_SMALL : VRAM_POOL_KIND_LARGE;
+}
 
 typedef struct vram_pool_reservation vram_pool_reservation_t;
 
@@ -207,8 +221,9 @@ struct vram_pool_segment {
     vram_pool_reservation_t *reservation;
 };
 
-/* Address space reserved for the expandable segment of one stream and pool
- * kind (docs/pool.md, "Expandable segments"). */
+/* Address space reserved for the expandable segment of one stream, which
+ * serves requests of both kinds and is filed as large (docs/pool.md,
+ * "Expandable segments"). */
 struct vram_pool_reservation {
     uintptr_t base;
     size_t size;
@@ -480,6 +495,12 @@ bool vram_pool_idle_segment_eligible(vram_pool_strategy_t s, size_t segment_size
 /* Whether splitting `remainder` bytes off a block that serves a request of
  * `rounded` bytes is worth a separate free block. */
 bool vram_pool_should_split(int kind, size_t rounded, size_t remainder);
+/* The wilderness of r's expandable segment, NULL when it has none (its
+ * last block is allocated, or no segment); and `stream`'s when it holds
+ * `rounded` bytes (wilderness.c). */
+vram_pool_block_t *vram_pool_wilderness(const vram_pool_t *pool, const vram_pool_reservation_t *r);
+vram_pool_block_t *vram_pool_wilderness_fit(const vram_pool_t *pool, uintptr_t stream,
+                                            size_t rounded);
 
 /* Statistics bookkeeping; all under the pool lock. Inline: several run on
  * every allocation and free. */

@@ -26,7 +26,13 @@ uint64_t vram_pool_largest_free_locked(const vram_pool_t *pool)
     bool exact = pool->strategy != VRAM_POOL_CONSOLIDATED;
     uint64_t a = largest_in_index(&pool->free_blocks[0], exact);
     uint64_t b = largest_in_index(&pool->free_blocks[1], exact);
-    return a > b ? a : b;
+    if (b > a) a = b;
+    /* The wildernesses of expandable segments are outside the bins. */
+    for (const vram_pool_reservation_t *r = pool->reservations; r; r = r->next) {
+        const vram_pool_block_t *w = vram_pool_wilderness(pool, r);
+        if (w && w->size > a) a = w->size;
+    }
+    return a;
 }
 
 void vram_pool_stats_derive_locked(const vram_pool_t *pool, vram_pool_stats_t *out)
@@ -128,10 +134,13 @@ static int check_place(const vram_pool_t *pool, const vram_pool_block_t *b, kind
     return 0;
 }
 
-static int check_segment(const vram_pool_t *pool, const vram_pool_segment_t *seg, kind_totals_t *t,
-                         size_t *free_count, uint64_t *idle, uint64_t *unmapped, char *err,
-                         size_t len)
+/* Adds the segment to the totals of its kind, and each allocated block to
+ * those of its request's kind (an expandable segment serves both). */
+static int check_segment(const vram_pool_t *pool, const vram_pool_segment_t *seg,
+                         kind_totals_t totals[2], size_t *free_count, uint64_t *idle,
+                         uint64_t *unmapped, char *err, size_t len)
 {
+    kind_totals_t *t = &totals[seg->kind];
     const vram_pool_block_t *first = vram_pool_first_block(pool, seg);
     if (!first || first->addr != seg->base)
         FAIL("segment 0x%" PRIxPTR " does not start with a block", seg->base);
@@ -155,17 +164,21 @@ static int check_segment(const vram_pool_t *pool, const vram_pool_segment_t *seg
         expect += b->size;
         if (check_place(pool, b, t, err, len)) return -1;
         if (b->allocated) {
+            kind_totals_t *r = &totals[vram_pool_size_kind(b->u.live.requested)];
+            if (!seg->reservation && r != t)
+                FAIL("block 0x%" PRIxPTR " of a %s request in a %s segment", b->addr,
+                     r == totals ? "small" : "large", t == totals ? "small" : "large");
             allocated++;
-            t->blocks++;
-            t->bytes += (int64_t)b->size;
-            t->requested += (int64_t)b->u.live.requested;
+            r->blocks++;
+            r->bytes += (int64_t)b->size;
+            r->requested += (int64_t)b->u.live.requested;
             if (b->u.live.requested > b->size)
                 FAIL("block 0x%" PRIxPTR " smaller than its request", b->addr);
             if (seg->reservation &&
                 vram_granules_unmapped_bytes(pool, seg->reservation, b->addr, b->addr + b->size))
                 FAIL("allocated block 0x%" PRIxPTR " lies over unmapped granules", b->addr);
         } else {
-            (*free_count)++;
+            if (!vram_pool_block_is_wilderness(b)) free_count[seg->kind]++; /* in the bins */
             if (prev && !prev->allocated)
                 FAIL("free neighbours not coalesced at 0x%" PRIxPTR, b->addr);
             if (b->size < seg->size) {
@@ -213,9 +226,7 @@ int vram_pool_check(vram_pool_t *pool, char *err, size_t len)
             snprintf(err, len, "segment list links broken");
             goto out;
         }
-        if (check_segment(pool, seg, &t[seg->kind], &free_count[seg->kind], &idle, &unmapped, err,
-                          len))
-            goto out;
+        if (check_segment(pool, seg, t, free_count, &idle, &unmapped, err, len)) goto out;
     }
     for (const vram_pool_reservation_t *r = pool->reservations; r; r = r->next)
         if (!r->segment && r->mapped_bytes) {

@@ -416,6 +416,69 @@ static void expandable_trim_counts_mapped_bytes(void **state)
     vram_pool_destroy(pool);
 }
 
+/* With expandable segments one range per stream serves requests of every
+ * size, and its wilderness (the free block at its end, the only one that
+ * can grow) serves a request only when no other free block fits, even a
+ * better fitting one by size. Allocation statistics still count small and
+ * large requests apart; reserved memory is the range's (large). */
+static void expandable_one_range_and_wilderness(void **state)
+{
+    (void)state;
+    vram_pool_config_t cfg = {.strategy = VRAM_POOL_BALANCED,
+                              .expandable = VRAM_POOL_EXPANDABLE_ON};
+    vram_pool_t *pool;
+    assert_int_equal(vram_pool_create(sim.ctx, 0, &cfg, &pool), 0);
+    char *a, *s, *b, *c;
+    assert_int_equal(vram_pool_alloc(pool, 3 * MiB, NULL, (void **)&a), 0);
+    assert_int_equal(reserved_of(pool), 4 * MiB); /* the wilderness: 3..4 MiB */
+    assert_int_equal(vram_pool_alloc(pool, MiB / 4, NULL, (void **)&s), 0);
+    assert_ptr_equal(s, a + 3 * MiB); /* a small request in the same range */
+    assert_int_equal(reserved_of(pool), 4 * MiB);
+    vram_pool_stats_t st;
+    assert_int_equal(vram_pool_stats(pool, &st), 0);
+    assert_int_equal(st.segment[VRAM_POOL_STAT_ALL].current, 1);
+    assert_int_equal(st.allocated_bytes[VRAM_POOL_STAT_SMALL].current, MiB / 4);
+    assert_int_equal(st.allocated_bytes[VRAM_POOL_STAT_LARGE].current, 3 * MiB);
+    assert_int_equal(st.allocation[VRAM_POOL_STAT_SMALL].current, 1);
+    assert_int_equal(st.reserved_bytes[VRAM_POOL_STAT_LARGE].current, 4 * MiB);
+    assert_int_equal(st.reserved_bytes[VRAM_POOL_STAT_SMALL].current, 0);
+    assert_int_equal(st.largest_free_block, 3 * MiB / 4); /* the wilderness counts */
+
+    /* b does not fit the wilderness (0.75 MiB): one granule more, and
+     * 0.25 MiB of wilderness is left at 5.75..6 MiB. */
+    assert_int_equal(vram_pool_alloc(pool, 5 * MiB / 2, NULL, (void **)&b), 0);
+    assert_ptr_equal(b, a + 13 * MiB / 4);
+    assert_int_equal(reserved_of(pool), 6 * MiB);
+    assert_int_equal(vram_pool_free(pool, a), 0); /* a hole of 3 MiB at the start */
+    /* By size the wilderness fits c best; the hole serves it. */
+    assert_int_equal(vram_pool_alloc(pool, MiB / 8, NULL, (void **)&c), 0);
+    assert_ptr_equal(c, a);
+    char err[256];
+    assert_int_equal(vram_pool_check(pool, err, sizeof err), 0);
+    assert_int_equal(vram_pool_stats(pool, &st), 0);
+    assert_int_equal(st.largest_free_block, 3 * MiB - MiB / 8);
+    assert_int_equal(st.allocated_bytes[VRAM_POOL_STAT_SMALL].current, MiB / 4 + MiB / 8);
+    assert_int_equal(st.num_device_map, 2);
+
+    assert_int_equal(vram_pool_free(pool, s), 0);
+    assert_int_equal(vram_pool_free(pool, b), 0);
+    assert_int_equal(vram_pool_free(pool, c), 0);
+    assert_int_equal(vram_pool_check(pool, err, sizeof err), 0);
+    assert_int_equal(vram_pool_stats(pool, &st), 0);
+    assert_int_equal(st.largest_free_block, 6 * MiB); /* all of it: the wilderness */
+    assert_int_equal(st.allocated_bytes[VRAM_POOL_STAT_SMALL].current, 0);
+    /* A wholly free range is served again without a device call. */
+    assert_int_equal(vram_pool_alloc(pool, 6 * MiB, NULL, (void **)&a), 0);
+    assert_int_equal(vram_pool_free(pool, a), 0);
+    uint64_t released = 0;
+    assert_int_equal(vram_pool_trim(pool, &released), 0);
+    assert_int_equal(released, 6 * MiB);
+    assert_int_equal(vram_pool_stats(pool, &st), 0);
+    assert_int_equal(st.num_device_map, 2);
+    assert_int_equal(vram_pool_check(pool, err, sizeof err), 0);
+    vram_pool_destroy(pool);
+}
+
 /* Off, or on a backend without virtual memory (cpu): segments as before. */
 static void expandable_off_and_unsupported(void **state)
 {
@@ -464,6 +527,7 @@ int main(void)
         cmocka_unit_test(expandable_hole_unmapped_by_trim),
         cmocka_unit_test(expandable_trim_counts_mapped_bytes),
         cmocka_unit_test(expandable_segments),
+        cmocka_unit_test(expandable_one_range_and_wilderness),
         cmocka_unit_test(expandable_off_and_unsupported),
     };
     return cmocka_run_group_tests(tests, setup, teardown);
