@@ -105,7 +105,10 @@ int vramd_http_start(vramd_state_t *d, int fd, vramd_transport_t transport, vram
 void vramd_http_stop(vramd_http_t *h);
 
 /* guard.c: per-peer connection limits and request deadlines of a listener.
- * opened/closed come from libmicrohttpd's connection notifications;
+ * opened when vramd accepts a connection (it reads the peer there: uid and
+ * pid on the Unix socket, address on TCP); the record is then held by the
+ * relay and by libmicrohttpd (hold), and each lets go with closed (freed by
+ * the last; the first takes it out of the counts and the deadlines).
  * answering(true) once a request has arrived in full, (false) after its
  * reply (the next request's deadline starts). per_peer 0 or timeout_s 0 turn
  * either limit off. Thread-safe. */
@@ -113,22 +116,52 @@ typedef struct vramd_guard vramd_guard_t;
 int vramd_guard_start(unsigned per_peer, double timeout_s, vramd_guard_t **out);
 void vramd_guard_stop(vramd_guard_t *g);
 void vramd_guard_opened(vramd_guard_t *g, int fd, void **socket_context);
+void vramd_guard_hold(vramd_guard_t *g, void *socket_context);
 void vramd_guard_closed(vramd_guard_t *g, void *socket_context);
 void vramd_guard_answering(vramd_guard_t *g, void *socket_context, bool answering);
+/* The Unix-socket peer's credentials, read at accept (vramd's own would be
+ * read from the relay's socket pair): false when unknown (TCP, or no record). */
+bool vramd_guard_peer_cred(void *socket_context, uid_t *uid, pid_t *pid);
 
 /* http_head.c: checks the head of a request (the first len bytes received
- * so far): 0 when it is complete and well-formed HTTP/1.0 or 1.1, -1 when it
- * is incomplete (no empty line yet, under VRAMD_HEAD_MAX), else the HTTP
- * status to answer (400, 413, 431, 505) with `why` filled. */
-#define VRAMD_HEAD_MAX (32 * 1024) /* libmicrohttpd's default per-connection memory */
-int vramd_head_check(const char *buf, size_t len, char *why, size_t whylen);
+ * so far): 0 when it is complete and well-formed HTTP/1.0 or 1.1 (head
+ * filled), -1 when it is incomplete (no empty line yet, under
+ * VRAMD_HEAD_MAX), else the HTTP status to answer (400, 413, 431, 505) with
+ * `why` filled. */
+#define VRAMD_HEAD_MAX       (32 * 1024) /* libmicrohttpd's default per-connection memory */
+#define VRAMD_CHUNK_LINE_MAX 4096        /* a chunk-size line; a chunked body's trailer */
+typedef struct {
+    size_t head_len;  /* bytes of the head, the empty line that ends it included */
+    long long length; /* Content-Length, -1 when absent */
+    bool chunked;     /* Transfer-Encoding: chunked */
+} vramd_head_t;
+int vramd_head_check(const char *buf, size_t len, vramd_head_t *head, char *why, size_t whylen);
+/* The body that follows a checked head, scanned as it arrives: by its
+ * Content-Length, or chunk by chunk (size lines of 1-15 hex digits with
+ * optional extensions, data, CRLF, a last chunk, a trailer of header
+ * fields). scan looks at the next n bytes of the connection: *used is how
+ * many belong to the body and are well-formed (a line is used only whole);
+ * returns 0 when the body ended with them, -1 when more is needed (keep the
+ * unused bytes and call again with them first), else 400/413/431 with why
+ * filled. A chunked body over VRAMD_MAX_BODY is 413. */
+typedef struct {
+    int state;
+    unsigned long long left, total; /* of the body or the chunk; the chunks' sum */
+    size_t trailer;                 /* trailer bytes so far */
+} vramd_body_t;
+void vramd_body_start(vramd_body_t *b, const vramd_head_t *head);
+int vramd_body_scan(vramd_body_t *b, const char *buf, size_t n, size_t *used, char *why,
+                    size_t whylen);
 
-/* screen.c: accepts a listener's connections and checks the head of each
- * one's first request before fn (libmicrohttpd) gets the connection; a
- * malformed head is answered with a JSON 400/413/431/505 and closed. fn
- * owns fd and the guard's record of it (guard_ctx). The
+/* screen.c: accepts a listener's connections and relays each one to
+ * libmicrohttpd through a socket pair, forwarding only requests whose head
+ * and body framing are well-formed (http_head.c) and copying the replies
+ * back. A malformed request is answered with one JSON 400/413/431/505 after
+ * the replies to the requests before it, and the connection is closed. fn
+ * hands libmicrohttpd its end of the pair (fd) with the client's address
+ * and owns it; it holds the guard's record (guard_ctx) for libmicrohttpd. The
  * guard counts and times connections from their accept on; idle_timeout_s
- * bounds the wait for a head when it does not. */
+ * bounds the wait for a first head when it does not. */
 #include <sys/socket.h>
 typedef struct vramd_screen vramd_screen_t;
 typedef void (*vramd_accept_fn)(void *arg, int fd, const struct sockaddr *addr, socklen_t len,

@@ -2,7 +2,8 @@
  * (uid on the Unix socket, address on TCP), and a deadline for each request
  * to arrive in full (headers and body), so slow or idle clients cannot hold
  * the daemon's connection threads. A connection over either limit is shut
- * down; libmicrohttpd then closes it. */
+ * down; its relay (screen.c) then closes it. The peer is read at accept,
+ * from the client's own socket: libmicrohttpd only sees a socket pair. */
 #include "daemon/daemon.h"
 
 #include <arpa/inet.h>
@@ -15,7 +16,12 @@
 
 typedef struct conn {
     struct conn *prev, *next;
-    int fd;
+    int fd;         /* the client's socket; -1 once it is closed */
+    int refs;       /* the relay, libmicrohttpd */
+    bool linked;    /* in the list: counted and timed */
+    bool have_cred; /* Unix socket: uid and pid read */
+    uid_t uid;
+    pid_t pid;
     char peer[64];     /* "uid 1000" or "127.0.0.1" */
     uint64_t since_ns; /* start of the request being received */
     bool answering;    /* the request arrived; its handler runs (long polls) */
@@ -32,17 +38,23 @@ struct vramd_guard {
     unsigned long refused, timed_out;
 };
 
-static void peer_name(int fd, char *buf, size_t len)
+static void read_peer(conn_t *c, size_t len)
 {
     struct sockaddr_storage ss;
     socklen_t sl = sizeof ss;
     struct ucred cred;
     socklen_t cl = sizeof cred;
+    char *buf = c->peer;
+    int fd = c->fd;
     snprintf(buf, len, "?");
     if (getsockname(fd, (struct sockaddr *)&ss, &sl) != 0) return;
     if (ss.ss_family == AF_UNIX) {
-        if (getsockopt(fd, SOL_SOCKET, SO_PEERCRED, &cred, &cl) == 0)
+        if (getsockopt(fd, SOL_SOCKET, SO_PEERCRED, &cred, &cl) == 0) {
             snprintf(buf, len, "uid %u", (unsigned)cred.uid);
+            c->uid = cred.uid;
+            c->pid = cred.pid;
+            c->have_cred = true;
+        }
         return;
     }
     sl = sizeof ss;
@@ -128,7 +140,9 @@ void vramd_guard_opened(vramd_guard_t *g, int fd, void **socket_context)
         return;
     }
     c->fd = fd;
-    peer_name(fd, c->peer, sizeof c->peer);
+    c->refs = 1;
+    c->linked = true;
+    read_peer(c, sizeof c->peer);
     c->since_ns = vram_now_ns();
     unsigned same = 0;
     pthread_mutex_lock(&g->lock);
@@ -154,18 +168,41 @@ void vramd_guard_opened(vramd_guard_t *g, int fd, void **socket_context)
     }
 }
 
+void vramd_guard_hold(vramd_guard_t *g, void *socket_context)
+{
+    conn_t *c = socket_context;
+    if (!c) return;
+    pthread_mutex_lock(&g->lock);
+    c->refs++;
+    pthread_mutex_unlock(&g->lock);
+}
+
 void vramd_guard_closed(vramd_guard_t *g, void *socket_context)
 {
     conn_t *c = socket_context;
     if (!c) return;
     pthread_mutex_lock(&g->lock);
-    if (c->prev)
-        c->prev->next = c->next;
-    else
-        g->conns = c->next;
-    if (c->next) c->next->prev = c->prev;
+    if (c->linked) { /* the connection is gone: no longer counted nor timed */
+        if (c->prev)
+            c->prev->next = c->next;
+        else
+            g->conns = c->next;
+        if (c->next) c->next->prev = c->prev;
+        c->linked = false;
+        c->fd = -1;
+    }
+    bool last = --c->refs == 0;
     pthread_mutex_unlock(&g->lock);
-    free(c);
+    if (last) free(c);
+}
+
+bool vramd_guard_peer_cred(void *socket_context, uid_t *uid, pid_t *pid)
+{
+    const conn_t *c = socket_context; /* set at accept, never changed */
+    if (!c || !c->have_cred) return false;
+    *uid = c->uid;
+    *pid = c->pid;
+    return true;
 }
 
 void vramd_guard_answering(vramd_guard_t *g, void *socket_context, bool answering)

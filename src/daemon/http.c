@@ -1,6 +1,7 @@
 /* libmicrohttpd glue: one thread per connection (long polls block only their
  * own client), bodies gathered up to 64 KiB, peer credentials from the Unix
- * socket, and the token rule for TCP. */
+ * socket (read at accept: libmicrohttpd's end is a socket pair to the relay
+ * in screen.c), and the token rule for TCP. */
 #include "daemon/daemon.h"
 
 #include <microhttpd.h>
@@ -8,7 +9,18 @@
 #include <stdlib.h>
 #include <string.h>
 #include <errno.h>
+#include <pthread.h>
 #include <sys/socket.h>
+#include <unistd.h>
+
+/* Connections handed to libmicrohttpd whose start it has not notified yet
+ * (it does so from the connection's own thread): the guard's record of
+ * each, by libmicrohttpd's socket. */
+#define HANDED_MAX 512 /* as the relays of a listener */
+typedef struct {
+    int fd; /* -1 = free */
+    void *guard_ctx;
+} handed_t;
 
 struct vramd_http {
     struct MHD_Daemon *mhd;
@@ -16,14 +28,12 @@ struct vramd_http {
     vramd_guard_t *guard;
     vramd_state_t *d;
     vramd_transport_t transport;
+    pthread_mutex_t handed_lock;
+    handed_t handed[HANDED_MAX];
 };
 
 /* Seconds an idle connection stays open (libmicrohttpd's timeout). */
 #define MHD_IDLE_TIMEOUT_S 300u
-
-/* The guard's record of the connection being handed to libmicrohttpd by
- * this thread (hand_over); on_connection adopts it. */
-static _Thread_local void *handed_guard_ctx;
 
 typedef struct {
     char *buf;
@@ -119,16 +129,11 @@ static void authorize(struct MHD_Connection *c, vramd_request_t *q)
 {
     if (q->transport == VRAMD_UNIX) {
         const union MHD_ConnectionInfo *info =
-            MHD_get_connection_info(c, MHD_CONNECTION_INFO_CONNECTION_FD);
-        struct ucred cred;
-        socklen_t len = sizeof cred;
-        if (info && getsockopt(info->connect_fd, SOL_SOCKET, SO_PEERCRED, &cred, &len) == 0) {
-            q->uid = cred.uid;
-            q->peer_pid = cred.pid;
+            MHD_get_connection_info(c, MHD_CONNECTION_INFO_SOCKET_CONTEXT);
+        if (info && vramd_guard_peer_cred(info->socket_context, &q->uid, &q->peer_pid))
             q->may_mutate = true;
-        } else {
+        else
             q->deny_reason = "cannot read the peer credentials of this connection";
-        }
         return;
     }
     const char *token = vram_option_str(VRAM_OPT_TOKEN);
@@ -213,19 +218,23 @@ static void on_connection(void *cls, struct MHD_Connection *c, void **socket_con
                           enum MHD_ConnectionNotificationCode toe)
 {
     vramd_http_t *h = cls;
+    (void)c;
     if (toe == MHD_CONNECTION_NOTIFY_CLOSED) {
         vramd_guard_closed(h->guard, *socket_context);
         *socket_context = NULL;
         return;
     }
-    if (handed_guard_ctx) {
-        *socket_context = handed_guard_ctx;
-        handed_guard_ctx = NULL;
-        return;
-    }
+    /* Every connection comes from hand_over, which left its record. */
     const union MHD_ConnectionInfo *info =
         MHD_get_connection_info(c, MHD_CONNECTION_INFO_CONNECTION_FD);
-    if (info) vramd_guard_opened(h->guard, info->connect_fd, socket_context);
+    *socket_context = NULL;
+    pthread_mutex_lock(&h->handed_lock);
+    for (int i = 0; info && i < HANDED_MAX && !*socket_context; i++)
+        if (h->handed[i].fd == info->connect_fd) {
+            *socket_context = h->handed[i].guard_ctx;
+            h->handed[i].fd = -1;
+        }
+    pthread_mutex_unlock(&h->handed_lock);
 }
 
 static void on_completed(void *cls, struct MHD_Connection *c, void **con_cls,
@@ -244,19 +253,34 @@ static void on_completed(void *cls, struct MHD_Connection *c, void **con_cls,
     *con_cls = NULL;
 }
 
-/* A screened connection goes to libmicrohttpd, which closes it when it
- * cannot take it. */
+/* libmicrohttpd gets its end of a relayed connection (with the client's
+ * address); it closes it when it cannot take it. */
 static void hand_over(void *arg, int fd, const struct sockaddr *addr, socklen_t len,
                       void *guard_ctx)
 {
     vramd_http_t *h = arg;
-    /* libmicrohttpd notifies the new connection from this thread, where
-     * on_connection takes over the guard's record instead of opening one. */
-    handed_guard_ctx = guard_ctx;
-    if (MHD_add_connection(h->mhd, fd, addr, len) != MHD_YES)
-        vramd_log("warn", "libmicrohttpd refused a connection: %s", strerror(errno));
-    if (handed_guard_ctx) vramd_guard_closed(h->guard, handed_guard_ctx); /* not taken */
-    handed_guard_ctx = NULL;
+    /* on_connection takes the guard's record (held until it closes). The
+     * lock is held across the call, so that a refused connection's entry
+     * goes before its socket's number can come back for another one
+     * (recursive: a libmicrohttpd that notified from this thread). */
+    vramd_guard_hold(h->guard, guard_ctx);
+    int slot = -1;
+    bool taken = false;
+    pthread_mutex_lock(&h->handed_lock);
+    for (int i = 0; i < HANDED_MAX && slot < 0; i++)
+        if (h->handed[i].fd < 0) slot = i;
+    if (slot >= 0) {
+        h->handed[slot] = (handed_t){fd, guard_ctx};
+        taken = MHD_add_connection(h->mhd, fd, addr, len) == MHD_YES;
+        if (!taken) h->handed[slot].fd = -1;
+    } else {
+        close(fd);
+    }
+    pthread_mutex_unlock(&h->handed_lock);
+    if (taken) return;
+    vramd_log("warn", "libmicrohttpd refused a connection: %s",
+              slot < 0 ? "too many at once" : strerror(errno));
+    vramd_guard_closed(h->guard, guard_ctx); /* not taken */
 }
 
 int vramd_http_start(vramd_state_t *d, int fd, vramd_transport_t transport, vramd_http_t **out)
@@ -266,6 +290,13 @@ int vramd_http_start(vramd_state_t *d, int fd, vramd_transport_t transport, vram
     if (!h) return vram_fail(VRAM_ENOMEM, "out of memory");
     h->d = d;
     h->transport = transport;
+    pthread_mutexattr_t ma;
+    pthread_mutexattr_init(&ma);
+    pthread_mutexattr_settype(&ma, PTHREAD_MUTEX_RECURSIVE);
+    pthread_mutex_init(&h->handed_lock, &ma);
+    pthread_mutexattr_destroy(&ma);
+    for (int i = 0; i < HANDED_MAX; i++)
+        h->handed[i].fd = -1;
     long long per_peer = 0;
     double timeout = 0;
     int rc = vram_option_int(VRAM_OPT_MAX_CONNECTIONS_PER_PEER, &per_peer);
@@ -287,7 +318,11 @@ int vramd_http_start(vramd_state_t *d, int fd, vramd_transport_t transport, vram
                               MHD_OPTION_NOTIFY_CONNECTION, on_connection, h,    //
                               MHD_OPTION_UNESCAPE_CALLBACK, unescape, NULL,      //
                               MHD_OPTION_CONNECTION_TIMEOUT, MHD_IDLE_TIMEOUT_S, //
-                              MHD_OPTION_CONNECTION_LIMIT, (unsigned)512, MHD_OPTION_END);
+                              MHD_OPTION_CONNECTION_LIMIT, (unsigned)512,        //
+                              /* room for any head the relay passes (32 KiB)
+                                 beside what libmicrohttpd builds from it */
+                              MHD_OPTION_CONNECTION_MEMORY_LIMIT, (size_t)(4 * VRAMD_HEAD_MAX),
+                              MHD_OPTION_END);
     if (!h->mhd) {
         vramd_guard_stop(h->guard);
         free(h);
@@ -310,5 +345,6 @@ void vramd_http_stop(vramd_http_t *h)
     vramd_screen_stop(h->screen);
     MHD_stop_daemon(h->mhd);
     vramd_guard_stop(h->guard);
+    pthread_mutex_destroy(&h->handed_lock);
     free(h);
 }

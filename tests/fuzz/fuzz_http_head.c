@@ -11,7 +11,8 @@
 static bool has_empty_line(const char *s, size_t n)
 {
     for (size_t i = 0; i + 1 < n; i++)
-        if (s[i] == '\n' && (s[i + 1] == '\n' || (i + 2 < n && s[i + 1] == '\r' && s[i + 2] == '\n')))
+        if (s[i] == '\n' &&
+            (s[i + 1] == '\n' || (i + 2 < n && s[i + 1] == '\r' && s[i + 2] == '\n')))
             return true;
     return false;
 }
@@ -20,9 +21,9 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
     const char *s = (const char *)data;
     char why[320] = "";
-    int v = vramd_head_check(s, size, why, sizeof why);
-    FUZZ_CHECK(v == -1 || v == 0 || v == 400 || v == 413 || v == 431 || v == 505, "verdict %d",
-               v);
+    vramd_head_t head;
+    int v = vramd_head_check(s, size, &head, why, sizeof why);
+    FUZZ_CHECK(v == -1 || v == 0 || v == 400 || v == 413 || v == 431 || v == 505, "verdict %d", v);
     FUZZ_CHECK(v <= 0 || *why, "refused with %d without a reason", v);
     size_t seen = size < VRAMD_HEAD_MAX ? size : VRAMD_HEAD_MAX; /* the rest is never read */
     if (v == -1) {
@@ -32,11 +33,16 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     if (v == 0) {
         fuzz_accepted++;
         FUZZ_CHECK(has_empty_line(s, seen), "accepted without the empty line ending the head");
+        FUZZ_CHECK(head.head_len >= 2 && head.head_len <= seen && s[head.head_len - 1] == '\n' &&
+                       has_empty_line(s, head.head_len) && !has_empty_line(s, head.head_len - 1),
+                   "head length %zu does not end at the first empty line", head.head_len);
+        FUZZ_CHECK(!(head.chunked && head.length >= 0) && head.length <= VRAMD_MAX_BODY,
+                   "framing: chunked %d, length %lld", head.chunked, head.length);
     }
     /* Every prefix: still incomplete, or already the same verdict. */
     for (size_t k = 0; k < size; k += 1 + k / 8) {
         char w[320];
-        int pv = vramd_head_check(s, k, w, sizeof w);
+        int pv = vramd_head_check(s, k, &head, w, sizeof w);
         FUZZ_CHECK(pv == -1 || pv == v, "prefix of %zu bytes gives %d, the whole %d", k, pv, v);
     }
     return 0;
