@@ -100,27 +100,25 @@ bool vramd_dashboard_route(vramd_state_t *d, const vramd_request_t *req, vramd_r
 int vramd_watch_start(vramd_state_t *d, vram_ctx_t *ctx, vram_sched_t *sched, const char *db);
 
 /* http.c: listeners. Each takes an already listening socket. */
+#include <sys/socket.h>
 typedef struct vramd_http vramd_http_t;
 int vramd_http_start(vramd_state_t *d, int fd, vramd_transport_t transport, vramd_http_t **out);
 void vramd_http_stop(vramd_http_t *h);
 
 /* guard.c: per-peer connection limits and request deadlines of a listener.
  * opened when vramd accepts a connection (it reads the peer there: uid and
- * pid on the Unix socket, address on TCP); the record is then held by the
- * relay and by libmicrohttpd (hold), and each lets go with closed (freed by
- * the last; the first takes it out of the counts and the deadlines).
- * answering(true) once a request has arrived in full, (false) after its
- * reply (the next request's deadline starts). per_peer 0 or timeout_s 0 turn
- * either limit off. Thread-safe. */
+ * pid on the Unix socket, address on TCP), closed by its relay before the
+ * socket closes. answering(true) once a request has arrived in full,
+ * (false) after its reply (the next request's deadline starts). per_peer 0
+ * or timeout_s 0 turn either limit off. Thread-safe. */
 typedef struct vramd_guard vramd_guard_t;
 int vramd_guard_start(unsigned per_peer, double timeout_s, vramd_guard_t **out);
 void vramd_guard_stop(vramd_guard_t *g);
 void vramd_guard_opened(vramd_guard_t *g, int fd, void **socket_context);
-void vramd_guard_hold(vramd_guard_t *g, void *socket_context);
 void vramd_guard_closed(vramd_guard_t *g, void *socket_context);
 void vramd_guard_answering(vramd_guard_t *g, void *socket_context, bool answering);
-/* The Unix-socket peer's credentials, read at accept (vramd's own would be
- * read from the relay's socket pair): false when unknown (TCP, or no record). */
+/* The Unix-socket peer's credentials, read at accept (libmicrohttpd's
+ * socket pair would give vramd's own): false when unknown (TCP, no record). */
 bool vramd_guard_peer_cred(void *socket_context, uid_t *uid, pid_t *pid);
 
 /* http_head.c: checks the head of a request (the first len bytes received
@@ -153,21 +151,29 @@ void vramd_body_start(vramd_body_t *b, const vramd_head_t *head);
 int vramd_body_scan(vramd_body_t *b, const char *buf, size_t n, size_t *used, char *why,
                     size_t whylen);
 
-/* screen.c: accepts a listener's connections and relays each one to
- * libmicrohttpd through a socket pair, forwarding only requests whose head
- * and body framing are well-formed (http_head.c) and copying the replies
- * back. A malformed request is answered with one JSON 400/413/431/505 after
- * the replies to the requests before it, and the connection is closed. fn
- * hands libmicrohttpd its end of the pair (fd) with the client's address
- * and owns it; it holds the guard's record (guard_ctx) for libmicrohttpd. The
- * guard counts and times connections from their accept on; idle_timeout_s
- * bounds the wait for a first head when it does not. */
-#include <sys/socket.h>
+/* http.c: one connection's libmicrohttpd (a daemon of its own, without
+ * threads), run by the connection's relay. open takes fd (closed on
+ * failure: NULL) and the guard's record (for the peer's credentials and
+ * its deadlines); run lets it work on what it was
+ * sent, waiting up to wait_ms for its socket, and returns how many
+ * requests it has answered in full so far, or -1 once it closed the
+ * connection; close drops it (and a request it was still receiving). */
+typedef struct vramd_engine vramd_engine_t;
+vramd_engine_t *vramd_engine_open(void *arg, int fd, void *guard_ctx);
+long vramd_engine_run(vramd_engine_t *e, int wait_ms);
+void vramd_engine_close(vramd_engine_t *e);
+
+/* screen.c: accepts a listener's connections and relays each one, in a
+ * thread of its own, to its libmicrohttpd (vramd_engine_open(arg, ...))
+ * through a socket pair, forwarding only requests whose head and body
+ * framing are well-formed (http_head.c) and copying the replies back. A
+ * malformed request is answered with one JSON 400/413/431/505 after the
+ * replies to the requests before it, and the connection is closed. The
+ * guard counts and times connections from their accept on;
+ * idle_timeout_s bounds the wait for a client's next bytes. */
 typedef struct vramd_screen vramd_screen_t;
-typedef void (*vramd_accept_fn)(void *arg, int fd, const struct sockaddr *addr, socklen_t len,
-                                void *guard_ctx);
-int vramd_screen_start(int listen_fd, vramd_guard_t *guard, double idle_timeout_s,
-                       vramd_accept_fn fn, void *arg, vramd_screen_t **out);
+int vramd_screen_start(int listen_fd, vramd_guard_t *guard, double idle_timeout_s, void *arg,
+                       vramd_screen_t **out);
 void vramd_screen_stop(vramd_screen_t *s);
 
 /* lock.c: takes an exclusive lock on path (created with mode, never through

@@ -16,9 +16,7 @@
 
 typedef struct conn {
     struct conn *prev, *next;
-    int fd;         /* the client's socket; -1 once it is closed */
-    int refs;       /* the relay, libmicrohttpd */
-    bool linked;    /* in the list: counted and timed */
+    int fd;         /* the client's socket */
     bool have_cred; /* Unix socket: uid and pid read */
     uid_t uid;
     pid_t pid;
@@ -140,8 +138,6 @@ void vramd_guard_opened(vramd_guard_t *g, int fd, void **socket_context)
         return;
     }
     c->fd = fd;
-    c->refs = 1;
-    c->linked = true;
     read_peer(c, sizeof c->peer);
     c->since_ns = vram_now_ns();
     unsigned same = 0;
@@ -168,32 +164,18 @@ void vramd_guard_opened(vramd_guard_t *g, int fd, void **socket_context)
     }
 }
 
-void vramd_guard_hold(vramd_guard_t *g, void *socket_context)
-{
-    conn_t *c = socket_context;
-    if (!c) return;
-    pthread_mutex_lock(&g->lock);
-    c->refs++;
-    pthread_mutex_unlock(&g->lock);
-}
-
 void vramd_guard_closed(vramd_guard_t *g, void *socket_context)
 {
     conn_t *c = socket_context;
     if (!c) return;
     pthread_mutex_lock(&g->lock);
-    if (c->linked) { /* the connection is gone: no longer counted nor timed */
-        if (c->prev)
-            c->prev->next = c->next;
-        else
-            g->conns = c->next;
-        if (c->next) c->next->prev = c->prev;
-        c->linked = false;
-        c->fd = -1;
-    }
-    bool last = --c->refs == 0;
+    if (c->prev)
+        c->prev->next = c->next;
+    else
+        g->conns = c->next;
+    if (c->next) c->next->prev = c->prev;
     pthread_mutex_unlock(&g->lock);
-    if (last) free(c);
+    free(c);
 }
 
 bool vramd_guard_peer_cred(void *socket_context, uid_t *uid, pid_t *pid)

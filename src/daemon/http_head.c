@@ -186,11 +186,12 @@ int vramd_body_scan(vramd_body_t *b, const char *buf, size_t n, size_t *used, ch
             b->state = b->state == BODY_LENGTH ? BODY_DONE : CHUNK_END;
         } else {
             long ll = line_len(p, end);
-            if (ll < 0) {
-                if (end - p > VRAMD_CHUNK_LINE_MAX)
-                    rc = bad(why, whylen, 400, "chunk line over 4 KiB%s", "", 0);
+            const char *nl = ll < 0 ? end : memchr(p, '\n', (size_t)(end - p));
+            if (nl - p > VRAMD_CHUNK_LINE_MAX) { /* the same verdict, whole or not */
+                rc = bad(why, whylen, 400, "chunk line over 4 KiB%s", "", 0);
                 break;
             }
+            if (ll < 0) break;
             if (b->state == CHUNK_END) {
                 if (ll)
                     rc = bad(why, whylen, 400, "chunk data longer than its size: \"%s\"", p,

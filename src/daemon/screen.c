@@ -1,14 +1,16 @@
 /* The front door of a listener: vramd accepts each connection itself and
- * relays it to libmicrohttpd through a socket pair, forwarding only what is
- * well-formed HTTP/1.x framing (http_head.c): each request's head, then its
- * body by Content-Length or chunk by chunk. libmicrohttpd 0.9.75 answers a
- * malformed request in HTML, and for a bad Content-Length writes its status
- * line and headers twice; here every request of a kept-alive or pipelining
- * connection is checked, and a malformed one gets one JSON error after the
- * replies to the requests before it, then a close. One thread per
- * connection (libmicrohttpd has another); the guard limits them per peer
- * and times each request. libmicrohttpd sees the client's address but a
- * socket pair, so the peer's credentials are read here, at accept (guard.c). */
+ * relays it to its own libmicrohttpd (http.c) through a socket pair,
+ * forwarding only well-formed HTTP/1.x framing (http_head.c): each
+ * request's head, then its body by Content-Length or chunk by chunk.
+ * libmicrohttpd 0.9.75 answers a malformed request in HTML, and for a bad
+ * Content-Length writes its status line and headers twice; here every
+ * request of a kept-alive or pipelining connection is checked, and a
+ * malformed one gets one JSON error after the replies owed to the requests
+ * before it, then a close. One thread per connection, which also runs that
+ * connection's libmicrohttpd, so a request costs no switch between threads;
+ * the guard limits connections per peer and times each request.
+ * libmicrohttpd sees only the socket pair: the peer's credentials are read
+ * at accept (guard.c). */
 #include "daemon/daemon.h"
 
 #include <errno.h>
@@ -26,15 +28,13 @@
 #include <netinet/tcp.h>
 #include <sys/time.h>
 
-#define SCREEN_MAX  512         /* connections at once, as libmicrohttpd's limit */
-#define RELAY_OUT   (16 * 1024) /* replies are copied in pieces of this size */
-#define RELAY_STACK (256 * 1024)
+#define SCREEN_MAX 512         /* connections at once, as libmicrohttpd's limit */
+#define RELAY_OUT  (16 * 1024) /* replies are copied in pieces of this size */
 
 struct vramd_screen {
     int listen_fd;
     int wake[2]; /* stop: wakes the accept loop */
-    vramd_accept_fn accept_fn;
-    void *accept_arg;
+    void *arg;   /* for vramd_engine_open */
     vramd_guard_t *guard;
     double idle_timeout_s;
     pthread_t acceptor;
@@ -50,15 +50,15 @@ struct vramd_screen {
 typedef struct {
     vramd_screen_t *s;
     int slot;
-    int client;      /* the accepted socket */
-    int mhd;         /* our end of libmicrohttpd's socket pair; -1 before the first request */
-    void *guard_ctx; /* the guard's record of this connection */
-    struct sockaddr_storage addr;
-    socklen_t addrlen;
-    char *in;          /* what the client sent that is not forwarded yet */
-    size_t len, ok;    /* its length; its first ok bytes are checked */
-    bool in_body;      /* the bytes after ok continue a request's body */
-    vramd_body_t body; /* that body's framing */
+    int client; /* the accepted socket */
+    int mhd;    /* our end of libmicrohttpd's socket pair; -1 before the first request */
+    vramd_engine_t *engine; /* its libmicrohttpd */
+    unsigned long requests; /* complete requests checked */
+    void *guard_ctx;        /* the guard's record of this connection */
+    char *in;               /* what the client sent that is not forwarded yet */
+    size_t len, ok;         /* its length; its first ok bytes are checked */
+    bool in_body;           /* the bytes after ok continue a request's body */
+    vramd_body_t body;      /* that body's framing */
 } job_t;
 
 static const char *reason(int status)
@@ -77,32 +77,6 @@ static const char *reason(int status)
     }
 }
 
-/* Answers a refused head in JSON, then reads what the client still sends
- * (up to a second) before closing, so that TCP does not reset the answer
- * away. */
-static void refuse(int fd, int status, const char *code, const char *why)
-{
-    vramd_response_t r = {0};
-    vramd_error(&r, status, code, "%s", why);
-    char head[256];
-    size_t blen = r.body ? strlen(r.body) : 0;
-    int hl = snprintf(head, sizeof head,
-                      "HTTP/1.1 %d %s\r\nContent-Type: application/json\r\n"
-                      "Content-Length: %zu\r\nConnection: close\r\n\r\n",
-                      r.status, reason(r.status), blen);
-    if (send(fd, head, (size_t)hl, MSG_NOSIGNAL) == hl && blen)
-        (void)send(fd, r.body, blen, MSG_NOSIGNAL);
-    free(r.body);
-    shutdown(fd, SHUT_WR);
-    uint64_t until = vram_now_ns() + 1000000000ULL;
-    char sink[4096];
-    struct pollfd pfd = {.fd = fd, .events = POLLIN};
-    while (vram_now_ns() < until && poll(&pfd, 1, 100) >= 0) {
-        if (pfd.revents && recv(fd, sink, sizeof sink, MSG_DONTWAIT) <= 0) break;
-    }
-    close(fd);
-}
-
 /* Closes a connection without losing what was sent to it: closing a socket
  * with unread bytes resets it (ECONNRESET), which can destroy the last
  * reply on its way. Our side is shut first, then what the client still
@@ -118,6 +92,23 @@ static void close_gently(int fd, bool peer_done)
             if (pfd.revents && recv(fd, sink, sizeof sink, MSG_DONTWAIT) <= 0) break;
     }
     close(fd);
+}
+
+/* Answers a malformed request in JSON and closes. */
+static void refuse(int fd, int status, const char *code, const char *why)
+{
+    vramd_response_t r = {0};
+    vramd_error(&r, status, code, "%s", why);
+    char head[256];
+    size_t blen = r.body ? strlen(r.body) : 0;
+    int hl = snprintf(head, sizeof head,
+                      "HTTP/1.1 %d %s\r\nContent-Type: application/json\r\n"
+                      "Content-Length: %zu\r\nConnection: close\r\n\r\n",
+                      r.status, reason(r.status), blen);
+    if (send(fd, head, (size_t)hl, MSG_NOSIGNAL) == hl && blen)
+        (void)send(fd, r.body, blen, MSG_NOSIGNAL);
+    free(r.body);
+    close_gently(fd, false);
 }
 
 static bool send_all(int fd, const char *p, size_t n)
@@ -156,105 +147,103 @@ static int check_framing(job_t *r, char *why, size_t whylen)
         r->ok += used;
         if (v) break;
         r->in_body = false;
+        r->requests++;
     }
     return v > 0 ? v : 0;
 }
 
-/* Sends libmicrohttpd what was checked, as far as its socket takes it
- * without waiting (it may be busy answering, with its buffer full); the
- * rest waits for POLLOUT, and nothing more is read from the client
- * meanwhile. The pair is made, and handed over, with the first request. */
-static bool forward(job_t *r)
+/* Hands libmicrohttpd what was checked and lets it answer, copying its
+ * replies to the client, until it has answered every complete request it
+ * was given (at a request boundary) or, inside a body, until it has nothing
+ * more to say (a "100 Continue"). Its socket pair and engine are made with
+ * the first request. False when the connection is over (libmicrohttpd
+ * closed it, or the client is gone). */
+static bool pump(job_t *r, char *out)
 {
     vramd_screen_t *s = r->s;
-    if (r->mhd < 0) {
+    if (!r->engine) {
         int pair[2];
+        if (!r->ok) return true;
         if (socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, pair) != 0) return false;
+        r->mhd = pair[0];
         pthread_mutex_lock(&s->lock);
         s->pairs[r->slot] = pair[0];
         pthread_mutex_unlock(&s->lock);
-        r->mhd = pair[0];
-        s->accept_fn(s->accept_arg, pair[1], (struct sockaddr *)&r->addr, r->addrlen, r->guard_ctx);
+        r->engine = vramd_engine_open(s->arg, pair[1], r->guard_ctx);
+        if (!r->engine) return false;
     }
-    while (r->ok) {
-        ssize_t w = send(r->mhd, r->in, r->ok, MSG_NOSIGNAL | MSG_DONTWAIT);
-        if (w < 0 && errno == EINTR) continue;
-        if (w < 0 && errno == EAGAIN) return true;
-        if (w <= 0) return false;
-        memmove(r->in, r->in + w, r->len - (size_t)w);
-        r->len -= (size_t)w;
-        r->ok -= (size_t)w;
+    int wait_ms = 0;
+    for (;;) {
+        bool moved = false;
+        while (r->ok) {
+            ssize_t w = send(r->mhd, r->in, r->ok, MSG_NOSIGNAL | MSG_DONTWAIT);
+            if (w < 0 && errno == EINTR) continue;
+            if (w < 0 && errno == EAGAIN) break; /* full: it reads, then we go on */
+            if (w <= 0) return false;
+            memmove(r->in, r->in + w, r->len - (size_t)w);
+            r->len -= (size_t)w;
+            r->ok -= (size_t)w;
+            moved = true;
+        }
+        long answered = vramd_engine_run(r->engine, wait_ms);
+        /* Replies written before answered was counted are all in the
+         * socket: a short read took everything there was. */
+        ssize_t got;
+        while ((got = recv(r->mhd, out, RELAY_OUT, MSG_DONTWAIT)) > 0) {
+            if (!send_all(r->client, out, (size_t)got)) return false;
+            moved = true;
+            if (got < RELAY_OUT) break;
+        }
+        if (answered < 0) return false;
+        if (!r->ok && (unsigned long)answered == r->requests && (!r->in_body || !moved))
+            return true;
+        /* Still owed a reply but nothing moved: let it wait for its socket
+         * instead of spinning (it cannot be waiting for anything else). */
+        wait_ms = moved ? 0 : 10;
     }
-    return true;
 }
 
-/* The life of one connection: requests go from the client to
+/* The life of one connection: requests go from the client to its
  * libmicrohttpd once checked, replies come back as they are. A malformed
- * request stops the forwarding: libmicrohttpd's side is shut, the replies
- * to the requests before it are copied, then vramd answers it in JSON and
- * closes. */
+ * request stops the forwarding: the replies owed to the requests before it
+ * are copied, then vramd answers it in JSON and closes. */
 static void *relay(void *arg)
 {
     job_t *r = arg;
     vramd_screen_t *s = r->s;
     char why[320] = "";
     int verdict = 0;
-    bool client_eof = false, mhd_eof = false, client_gone = false, shut = false;
-    uint64_t deadline = vram_now_ns() + (uint64_t)(s->idle_timeout_s * 1e9);
+    bool open = true, client_eof = false;
     r->in = malloc(VRAMD_HEAD_MAX);
     char *out = malloc(RELAY_OUT);
-    if (!r->in || !out) client_gone = true;
-    while (!client_gone && !mhd_eof && !s->stopping) {
-        bool reading = !verdict && !client_eof && r->ok == 0;
-        if (r->mhd < 0 && !reading) break; /* libmicrohttpd never had it */
-        struct pollfd pfd[2] = {{.fd = reading ? r->client : -1, .events = POLLIN},
-                                {.fd = r->mhd, .events = POLLIN | (r->ok ? POLLOUT : 0)}};
-        int timeout = -1; /* libmicrohttpd times out idle connections */
-        if (r->mhd < 0) {
-            uint64_t now = vram_now_ns();
-            if (now >= deadline) break;
-            timeout = (int)((deadline - now) / 1000000) + 1;
+    if (!r->in || !out) open = false;
+    while (open && !verdict && !client_eof && !s->stopping) {
+        /* Blocks until the client sends, closes, is shut down by the guard
+         * or by vramd's stop, or stays idle past SO_RCVTIMEO. */
+        ssize_t got = recv(r->client, r->in + r->len, VRAMD_HEAD_MAX - r->len, 0);
+        if (got > 0) {
+            r->len += (size_t)got;
+            verdict = check_framing(r, why, sizeof why);
+        } else if (got < 0 && errno == EINTR) {
+            continue;
+        } else {
+            client_eof = true; /* closed, idle too long, or shut down */
         }
-        if (poll(pfd, 2, timeout) < 0 && errno != EINTR) break;
-        if (pfd[1].revents) {
-            if (pfd[1].revents & ~POLLOUT) {
-                ssize_t got = recv(r->mhd, out, RELAY_OUT, MSG_DONTWAIT);
-                if (got > 0)
-                    client_gone = !send_all(r->client, out, (size_t)got);
-                else if (got == 0 || (errno != EAGAIN && errno != EINTR))
-                    mhd_eof = true;
-            }
-            if (r->ok && !mhd_eof && !forward(r)) mhd_eof = true;
-        }
-        if (pfd[0].revents) {
-            ssize_t got = recv(r->client, r->in + r->len, VRAMD_HEAD_MAX - r->len, MSG_DONTWAIT);
-            if (got > 0) {
-                r->len += (size_t)got;
-                verdict = check_framing(r, why, sizeof why);
-                if (r->ok && !forward(r)) mhd_eof = true;
-            } else if (got == 0 || (errno != EAGAIN && errno != EINTR)) {
-                client_eof = true;
-            }
-        }
-        /* Nothing more comes for libmicrohttpd: it answers what it has,
-         * then sees the end and closes its side. */
-        if ((client_eof || verdict) && r->mhd >= 0 && !r->ok && !shut) {
-            shutdown(r->mhd, SHUT_WR);
-            shut = true;
-        }
+        open = pump(r, out); /* what is owed, even after the client's end */
     }
     pthread_mutex_lock(&s->lock);
     s->fds[r->slot] = s->pairs[r->slot] = -1;
     pthread_mutex_unlock(&s->lock);
-    /* Taken out of the guard before the socket closes: its reaper shuts
-     * sockets down by number. */
-    vramd_guard_closed(s->guard, r->guard_ctx);
+    vramd_engine_close(r->engine);
     if (r->mhd >= 0) close(r->mhd);
-    if (verdict && !client_gone && !s->stopping) {
+    /* Out of the guard before the socket closes: its reaper shuts sockets
+     * down by number. */
+    vramd_guard_closed(s->guard, r->guard_ctx);
+    if (verdict && open && !s->stopping) {
         vramd_log("debug", "refused a malformed request: %s", why);
         refuse(r->client, verdict, verdict == 413 ? "body_too_large" : "bad_request", why);
     } else {
-        close_gently(r->client, client_eof || client_gone || s->stopping);
+        close_gently(r->client, client_eof || s->stopping);
     }
     free(out);
     free(r->in);
@@ -276,8 +265,7 @@ static void *acceptor(void *arg)
         if (!(pfd[0].revents & POLLIN)) continue;
         job_t *job = calloc(1, sizeof *job);
         if (!job) continue;
-        job->addrlen = sizeof job->addr;
-        int fd = accept4(s->listen_fd, (struct sockaddr *)&job->addr, &job->addrlen, SOCK_CLOEXEC);
+        int fd = accept4(s->listen_fd, NULL, NULL, SOCK_CLOEXEC);
         if (fd < 0) {
             free(job);
             if (errno == EMFILE || errno == ENFILE) /* do not spin on a full table */
@@ -289,12 +277,14 @@ static void *acceptor(void *arg)
         job->mhd = -1;
         if (s->tcp) /* replies go out whole: no need to wait for more */
             setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &(int){1}, sizeof(int));
-        /* A client that stops reading cannot hold its relay forever. */
-        struct timeval snd = {.tv_sec = (time_t)s->idle_timeout_s};
-        setsockopt(fd, SOL_SOCKET, SO_SNDTIMEO, &snd, sizeof snd);
+        /* A client that stops reading or sending cannot hold its relay
+         * forever (the guard's deadlines, when set, are shorter). */
+        struct timeval idle = {.tv_sec = (time_t)s->idle_timeout_s};
+        setsockopt(fd, SOL_SOCKET, SO_SNDTIMEO, &idle, sizeof idle);
+        setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &idle, sizeof idle);
         /* Counted here, in the order of arrival, so that a peer's N+1th
-         * connection is the one refused; the record follows the connection
-         * into libmicrohttpd. */
+         * connection is the one refused; the record (with the peer's
+         * credentials) lives as long as the relay. */
         vramd_guard_opened(s->guard, fd, &job->guard_ctx);
         pthread_mutex_lock(&s->lock);
         job->slot = -1;
@@ -309,10 +299,9 @@ static void *acceptor(void *arg)
         pthread_attr_t attr;
         pthread_attr_init(&attr);
         pthread_attr_setdetachstate(&attr, PTHREAD_CREATE_DETACHED);
-        pthread_attr_setstacksize(&attr, RELAY_STACK);
         if (job->slot < 0) {
             vramd_guard_closed(s->guard, job->guard_ctx);
-            refuse(fd, 503, "busy", "too many connections are opening at once; retry");
+            refuse(fd, 503, "busy", "too many connections at once; retry");
             free(job);
         } else if (pthread_create(&t, &attr, relay, job) != 0) {
             pthread_mutex_lock(&s->lock);
@@ -328,8 +317,8 @@ static void *acceptor(void *arg)
     return NULL;
 }
 
-int vramd_screen_start(int listen_fd, vramd_guard_t *guard, double idle_timeout_s,
-                       vramd_accept_fn fn, void *arg, vramd_screen_t **out)
+int vramd_screen_start(int listen_fd, vramd_guard_t *guard, double idle_timeout_s, void *arg,
+                       vramd_screen_t **out)
 {
     *out = NULL;
     vramd_screen_t *s = calloc(1, sizeof *s);
@@ -337,8 +326,7 @@ int vramd_screen_start(int listen_fd, vramd_guard_t *guard, double idle_timeout_
     s->listen_fd = listen_fd;
     s->guard = guard;
     s->idle_timeout_s = idle_timeout_s;
-    s->accept_fn = fn;
-    s->accept_arg = arg;
+    s->arg = arg;
     for (int i = 0; i < SCREEN_MAX; i++)
         s->fds[i] = s->pairs[i] = -1;
     struct sockaddr_storage ss;
