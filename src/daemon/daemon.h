@@ -125,9 +125,14 @@ bool vramd_guard_peer_cred(void *socket_context, uid_t *uid, pid_t *pid);
  * so far): 0 when it is complete and well-formed HTTP/1.0 or 1.1 (head
  * filled), -1 when it is incomplete (no empty line yet, under
  * VRAMD_HEAD_MAX), else the HTTP status to answer (400, 413, 431, 505) with
- * `why` filled. */
-#define VRAMD_HEAD_MAX       (32 * 1024) /* libmicrohttpd's default per-connection memory */
-#define VRAMD_CHUNK_LINE_MAX 4096        /* a chunk-size line; a chunked body's trailer */
+ * `why` filled (431: over VRAMD_HEAD_MAX or VRAMD_FIELDS_MAX). */
+/* Bounds that keep what libmicrohttpd holds of a request (the head, one
+ * record per field, a trailer) inside its 32 KiB per connection; past
+ * them it would answer in HTML. */
+#define VRAMD_HEAD_MAX       (16 * 1024) /* a request head */
+#define VRAMD_FIELDS_MAX     64          /* header fields of a head */
+#define VRAMD_CHUNK_LINE_MAX 1024        /* a chunk-size line; a chunked body's trailer */
+#define VRAMD_TRAILER_FIELDS 16          /* fields of that trailer */
 typedef struct {
     size_t head_len;  /* bytes of the head, the empty line that ends it included */
     long long length; /* Content-Length, -1 when absent */
@@ -141,11 +146,12 @@ int vramd_head_check(const char *buf, size_t len, vramd_head_t *head, char *why,
  * many belong to the body and are well-formed (a line is used only whole);
  * returns 0 when the body ended with them, -1 when more is needed (keep the
  * unused bytes and call again with them first), else 400/413/431 with why
- * filled. A chunked body over VRAMD_MAX_BODY is 413. */
+ * filled. A chunked body over VRAMD_MAX_BODY is 413; a chunk line over
+ * VRAMD_CHUNK_LINE_MAX 400; a trailer over it or VRAMD_TRAILER_FIELDS 431. */
 typedef struct {
     int state;
     unsigned long long left, total; /* of the body or the chunk; the chunks' sum */
-    size_t trailer;                 /* trailer bytes so far */
+    size_t trailer, fields;         /* trailer bytes and fields so far */
 } vramd_body_t;
 void vramd_body_start(vramd_body_t *b, const vramd_head_t *head);
 int vramd_body_scan(vramd_body_t *b, const char *buf, size_t n, size_t *used, char *why,

@@ -8,6 +8,7 @@
 
 #include <arpa/inet.h>
 #include <pthread.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -20,9 +21,11 @@ typedef struct conn {
     bool have_cred; /* Unix socket: uid and pid read */
     uid_t uid;
     pid_t pid;
-    char peer[64];     /* "uid 1000" or "127.0.0.1" */
-    uint64_t since_ns; /* start of the request being received */
-    bool answering;    /* the request arrived; its handler runs (long polls) */
+    char peer[64]; /* "uid 1000" or "127.0.0.1" */
+    /* Start of the request being received; 0 once it has arrived and its
+     * handler runs (long polls are not cut). Atomic: set by the
+     * connection's thread twice a request without the guard's lock. */
+    _Atomic uint64_t since_ns;
 } conn_t;
 
 struct vramd_guard {
@@ -70,12 +73,15 @@ static void *reaper(void *arg)
     pthread_mutex_lock(&g->lock);
     while (!g->stopping) {
         uint64_t now = vram_now_ns();
-        for (conn_t *c = g->conns; c; c = c->next)
-            if (!c->answering && c->since_ns && now - c->since_ns > g->timeout_ns) {
+        for (conn_t *c = g->conns; c; c = c->next) {
+            uint64_t since = c->since_ns;
+            /* once, and not if the request arrived meanwhile */
+            if (since && now - since > g->timeout_ns &&
+                atomic_compare_exchange_strong(&c->since_ns, &since, 0)) {
                 shutdown(c->fd, SHUT_RDWR);
-                c->since_ns = 0; /* once */
                 g->timed_out++;
             }
+        }
         struct timespec ts;
         clock_gettime(CLOCK_MONOTONIC, &ts);
         ts.tv_nsec += 200000000L;
@@ -190,9 +196,7 @@ bool vramd_guard_peer_cred(void *socket_context, uid_t *uid, pid_t *pid)
 void vramd_guard_answering(vramd_guard_t *g, void *socket_context, bool answering)
 {
     conn_t *c = socket_context;
-    if (!c) return;
-    pthread_mutex_lock(&g->lock);
-    c->answering = answering;
-    c->since_ns = answering ? 0 : vram_now_ns(); /* the next request's deadline starts now */
-    pthread_mutex_unlock(&g->lock);
+    (void)g;
+    /* the next request's deadline starts when this one is answered */
+    if (c) c->since_ns = answering ? 0 : vram_now_ns();
 }

@@ -248,14 +248,10 @@ vramd_engine_t *vramd_engine_open(void *arg, int fd, void *guard_ctx)
                               MHD_OPTION_NOTIFY_CONNECTION, on_connection, e,    //
                               MHD_OPTION_UNESCAPE_CALLBACK, unescape, NULL,      //
                               MHD_OPTION_CONNECTION_TIMEOUT, MHD_IDLE_TIMEOUT_S, //
-                              /* room for any head the relay passes (32 KiB)
-                                 beside what libmicrohttpd builds from it */
-                              MHD_OPTION_CONNECTION_MEMORY_LIMIT, (size_t)(4 * VRAMD_HEAD_MAX),
                               MHD_OPTION_END);
     if (!e->mhd) goto fail;
-    /* A full Unix-domain address, whatever the client's: libmicrohttpd then
-     * skips the TCP options it would try (and fail) on every reply. vramd
-     * reads the peer from the guard's record, never from libmicrohttpd. */
+    /* libmicrohttpd's peer is the relay, whatever the client: vramd reads
+     * the client from the guard's record, never from libmicrohttpd. */
     struct sockaddr_un un = {.sun_family = AF_UNIX};
     if (MHD_add_connection(e->mhd, fd, (struct sockaddr *)&un, sizeof un) != MHD_YES) {
         vramd_log("warn", "libmicrohttpd refused a connection: %s", strerror(errno));

@@ -90,11 +90,14 @@ int vramd_head_check(const char *buf, size_t n, vramd_head_t *head, char *why, s
     /* header fields until an empty line */
     long long length = -1;
     bool chunked = false;
+    int fields = 0;
     for (p = next_line(p, ll);; p = next_line(p, ll)) {
         if ((ll = line_len(p, end)) < 0)
-            return n >= VRAMD_HEAD_MAX ? bad(why, whylen, 431, "request head over 32 KiB%s", "", 0)
+            return n >= VRAMD_HEAD_MAX ? bad(why, whylen, 431, "request head over 16 KiB%s", "", 0)
                                        : -1;
         if (ll == 0) break;
+        if (++fields > VRAMD_FIELDS_MAX)
+            return bad(why, whylen, 431, "more than 64 header fields%s", "", 0);
         const char *v, *ve;
         int rc = field_line(p, ll, &v, &ve, why, whylen);
         if (rc) return rc;
@@ -188,7 +191,7 @@ int vramd_body_scan(vramd_body_t *b, const char *buf, size_t n, size_t *used, ch
             long ll = line_len(p, end);
             const char *nl = ll < 0 ? end : memchr(p, '\n', (size_t)(end - p));
             if (nl - p > VRAMD_CHUNK_LINE_MAX) { /* the same verdict, whole or not */
-                rc = bad(why, whylen, 400, "chunk line over 4 KiB%s", "", 0);
+                rc = bad(why, whylen, 400, "chunk line over 1 KiB%s", "", 0);
                 break;
             }
             if (ll < 0) break;
@@ -203,8 +206,9 @@ int vramd_body_scan(vramd_body_t *b, const char *buf, size_t n, size_t *used, ch
                 if (rc == 0) rc = -1;
             } else if (ll == 0) { /* the empty line that ends the trailer */
                 b->state = BODY_DONE;
-            } else if ((b->trailer += (size_t)ll) > VRAMD_CHUNK_LINE_MAX) {
-                rc = bad(why, whylen, 431, "chunked trailer over 4 KiB%s", "", 0);
+            } else if ((b->trailer += (size_t)ll) > VRAMD_CHUNK_LINE_MAX ||
+                       ++b->fields > VRAMD_TRAILER_FIELDS) {
+                rc = bad(why, whylen, 431, "chunked trailer over 1 KiB or 16 fields%s", "", 0);
             } else {
                 const char *v, *ve;
                 rc = field_line(p, ll, &v, &ve, why, whylen);

@@ -84,6 +84,32 @@ CHUNKS = [
     (400, chunked(b"2\r\n{}\r\n0\r\nno colon\r\n\r\n")),          # malformed trailer
     (400, chunked(b"\r\n{}\r\n0\r\n\r\n")),                       # empty size line
 ]
+# Past vramd's bounds, which keep a request inside libmicrohttpd's memory.
+def head_of(fields, size):
+    """A GET of `fields` header fields, `size` bytes in all."""
+    start, end = b"GET /v1/health HTTP/1.1\r\n", b"\r\n"
+    per = (size - len(start) - len(end)) // fields
+    lines = [b"X-%02d: " % i for i in range(fields)]
+    lines = [l + b"a" * (per - len(l) - 2) + b"\r\n" for l in lines]
+    lines[-1] = lines[-1][:-2] + b"a" * (size - len(start) - len(end) - per * fields) + b"\r\n"
+    h = start + b"".join(lines) + end
+    assert len(h) == size, (len(h), size)
+    return h
+def trailer(fields, size):
+    return b"".join(b"T%d: " % i + b"b" * (size // fields - len(b"T%d: " % i) - 2) + b"\r\n"
+                    for i in range(fields))
+LIMITS = [
+    (431, head_of(65, 4000)),                                      # 65 fields
+    (431, head_of(64, 16 * 1024 + 1)),                             # 16 KiB + 1
+    (400, chunked(b"2;" + b"e" * 1100 + b"\r\n{}\r\n0\r\n\r\n")),  # chunk line over 1 KiB
+    (431, chunked(b"2\r\n{}\r\n0\r\n" + trailer(17, 600) + b"\r\n")),  # 17 trailer fields
+    (431, chunked(b"2\r\n{}\r\n0\r\n" + trailer(4, 1100) + b"\r\n")),  # trailer over 1 KiB
+]
+# Just inside them: answered by vramd's routes, in JSON, the connection kept.
+EDGES = [
+    head_of(64, 16 * 1024),
+    chunked(b"2;" + b"e" * 1000 + b"\r\n{}\r\n0\r\n" + trailer(16, 1000) + b"\r\n"),
+]
 
 problems = []
 def check_error(where, what, data, want):
@@ -108,7 +134,7 @@ def good_reply(where, c, what, key):
         problems.append("%s %s: reply %d %r" % (where, what, status, body[:200]))
 
 for where in sys.argv[1:]:
-    for want, bad in HEADS + CHUNKS:
+    for want, bad in HEADS + CHUNKS + LIMITS:
         what = repr(bad[:50])
         # a good first request, its reply read, then the malformed one
         c = Conn(where)
@@ -127,6 +153,16 @@ for where in sys.argv[1:]:
             pass
         good_reply(where, c, "pipelined before " + what, "version")
         check_error(where, "pipelined " + what, c.rest(), want)
+    for edge in EDGES:  # second and pipelined, then a third request
+        c = Conn(where)
+        c.s.sendall(GOOD + edge)
+        good_reply(where, c, "before an edge", "version")
+        status, headers, body = c.reply()
+        if headers.get(b"content-type") != b"application/json" or "html" in body.decode(errors="replace"):
+            problems.append("%s edge %r: %d %r" % (where, edge[:40], status, body[:200]))
+        c.s.sendall(GOOD)
+        good_reply(where, c, "after an edge", "version")
+        c.s.close()
     # two pipelined good requests, then a third after them: all answered in order
     c = Conn(where)
     c.s.sendall(GOOD + STATUS)
@@ -141,7 +177,7 @@ PY
 python3 "$T/screen.py" "$VRAM_SOCKET" "$(tcp_address)" || fail "later requests are not all screened"
 api GET /v1/health >/dev/null; [ "$(status)" = 200 ] || fail "vramd stopped serving"
 [ "$(field "$(api GET /v1/jobs)" 'len(d["jobs"])')" = 0 ] || fail "a malformed request created a job"
-pass "a malformed 2nd request (9 heads, 8 chunked bodies), alone or pipelined behind a good one: the good reply, then one JSON error and a close (Unix socket and TCP); 2 pipelined good requests answered in order"
+pass "a malformed 2nd request (9 heads, 8 chunked bodies, 5 past the size bounds), alone or pipelined behind a good one: the good reply, then one JSON error and a close (Unix socket and TCP); requests just inside the bounds answered in JSON; 2 pipelined good requests answered in order"
 
 # Good chunked bodies pass (with an extension and a trailer), after a good
 # request on the same connection.
