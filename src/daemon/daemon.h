@@ -100,7 +100,6 @@ bool vramd_dashboard_route(vramd_state_t *d, const vramd_request_t *req, vramd_r
 int vramd_watch_start(vramd_state_t *d, vram_ctx_t *ctx, vram_sched_t *sched, const char *db);
 
 /* http.c: listeners. Each takes an already listening socket. */
-#include <sys/socket.h>
 typedef struct vramd_http vramd_http_t;
 int vramd_http_start(vramd_state_t *d, int fd, vramd_transport_t transport, vramd_http_t **out);
 void vramd_http_stop(vramd_http_t *h);
