@@ -105,36 +105,80 @@ int vramd_http_start(vramd_state_t *d, int fd, vramd_transport_t transport, vram
 void vramd_http_stop(vramd_http_t *h);
 
 /* guard.c: per-peer connection limits and request deadlines of a listener.
- * opened/closed come from libmicrohttpd's connection notifications;
- * answering(true) once a request has arrived in full, (false) after its
- * reply (the next request's deadline starts). per_peer 0 or timeout_s 0 turn
- * either limit off. Thread-safe. */
+ * opened when vramd accepts a connection (it reads the peer there: uid and
+ * pid on the Unix socket, address on TCP), closed by its relay before the
+ * socket closes. answering(true) once a request has arrived in full,
+ * (false) after its reply (the next request's deadline starts). per_peer 0
+ * or timeout_s 0 turn either limit off. Thread-safe. */
 typedef struct vramd_guard vramd_guard_t;
 int vramd_guard_start(unsigned per_peer, double timeout_s, vramd_guard_t **out);
 void vramd_guard_stop(vramd_guard_t *g);
 void vramd_guard_opened(vramd_guard_t *g, int fd, void **socket_context);
 void vramd_guard_closed(vramd_guard_t *g, void *socket_context);
 void vramd_guard_answering(vramd_guard_t *g, void *socket_context, bool answering);
+/* The Unix-socket peer's credentials, read at accept (libmicrohttpd's
+ * socket pair would give vramd's own): false when unknown (TCP, no record). */
+bool vramd_guard_peer_cred(void *socket_context, uid_t *uid, pid_t *pid);
 
 /* http_head.c: checks the head of a request (the first len bytes received
- * so far): 0 when it is complete and well-formed HTTP/1.0 or 1.1, -1 when it
- * is incomplete (no empty line yet, under VRAMD_HEAD_MAX), else the HTTP
- * status to answer (400, 413, 431, 505) with `why` filled. */
-#define VRAMD_HEAD_MAX (32 * 1024) /* libmicrohttpd's default per-connection memory */
-int vramd_head_check(const char *buf, size_t len, char *why, size_t whylen);
+ * so far): 0 when it is complete and well-formed HTTP/1.0 or 1.1 (head
+ * filled), -1 when it is incomplete (no empty line yet, under
+ * VRAMD_HEAD_MAX), else the HTTP status to answer (400, 413, 431, 505) with
+ * `why` filled (431: over VRAMD_HEAD_MAX or VRAMD_FIELDS_MAX). */
+/* Bounds that keep what libmicrohttpd holds of a request (the head, one
+ * record per field, a trailer) inside its 32 KiB per connection; past
+ * them it would answer in HTML. */
+#define VRAMD_HEAD_MAX       (16 * 1024) /* a request head */
+#define VRAMD_FIELDS_MAX     64          /* header fields of a head */
+#define VRAMD_CHUNK_LINE_MAX 1024        /* a chunk-size line; a chunked body's trailer */
+#define VRAMD_TRAILER_FIELDS 16          /* fields of that trailer */
+typedef struct {
+    size_t head_len;  /* bytes of the head, the empty line that ends it included */
+    long long length; /* Content-Length, -1 when absent */
+    bool chunked;     /* Transfer-Encoding: chunked */
+} vramd_head_t;
+int vramd_head_check(const char *buf, size_t len, vramd_head_t *head, char *why, size_t whylen);
+/* The body that follows a checked head, scanned as it arrives: by its
+ * Content-Length, or chunk by chunk (size lines of 1-15 hex digits with
+ * optional extensions, data, CRLF, a last chunk, a trailer of header
+ * fields). scan looks at the next n bytes of the connection: *used is how
+ * many belong to the body and are well-formed (a line is used only whole);
+ * returns 0 when the body ended with them, -1 when more is needed (keep the
+ * unused bytes and call again with them first), else 400/413/431 with why
+ * filled. A chunked body over VRAMD_MAX_BODY is 413; a chunk line over
+ * VRAMD_CHUNK_LINE_MAX 400; a trailer over it or VRAMD_TRAILER_FIELDS 431. */
+typedef struct {
+    int state;
+    unsigned long long left, total; /* of the body or the chunk; the chunks' sum */
+    size_t trailer, fields;         /* trailer bytes and fields so far */
+} vramd_body_t;
+void vramd_body_start(vramd_body_t *b, const vramd_head_t *head);
+int vramd_body_scan(vramd_body_t *b, const char *buf, size_t n, size_t *used, char *why,
+                    size_t whylen);
 
-/* screen.c: accepts a listener's connections and checks the head of each
- * one's first request before fn (libmicrohttpd) gets the connection; a
- * malformed head is answered with a JSON 400/413/431/505 and closed. fn
- * owns fd and the guard's record of it (guard_ctx). The
- * guard counts and times connections from their accept on; idle_timeout_s
- * bounds the wait for a head when it does not. */
-#include <sys/socket.h>
+/* http.c: one connection's libmicrohttpd (a daemon of its own, without
+ * threads), run by the connection's relay. open takes fd (closed on
+ * failure: NULL) and the guard's record (for the peer's credentials and
+ * its deadlines); run lets it work on what it was
+ * sent, waiting up to wait_ms for its socket, and returns how many
+ * requests it has answered in full so far, or -1 once it closed the
+ * connection; close drops it (and a request it was still receiving). */
+typedef struct vramd_engine vramd_engine_t;
+vramd_engine_t *vramd_engine_open(void *arg, int fd, void *guard_ctx);
+long vramd_engine_run(vramd_engine_t *e, int wait_ms);
+void vramd_engine_close(vramd_engine_t *e);
+
+/* screen.c: accepts a listener's connections and relays each one, in a
+ * thread of its own, to its libmicrohttpd (vramd_engine_open(arg, ...))
+ * through a socket pair, forwarding only requests whose head and body
+ * framing are well-formed (http_head.c) and copying the replies back. A
+ * malformed request is answered with one JSON 400/413/431/505 after the
+ * replies to the requests before it, and the connection is closed. The
+ * guard counts and times connections from their accept on;
+ * idle_timeout_s bounds the wait for a client's next bytes. */
 typedef struct vramd_screen vramd_screen_t;
-typedef void (*vramd_accept_fn)(void *arg, int fd, const struct sockaddr *addr, socklen_t len,
-                                void *guard_ctx);
-int vramd_screen_start(int listen_fd, vramd_guard_t *guard, double idle_timeout_s,
-                       vramd_accept_fn fn, void *arg, vramd_screen_t **out);
+int vramd_screen_start(int listen_fd, vramd_guard_t *guard, double idle_timeout_s, void *arg,
+                       vramd_screen_t **out);
 void vramd_screen_stop(vramd_screen_t *s);
 
 /* lock.c: takes an exclusive lock on path (created with mode, never through

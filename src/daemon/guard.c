@@ -2,11 +2,13 @@
  * (uid on the Unix socket, address on TCP), and a deadline for each request
  * to arrive in full (headers and body), so slow or idle clients cannot hold
  * the daemon's connection threads. A connection over either limit is shut
- * down; libmicrohttpd then closes it. */
+ * down; its relay (screen.c) then closes it. The peer is read at accept,
+ * from the client's own socket: libmicrohttpd only sees a socket pair. */
 #include "daemon/daemon.h"
 
 #include <arpa/inet.h>
 #include <pthread.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -15,10 +17,15 @@
 
 typedef struct conn {
     struct conn *prev, *next;
-    int fd;
-    char peer[64];     /* "uid 1000" or "127.0.0.1" */
-    uint64_t since_ns; /* start of the request being received */
-    bool answering;    /* the request arrived; its handler runs (long polls) */
+    int fd;         /* the client's socket */
+    bool have_cred; /* Unix socket: uid and pid read */
+    uid_t uid;
+    pid_t pid;
+    char peer[64]; /* "uid 1000" or "127.0.0.1" */
+    /* Start of the request being received; 0 once it has arrived and its
+     * handler runs (long polls are not cut). Atomic: set by the
+     * connection's thread twice a request without the guard's lock. */
+    _Atomic uint64_t since_ns;
 } conn_t;
 
 struct vramd_guard {
@@ -32,17 +39,23 @@ struct vramd_guard {
     unsigned long refused, timed_out;
 };
 
-static void peer_name(int fd, char *buf, size_t len)
+static void read_peer(conn_t *c, size_t len)
 {
     struct sockaddr_storage ss;
     socklen_t sl = sizeof ss;
     struct ucred cred;
     socklen_t cl = sizeof cred;
+    char *buf = c->peer;
+    int fd = c->fd;
     snprintf(buf, len, "?");
     if (getsockname(fd, (struct sockaddr *)&ss, &sl) != 0) return;
     if (ss.ss_family == AF_UNIX) {
-        if (getsockopt(fd, SOL_SOCKET, SO_PEERCRED, &cred, &cl) == 0)
+        if (getsockopt(fd, SOL_SOCKET, SO_PEERCRED, &cred, &cl) == 0) {
             snprintf(buf, len, "uid %u", (unsigned)cred.uid);
+            c->uid = cred.uid;
+            c->pid = cred.pid;
+            c->have_cred = true;
+        }
         return;
     }
     sl = sizeof ss;
@@ -60,12 +73,15 @@ static void *reaper(void *arg)
     pthread_mutex_lock(&g->lock);
     while (!g->stopping) {
         uint64_t now = vram_now_ns();
-        for (conn_t *c = g->conns; c; c = c->next)
-            if (!c->answering && c->since_ns && now - c->since_ns > g->timeout_ns) {
+        for (conn_t *c = g->conns; c; c = c->next) {
+            uint64_t since = c->since_ns;
+            /* once, and not if the request arrived meanwhile */
+            if (since && now - since > g->timeout_ns &&
+                atomic_compare_exchange_strong(&c->since_ns, &since, 0)) {
                 shutdown(c->fd, SHUT_RDWR);
-                c->since_ns = 0; /* once */
                 g->timed_out++;
             }
+        }
         struct timespec ts;
         clock_gettime(CLOCK_MONOTONIC, &ts);
         ts.tv_nsec += 200000000L;
@@ -128,7 +144,7 @@ void vramd_guard_opened(vramd_guard_t *g, int fd, void **socket_context)
         return;
     }
     c->fd = fd;
-    peer_name(fd, c->peer, sizeof c->peer);
+    read_peer(c, sizeof c->peer);
     c->since_ns = vram_now_ns();
     unsigned same = 0;
     pthread_mutex_lock(&g->lock);
@@ -168,12 +184,19 @@ void vramd_guard_closed(vramd_guard_t *g, void *socket_context)
     free(c);
 }
 
+bool vramd_guard_peer_cred(void *socket_context, uid_t *uid, pid_t *pid)
+{
+    const conn_t *c = socket_context; /* set at accept, never changed */
+    if (!c || !c->have_cred) return false;
+    *uid = c->uid;
+    *pid = c->pid;
+    return true;
+}
+
 void vramd_guard_answering(vramd_guard_t *g, void *socket_context, bool answering)
 {
     conn_t *c = socket_context;
-    if (!c) return;
-    pthread_mutex_lock(&g->lock);
-    c->answering = answering;
-    c->since_ns = answering ? 0 : vram_now_ns(); /* the next request's deadline starts now */
-    pthread_mutex_unlock(&g->lock);
+    (void)g;
+    /* the next request's deadline starts when this one is answered */
+    if (c) c->since_ns = answering ? 0 : vram_now_ns();
 }

@@ -1,6 +1,7 @@
 /* libmicrohttpd glue: one thread per connection (long polls block only their
  * own client), bodies gathered up to 64 KiB, peer credentials from the Unix
- * socket, and the token rule for TCP. */
+ * socket (read at accept: libmicrohttpd's end is a socket pair to the relay
+ * in screen.c), and the token rule for TCP. */
 #include "daemon/daemon.h"
 
 #include <microhttpd.h>
@@ -9,21 +10,29 @@
 #include <string.h>
 #include <errno.h>
 #include <sys/socket.h>
+#include <sys/un.h>
+#include <unistd.h>
 
 struct vramd_http {
-    struct MHD_Daemon *mhd;
     vramd_screen_t *screen;
     vramd_guard_t *guard;
     vramd_state_t *d;
     vramd_transport_t transport;
 };
 
+/* One connection's libmicrohttpd: a daemon of its own without threads,
+ * run by the connection's relay thread (screen.c) whenever it has handed
+ * over bytes, so a request costs no thread switch beyond the relay's own. */
+struct vramd_engine {
+    vramd_http_t *h;
+    struct MHD_Daemon *mhd;
+    void *guard_ctx;         /* the guard's record of the connection (the relay's) */
+    unsigned long completed; /* requests answered in full */
+    bool closed;             /* libmicrohttpd closed the connection */
+};
+
 /* Seconds an idle connection stays open (libmicrohttpd's timeout). */
 #define MHD_IDLE_TIMEOUT_S 300u
-
-/* The guard's record of the connection being handed to libmicrohttpd by
- * this thread (hand_over); on_connection adopts it. */
-static _Thread_local void *handed_guard_ctx;
 
 typedef struct {
     char *buf;
@@ -115,20 +124,13 @@ static bool same_secret(const char *a, const char *b)
     return diff == 0;
 }
 
-static void authorize(struct MHD_Connection *c, vramd_request_t *q)
+static void authorize(vramd_engine_t *e, struct MHD_Connection *c, vramd_request_t *q)
 {
     if (q->transport == VRAMD_UNIX) {
-        const union MHD_ConnectionInfo *info =
-            MHD_get_connection_info(c, MHD_CONNECTION_INFO_CONNECTION_FD);
-        struct ucred cred;
-        socklen_t len = sizeof cred;
-        if (info && getsockopt(info->connect_fd, SOL_SOCKET, SO_PEERCRED, &cred, &len) == 0) {
-            q->uid = cred.uid;
-            q->peer_pid = cred.pid;
+        if (vramd_guard_peer_cred(e->guard_ctx, &q->uid, &q->peer_pid))
             q->may_mutate = true;
-        } else {
+        else
             q->deny_reason = "cannot read the peer credentials of this connection";
-        }
         return;
     }
     const char *token = vram_option_str(VRAM_OPT_TOKEN);
@@ -147,7 +149,8 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *c, const cha
                                   const char *method, const char *version, const char *upload_data,
                                   size_t *upload_size, void **con_cls)
 {
-    vramd_http_t *h = cls;
+    vramd_engine_t *e = cls;
+    vramd_http_t *h = e->h;
     body_t *b = *con_cls;
     if (!b) {
         b = calloc(1, sizeof *b);
@@ -182,10 +185,8 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *c, const cha
         .body_too_large = b->too_large,
         .transport = h->transport,
     };
-    authorize(c, &q);
-    const union MHD_ConnectionInfo *ci =
-        MHD_get_connection_info(c, MHD_CONNECTION_INFO_SOCKET_CONTEXT);
-    vramd_guard_answering(h->guard, ci ? ci->socket_context : NULL, true);
+    authorize(e, c, &q);
+    vramd_guard_answering(h->guard, e->guard_ctx, true);
     vramd_response_t r = {0};
     if (hides_a_nul(c, url, version)) {
         vramd_error(&r, 400, "bad_path", "the request line holds a NUL byte in its path");
@@ -212,30 +213,19 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *c, const cha
 static void on_connection(void *cls, struct MHD_Connection *c, void **socket_context,
                           enum MHD_ConnectionNotificationCode toe)
 {
-    vramd_http_t *h = cls;
-    if (toe == MHD_CONNECTION_NOTIFY_CLOSED) {
-        vramd_guard_closed(h->guard, *socket_context);
-        *socket_context = NULL;
-        return;
-    }
-    if (handed_guard_ctx) {
-        *socket_context = handed_guard_ctx;
-        handed_guard_ctx = NULL;
-        return;
-    }
-    const union MHD_ConnectionInfo *info =
-        MHD_get_connection_info(c, MHD_CONNECTION_INFO_CONNECTION_FD);
-    if (info) vramd_guard_opened(h->guard, info->connect_fd, socket_context);
+    vramd_engine_t *e = cls;
+    (void)c;
+    (void)socket_context;
+    if (toe == MHD_CONNECTION_NOTIFY_CLOSED) e->closed = true;
 }
 
 static void on_completed(void *cls, struct MHD_Connection *c, void **con_cls,
                          enum MHD_RequestTerminationCode toe)
 {
-    vramd_http_t *h = cls;
-    (void)toe;
-    const union MHD_ConnectionInfo *ci =
-        MHD_get_connection_info(c, MHD_CONNECTION_INFO_SOCKET_CONTEXT);
-    vramd_guard_answering(h->guard, ci ? ci->socket_context : NULL, false);
+    vramd_engine_t *e = cls;
+    (void)c;
+    if (toe == MHD_REQUEST_TERMINATED_COMPLETED_OK) e->completed++;
+    vramd_guard_answering(e->h->guard, e->guard_ctx, false);
     body_t *b = *con_cls;
     if (b) {
         free(b->buf);
@@ -244,19 +234,50 @@ static void on_completed(void *cls, struct MHD_Connection *c, void **con_cls,
     *con_cls = NULL;
 }
 
-/* A screened connection goes to libmicrohttpd, which closes it when it
- * cannot take it. */
-static void hand_over(void *arg, int fd, const struct sockaddr *addr, socklen_t len,
-                      void *guard_ctx)
+vramd_engine_t *vramd_engine_open(void *arg, int fd, void *guard_ctx)
 {
-    vramd_http_t *h = arg;
-    /* libmicrohttpd notifies the new connection from this thread, where
-     * on_connection takes over the guard's record instead of opening one. */
-    handed_guard_ctx = guard_ctx;
-    if (MHD_add_connection(h->mhd, fd, addr, len) != MHD_YES)
+    vramd_engine_t *e = calloc(1, sizeof *e);
+    if (!e) goto fail;
+    e->h = arg;
+    e->guard_ctx = guard_ctx;
+    /* No listening socket, no thread: the relay runs it (vramd_engine_run). */
+    unsigned flags = MHD_USE_NO_LISTEN_SOCKET | MHD_USE_EPOLL | MHD_USE_ERROR_LOG;
+    e->mhd = MHD_start_daemon(flags, 0, NULL, NULL, on_request, e,               //
+                              MHD_OPTION_EXTERNAL_LOGGER, mhd_log, NULL,         //
+                              MHD_OPTION_NOTIFY_COMPLETED, on_completed, e,      //
+                              MHD_OPTION_NOTIFY_CONNECTION, on_connection, e,    //
+                              MHD_OPTION_UNESCAPE_CALLBACK, unescape, NULL,      //
+                              MHD_OPTION_CONNECTION_TIMEOUT, MHD_IDLE_TIMEOUT_S, //
+                              MHD_OPTION_END);
+    if (!e->mhd) goto fail;
+    /* libmicrohttpd's peer is the relay, whatever the client: vramd reads
+     * the client from the guard's record, never from libmicrohttpd. */
+    struct sockaddr_un un = {.sun_family = AF_UNIX};
+    if (MHD_add_connection(e->mhd, fd, (struct sockaddr *)&un, sizeof un) != MHD_YES) {
         vramd_log("warn", "libmicrohttpd refused a connection: %s", strerror(errno));
-    if (handed_guard_ctx) vramd_guard_closed(h->guard, handed_guard_ctx); /* not taken */
-    handed_guard_ctx = NULL;
+        MHD_stop_daemon(e->mhd); /* fd was closed by libmicrohttpd */
+        free(e);
+        return NULL;
+    }
+    return e;
+fail:
+    vramd_log("warn", "cannot start libmicrohttpd for a connection");
+    free(e);
+    close(fd);
+    return NULL;
+}
+
+long vramd_engine_run(vramd_engine_t *e, int wait_ms)
+{
+    if (MHD_run_wait(e->mhd, wait_ms) != MHD_YES || e->closed) return -1;
+    return (long)e->completed;
+}
+
+void vramd_engine_close(vramd_engine_t *e)
+{
+    if (!e) return;
+    MHD_stop_daemon(e->mhd); /* closes its socket; a request it held is dropped */
+    free(e);
 }
 
 int vramd_http_start(vramd_state_t *d, int fd, vramd_transport_t transport, vramd_http_t **out)
@@ -278,24 +299,9 @@ int vramd_http_start(vramd_state_t *d, int fd, vramd_transport_t transport, vram
         free(h);
         return rc;
     }
-    /* vramd accepts (screen.c); libmicrohttpd gets checked connections. */
-    unsigned flags = MHD_USE_THREAD_PER_CONNECTION | MHD_USE_INTERNAL_POLLING_THREAD |
-                     MHD_USE_POLL | MHD_USE_ERROR_LOG | MHD_USE_NO_LISTEN_SOCKET;
-    h->mhd = MHD_start_daemon(flags, 0, NULL, NULL, on_request, h,               //
-                              MHD_OPTION_EXTERNAL_LOGGER, mhd_log, NULL,         //
-                              MHD_OPTION_NOTIFY_COMPLETED, on_completed, h,      //
-                              MHD_OPTION_NOTIFY_CONNECTION, on_connection, h,    //
-                              MHD_OPTION_UNESCAPE_CALLBACK, unescape, NULL,      //
-                              MHD_OPTION_CONNECTION_TIMEOUT, MHD_IDLE_TIMEOUT_S, //
-                              MHD_OPTION_CONNECTION_LIMIT, (unsigned)512, MHD_OPTION_END);
-    if (!h->mhd) {
-        vramd_guard_stop(h->guard);
-        free(h);
-        return vram_fail(VRAM_EIO, "libmicrohttpd could not start on the %s listener",
-                         transport == VRAMD_UNIX ? "Unix socket" : "TCP");
-    }
-    if (vramd_screen_start(fd, h->guard, MHD_IDLE_TIMEOUT_S, hand_over, h, &h->screen) != 0) {
-        MHD_stop_daemon(h->mhd);
+    /* vramd accepts and relays (screen.c); each connection has its own
+     * libmicrohttpd (vramd_engine_open). */
+    if (vramd_screen_start(fd, h->guard, MHD_IDLE_TIMEOUT_S, h, &h->screen) != 0) {
         vramd_guard_stop(h->guard);
         free(h);
         return VRAM_EIO;
@@ -308,7 +314,6 @@ void vramd_http_stop(vramd_http_t *h)
 {
     if (!h) return;
     vramd_screen_stop(h->screen);
-    MHD_stop_daemon(h->mhd);
     vramd_guard_stop(h->guard);
     free(h);
 }

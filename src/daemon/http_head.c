@@ -1,6 +1,7 @@
-/* The head of an HTTP/1.x request checked before libmicrohttpd parses it
- * (screen.c): request line, header lines, Content-Length and
- * Transfer-Encoding. Pure: no I/O, so the fuzzers drive it directly. */
+/* The framing of HTTP/1.x requests checked before libmicrohttpd parses it
+ * (screen.c): the head (request line, header lines, Content-Length and
+ * Transfer-Encoding) and the body (its length, or its chunks and trailer).
+ * Pure: no I/O, so the fuzzers drive it directly. */
 #include "daemon/daemon.h"
 
 #include <stdio.h>
@@ -30,10 +31,41 @@ static int bad(char *why, size_t len, int status, const char *fmt, const char *p
     return status;
 }
 
-int vramd_head_check(const char *buf, size_t n, char *why, size_t whylen)
+/* One header field line (ll bytes at p, without its line end): 0 when it is
+ * "name: value" with a token name and no control byte in the value, else
+ * 400 with why filled. The value (trimmed) is returned in *v / *ve. */
+static int field_line(const char *p, long ll, const char **v, const char **ve, char *why,
+                      size_t whylen)
+{
+    const char *colon = memchr(p, ':', (size_t)ll), *e = p + ll;
+    if (!colon || colon == p)
+        return bad(why, whylen, 400, "malformed header line \"%s\"", p, (int)ll);
+    for (const char *c = p; c < colon; c++)
+        if (!tchar((unsigned char)*c))
+            return bad(why, whylen, 400, "malformed header name in \"%s\"", p, (int)ll);
+    const char *b = colon + 1;
+    while (b < e && (*b == ' ' || *b == '\t'))
+        b++;
+    while (e > b && (e[-1] == ' ' || e[-1] == '\t'))
+        e--;
+    for (const char *c = b; c < e; c++)
+        if (((unsigned char)*c < 0x20 && *c != '\t') || *c == 0x7f)
+            return bad(why, whylen, 400, "control character in header \"%s\"", p, (int)ll);
+    *v = b;
+    *ve = e;
+    return 0;
+}
+
+/* Where the line at p of length ll ends, its CRLF or LF included. */
+static const char *next_line(const char *p, long ll)
+{
+    return p + ll + (p[ll] == '\r' ? 2 : 1);
+}
+
+int vramd_head_check(const char *buf, size_t n, vramd_head_t *head, char *why, size_t whylen)
 {
     if (n > VRAMD_HEAD_MAX)
-        n = VRAMD_HEAD_MAX; /* all screen.c ever peeks: a verdict never
+        n = VRAMD_HEAD_MAX; /* all screen.c ever buffers: a verdict never
                               depends on bytes past it */
     const char *end = buf + n, *p = buf;
     long ll = line_len(p, end);
@@ -58,25 +90,18 @@ int vramd_head_check(const char *buf, size_t n, char *why, size_t whylen)
     /* header fields until an empty line */
     long long length = -1;
     bool chunked = false;
-    for (p = le + (*le == '\r' ? 2 : 1);; p += ll + (p[ll] == '\r' ? 2 : 1)) {
+    int fields = 0;
+    for (p = next_line(p, ll);; p = next_line(p, ll)) {
         if ((ll = line_len(p, end)) < 0)
-            return n >= VRAMD_HEAD_MAX ? bad(why, whylen, 431, "request head over 32 KiB%s", "", 0)
+            return n >= VRAMD_HEAD_MAX ? bad(why, whylen, 431, "request head over 16 KiB%s", "", 0)
                                        : -1;
         if (ll == 0) break;
-        const char *colon = memchr(p, ':', (size_t)ll), *v, *ve = p + ll;
-        if (!colon || colon == p)
-            return bad(why, whylen, 400, "malformed header line \"%s\"", p, (int)ll);
-        for (const char *c = p; c < colon; c++)
-            if (!tchar((unsigned char)*c))
-                return bad(why, whylen, 400, "malformed header name in \"%s\"", p, (int)ll);
-        for (v = colon + 1; v < ve && (*v == ' ' || *v == '\t'); v++) {
-        }
-        while (ve > v && (ve[-1] == ' ' || ve[-1] == '\t'))
-            ve--;
-        for (const char *c = v; c < ve; c++)
-            if (((unsigned char)*c < 0x20 && *c != '\t') || *c == 0x7f)
-                return bad(why, whylen, 400, "control character in header \"%s\"", p, (int)ll);
-        size_t nl = (size_t)(colon - p);
+        if (++fields > VRAMD_FIELDS_MAX)
+            return bad(why, whylen, 431, "more than 64 header fields%s", "", 0);
+        const char *v, *ve;
+        int rc = field_line(p, ll, &v, &ve, why, whylen);
+        if (rc) return rc;
+        size_t nl = (size_t)((const char *)memchr(p, ':', (size_t)ll) - p);
         if (nl == 14 && !strncasecmp(p, "Content-Length", 14)) {
             long long value = 0;
             if (v == ve) return bad(why, whylen, 400, "empty Content-Length%s", "", 0);
@@ -101,5 +126,97 @@ int vramd_head_check(const char *buf, size_t n, char *why, size_t whylen)
         return bad(why, whylen, 400, "both Content-Length and Transfer-Encoding%s", "", 0);
     if (length > VRAMD_MAX_BODY)
         return bad(why, whylen, 413, "request body over the limit of 64 KiB%s", "", 0);
+    head->head_len = (size_t)(next_line(p, ll) - buf);
+    head->length = length;
+    head->chunked = chunked;
     return 0;
+}
+
+enum { BODY_DONE, BODY_LENGTH, CHUNK_SIZE, CHUNK_DATA, CHUNK_END, CHUNK_TRAILER };
+
+void vramd_body_start(vramd_body_t *b, const vramd_head_t *head)
+{
+    *b = (vramd_body_t){.state = head->chunked      ? CHUNK_SIZE
+                                 : head->length > 0 ? BODY_LENGTH
+                                                    : BODY_DONE,
+                        .left = head->length > 0 ? (unsigned long long)head->length : 0};
+}
+
+static int hex_value(char c)
+{
+    return c >= '0' && c <= '9'   ? c - '0'
+           : c >= 'a' && c <= 'f' ? c - 'a' + 10
+           : c >= 'A' && c <= 'F' ? c - 'A' + 10
+                                  : -1;
+}
+
+/* A chunk-size line: 1*HEXDIG, then end of line or ";" extensions without
+ * control bytes (libmicrohttpd 0.9.75 takes at most 15 digits and skips the
+ * extensions); nothing else, not even a space. */
+static int chunk_size_line(vramd_body_t *b, const char *p, long ll, char *why, size_t whylen)
+{
+    unsigned long long size = 0;
+    long i = 0;
+    for (; i < ll && hex_value(p[i]) >= 0; i++)
+        if (size <= VRAMD_MAX_BODY) size = size * 16 + (unsigned)hex_value(p[i]);
+    if (i == 0 || i > 15 || (i < ll && p[i] != ';'))
+        return bad(why, whylen, 400, "malformed chunk size line \"%s\"", p, (int)ll);
+    for (long k = i; k < ll; k++)
+        if (((unsigned char)p[k] < 0x20 && p[k] != '\t') || p[k] == 0x7f)
+            return bad(why, whylen, 400, "control character in the chunk extension \"%s\"", p,
+                       (int)ll);
+    if (b->total + size > VRAMD_MAX_BODY)
+        return bad(why, whylen, 413, "request body over the limit of 64 KiB%s", "", 0);
+    b->total += size;
+    b->left = size;
+    b->state = size ? CHUNK_DATA : CHUNK_TRAILER;
+    return 0;
+}
+
+int vramd_body_scan(vramd_body_t *b, const char *buf, size_t n, size_t *used, char *why,
+                    size_t whylen)
+{
+    const char *p = buf, *end = buf + n;
+    int rc = -1;
+    while (rc == -1) {
+        if (b->state == BODY_DONE) {
+            rc = 0;
+        } else if (b->state == BODY_LENGTH || b->state == CHUNK_DATA) {
+            size_t take = (size_t)(end - p) < b->left ? (size_t)(end - p) : (size_t)b->left;
+            p += take;
+            b->left -= take;
+            if (b->left) break; /* needs more */
+            b->state = b->state == BODY_LENGTH ? BODY_DONE : CHUNK_END;
+        } else {
+            long ll = line_len(p, end);
+            const char *nl = ll < 0 ? end : memchr(p, '\n', (size_t)(end - p));
+            if (nl - p > VRAMD_CHUNK_LINE_MAX) { /* the same verdict, whole or not */
+                rc = bad(why, whylen, 400, "chunk line over 1 KiB%s", "", 0);
+                break;
+            }
+            if (ll < 0) break;
+            if (b->state == CHUNK_END) {
+                if (ll)
+                    rc = bad(why, whylen, 400, "chunk data longer than its size: \"%s\"", p,
+                             (int)ll);
+                else
+                    b->state = CHUNK_SIZE;
+            } else if (b->state == CHUNK_SIZE) {
+                rc = chunk_size_line(b, p, ll, why, whylen);
+                if (rc == 0) rc = -1;
+            } else if (ll == 0) { /* the empty line that ends the trailer */
+                b->state = BODY_DONE;
+            } else if ((b->trailer += (size_t)ll) > VRAMD_CHUNK_LINE_MAX ||
+                       ++b->fields > VRAMD_TRAILER_FIELDS) {
+                rc = bad(why, whylen, 431, "chunked trailer over 1 KiB or 16 fields%s", "", 0);
+            } else {
+                const char *v, *ve;
+                rc = field_line(p, ll, &v, &ve, why, whylen);
+                if (rc == 0) rc = -1;
+            }
+            if (rc <= 0) p = next_line(p, ll);
+        }
+    }
+    *used = (size_t)(p - buf);
+    return rc;
 }

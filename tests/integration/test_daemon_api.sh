@@ -98,62 +98,8 @@ PY
 case $garbage in "HTTP/1."*" 400"*) ;; *) fail "garbage request line: $garbage" ;; esac
 pass "NUL and control characters in paths: 400 JSON, nothing routed; garbage request line answered and closed"
 
-# Malformed heads get one JSON answer and a close, on both listeners: never
-# libmicrohttpd's HTML, never its status line and headers twice (0.9.75 did
-# that for a bad Content-Length).
-python3 - "$VRAM_SOCKET" "$(tcp_address)" <<'PY' || fail "malformed request heads"
-import json, re, socket, sys
-cases = [
-    (400, b"POST /v1/jobs HTTP/1.1\r\nHost: x\r\nContent-Length: abc\r\n\r\n"),
-    (400, b"POST /v1/jobs HTTP/1.1\r\nHost: x\r\nContent-Length: -5\r\n\r\n"),
-    (400, b"POST /v1/jobs HTTP/1.1\r\nContent-Length: 2\r\nContent-Length: 3\r\n\r\n{}"),
-    (413, b"POST /v1/jobs HTTP/1.1\r\nHost: x\r\nContent-Length: 99999999999999999999999\r\n\r\n"),
-    (400, b"\x01\x02 garbage\r\n\r\n"),
-    (400, b"GET /v1/health HTTP/1.1\r\nno colon here\r\n\r\n"),
-    (400, b"GET /v1/health HTTP/1.1\r\nX-A: a\x1bb\r\n\r\n"),
-    (431, b"GET /v1/health HTTP/1.1\r\nHost: x\r\nX-A: " + b"a" * 100000 + b"\r\n\r\n"),
-    (505, b"GET /v1/health HTTP/9.9\r\nHost: x\r\n\r\n"),
-]
-def connect(where):
-    if where.startswith("/"):
-        s = socket.socket(socket.AF_UNIX); s.connect(where)
-    else:
-        host, port = where.rsplit(":", 1)
-        s = socket.create_connection((host, int(port)))
-    s.settimeout(30)
-    return s
-bad = 0
-for where in sys.argv[1:]:
-    for want, request in cases:
-        s = connect(where)
-        try:
-            s.sendall(request)
-        except OSError:
-            pass  # the answer may come before all of a huge head is sent
-        data = b""
-        try:
-            while chunk := s.recv(65536): data += chunk   # until vramd closes
-        except ConnectionResetError:
-            pass
-        head, _, body = data.partition(b"\r\n\r\n")
-        lines = head.split(b"\r\n")
-        problems = []
-        if not lines[0].startswith(b"HTTP/1.1 %d " % want): problems.append("status")
-        if sum(1 for l in data.split(b"\r\n") if re.match(rb"HTTP/1\.[01] [0-9]{3} ", l)) != 1:
-            problems.append("not exactly one status line")
-        if b"Content-Type: application/json" not in lines: problems.append("not JSON")
-        try:
-            if not json.loads(body)["error"]["code"]: problems.append("no error code")
-        except (ValueError, KeyError):
-            problems.append("body is not a JSON error")
-        if problems:
-            bad += 1
-            print(where, request[:60], problems, data[:400], file=sys.stderr)
-sys.exit(1 if bad else 0)
-PY
-[ "$(job_state "$id")" = running ] || fail "malformed heads changed job $id"
-api GET /v1/health >/dev/null; [ "$(status)" = 200 ] || fail "vramd stopped serving after malformed heads"
-pass "malformed heads (bad/duplicate Content-Length, garbage, control bytes, 100 KB header, HTTP/9.9): one JSON answer each, Unix socket and TCP"
+# Malformed request heads and bodies, first or later on a connection:
+# test_daemon_screen.sh.
 
 # still serving, state intact: exactly the one job, still running
 jobs=$(api GET /v1/jobs)
