@@ -312,8 +312,8 @@ static backward_t backward_temps(const vram_model_t *m, const vram_arch_shape_t 
                            (double)m->profile_bwd_fixed);
         return r;
     }
-    if (m->hidden_size <= 0 || m->family == VRAM_FAMILY_LSTM ||
-        m->family == VRAM_FAMILY_GRU || vram_arch_is_image(m))
+    if (m->hidden_size <= 0 || m->family == VRAM_FAMILY_LSTM || m->family == VRAM_FAMILY_GRU ||
+        vram_arch_is_image(m))
         return r;
     double b = (double)sh->batch, s = (double)sh->seq, tok = b * s, h = (double)m->hidden_size;
     if (m->family == VRAM_FAMILY_WAV2VEC2) tok = b * (double)vram_arch_wav2vec2_frames(m, sh->seq);

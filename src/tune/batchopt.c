@@ -17,7 +17,7 @@
  * above its middle, so that noise and a slightly wrong model stay inside it. */
 #define BO_AIM_FRACTION 0.2
 /* The fixed-step policy moves by 1/16 of each range. */
-#define BO_STEPS      16
+#define BO_STEPS 16
 /* The smallest usage difference growth treats as a gain (fraction of the
  * device): readings are rounded, and noise is larger than this. */
 #define BO_MIN_PREFERENCE 0.002
@@ -27,7 +27,7 @@
 #define BO_SCAN 64
 /* The longest wait between refinements after misses, in windows. */
 #define BO_MAX_BACKOFF 1024
-#define BO_SIZE_LIMIT (1 << 20)
+#define BO_SIZE_LIMIT  (1 << 20)
 
 struct vram_batchopt {
     vram_batchopt_config_t cfg;
@@ -49,7 +49,7 @@ struct vram_batchopt {
      * One that gained less than half of it holds refining back for
      * refine_backoff windows, doubled at each further miss in the epoch. */
     double refine_from, refine_gain;
-    double reading_sd; /* of the readings in the last window */
+    double reading_sd;    /* of the readings in the last window */
     int64_t refine_after; /* no refinement before this iteration */
     int refine_backoff;   /* windows; 0: no miss yet in refine_epoch */
     int refine_epoch;     /* the model epoch refine_backoff belongs to */
@@ -337,8 +337,7 @@ static void check_refinement(vram_batchopt_t *o)
     if (o->refine_gain > 0 && o->win_peak - o->refine_from < o->refine_gain / 2) {
         if (o->refine_epoch != o->model.epoch) o->refine_backoff = 0;
         o->refine_epoch = o->model.epoch;
-        o->refine_backoff = o->refine_backoff ? 2 * o->refine_backoff
-                                              : o->cfg.oom_cooldown_windows;
+        o->refine_backoff = o->refine_backoff ? 2 * o->refine_backoff : o->cfg.oom_cooldown_windows;
         if (o->refine_backoff > BO_MAX_BACKOFF) o->refine_backoff = BO_MAX_BACKOFF;
         o->refine_after = o->iteration + (int64_t)o->refine_backoff * o->cfg.adjustment_frequency;
     }

@@ -1,8 +1,8 @@
 /* The batch optimizer's memory model: usage = a + b * batch * g(lq), fitted
  * to window peaks, with g(lq) = lq (linear) or lq^2 (quadratic) in units of
  * max_lq, or either plus a constant r (memory per sample that lq does not
- * change: labels, per-sample buffers). Predictions take the largest of the forms the data cannot rule
- * out, so an unproven form never pushes the settings up too far. */
+ * change: labels, per-sample buffers). Predictions take the largest of the forms the data cannot
+ * rule out, so an unproven form never pushes the settings up too far. */
 #ifndef VRAM_TUNE_BATCHOPT_MODEL_H
 #define VRAM_TUNE_BATCHOPT_MODEL_H
 
@@ -11,7 +11,7 @@
 #define BO_POINTS 8 /* distinct settings remembered per epoch */
 /* 0: g linear in lq, 1: quadratic; 2 and 3: the same plus memory per sample
  * that does not depend on lq (g = r + lq or r + lq^2, r >= 0 fitted). */
-#define BO_FORMS  4
+#define BO_FORMS 4
 
 typedef struct {
     int batch, lq;
@@ -31,8 +31,8 @@ typedef struct {
     double prior_b[BO_FORMS], prior_r[BO_FORMS];
     bool prior_plausible[BO_FORMS];
     double a[BO_FORMS], b[BO_FORMS];
-    double r[BO_FORMS];      /* per-sample memory independent of lq, in units of b */
-    bool usable[BO_FORMS];   /* forms 2, 3: r was fitted (4 points, both terms positive) */
+    double r[BO_FORMS];         /* per-sample memory independent of lq, in units of b */
+    bool usable[BO_FORMS];      /* forms 2, 3: r was fitted (4 points, both terms positive) */
     double learned_b[BO_FORMS]; /* slope from data (or the prior), 0 = none yet */
     double rms[BO_FORMS];
     double worst[BO_FORMS], last_res[BO_FORMS]; /* largest residual; the latest point's */

@@ -205,8 +205,9 @@ static void layout_reports_compiled_structs(void **state)
         {
             json_int_t end = json_integer_value(json_object_get(f, "offset")) +
                              json_integer_value(json_object_get(f, "size"));
-            if (end > size) fail_msg("%s.%s ends at %lld, past %lld", type, name, (long long)end,
-                                     (long long)size);
+            if (end > size)
+                fail_msg("%s.%s ends at %lld, past %lld", type, name, (long long)end,
+                         (long long)size);
         }
     }
     json_decref(doc);
@@ -216,10 +217,8 @@ static void layout_reports_compiled_structs(void **state)
 int main(void)
 {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(estimate_equals_struct_api),
-        cmocka_unit_test(plan_equals_struct_api),
-        cmocka_unit_test(bad_requests_are_named),
-        cmocka_unit_test(info_lists_sim_devices),
+        cmocka_unit_test(estimate_equals_struct_api),      cmocka_unit_test(plan_equals_struct_api),
+        cmocka_unit_test(bad_requests_are_named),          cmocka_unit_test(info_lists_sim_devices),
         cmocka_unit_test(layout_reports_compiled_structs),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);

@@ -37,9 +37,23 @@ static void expected_text(const char *in, char *out)
 
 static void random_text(char *s, size_t len)
 {
-    static const char *const pieces[] = {"a", "\"", "\\", "\n", "\x1b[31m", "\x7f", "\xc3\xa9",
-                                         "\xc2\x9b", "\xe2\x82\xac", "\xf0\x9f\x98\x80", "\xff",
-                                         "\xc3", "\xed\xa0\x80", "/", "\t", "\x01", "Z"};
+    static const char *const pieces[] = {"a",
+                                         "\"",
+                                         "\\",
+                                         "\n",
+                                         "\x1b[31m",
+                                         "\x7f",
+                                         "\xc3\xa9",
+                                         "\xc2\x9b",
+                                         "\xe2\x82\xac",
+                                         "\xf0\x9f\x98\x80",
+                                         "\xff",
+                                         "\xc3",
+                                         "\xed\xa0\x80",
+                                         "/",
+                                         "\t",
+                                         "\x01",
+                                         "Z"};
     size_t n = 0;
     int k = rand() % 12;
     for (int i = 0; i < k; i++) {
@@ -87,13 +101,14 @@ static void numbers_as_jansson(void **state)
 {
     (void)state;
     srand(99);
-    double reals[] = {0.0, 1.0, -1.0, 0.1, 1763937123.4567891, 3600, 1e300, 1e-5, -2.5e-12,
-                      1e16, 9007199254740993.0, 123456789012345.0};
+    double reals[] = {0.0,   1.0,  -1.0,     0.1,  1763937123.4567891, 3600,
+                      1e300, 1e-5, -2.5e-12, 1e16, 9007199254740993.0, 123456789012345.0};
     for (int i = 0; i < 2000; i++) {
         double v = i < (int)(sizeof reals / sizeof *reals)
                        ? reals[i]
                        : (double)rand() / 7.0 * (rand() % 2 ? 1e-3 : 1e9) - 1e6;
-        int64_t n = (int64_t)(((uint64_t)rand() << 33) ^ ((uint64_t)rand() << 2) ^ (uint64_t)rand());
+        int64_t n =
+            (int64_t)(((uint64_t)rand() << 33) ^ ((uint64_t)rand() << 2) ^ (uint64_t)rand());
         if (i % 3 == 0 && n != INT64_MIN) n = -n;
         if (i == 1) n = INT64_MIN;
         if (i == 2) n = INT64_MAX;

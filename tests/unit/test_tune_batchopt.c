@@ -444,14 +444,15 @@ static void random_runs(void **state)
             double u = usage_of(&m, batch, lq), aim = c.target_usage - 0.2 * c.safety_margin;
             double best = best_under(&m, &c, aim - noise - 0.005);
             if (u < best - 0.4 * c.safety_margin - noise)
-            if (u < best - 0.4 * c.safety_margin - noise) {
-                far_from_best++;
-                print_message("run %d: settled at batch %d lq %d usage %.4f, best reachable %.4f "
-                              "(aim %.3f, margin %.3f, base %.3f k %.5f per sample %.5f quad %d "
-                              "noise %.4f)\n",
-                              run_i, batch, lq, u, best, aim, c.safety_margin, m.base, m.k,
-                              m.per_sample, m.quadratic, noise);
-            }
+                if (u < best - 0.4 * c.safety_margin - noise) {
+                    far_from_best++;
+                    print_message(
+                        "run %d: settled at batch %d lq %d usage %.4f, best reachable %.4f "
+                        "(aim %.3f, margin %.3f, base %.3f k %.5f per sample %.5f quad %d "
+                        "noise %.4f)\n",
+                        run_i, batch, lq, u, best, aim, c.safety_margin, m.base, m.k, m.per_sample,
+                        m.quadratic, noise);
+                }
             model_runs++;
         }
         vram_batchopt_destroy(o);

@@ -455,12 +455,9 @@ int main(void)
     snprintf(dir, sizeof dir, "/tmp/vram-watch-XXXXXX");
     if (!mkdtemp(dir)) return 1;
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_lifecycle),
-        cmocka_unit_test(test_random_against_model),
-        cmocka_unit_test(test_rules_errors),
-        cmocka_unit_test(test_history_persists),
-        cmocka_unit_test(test_history_buckets),
-        cmocka_unit_test(test_minute_across_restart),
+        cmocka_unit_test(test_lifecycle),         cmocka_unit_test(test_random_against_model),
+        cmocka_unit_test(test_rules_errors),      cmocka_unit_test(test_history_persists),
+        cmocka_unit_test(test_history_buckets),   cmocka_unit_test(test_minute_across_restart),
         cmocka_unit_test(test_peaks_and_metrics),
     };
     int rc = cmocka_run_group_tests(tests, NULL, NULL);
