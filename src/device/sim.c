@@ -16,6 +16,7 @@
  * MAP_NORESERVE): never dereferenced, never overlapping, and they cost no
  * memory. */
 #include "core/file.h"
+#include "core/array.h"
 #include "core/map.h"
 #include "device/backend.h"
 #include "core/proc.h"
@@ -222,11 +223,9 @@ static bool add_usage(sim_view_t *v, const sim_slot_t *slot)
         return true;
     }
     if (v->count == v->cap) {
-        size_t cap = v->cap ? 2 * v->cap : 64;
-        sim_usage_t *bigger = realloc(v->rows, cap * sizeof *bigger);
+        sim_usage_t *bigger = vram_array_grow(v->rows, &v->cap, sizeof *bigger, 64);
         if (!bigger) return false;
         v->rows = bigger;
-        v->cap = cap;
     }
     v->rows[v->count++] = (sim_usage_t){slot->device, slot->pid, slot->bytes};
     return true;

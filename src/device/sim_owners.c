@@ -1,6 +1,7 @@
 /* Owners of sim allocations: verified once, then watched by pidfd. */
 #include "device/sim_owners.h"
 
+#include "core/array.h"
 #include "core/proc.h"
 
 #include <errno.h>
@@ -113,11 +114,9 @@ sim_owner_t *vram_sim_owners_get(sim_owners_t *o, pid_t pid, uint64_t start_time
         return e;
     }
     if (o->count == o->cap) {
-        size_t cap = o->cap ? 2 * o->cap : 64;
-        sim_owner_t *bigger = realloc(o->list, cap * sizeof *bigger);
+        sim_owner_t *bigger = vram_array_grow(o->list, &o->cap, sizeof *bigger, 64);
         if (!bigger) return NULL;
         o->list = bigger;
-        o->cap = cap;
     }
     if (!vram_map_put(&o->by_pid, (uint64_t)pid, o->count)) return NULL;
     sim_owner_t *e = &o->list[o->count++];

@@ -1,6 +1,7 @@
 /* The caching allocator: allocation, free, release of cached segments, the
  * OOM chain. Design and the strategies' rules: docs/pool.md. */
 #include "pool/pool_internal.h"
+#include "core/array.h"
 
 #include <inttypes.h>
 #include <stdlib.h>
@@ -87,11 +88,9 @@ static int segment_prepare(vram_pool_t *pool, int kind, uintptr_t stream, vram_p
     if (rc) return rc;
     /* Room in the idle array for every segment, this one included. */
     if ((size_t)pool->stats.segment[VRAM_POOL_STAT_ALL].current >= pool->idle_cap) {
-        size_t cap = pool->idle_cap ? 2 * pool->idle_cap : 64;
-        vram_block_id_t *idle = realloc(pool->idle, cap * sizeof *idle);
+        vram_block_id_t *idle = vram_array_grow(pool->idle, &pool->idle_cap, sizeof *idle, 64);
         if (!idle) return vram_fail(VRAM_ENOMEM, "pool: out of host memory for segment metadata");
         pool->idle = idle;
-        pool->idle_cap = cap;
     }
     *seg = calloc(1, sizeof **seg);
     *b = vram_blocks_new(&pool->blocks);

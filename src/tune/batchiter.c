@@ -5,6 +5,8 @@
  * the front of the line, never lost and never committed twice. */
 #include "vram.h"
 
+#include "core/array.h"
+
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
@@ -133,11 +135,9 @@ int vram_batchiter_next(vram_batchiter_t *it, double usage, uint64_t *idx, size_
                          it->cfg.initial_batch);
     if (vram_batchiter_check_due(it) && usage >= 0 && isfinite(usage)) apply_reading(it, usage);
     if (it->npending == it->pending_cap) {
-        size_t c = it->pending_cap ? 2 * it->pending_cap : 4;
-        pending_t *p = realloc(it->pending, c * sizeof *p);
+        pending_t *p = vram_array_grow(it->pending, &it->pending_cap, sizeof *p, 4);
         if (!p) return vram_fail(VRAM_ENOMEM, "batch iterator: out of memory");
         it->pending = p;
-        it->pending_cap = c;
     }
     size_t want = (size_t)it->batch, got = 0;
     while (got < want && got < it->queue_len)
