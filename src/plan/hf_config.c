@@ -7,6 +7,7 @@
 #include <errno.h>
 #include <stdlib.h>
 #include <jansson.h>
+#include <stddef.h>
 #include <stdio.h>
 #include <string.h>
 
@@ -453,6 +454,26 @@ int vram_model_from_hf_config(const char *path, vram_model_t *out)
 
 /* ------------------------------------------------------------ profiles */
 
+/* A profile's byte counts (python's vram.analyze writes them): key,
+ * required, bound, field. */
+typedef struct {
+    const char *key;
+    bool required;
+    int64_t max;
+    size_t at;
+} profile_field_t;
+
+static const profile_field_t profile_fields[] = {
+    {"parameters", true, VRAM_MAX_PARAMETERS, offsetof(vram_model_t, profile_parameters)},
+    {"activation_bytes_per_sample", true, VRAM_MAX_BYTES,
+     offsetof(vram_model_t, profile_act_per_sample)},
+    {"activation_bytes_fixed", false, VRAM_MAX_BYTES, offsetof(vram_model_t, profile_act_fixed)},
+    {"buffers_bytes", false, VRAM_MAX_BYTES, offsetof(vram_model_t, profile_buffers_bytes)},
+    {"backward_bytes_per_sample", false, VRAM_MAX_BYTES,
+     offsetof(vram_model_t, profile_bwd_per_sample)},
+    {"backward_bytes_fixed", false, VRAM_MAX_BYTES, offsetof(vram_model_t, profile_bwd_fixed)},
+};
+
 static int read_profile(json_t *root, const char *origin, vram_model_t *m)
 {
     memset(m, 0, sizeof *m);
@@ -462,26 +483,11 @@ static int read_profile(json_t *root, const char *origin, vram_model_t *m)
              json_is_string(name) ? json_string_value(name) : "profile");
     int64_t v;
     int rc;
-    if ((rc = get_int(root, origin, KEYS("parameters"), true, 0, VRAM_MAX_PARAMETERS, &v)))
-        return rc;
-    m->profile_parameters = (uint64_t)v;
-    if ((rc = get_int(root, origin, KEYS("activation_bytes_per_sample"), true, 0, VRAM_MAX_BYTES,
-                      &v)))
-        return rc;
-    m->profile_act_per_sample = (uint64_t)v;
-    if ((rc = get_int(root, origin, KEYS("activation_bytes_fixed"), false, 0, VRAM_MAX_BYTES, &v)))
-        return rc;
-    m->profile_act_fixed = (uint64_t)v;
-    if ((rc = get_int(root, origin, KEYS("buffers_bytes"), false, 0, VRAM_MAX_BYTES, &v)))
-        return rc;
-    m->profile_buffers_bytes = (uint64_t)v;
-    if ((rc = get_int(root, origin, KEYS("backward_bytes_per_sample"), false, 0, VRAM_MAX_BYTES,
-                      &v)))
-        return rc;
-    m->profile_bwd_per_sample = (uint64_t)v;
-    if ((rc = get_int(root, origin, KEYS("backward_bytes_fixed"), false, 0, VRAM_MAX_BYTES, &v)))
-        return rc;
-    m->profile_bwd_fixed = (uint64_t)v;
+    for (size_t i = 0; i < sizeof profile_fields / sizeof *profile_fields; i++) {
+        const profile_field_t *f = &profile_fields[i];
+        if ((rc = get_int(root, origin, KEYS(f->key), f->required, 0, f->max, &v))) return rc;
+        *(uint64_t *)((char *)m + f->at) = (uint64_t)v;
+    }
     json_t *dt = json_object_get(root, "dtype");
     const char *d = json_is_string(dt) ? json_string_value(dt) : "fp32";
     if (dt && !json_is_string(dt))
