@@ -84,10 +84,11 @@ int main(int argc, char **argv)
     const size_t lives[] = {1000, 10000, 100000};
     printf("# bench_pool_frag: random traces, sizes log-uniform 512 B - %.0f B, 2 passes; "
            "ratio = peak reserved / peak requested; floor = peak of the 2 MiB granules live "
-           "requests overlap / peak requested\n",
+           "requests overlap / peak requested; steady = those the second pass touches over its "
+           "course / peak requested\n",
            max);
-    printf("%-8s %-34s %7s %7s %9s %9s %9s %9s\n", "live", "allocator", "ratio", "floor", "res MiB",
-           "calls 1st", "calls 2nd", "cost ns");
+    printf("%-8s %-34s %7s %7s %7s %9s %9s %9s %9s\n", "live", "allocator", "ratio", "floor",
+           "steady", "res MiB", "calls 1st", "calls 2nd", "cost ns");
     int rc = 0;
     for (size_t l = 0; l < sizeof lives / sizeof lives[0] && !rc; l++) {
         vram_trace_t t = {0};
@@ -126,9 +127,10 @@ int main(int argc, char **argv)
                 fprintf(stderr, "%s: %s\n", rows[i].label, vram_last_error());
                 break;
             }
-            printf("%-8zu %-34s %7.3f %7.3f %9.1f %9llu %9llu %9.1f\n", lives[l], rows[i].label,
-                   r.fragmentation_ratio,
+            printf("%-8zu %-34s %7.3f %7.3f %7.3f %9.1f %9llu %9llu %9.1f\n", lives[l],
+                   rows[i].label, r.fragmentation_ratio,
                    (double)r.peak_touched_bytes / (double)r.peak_requested_bytes,
+                   (double)r.pass_touched_bytes / (double)r.peak_requested_bytes,
                    (double)r.peak_reserved_bytes / 1048576.0,
                    (unsigned long long)r.first_pass_device_calls,
                    (unsigned long long)r.second_pass_device_calls, r.ns_per_op_with_cost);

@@ -9,7 +9,10 @@
  * other work preempts the replay, which inflates means); "floor" the peak
  * of the 2 MiB granules live requests overlap / peak requested (what the
  * same placement would reserve if only those granules were mapped at every
- * moment); "2nd" the device calls of the second pass. "batch50" and
+ * moment); "steady" the most of those granules one pass after the first
+ * touches over its course / peak requested (what a mapping policy that
+ * makes no device call in that pass must keep mapped); "2nd" the device
+ * calls of the second pass, "later" the most in any pass after the first. "batch50" and
  * "b50+dev" are the same two figures from a batch-timed replay (runs of 64
  * events timed whole, so without the clock's ~20 ns per operation, which is
  * the same for every allocator and compresses their ratios; see replay.h).
@@ -34,21 +37,26 @@ static int by_name(const void *a, const void *b)
     return strcmp(*(char *const *)a, *(char *const *)b);
 }
 
+/* A pass's device calls, 0 when there was no such pass. */
+static uint64_t pass_calls(uint64_t calls)
+{
+    return calls == UINT64_MAX ? 0 : calls;
+}
+
 static void row(const char *label, const vram_replay_result_t *r)
 {
     double device_per_op = r->ops ? r->device_cost_ns / (double)r->ops : 0;
-    printf("  %-24s %7.0f %7.0f %8.1f %7.0f %8.1f %8.1f %8.1f %8.1f %9.1f %9.1f %7.3f %7.3f %6llu "
-           "%6llu %6llu %5llu\n",
+    double requested = r->peak_requested_bytes ? (double)r->peak_requested_bytes : 1.0;
+    printf("  %-24s %7.0f %7.0f %8.1f %7.0f %8.1f %8.1f %8.1f %8.1f %9.1f %9.1f %7.3f %7.3f %7.3f "
+           "%6llu %6llu %6llu %6llu %5llu\n",
            label, r->all.p50, r->all.p99, r->all.mean, r->pair.p50, r->ns_per_op_with_cost,
            r->all.p50 + device_per_op, r->batch_p50, r->batch_with_cost,
            (double)r->peak_requested_bytes / 1048576.0, (double)r->peak_reserved_bytes / 1048576.0,
-           r->fragmentation_ratio,
-           r->peak_requested_bytes ? (double)r->peak_touched_bytes / (double)r->peak_requested_bytes
-                                   : 0.0,
-           (unsigned long long)r->device_allocs, (unsigned long long)(r->device_maps),
-           (unsigned long long)(r->second_pass_device_calls == UINT64_MAX
-                                    ? 0
-                                    : r->second_pass_device_calls),
+           r->fragmentation_ratio, (double)r->peak_touched_bytes / requested,
+           (double)r->pass_touched_bytes / requested, (unsigned long long)r->device_allocs,
+           (unsigned long long)(r->device_maps),
+           (unsigned long long)pass_calls(r->second_pass_device_calls),
+           (unsigned long long)pass_calls(r->later_pass_device_calls_max),
            (unsigned long long)r->ooms);
 }
 
@@ -67,9 +75,10 @@ static int bench_trace(const char *path, int repeat)
     }
     printf("\n%s: %zu events, %zu allocations, peak live %.1f MiB; %d passes\n", path, trace.count,
            trace.allocs, (double)trace.peak_live_bytes / 1048576.0, repeat);
-    printf("  %-24s %7s %7s %8s %7s %8s %8s %8s %8s %9s %9s %7s %7s %6s %6s %6s %5s\n", "allocator",
-           "p50 ns", "p99 ns", "mean ns", "pair50", "cost ns", "p50+dev", "batch50", "b50+dev",
-           "req MiB", "res MiB", "ratio", "floor", "allocs", "maps", "2nd", "OOMs");
+    printf("  %-24s %7s %7s %8s %7s %8s %8s %8s %8s %9s %9s %7s %7s %7s %6s %6s %6s %6s %5s\n",
+           "allocator", "p50 ns", "p99 ns", "mean ns", "pair50", "cost ns", "p50+dev", "batch50",
+           "b50+dev", "req MiB", "res MiB", "ratio", "floor", "steady", "allocs", "maps", "2nd",
+           "later", "OOMs");
     int rc = 0;
     vram_replay_result_t r, pool = {0}, torch[3] = {{0}, {0}, {0}};
     for (int s = 0; s < VRAM_POOL_STRATEGY_COUNT_ && !rc; s++) {

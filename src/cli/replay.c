@@ -72,6 +72,7 @@ static void print_json(const char *path, const vram_replay_config_t *cfg, uint64
     json_object_set_new(o, "peak_reserved_bytes", json_integer((json_int_t)r->peak_reserved_bytes));
     json_object_set_new(o, "fragmentation_ratio", json_real(r->fragmentation_ratio));
     json_object_set_new(o, "peak_touched_bytes", json_integer((json_int_t)r->peak_touched_bytes));
+    json_object_set_new(o, "pass_touched_bytes", json_integer((json_int_t)r->pass_touched_bytes));
     json_object_set_new(o, "device_allocs", json_integer((json_int_t)r->device_allocs));
     json_object_set_new(o, "device_frees", json_integer((json_int_t)r->device_frees));
     json_object_set_new(o, "device_maps", json_integer((json_int_t)r->device_maps));
@@ -82,6 +83,10 @@ static void print_json(const char *path, const vram_replay_config_t *cfg, uint64
                         r->second_pass_device_calls == UINT64_MAX
                             ? json_null()
                             : json_integer((json_int_t)r->second_pass_device_calls));
+    json_object_set_new(o, "later_pass_device_calls_max",
+                        r->later_pass_device_calls_max == UINT64_MAX
+                            ? json_null()
+                            : json_integer((json_int_t)r->later_pass_device_calls_max));
     json_object_set_new(o, "device_cost_us",
                         json_pack("{s:f,s:f,s:f,s:f}", "alloc", cfg->cost.alloc_us, "free",
                                   cfg->cost.free_us, "map", cfg->cost.map_us, "unmap",
@@ -123,6 +128,11 @@ static void print_table(const char *path, const vram_replay_config_t *cfg, uint6
     printf("peak requested      %s\n", vram_format_size(r->peak_requested_bytes, b, sizeof b));
     printf("peak reserved       %s\n", vram_format_size(r->peak_reserved_bytes, c, sizeof c));
     printf("fragmentation ratio %.3f (peak reserved / peak requested)\n", r->fragmentation_ratio);
+    if (r->peak_requested_bytes)
+        printf("granule floors      %.3f at one moment, %.3f over a pass (2 MiB granules live "
+               "requests overlap / peak requested)\n",
+               (double)r->peak_touched_bytes / (double)r->peak_requested_bytes,
+               (double)r->pass_touched_bytes / (double)r->peak_requested_bytes);
     printf("device allocs/frees %llu / %llu\n", (unsigned long long)r->device_allocs,
            (unsigned long long)r->device_frees);
     if (r->device_maps || r->device_unmaps)
@@ -132,6 +142,8 @@ static void print_table(const char *path, const vram_replay_config_t *cfg, uint6
            (unsigned long long)r->first_pass_device_calls);
     if (r->second_pass_device_calls != UINT64_MAX)
         printf(", %llu in the second", (unsigned long long)r->second_pass_device_calls);
+    if (cfg->repeat > 2)
+        printf(", at most %llu in a later one", (unsigned long long)r->later_pass_device_calls_max);
     printf("\nwith device costs   %.1f ns per op (alloc %g us, free %g us, map %g us, unmap %g "
            "us per call)\n",
            r->ns_per_op_with_cost, cfg->cost.alloc_us, cfg->cost.free_us, cfg->cost.map_us,

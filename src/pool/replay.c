@@ -165,6 +165,11 @@ typedef struct {
      * for this placement). */
     vram_map_t touched;
     uint64_t touched_now, touched_peak;
+    /* Granules touched at any time in the current pass (a set: granule ->
+     * 1), and the most one pass after the first touched: the least any
+     * mapping policy holds while making no device call in such a pass. */
+    vram_map_t pass_touched;
+    uint64_t pass_touched_now, pass_touched_peak;
 } replayer_t;
 
 #define FLOOR_GRANULE_SHIFT 21
@@ -181,6 +186,8 @@ static void touch(replayer_t *r, uintptr_t p, size_t size, bool in)
         if (in) {
             if (!vram_map_put(&r->touched, g, n + 1)) return;
             if (!had && ++r->touched_now > r->touched_peak) r->touched_peak = r->touched_now;
+            if (!vram_map_get(&r->pass_touched, g, NULL) && vram_map_put(&r->pass_touched, g, 1))
+                r->pass_touched_now++;
         } else if (n > 1) {
             vram_map_put(&r->touched, g, n - 1);
         } else if (had) {
@@ -341,6 +348,7 @@ static int replayer_open(replayer_t *r, const vram_replay_config_t *cfg)
 static void replayer_close(replayer_t *r)
 {
     vram_map_clear(&r->touched);
+    vram_map_clear(&r->pass_touched);
     if (r->pool) vram_pool_destroy(r->pool);
     vram_torch_policy_destroy(r->torch);
     r->pool = NULL;
@@ -445,7 +453,7 @@ int vram_replay_run(const vram_trace_t *trace, const vram_replay_config_t *cfg,
     replayer_t r;
     int rc = replayer_open(&r, cfg);
     if (rc) return rc;
-    uint64_t calls[4], pass_start = 0, pass_calls[2] = {0, UINT64_MAX};
+    uint64_t calls[4], pass_start = 0, pass_calls[3] = {0, UINT64_MAX, UINT64_MAX};
     size_t total = trace->count * (size_t)cfg->repeat;
     size_t slots = trace->slots ? trace->slots : 1;
     void **live = calloc(slots, sizeof *live);
@@ -523,8 +531,15 @@ int vram_replay_run(const vram_trace_t *trace, const vram_replay_config_t *cfg,
             live[s] = NULL;
             slot_size[s] = 0;
         }
+        /* The steady floor: passes after the first (the only one with one pass). */
+        if ((pass > 0 || cfg->repeat == 1) && r.pass_touched_now > r.pass_touched_peak)
+            r.pass_touched_peak = r.pass_touched_now;
+        vram_map_clear(&r.pass_touched);
+        r.pass_touched_now = 0;
         device_calls(&r, calls);
-        if (pass < 2) pass_calls[pass] = sum4(calls) - pass_start;
+        uint64_t n = sum4(calls) - pass_start;
+        if (pass < 2) pass_calls[pass] = n;
+        if (pass > 0 && (pass_calls[2] == UINT64_MAX || n > pass_calls[2])) pass_calls[2] = n;
         pass_start = sum4(calls);
     }
     if (rc) goto done;
@@ -559,6 +574,7 @@ int vram_replay_run(const vram_trace_t *trace, const vram_replay_config_t *cfg,
     out->device_unmaps = calls[3];
     out->first_pass_device_calls = pass_calls[0];
     out->second_pass_device_calls = pass_calls[1];
+    out->later_pass_device_calls_max = pass_calls[2];
     out->device_cost_ns = device_cost_ns(cfg, calls);
     out->sim_device_ns = (double)r.source.ns;
     out->ns_per_op_with_cost =
@@ -568,6 +584,7 @@ int vram_replay_run(const vram_trace_t *trace, const vram_replay_config_t *cfg,
     out->fragmentation_ratio =
         peak_requested ? (double)out->peak_reserved_bytes / (double)peak_requested : 0.0;
     out->peak_touched_bytes = r.touched_peak << FLOOR_GRANULE_SHIFT;
+    out->pass_touched_bytes = r.pass_touched_peak << FLOOR_GRANULE_SHIFT;
     out->timer_overhead_ns = timer_overhead();
 done:
     replayer_close(&r);

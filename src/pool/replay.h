@@ -58,11 +58,17 @@ typedef struct {
      * requests overlap: what an allocator that placed blocks where this one
      * did, but mapped only those granules at every moment, would reserve. */
     uint64_t peak_touched_bytes;
+    /* The most bytes of such granules one pass touches over its course, for
+     * the passes after the first (the first with one pass): a pass with no
+     * device call keeps all of them mapped throughout, so no mapping policy
+     * both makes no call in it and reserves less (the steady floor). */
+    uint64_t pass_touched_bytes;
     uint64_t device_allocs, device_frees;
     uint64_t device_maps, device_unmaps; /* units of physical memory (expandable) */
-    /* Device calls (allocs + frees + maps + unmaps) in the first pass and in
-     * the second (UINT64_MAX with one pass). */
-    uint64_t first_pass_device_calls, second_pass_device_calls;
+    /* Device calls (allocs + frees + maps + unmaps) in the first pass, in
+     * the second, and the most in any pass after the first (UINT64_MAX with
+     * one pass). */
+    uint64_t first_pass_device_calls, second_pass_device_calls, later_pass_device_calls_max;
     double device_cost_ns; /* the calls at cfg->cost */
     double sim_device_ns;  /* what the simulated device's calls took (in the measured time) */
     /* (measured time - sim_device_ns + device_cost_ns) / ops: the device's

@@ -97,6 +97,9 @@ assert exp["second_pass_device_calls"] == 0, exp
 assert exp["device_maps"] == exp["first_pass_device_calls"], exp
 # live requests lie in mapped granules: their peak is at most what was mapped
 assert 0 < exp["peak_touched_bytes"] <= exp["peak_reserved_bytes"], exp
+# a pass without device calls keeps every granule it touches mapped
+assert exp["later_pass_device_calls_max"] == 0, exp
+assert 0 < exp["pass_touched_bytes"] <= exp["peak_reserved_bytes"], exp
 assert seg["expandable"] is False and seg["device_maps"] == 0 and seg["device_allocs"] > 0, seg
 assert seg["device_cost_us"] == {"alloc": 1000.0, "free": 0.0, "map": 29.0, "unmap": 3.0}, seg
 assert abs(seg["device_cost_ns"] - seg["device_allocs"] * 1e6) < 1e-6, seg
@@ -105,6 +108,21 @@ extra = seg["ns_per_op_with_device_cost"] - free["ns_per_op_with_device_cost"]
 assert extra > 0.5 * seg["device_allocs"] * 1e6 / seg["ops"], (seg, free)
 PY
 then ok; else bad "expandable segments / device cost model"; cat "$tmp/exp.json"; fi
+
+# One pass: no later pass; the granules a pass touches over its course are
+# at least those it touches at any one moment. Three passes: the most calls
+# of a later pass is reported (none with expandable segments).
+"$VRAM_BIN" replay "$tmp/small.trace" --json >"$tmp/one.json"
+"$VRAM_BIN" replay "$tmp/small.trace" --repeat 3 --json >"$tmp/three.json"
+if python3 - "$tmp/one.json" "$tmp/three.json" <<'PY'
+import json, sys
+one, three = (json.load(open(p)) for p in sys.argv[1:])
+assert one["later_pass_device_calls_max"] is None and one["second_pass_device_calls"] is None, one
+assert 0 < one["peak_touched_bytes"] <= one["pass_touched_bytes"] <= one["peak_reserved_bytes"], one
+assert three["later_pass_device_calls_max"] == 0 == three["second_pass_device_calls"], three
+assert three["pass_touched_bytes"] <= three["peak_reserved_bytes"], three
+PY
+then ok; else bad "granule floors / later passes"; cat "$tmp/one.json" "$tmp/three.json"; fi
 
 # The human table names the figures.
 if "$VRAM_BIN" replay "$tmp/small.trace" | grep -q "fragmentation ratio"; then ok; else bad "table output"; fi
