@@ -589,9 +589,6 @@ static size_t unmapped_under(const vram_pool_t *pool, const vram_pool_block_t *b
  * unmapped granules: at the end of a segment that grew, the new chunk; in
  * a hole whose chunks trim or the OOM chain unmapped, those). ENOMEM when
  * the limit or the device refuses. */
-static bool exp_growing;
-void vram_exp_make_room(vram_pool_t *pool, vram_pool_reservation_t *r, uintptr_t lo, uintptr_t hi,
-                        size_t more, bool growing);
 static int claim(vram_pool_t *pool, vram_pool_block_t *b, size_t rounded)
 {
     /* Usually every extent is wholly mapped: then no granule (nor the
@@ -599,10 +596,10 @@ static int claim(vram_pool_t *pool, vram_pool_block_t *b, size_t rounded)
     if (!b->expandable || !pool->unmapped_extent) return 0;
     size_t more = unmapped_under(pool, b, rounded);
     if (!more) return 0;
-    uintptr_t hi = b->addr + (splits(b, rounded) ? rounded : b->size);
-    vram_exp_make_room(pool, b->segment->reservation, b->addr, hi, more, exp_growing);
     int rc = limit_refuses(pool, more);
-    return rc ? rc : vram_granules_map(pool, b->segment->reservation, b->addr, hi);
+    return rc ? rc
+              : vram_granules_map(pool, b->segment->reservation, b->addr,
+                                  b->addr + (splits(b, rounded) ? rounded : b->size));
 }
 
 /* An expandable segment where the pool has them, else a new segment. */
@@ -611,9 +608,7 @@ static int grow_any(vram_pool_t *pool, int kind, uintptr_t stream, size_t rounde
 {
     if (pool->granularity) {
         int rc = expand(pool, VRAM_POOL_KIND_LARGE, stream, rounded, out);
-        exp_growing = true;
         if (!rc) rc = claim(pool, *out, rounded);
-        exp_growing = false;
         if (rc != VRAM_ENOMEM) return rc;
     }
     return grow(pool, kind, stream, rounded, out);

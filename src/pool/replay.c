@@ -337,7 +337,6 @@ static int replayer_open(replayer_t *r, const vram_replay_config_t *cfg)
                               .vmm_unmap = ctx_vmm_unmap};
     if (cfg->mode == VRAM_REPLAY_POOL) {
         vram_pool_config_t pc = {.strategy = cfg->strategy, .expandable = cfg->expandable};
-        if (getenv("VRAM_EXP_LIMIT")) pc.limit_bytes = strtoull(getenv("VRAM_EXP_LIMIT"), NULL, 10);
         return vram_pool_create_on(&src, &pc, &r->pool);
     }
     if (cfg->mode == VRAM_REPLAY_TORCH || cfg->mode == VRAM_REPLAY_TORCH_EXPANDABLE)
