@@ -12,7 +12,7 @@ static void usage(FILE *out)
 {
     fprintf(out, "usage: vram replay TRACE [--strategy S] [--expandable auto|true|false]\n"
                  "                   [--baseline B] [--repeat N] [--device-mem SIZE]\n"
-                 "                   [--device-cost COSTS] [--json]\n\n"
+                 "                   [--device-cost COSTS] [--limit SIZE] [--json]\n\n"
                  "Replays an allocation trace (\"a <id> <size>\" / \"f <id>\" lines, see\n"
                  "docs/pool.md) through the caching pool on a private simulated GPU and prints\n"
                  "the cost of each request and how much memory the pool reserved.\n\n"
@@ -29,6 +29,8 @@ static void usage(FILE *out)
                  "  --device-cost alloc=US,free=US,map=US,unmap=US\n"
                  "                    what a real GPU's calls cost, added to the time per op\n"
                  "                    (default alloc=50,free=14,map=29,unmap=11; docs/pool.md)\n"
+                 "  --limit SIZE      the pool's memory limit (VRAM_POOL_LIMIT; default none;\n"
+                 "                    the baselines have none)\n"
                  "  --json            machine-readable output\n"
                  "  -h, --help        this help\n\n"
                  "Exit status: 0 ok, 1 runtime error or malformed trace, 2 usage error.\n");
@@ -61,6 +63,10 @@ static void print_json(const char *path, const vram_replay_config_t *cfg, uint64
                             ? json_boolean(cfg->expandable != VRAM_POOL_EXPANDABLE_OFF)
                             : json_null());
     json_object_set_new(o, "repeat", json_integer(cfg->repeat));
+    json_object_set_new(o, "limit_bytes",
+                        cfg->mode == VRAM_REPLAY_POOL && cfg->limit_bytes
+                            ? json_integer((json_int_t)cfg->limit_bytes)
+                            : json_null());
     json_object_set_new(o, "device_mem_bytes", json_integer((json_int_t)device_mem));
     json_object_set_new(o, "ops", json_integer((json_int_t)r->ops));
     latency_json(o, "ns_per_op", &r->all);
@@ -161,6 +167,7 @@ int vram_cli_replay(int argc, char **argv)
                                              {"repeat", required_argument, NULL, 'r'},
                                              {"device-mem", required_argument, NULL, 'm'},
                                              {"device-cost", required_argument, NULL, 'c'},
+                                             {"limit", required_argument, NULL, 'l'},
                                              {"json", no_argument, NULL, 'j'},
                                              {"help", no_argument, NULL, 'h'},
                                              {NULL, 0, NULL, 0}};
@@ -199,6 +206,9 @@ int vram_cli_replay(int argc, char **argv)
         case 'm':
             if (cli_parse_size("replay", "--device-mem", optarg, &device_mem)) return CLI_USAGE;
             if (device_mem == 0) return cli_usage_error("replay", "--device-mem must be positive");
+            break;
+        case 'l':
+            if (cli_parse_size("replay", "--limit", optarg, &cfg.limit_bytes)) return CLI_USAGE;
             break;
         case 'j':
             json = true;

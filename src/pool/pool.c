@@ -596,10 +596,11 @@ static int claim(vram_pool_t *pool, vram_pool_block_t *b, size_t rounded)
     if (!b->expandable || !pool->unmapped_extent) return 0;
     size_t more = unmapped_under(pool, b, rounded);
     if (!more) return 0;
+    vram_pool_reservation_t *r = b->segment->reservation;
+    uintptr_t hi = b->addr + (splits(b, rounded) ? rounded : b->size);
+    if (pool->limit) vram_pool_reclaim_for_limit(pool, r, b->addr, hi, more);
     int rc = limit_refuses(pool, more);
-    return rc ? rc
-              : vram_granules_map(pool, b->segment->reservation, b->addr,
-                                  b->addr + (splits(b, rounded) ? rounded : b->size));
+    return rc ? rc : vram_granules_map(pool, r, b->addr, hi);
 }
 
 /* An expandable segment where the pool has them, else a new segment. */

@@ -255,6 +255,13 @@ int vram_granules_map(vram_pool_t *pool, vram_pool_reservation_t *r, uintptr_t l
 /* Unmaps the chunks lying wholly inside [lo, hi); returns bytes. */
 size_t vram_granules_unmap_inside(vram_pool_t *pool, vram_pool_reservation_t *r, uintptr_t lo,
                                   uintptr_t hi);
+/* Before mapping `more` bytes for a request using [lo, hi) of r's segment:
+ * when the pool limit would refuse them, unmaps the chunks lying wholly
+ * inside free blocks elsewhere in the segment, a block at a time from the
+ * lowest address, until it would not (or none is left). Returns bytes
+ * unmapped (reclaim.c). */
+size_t vram_pool_reclaim_for_limit(vram_pool_t *pool, vram_pool_reservation_t *r, uintptr_t lo,
+                                   uintptr_t hi, size_t more);
 /* The end of the last mapped granule below `end` (the base when none). */
 uintptr_t vram_granules_mapped_end(const vram_pool_t *pool, const vram_pool_reservation_t *r,
                                    uintptr_t end);

@@ -336,7 +336,9 @@ static int replayer_open(replayer_t *r, const vram_replay_config_t *cfg)
                               .vmm_map = ctx_vmm_map,
                               .vmm_unmap = ctx_vmm_unmap};
     if (cfg->mode == VRAM_REPLAY_POOL) {
-        vram_pool_config_t pc = {.strategy = cfg->strategy, .expandable = cfg->expandable};
+        vram_pool_config_t pc = {.strategy = cfg->strategy,
+                                 .expandable = cfg->expandable,
+                                 .limit_bytes = cfg->limit_bytes};
         return vram_pool_create_on(&src, &pc, &r->pool);
     }
     if (cfg->mode == VRAM_REPLAY_TORCH || cfg->mode == VRAM_REPLAY_TORCH_EXPANDABLE)

@@ -33,6 +33,7 @@ typedef struct {
     vram_replay_mode_t mode;
     vram_pool_strategy_t strategy;     /* VRAM_REPLAY_POOL */
     vram_pool_expandable_t expandable; /* VRAM_REPLAY_POOL */
+    uint64_t limit_bytes;              /* VRAM_REPLAY_POOL: the pool limit, 0 = none */
     int repeat;                        /* passes over the trace (>= 1) */
     vram_ctx_t *ctx;                   /* POOL, DEVICE and TORCH */
     int device;

@@ -416,6 +416,66 @@ static void expandable_trim_counts_mapped_bytes(void **state)
     vram_pool_destroy(pool);
 }
 
+/* Under the limit, a request that needs granules mapped takes the physical
+ * memory of chunks lying wholly inside free blocks elsewhere (they are
+ * unmapped first), without going through the OOM chain: no retry, the
+ * other chunks stay mapped. */
+static void expandable_limit_reclaims_free_chunks(void **state)
+{
+    (void)state;
+    vram_pool_config_t cfg = {.strategy = VRAM_POOL_BALANCED,
+                              .expandable = VRAM_POOL_EXPANDABLE_ON,
+                              .limit_bytes = 20 * MiB};
+    vram_pool_t *pool;
+    assert_int_equal(vram_pool_create(sim.ctx, 0, &cfg, &pool), 0);
+    vram_ctx_t *other;
+    assert_int_equal(vram_ctx_open_backend("sim", &other), 0);
+    void *a, *b, *c, *d;
+    /* Offsets in MiB as in expandable_hole_unmapped_by_trim: chunks 0..4,
+     * 4..12 and 12..16; then b's goes free (a hole of 8 MiB). */
+    assert_int_equal(vram_pool_alloc(pool, 4 * MiB, NULL, &a), 0);
+    assert_int_equal(vram_pool_alloc(pool, 8 * MiB, NULL, &b), 0);
+    assert_int_equal(vram_pool_alloc(pool, 3 * MiB, NULL, &c), 0);
+    assert_int_equal(vram_pool_free(pool, b), 0);
+    /* 9 MiB fit neither the hole nor the wilderness (15..16): the range
+     * grows to 24 and needs 16..24 mapped, 24 MiB in all against a limit
+     * of 20, so the hole's chunk goes. */
+    assert_int_equal(vram_pool_alloc(pool, 9 * MiB, NULL, &d), 0);
+    assert_ptr_equal(d, (char *)c + 3 * MiB);
+    vram_pool_stats_t s;
+    assert_int_equal(vram_pool_stats(pool, &s), 0);
+    assert_int_equal(s.num_alloc_retries, 0);
+    assert_int_equal(s.num_ooms, 0);
+    assert_int_equal(s.num_device_unmap, 1);
+    assert_int_equal(reserved_of(pool), 16 * MiB);
+    assert_int_equal(pool_sim_used(other), 16 * MiB);
+    char err[256];
+    assert_int_equal(vram_pool_check(pool, err, sizeof err), 0);
+    /* d's granules go free; 8 MiB best fit the hole, whose granules are
+     * mapped again with d's chunk (16..24, wholly free now) given back. */
+    assert_int_equal(vram_pool_free(pool, d), 0);
+    assert_int_equal(vram_pool_alloc(pool, 8 * MiB, NULL, &b), 0);
+    assert_ptr_equal(b, (char *)a + 4 * MiB);
+    assert_int_equal(vram_pool_stats(pool, &s), 0);
+    assert_int_equal(s.num_alloc_retries, 0);
+    assert_int_equal(s.num_device_unmap, 2);
+    assert_int_equal(s.num_device_map, 5);
+    assert_int_equal(reserved_of(pool), 16 * MiB);
+    assert_int_equal(pool_sim_used(other), 16 * MiB);
+    assert_int_equal(vram_pool_check(pool, err, sizeof err), 0);
+    /* Nothing free is mapped now: a request needing more is refused. */
+    assert_int_equal(vram_pool_alloc(pool, 6 * MiB, NULL, &d), VRAM_ENOMEM);
+    assert_int_equal(reserved_of(pool), 16 * MiB);
+    assert_int_equal(vram_pool_check(pool, err, sizeof err), 0);
+    assert_int_equal(vram_pool_free(pool, a), 0);
+    assert_int_equal(vram_pool_free(pool, b), 0);
+    assert_int_equal(vram_pool_free(pool, c), 0);
+    assert_int_equal(vram_pool_trim(pool, NULL), 0);
+    assert_int_equal(pool_sim_used(other), 0);
+    vram_ctx_close(other);
+    vram_pool_destroy(pool);
+}
+
 /* With expandable segments one range per stream serves requests of every
  * size, and its wilderness (the free block at its end, the only one that
  * can grow) serves a request only when no other free block fits, even a
@@ -526,6 +586,7 @@ int main(void)
         cmocka_unit_test(trim_returns_memory_to_the_device),
         cmocka_unit_test(expandable_hole_unmapped_by_trim),
         cmocka_unit_test(expandable_trim_counts_mapped_bytes),
+        cmocka_unit_test(expandable_limit_reclaims_free_chunks),
         cmocka_unit_test(expandable_segments),
         cmocka_unit_test(expandable_one_range_and_wilderness),
         cmocka_unit_test(expandable_off_and_unsupported),

@@ -227,6 +227,8 @@ static void run_strategy(vram_pool_strategy_t strategy, vram_pool_expandable_t e
     int ops = expandable == VRAM_POOL_EXPANDABLE_ON ? OPS_PER_STRATEGY / 2 : OPS_PER_STRATEGY;
     static const uintptr_t streams[] = {0, 0x1000, 0x2000};
     double grow_bias = 0.6;
+    bool limited = false;
+    uint64_t reclaims = 0;
     for (int op = 1; op <= ops; op++) {
         /* Phases of growth and shrinkage empty whole segments now and then. */
         if (op % 20000 == 0) grow_bias = grow_bias > 0.5 ? 0.35 : 0.6;
@@ -235,8 +237,17 @@ static void run_strategy(vram_pool_strategy_t strategy, vram_pool_expandable_t e
             size_t size = random_size();
             uintptr_t stream = streams[rnd() % 3];
             void *ptr = NULL;
+            uint64_t unmaps = pool->stats.num_device_unmap, retries = pool->stats.num_alloc_retries;
             int rc = vram_pool_alloc(pool, size, (void *)stream, &ptr);
+            if (rc == VRAM_ENOMEM && limited) continue; /* refused by the limit: nothing changed */
             if (rc) fail_msg("alloc of %zu failed: %s", size, vram_last_error());
+            if (limited) {
+                assert_true(pool->stats.reserved_bytes[VRAM_POOL_STAT_ALL].current <=
+                            (int64_t)pool->limit);
+                /* Chunks unmapped without the OOM chain: taken for this request. */
+                reclaims += pool->stats.num_device_unmap > unmaps &&
+                            pool->stats.num_alloc_retries == retries;
+            }
             assert_non_null(ptr);
             assert_int_equal((uintptr_t)ptr % VRAM_POOL_ALIGN, 0);
             if (vram_map_get(&m->index, (uintptr_t)ptr, NULL))
@@ -263,6 +274,17 @@ static void run_strategy(vram_pool_strategy_t strategy, vram_pool_expandable_t e
             assert_int_equal(vram_pool_stats(pool, &s), 0);
             assert_int_equal(pool->idle_segment_bytes, 0); /* nothing wholly free is kept */
         }
+        /* Expandable segments: half of the time between trims under a limit
+         * of what is reserved then, so that growing must take the physical
+         * memory of chunks in free blocks (reclaim.c) or be refused. */
+        if (expandable == VRAM_POOL_EXPANDABLE_ON && op % 2500 == 0) {
+            limited = op % 5000 != 0;
+            vram_pool_stats_t s;
+            assert_int_equal(vram_pool_stats(pool, &s), 0);
+            uint64_t reserved = (uint64_t)s.reserved_bytes[VRAM_POOL_STAT_ALL].current;
+            /* (+ 1: a limit of 0 is none) */
+            assert_int_equal(vram_pool_set_limit(pool, limited ? reserved + 1 : 0), 0);
+        }
         if (op % 30011 == 0) {
             vram_pool_reset_peaks(pool);
             m->requested_peak = m->requested;
@@ -279,9 +301,12 @@ static void run_strategy(vram_pool_strategy_t strategy, vram_pool_expandable_t e
     assert_int_equal(s.reserved_bytes[VRAM_POOL_STAT_ALL].current, 0);
     assert_int_equal(s.num_device_alloc, s.num_device_free);
     assert_int_equal(s.num_device_map, s.num_device_unmap);
-    if (expandable == VRAM_POOL_EXPANDABLE_ON)
+    if (expandable == VRAM_POOL_EXPANDABLE_ON) {
         assert_true(s.num_device_map > 0);
-    else
+        print_message("%llu allocations under the limit took chunks of free blocks\n",
+                      (unsigned long long)reclaims);
+        assert_true(reclaims > 0);
+    } else
         assert_int_equal(s.num_device_map, 0);
     assert_int_equal(s.num_invalid_frees, 0);
     assert_int_equal(pool_sim_used(sim.ctx), 0);
