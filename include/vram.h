@@ -297,13 +297,21 @@ VRAM_API int vram_device_free(vram_ctx_t *ctx, int index, void *ptr);
  * physical memory readable and writable by the device, counted as device
  * memory in use (ENOMEM when the device is full); vmm_unmap takes back
  * exactly what one vmm_map call mapped; vmm_unreserve returns a whole
- * reservation with nothing mapped in it. EINVAL (nothing changed) for
- * anything else. Thread-safe. */
+ * reservation with nothing mapped in it. vmm_move takes what one vmm_map
+ * call mapped at `from` (exactly that chunk, `size` bytes) and maps the
+ * same physical memory at `to` (inside a reservation of the device, not
+ * mapped yet), readable and writable by the device; the memory is never
+ * released in between, so the device memory in use does not change and no
+ * other process can take it (on CUDA: cuMemUnmap, cuMemMap of the same
+ * handle, cuMemSetAccess; no cuMemRelease or cuMemCreate). If the driver
+ * fails after the unmap, the chunk is mapped back at `from`. EINVAL
+ * (nothing changed) for anything else. Thread-safe. */
 VRAM_API int vram_device_vmm_granularity(vram_ctx_t *ctx, int index, size_t *granularity);
 VRAM_API int vram_device_vmm_reserve(vram_ctx_t *ctx, int index, size_t size, void **va);
 VRAM_API int vram_device_vmm_unreserve(vram_ctx_t *ctx, int index, void *va, size_t size);
 VRAM_API int vram_device_vmm_map(vram_ctx_t *ctx, int index, void *addr, size_t size);
 VRAM_API int vram_device_vmm_unmap(vram_ctx_t *ctx, int index, void *addr, size_t size);
+VRAM_API int vram_device_vmm_move(vram_ctx_t *ctx, int index, void *from, void *to, size_t size);
 /* Operator switch (per context): DISABLED devices are skipped by selection
  * and refuse allocations. */
 VRAM_API int vram_device_set_disabled(vram_ctx_t *ctx, int index, bool disabled);
@@ -438,6 +446,7 @@ typedef struct {
     double fragmentation;        /* 1 - largest free block / (reserved - allocated); 0 if none */
     double efficiency;           /* requested / reserved bytes; 1 when nothing is reserved */
     uint64_t num_device_map, num_device_unmap; /* chunks mapped / unmapped (expandable) */
+    uint64_t num_device_move; /* chunks moved within expandable segments (under the limit) */
 } vram_pool_stats_t;
 
 /* A consistent copy of the statistics. Thread-safe. */

@@ -58,6 +58,15 @@ static int space_map(void *user, void *addr, size_t size)
     return 0;
 }
 
+static int space_move(void *user, void *from, void *to, size_t size)
+{
+    (void)user;
+    (void)from;
+    (void)to;
+    (void)size;
+    return 0;
+}
+
 /* The source, with or without virtual memory. */
 static inline vram_pool_source_t space_source(bool vmm)
 {
@@ -68,6 +77,7 @@ static inline vram_pool_source_t space_source(bool vmm)
         src.vmm_unreserve = space_unreserve;
         src.vmm_map = space_map;
         src.vmm_unmap = space_map;
+        src.vmm_move = space_move;
     }
     return src;
 }

@@ -26,9 +26,10 @@ static void usage(FILE *out)
                  "                    torch-expandable (the same with expandable segments)\n"
                  "  --repeat N        replay N times through the same pool (default 1)\n"
                  "  --device-mem SIZE size of the simulated GPU (default: fits the trace)\n"
-                 "  --device-cost alloc=US,free=US,map=US,unmap=US\n"
+                 "  --device-cost alloc=US,free=US,map=US,unmap=US,move=US\n"
                  "                    what a real GPU's calls cost, added to the time per op\n"
-                 "                    (default alloc=50,free=14,map=29,unmap=11; docs/pool.md)\n"
+                 "                    (default alloc=50,free=14,map=29,unmap=11,move=33;\n"
+                 "                    docs/pool.md)\n"
                  "  --limit SIZE      the pool's memory limit (VRAM_POOL_LIMIT; default none;\n"
                  "                    the baselines have none)\n"
                  "  --json            machine-readable output\n"
@@ -83,6 +84,7 @@ static void print_json(const char *path, const vram_replay_config_t *cfg, uint64
     json_object_set_new(o, "device_frees", json_integer((json_int_t)r->device_frees));
     json_object_set_new(o, "device_maps", json_integer((json_int_t)r->device_maps));
     json_object_set_new(o, "device_unmaps", json_integer((json_int_t)r->device_unmaps));
+    json_object_set_new(o, "device_moves", json_integer((json_int_t)r->device_moves));
     json_object_set_new(o, "first_pass_device_calls",
                         json_integer((json_int_t)r->first_pass_device_calls));
     json_object_set_new(o, "second_pass_device_calls",
@@ -94,9 +96,9 @@ static void print_json(const char *path, const vram_replay_config_t *cfg, uint64
                             ? json_null()
                             : json_integer((json_int_t)r->later_pass_device_calls_max));
     json_object_set_new(o, "device_cost_us",
-                        json_pack("{s:f,s:f,s:f,s:f}", "alloc", cfg->cost.alloc_us, "free",
+                        json_pack("{s:f,s:f,s:f,s:f,s:f}", "alloc", cfg->cost.alloc_us, "free",
                                   cfg->cost.free_us, "map", cfg->cost.map_us, "unmap",
-                                  cfg->cost.unmap_us));
+                                  cfg->cost.unmap_us, "move", cfg->cost.move_us));
     json_object_set_new(o, "device_cost_ns", json_real(r->device_cost_ns));
     json_object_set_new(o, "ns_per_op_with_device_cost", json_real(r->ns_per_op_with_cost));
     json_object_set_new(o, "ooms", json_integer((json_int_t)r->ooms));
@@ -144,6 +146,7 @@ static void print_table(const char *path, const vram_replay_config_t *cfg, uint6
     if (r->device_maps || r->device_unmaps)
         printf("device maps/unmaps  %llu / %llu\n", (unsigned long long)r->device_maps,
                (unsigned long long)r->device_unmaps);
+    if (r->device_moves) printf("device moves        %llu\n", (unsigned long long)r->device_moves);
     printf("device calls        %llu in the first pass",
            (unsigned long long)r->first_pass_device_calls);
     if (r->second_pass_device_calls != UINT64_MAX)
@@ -151,9 +154,9 @@ static void print_table(const char *path, const vram_replay_config_t *cfg, uint6
     if (cfg->repeat > 2)
         printf(", at most %llu in a later one", (unsigned long long)r->later_pass_device_calls_max);
     printf("\nwith device costs   %.1f ns per op (alloc %g us, free %g us, map %g us, unmap %g "
-           "us per call)\n",
+           "us, move %g us per call)\n",
            r->ns_per_op_with_cost, cfg->cost.alloc_us, cfg->cost.free_us, cfg->cost.map_us,
-           cfg->cost.unmap_us);
+           cfg->cost.unmap_us, cfg->cost.move_us);
     printf("batch, device costs %.1f ns per op (the batch p50 plus the calls' cost per op)\n",
            r->batch_with_cost);
     printf("OOMs                %llu\n", (unsigned long long)r->ooms);

@@ -29,6 +29,7 @@ typedef struct vram_backend_ops {
     int (*vmm_unreserve)(void *state, int index, void *va, size_t size);
     int (*vmm_map)(void *state, int index, void *addr, size_t size);
     int (*vmm_unmap)(void *state, int index, void *addr, size_t size);
+    int (*vmm_move)(void *state, int index, void *from, void *to, size_t size);
 } vram_backend_ops_t;
 
 /* Resets *out to "nothing known yet" for device `index` of `backend`: the

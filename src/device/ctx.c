@@ -398,12 +398,13 @@ int vram_device_free(vram_ctx_t *ctx, int index, void *ptr)
 
 /* ---- virtual device memory (vram_device_vmm_*) ------------------------ */
 
-typedef enum { VMM_GRANULARITY, VMM_RESERVE, VMM_UNRESERVE, VMM_MAP, VMM_UNMAP } vmm_op_t;
+typedef enum { VMM_GRANULARITY, VMM_RESERVE, VMM_UNRESERVE, VMM_MAP, VMM_UNMAP, VMM_MOVE } vmm_op_t;
 
 typedef struct {
     vmm_op_t op;
     size_t size;
     void *addr;
+    void *to; /* VMM_MOVE */
 } vmm_args_t;
 
 static int vmm_call(vram_ctx_t *ctx, int index, void *arg)
@@ -421,6 +422,8 @@ static int vmm_call(vram_ctx_t *ctx, int index, void *arg)
         return o->vmm_map(ctx->state, index, a->addr, a->size);
     case VMM_UNMAP:
         return o->vmm_unmap(ctx->state, index, a->addr, a->size);
+    case VMM_MOVE:
+        return o->vmm_move(ctx->state, index, a->addr, a->to, a->size);
     }
     return VRAM_EINVAL;
 }
@@ -429,7 +432,7 @@ static int vmm(vram_ctx_t *ctx, int index, vmm_args_t *a, const char *name)
 {
     int rc = check_device(ctx, index);
     if (rc) return rc;
-    /* A backend has all five or none. */
+    /* A backend has all six or none. */
     if (!ctx->ops->vmm_granularity)
         return vram_fail(VRAM_ENOTSUP, "%s: the %s backend has no virtual memory management", name,
                          ctx->ops->name);
@@ -445,7 +448,7 @@ static int vmm(vram_ctx_t *ctx, int index, vmm_args_t *a, const char *name)
 int vram_device_vmm_granularity(vram_ctx_t *ctx, int index, size_t *granularity)
 {
     if (!granularity) return vram_fail(VRAM_EINVAL, "vram_device_vmm_granularity: NULL argument");
-    vmm_args_t a = {VMM_GRANULARITY, 0, NULL};
+    vmm_args_t a = {VMM_GRANULARITY, 0, NULL, NULL};
     int rc = vmm(ctx, index, &a, "vram_device_vmm_granularity");
     if (!rc) *granularity = a.size;
     return rc;
@@ -454,7 +457,7 @@ int vram_device_vmm_granularity(vram_ctx_t *ctx, int index, size_t *granularity)
 int vram_device_vmm_reserve(vram_ctx_t *ctx, int index, size_t size, void **va)
 {
     if (!va) return vram_fail(VRAM_EINVAL, "vram_device_vmm_reserve: NULL argument");
-    vmm_args_t a = {VMM_RESERVE, size, NULL};
+    vmm_args_t a = {VMM_RESERVE, size, NULL, NULL};
     int rc = vmm(ctx, index, &a, "vram_device_vmm_reserve");
     if (!rc) *va = a.addr;
     return rc;
@@ -462,20 +465,26 @@ int vram_device_vmm_reserve(vram_ctx_t *ctx, int index, size_t size, void **va)
 
 int vram_device_vmm_unreserve(vram_ctx_t *ctx, int index, void *va, size_t size)
 {
-    vmm_args_t a = {VMM_UNRESERVE, size, va};
+    vmm_args_t a = {VMM_UNRESERVE, size, va, NULL};
     return vmm(ctx, index, &a, "vram_device_vmm_unreserve");
 }
 
 int vram_device_vmm_map(vram_ctx_t *ctx, int index, void *addr, size_t size)
 {
-    vmm_args_t a = {VMM_MAP, size, addr};
+    vmm_args_t a = {VMM_MAP, size, addr, NULL};
     return vmm(ctx, index, &a, "vram_device_vmm_map");
 }
 
 int vram_device_vmm_unmap(vram_ctx_t *ctx, int index, void *addr, size_t size)
 {
-    vmm_args_t a = {VMM_UNMAP, size, addr};
+    vmm_args_t a = {VMM_UNMAP, size, addr, NULL};
     return vmm(ctx, index, &a, "vram_device_vmm_unmap");
+}
+
+int vram_device_vmm_move(vram_ctx_t *ctx, int index, void *from, void *to, size_t size)
+{
+    vmm_args_t a = {VMM_MOVE, size, from, to};
+    return vmm(ctx, index, &a, "vram_device_vmm_move");
 }
 
 int vram_device_set_disabled(vram_ctx_t *ctx, int index, bool disabled)

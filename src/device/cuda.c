@@ -652,6 +652,92 @@ static int cuda_vmm_unmap(void *state, int index, void *ptr, size_t size)
     return 0;
 }
 
+/* Whether [lo, hi) lies inside one reservation, and whether a chunk
+ * overlaps it. */
+typedef struct {
+    uint64_t lo, hi;
+    bool reserved, overlaps;
+} range_probe_t;
+
+static void probe_reservation(uint64_t addr, uint64_t bytes, void *arg)
+{
+    range_probe_t *p = arg;
+    p->reserved |= p->lo >= addr && p->hi <= addr + bytes;
+}
+
+static void probe_chunk(uint64_t addr, uint64_t bytes, void *arg)
+{
+    range_probe_t *p = arg;
+    p->overlaps |= addr < p->hi && p->lo < addr + bytes;
+}
+
+/* The chunk's handle is unmapped at `from`, mapped at `to` and given
+ * access there; it is never released. A failure after the unmap maps it
+ * back at `from`; if even that fails the handle is released and the
+ * chunk is gone (counted so). */
+static int cuda_vmm_move(void *state, int index, void *from, void *to, size_t size)
+{
+    cuda_state_t *st = state;
+    uint64_t src = (uint64_t)(uintptr_t)from, dst = (uint64_t)(uintptr_t)to, bytes = 0, handle = 0;
+    int rc = check_granules(st, index, dst, size, "a move");
+    if (rc) return rc;
+    cuda_device_t *d = &st->devices[index];
+    range_probe_t probe = {dst, dst + size, false, false};
+    vram_map_each(&d->reservations, probe_reservation, &probe);
+    vram_map_each(&d->chunk_bytes, probe_chunk, &probe);
+    if (!vram_map_get(&d->chunk_bytes, src, &bytes) || bytes != size || !probe.reserved ||
+        probe.overlaps)
+        return vram_fail(VRAM_EINVAL,
+                         "cuda: cannot move %zu bytes from %p to %p on device %d: the source must "
+                         "be one mapped chunk, the destination reserved and not mapped",
+                         size, from, to, index);
+    if (!vram_map_reserve(&d->chunk_handles, 1) || !vram_map_reserve(&d->chunk_bytes, 1))
+        return vram_fail(VRAM_ENOMEM, "cuda: out of host memory tracking a mapping");
+    vram_map_get(&d->chunk_handles, src, &handle);
+    CUcontext prev;
+    rc = enter_ctx(st, index, &prev);
+    if (rc) return rc;
+    CUmemAccessDesc access = {{CU_MEM_LOCATION_TYPE_DEVICE, d->dev},
+                              CU_MEM_ACCESS_FLAGS_PROT_READWRITE};
+    const char *call = "cuMemUnmap";
+    uint64_t at = src; /* where the handle is mapped in the end; 0: nowhere */
+    CUresult r = st->fn.mem_unmap(src, size);
+    if (r == CUDA_SUCCESS) {
+        call = "cuMemMap";
+        r = st->fn.mem_map(dst, size, 0, handle, 0);
+        if (r == CUDA_SUCCESS) {
+            call = "cuMemSetAccess";
+            r = st->fn.mem_set_access(dst, size, &access, 1);
+            if (r == CUDA_SUCCESS)
+                at = dst;
+            else
+                st->fn.mem_unmap(dst, size);
+        }
+        if (at != dst && (st->fn.mem_map(src, size, 0, handle, 0) != CUDA_SUCCESS ||
+                          st->fn.mem_set_access(src, size, &access, 1) != CUDA_SUCCESS)) {
+            st->fn.mem_unmap(src, size);
+            st->fn.mem_release(handle);
+            at = 0;
+        }
+    }
+    leave_ctx(st, index, prev);
+    if (at != src) {
+        vram_map_take(&d->chunk_handles, src, NULL);
+        vram_map_take(&d->chunk_bytes, src, NULL);
+    }
+    if (at == dst) {
+        vram_map_put(&d->chunk_handles, dst, handle); /* room reserved */
+        vram_map_put(&d->chunk_bytes, dst, size);
+        return 0;
+    }
+    if (!at) d->allocated -= size;
+    char what[80], msg[160];
+    snprintf(what, sizeof what, "%s(%zu bytes)", call, size);
+    cuda_message(st, r, msg, sizeof msg);
+    return vram_fail(cuda_code(r), "%s on device %d while moving a chunk: %s%s", what, index, msg,
+                     at ? "" : " (the chunk could not be mapped back and was released)");
+}
+
 static void unmap_one(uint64_t addr, uint64_t bytes, void *arg)
 {
     void **args = arg;
@@ -692,4 +778,5 @@ const vram_backend_ops_t vram_backend_cuda = {
     .vmm_unreserve = cuda_vmm_unreserve,
     .vmm_map = cuda_vmm_map,
     .vmm_unmap = cuda_vmm_unmap,
+    .vmm_move = cuda_vmm_move,
 };

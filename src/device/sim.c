@@ -820,6 +820,32 @@ static int sim_vmm_unmap(void *state, int index, void *addr, size_t size)
     return 0;
 }
 
+/* The slot and the memory stay; only where they are mapped changes. */
+static int sim_vmm_move(void *state, int index, void *from, void *to, size_t size)
+{
+    sim_t *s = state;
+    int rc = check_index(s, index);
+    if (rc) return rc;
+    sim_reservation_t *src = chunk_reservation(s, index, (uintptr_t)from, size, false);
+    sim_reservation_t *dst = src ? chunk_reservation(s, index, (uintptr_t)to, size, true) : NULL;
+    if (!dst) return VRAM_EINVAL;
+    if (!vram_map_reserve(&s->mine, 1)) return vram_fail(VRAM_ENOMEM, "out of memory");
+    rc = lock_table(s);
+    if (rc) return rc;
+    uint64_t packed = 0;
+    vram_map_take(&s->mine, (uintptr_t)from, &packed);
+    sim_slot_t *slot = &s->table->slots[packed & ((1u << SLOT_BITS) - 1)];
+    if (slot->pid == s->pid && slot->addr == (uintptr_t)from) {
+        s->table->generation++;
+        slot->addr = (uintptr_t)to;
+    }
+    vram_map_put(&s->mine, (uintptr_t)to, packed); /* room reserved */
+    unlock_table(s);
+    mark_chunk(src, (uintptr_t)from, size, false);
+    mark_chunk(dst, (uintptr_t)to, size, true);
+    return 0;
+}
+
 /* At close the chunks went back with the other allocations (release_each). */
 static void sim_vmm_close(sim_t *s)
 {
@@ -846,6 +872,7 @@ const vram_backend_ops_t vram_backend_sim = {
     .vmm_unreserve = sim_vmm_unreserve,
     .vmm_map = sim_vmm_map,
     .vmm_unmap = sim_vmm_unmap,
+    .vmm_move = sim_vmm_move,
 };
 
 /* ---- helpers for `vram sim` --------------------------------------- */

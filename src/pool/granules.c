@@ -121,6 +121,58 @@ size_t vram_granules_unmap_inside(vram_pool_t *pool, vram_pool_reservation_t *r,
     return released;
 }
 
+size_t vram_granules_unmapped_run(const vram_pool_reservation_t *r, size_t i, size_t end,
+                                  size_t *at)
+{
+    while (i < end && is_mapped(r, i))
+        i++;
+    size_t n = 0;
+    while (i + n < end && !is_mapped(r, i + n))
+        n++;
+    *at = i;
+    return n;
+}
+
+size_t vram_granules_chunk_inside(const vram_pool_t *pool, const vram_pool_reservation_t *r,
+                                  uintptr_t lo, uintptr_t hi, size_t skip, size_t skip_end,
+                                  size_t max, size_t *at)
+{
+    size_t g = pool->granularity, best = 0;
+    if (hi <= lo) return 0;
+    size_t i = (lo - r->base + g - 1) / g, end = (hi - r->base) / g;
+    /* A chunk starting before lo is not wholly inside. */
+    while (i < end && is_mapped(r, i) && !r->chunk[i])
+        i++;
+    while (i < end) {
+        size_t n = r->chunk[i];
+        if (!n) { /* unmapped */
+            i++;
+            continue;
+        }
+        if (i + n > end) break; /* runs past hi */
+        if (n <= max && n > best && (i + n <= skip || i >= skip_end)) {
+            best = n;
+            *at = i;
+        }
+        i += n;
+    }
+    return best;
+}
+
+int vram_granules_move(vram_pool_t *pool, vram_pool_reservation_t *r, size_t from, size_t to)
+{
+    size_t g = pool->granularity, n = r->chunk[from];
+    int rc = pool->src.vmm_move(pool->src.user, (void *)(r->base + from * g),
+                                (void *)(r->base + to * g), n * g);
+    if (rc) return rc;
+    r->chunk[from] = 0;
+    set_mapped(r, from, n, false);
+    r->chunk[to] = (uint32_t)n;
+    set_mapped(r, to, n, true);
+    pool->stats.num_device_move++;
+    return 0;
+}
+
 uintptr_t vram_granules_mapped_end(const vram_pool_t *pool, const vram_pool_reservation_t *r,
                                    uintptr_t end)
 {

@@ -598,8 +598,8 @@ static int claim(vram_pool_t *pool, vram_pool_block_t *b, size_t rounded)
     if (!more) return 0;
     vram_pool_reservation_t *r = b->segment->reservation;
     uintptr_t hi = b->addr + (splits(b, rounded) ? rounded : b->size);
-    if (pool->limit) vram_pool_reclaim_for_limit(pool, r, b->addr, hi, more);
-    int rc = limit_refuses(pool, more);
+    if (pool->limit) more = vram_pool_reclaim_for_limit(pool, r, b->addr, hi, more);
+    int rc = more ? limit_refuses(pool, more) : 0;
     return rc ? rc : vram_granules_map(pool, r, b->addr, hi);
 }
 
@@ -1034,6 +1034,12 @@ static int ctx_vmm_unmap(void *user, void *addr, size_t size)
     return vram_device_vmm_unmap(s->ctx, s->device, addr, size);
 }
 
+static int ctx_vmm_move(void *user, void *from, void *to, size_t size)
+{
+    ctx_source_t *s = user;
+    return vram_device_vmm_move(s->ctx, s->device, from, to, size);
+}
+
 int vram_pool_create(vram_ctx_t *ctx, int device, const vram_pool_config_t *cfg, vram_pool_t **out)
 {
     if (!ctx || !out)
@@ -1054,7 +1060,8 @@ int vram_pool_create(vram_ctx_t *ctx, int device, const vram_pool_config_t *cfg,
                               .vmm_reserve = ctx_vmm_reserve,
                               .vmm_unreserve = ctx_vmm_unreserve,
                               .vmm_map = ctx_vmm_map,
-                              .vmm_unmap = ctx_vmm_unmap};
+                              .vmm_unmap = ctx_vmm_unmap,
+                              .vmm_move = ctx_vmm_move};
     int rc = vram_pool_create_on(&src, cfg, out);
     if (rc) {
         free(s);

@@ -255,10 +255,26 @@ int vram_granules_map(vram_pool_t *pool, vram_pool_reservation_t *r, uintptr_t l
 /* Unmaps the chunks lying wholly inside [lo, hi); returns bytes. */
 size_t vram_granules_unmap_inside(vram_pool_t *pool, vram_pool_reservation_t *r, uintptr_t lo,
                                   uintptr_t hi);
-/* Before mapping `more` bytes for a request using [lo, hi) of r's segment:
- * when the pool limit would refuse them, unmaps the chunks lying wholly
- * inside free blocks elsewhere in the segment, a block at a time from the
- * lowest address, until it would not (or none is left). Returns bytes
+/* The first run of unmapped granules in [i, end): its first granule in
+ * *at, its length returned (0 when none). */
+size_t vram_granules_unmapped_run(const vram_pool_reservation_t *r, size_t i, size_t end,
+                                  size_t *at);
+/* The largest chunk of at most `max` granules lying wholly inside [lo, hi)
+ * and outside granules [skip, skip_end): its first granule in *at, its
+ * length returned (0 when none). */
+size_t vram_granules_chunk_inside(const vram_pool_t *pool, const vram_pool_reservation_t *r,
+                                  uintptr_t lo, uintptr_t hi, size_t skip, size_t skip_end,
+                                  size_t max, size_t *at);
+/* Moves the chunk starting at granule `from` to the unmapped granules from
+ * `to` (the source's vmm_move: one call, the same physical memory, none
+ * created or released); counts num_device_move. */
+int vram_granules_move(vram_pool_t *pool, vram_pool_reservation_t *r, size_t from, size_t to);
+/* Before mapping `more` bytes for a request using [lo, hi) of r's segment,
+ * when the pool limit would refuse them: moves chunks lying wholly inside
+ * free blocks elsewhere in the segment into the request's unmapped
+ * granules (the largest that fits first), then unmaps such chunks, a free
+ * block at a time from the lowest address, until the limit would take the
+ * rest (or none is left). Returns the bytes of [lo, hi)'s granules still
  * unmapped (reclaim.c). */
 size_t vram_pool_reclaim_for_limit(vram_pool_t *pool, vram_pool_reservation_t *r, uintptr_t lo,
                                    uintptr_t hi, size_t more);
@@ -412,6 +428,8 @@ typedef struct {
     int (*vmm_unreserve)(void *user, void *va, size_t size);
     int (*vmm_map)(void *user, void *addr, size_t size);
     int (*vmm_unmap)(void *user, void *addr, size_t size);
+    /* May be NULL with the others set: chunks are then never moved. */
+    int (*vmm_move)(void *user, void *from, void *to, size_t size);
 } vram_pool_source_t;
 
 int vram_pool_create_on(const vram_pool_source_t *src, const vram_pool_config_t *cfg,

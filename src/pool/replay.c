@@ -45,14 +45,14 @@ int vram_device_cost_parse(const char *text, vram_device_cost_t *cost)
         if (key == 4 && !strncmp(p, "free", 4)) field = &c.free_us;
         if (key == 3 && !strncmp(p, "map", 3)) field = &c.map_us;
         if (key == 5 && !strncmp(p, "unmap", 5)) field = &c.unmap_us;
+        if (key == 4 && !strncmp(p, "move", 4)) field = &c.move_us;
         char *end = NULL;
         double v = eq ? strtod(eq + 1, &end) : -1;
         if (!field || !eq || end == eq + 1 || end != p + len || !(v >= 0 && v <= 1e7))
             return vram_fail(
                 VRAM_EINVAL,
-                "device cost \"%.*s\": use alloc=US, free=US, map=US or unmap=US with a "
-                "number "
-                "of microseconds from 0 to 1e7",
+                "device cost \"%.*s\": use alloc=US, free=US, map=US, unmap=US or move=US "
+                "with a number of microseconds from 0 to 1e7",
                 (int)len, p);
         *field = v;
         p += len;
@@ -139,6 +139,15 @@ static int ctx_vmm_map(void *user, void *addr, size_t size)
 static int ctx_vmm_unmap(void *user, void *addr, size_t size)
 {
     return ctx_vmm(user, 'x', addr, size, NULL);
+}
+
+static int ctx_vmm_move(void *user, void *from, void *to, size_t size)
+{
+    timed_source_t *s = user;
+    uint64_t t0 = vram_now_ns();
+    int rc = vram_device_vmm_move(s->cfg->ctx, s->cfg->device, from, to, size);
+    s->ns += vram_now_ns() - t0;
+    return rc;
 }
 
 static int ctx_memory(void *user, uint64_t *total, uint64_t *free_bytes)
@@ -253,10 +262,11 @@ static void after_alloc(replayer_t *r, size_t size)
     }
 }
 
-/* Device calls so far: allocs, frees, maps, unmaps. */
-static void device_calls(const replayer_t *r, uint64_t calls[4])
+/* Device calls so far: allocs, frees, maps, unmaps, moves. */
+#define CALL_KINDS 5
+static void device_calls(const replayer_t *r, uint64_t calls[CALL_KINDS])
 {
-    memset(calls, 0, 4 * sizeof *calls);
+    memset(calls, 0, CALL_KINDS * sizeof *calls);
     if (r->cfg->mode == VRAM_REPLAY_POOL) {
         vram_pool_stats_t s;
         vram_pool_stats(r->pool, &s);
@@ -264,6 +274,7 @@ static void device_calls(const replayer_t *r, uint64_t calls[4])
         calls[1] = s.num_device_free;
         calls[2] = s.num_device_map;
         calls[3] = s.num_device_unmap;
+        calls[4] = s.num_device_move;
     } else if (r->cfg->mode == VRAM_REPLAY_DEVICE) {
         calls[0] = r->device_allocs;
         calls[1] = r->device_frees;
@@ -277,9 +288,9 @@ static void device_calls(const replayer_t *r, uint64_t calls[4])
     }
 }
 
-static uint64_t sum4(const uint64_t c[4])
+static uint64_t sum_calls(const uint64_t c[CALL_KINDS])
 {
-    return c[0] + c[1] + c[2] + c[3];
+    return c[0] + c[1] + c[2] + c[3] + c[4];
 }
 
 static int cmp_u32(const void *a, const void *b)
@@ -334,7 +345,8 @@ static int replayer_open(replayer_t *r, const vram_replay_config_t *cfg)
                               .vmm_reserve = ctx_vmm_reserve,
                               .vmm_unreserve = ctx_vmm_unreserve,
                               .vmm_map = ctx_vmm_map,
-                              .vmm_unmap = ctx_vmm_unmap};
+                              .vmm_unmap = ctx_vmm_unmap,
+                              .vmm_move = ctx_vmm_move};
     if (cfg->mode == VRAM_REPLAY_POOL) {
         vram_pool_config_t pc = {.strategy = cfg->strategy,
                                  .expandable = cfg->expandable,
@@ -357,10 +369,11 @@ static void replayer_close(replayer_t *r)
     r->torch = NULL;
 }
 
-static double device_cost_ns(const vram_replay_config_t *cfg, const uint64_t calls[4])
+static double device_cost_ns(const vram_replay_config_t *cfg, const uint64_t calls[CALL_KINDS])
 {
     return 1000.0 * ((double)calls[0] * cfg->cost.alloc_us + (double)calls[1] * cfg->cost.free_us +
-                     (double)calls[2] * cfg->cost.map_us + (double)calls[3] * cfg->cost.unmap_us);
+                     (double)calls[2] * cfg->cost.map_us + (double)calls[3] * cfg->cost.unmap_us +
+                     (double)calls[4] * cfg->cost.move_us);
 }
 
 static int cmp_double(const void *a, const void *b)
@@ -435,7 +448,7 @@ static int run_batch(const vram_trace_t *trace, const vram_replay_config_t *cfg,
         r.device_frees = allocs;
     }
     qsort(per_op, runs, sizeof *per_op, cmp_double);
-    uint64_t calls[4];
+    uint64_t calls[CALL_KINDS];
     device_calls(&r, calls);
     out->batch_p50 = runs ? per_op[(runs - 1) / 2] : 0;
     out->batch_mean = ops ? (double)net_ns / (double)ops : 0;
@@ -455,7 +468,7 @@ int vram_replay_run(const vram_trace_t *trace, const vram_replay_config_t *cfg,
     replayer_t r;
     int rc = replayer_open(&r, cfg);
     if (rc) return rc;
-    uint64_t calls[4], pass_start = 0, pass_calls[3] = {0, UINT64_MAX, UINT64_MAX};
+    uint64_t calls[CALL_KINDS], pass_start = 0, pass_calls[3] = {0, UINT64_MAX, UINT64_MAX};
     size_t total = trace->count * (size_t)cfg->repeat;
     size_t slots = trace->slots ? trace->slots : 1;
     void **live = calloc(slots, sizeof *live);
@@ -539,10 +552,10 @@ int vram_replay_run(const vram_trace_t *trace, const vram_replay_config_t *cfg,
         vram_map_clear(&r.pass_touched);
         r.pass_touched_now = 0;
         device_calls(&r, calls);
-        uint64_t n = sum4(calls) - pass_start;
+        uint64_t n = sum_calls(calls) - pass_start;
         if (pass < 2) pass_calls[pass] = n;
         if (pass > 0 && (pass_calls[2] == UINT64_MAX || n > pass_calls[2])) pass_calls[2] = n;
-        pass_start = sum4(calls);
+        pass_start = sum_calls(calls);
     }
     if (rc) goto done;
 
@@ -574,6 +587,7 @@ int vram_replay_run(const vram_trace_t *trace, const vram_replay_config_t *cfg,
     out->device_frees = calls[1];
     out->device_maps = calls[2];
     out->device_unmaps = calls[3];
+    out->device_moves = calls[4];
     out->first_pass_device_calls = pass_calls[0];
     out->second_pass_device_calls = pass_calls[1];
     out->later_pass_device_calls_max = pass_calls[2];

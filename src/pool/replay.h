@@ -18,13 +18,14 @@ typedef enum {
 /* What device calls would cost on a GPU, in µs, added to the measured time
  * (the simulated device's calls cost far less). A segment allocation, a
  * segment release, mapping one chunk of physical memory into a reserved
- * range (create + map + set access), and unmapping one (unmap + release).
- * Defaults and their sources: docs/pool.md. */
+ * range (create + map + set access), unmapping one (unmap + release), and
+ * moving one (unmap + map + set access of the same memory). Defaults and
+ * their sources: docs/pool.md. */
 typedef struct {
-    double alloc_us, free_us, map_us, unmap_us;
+    double alloc_us, free_us, map_us, unmap_us, move_us;
 } vram_device_cost_t;
 
-#define VRAM_DEVICE_COST_DEFAULT ((vram_device_cost_t){50.0, 14.0, 29.0, 11.0})
+#define VRAM_DEVICE_COST_DEFAULT ((vram_device_cost_t){50.0, 14.0, 29.0, 11.0, 33.0})
 
 /* Events per batch-timed run (see vram_replay_result_t.batch_p50). */
 #define VRAM_REPLAY_BATCH_EVENTS 64
@@ -66,7 +67,8 @@ typedef struct {
     uint64_t pass_touched_bytes;
     uint64_t device_allocs, device_frees;
     uint64_t device_maps, device_unmaps; /* units of physical memory (expandable) */
-    /* Device calls (allocs + frees + maps + unmaps) in the first pass, in
+    uint64_t device_moves;               /* such units moved (the pool under a limit) */
+    /* Device calls (allocs + frees + maps + unmaps + moves) in the first pass, in
      * the second, and the most in any pass after the first (UINT64_MAX with
      * one pass). */
     uint64_t first_pass_device_calls, second_pass_device_calls, later_pass_device_calls_max;
@@ -95,7 +97,7 @@ const char *vram_replay_mode_name(vram_replay_mode_t mode);
 /* The mode named `name` ("none", "device", "malloc", "torch",
  * "torch-expandable"); EINVAL otherwise. */
 int vram_replay_mode_parse(const char *name, vram_replay_mode_t *out);
-/* Parses "alloc=US,free=US,map=US,unmap=US" (any subset, any order) over *cost;
+/* Parses "alloc=US,free=US,map=US,unmap=US,move=US" (any subset, any order) over *cost;
  * EINVAL naming the bad part. */
 int vram_device_cost_parse(const char *text, vram_device_cost_t *cost);
 

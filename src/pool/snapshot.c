@@ -39,6 +39,7 @@ static json_t *stats_json(const vram_pool_stats_t *s)
     json_object_set_new(o, "num_device_free", json_integer((json_int_t)s->num_device_free));
     json_object_set_new(o, "num_device_map", json_integer((json_int_t)s->num_device_map));
     json_object_set_new(o, "num_device_unmap", json_integer((json_int_t)s->num_device_unmap));
+    json_object_set_new(o, "num_device_move", json_integer((json_int_t)s->num_device_move));
     json_object_set_new(o, "num_invalid_frees", json_integer((json_int_t)s->num_invalid_frees));
     json_object_set_new(o, "largest_free_block", json_integer((json_int_t)s->largest_free_block));
     json_object_set_new(o, "limit_bytes", json_integer((json_int_t)s->limit_bytes));

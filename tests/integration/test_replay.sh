@@ -101,7 +101,8 @@ assert 0 < exp["peak_touched_bytes"] <= exp["peak_reserved_bytes"], exp
 assert exp["later_pass_device_calls_max"] == 0, exp
 assert 0 < exp["pass_touched_bytes"] <= exp["peak_reserved_bytes"], exp
 assert seg["expandable"] is False and seg["device_maps"] == 0 and seg["device_allocs"] > 0, seg
-assert seg["device_cost_us"] == {"alloc": 1000.0, "free": 0.0, "map": 29.0, "unmap": 3.0}, seg
+assert seg["device_cost_us"] == {"alloc": 1000.0, "free": 0.0, "map": 29.0, "unmap": 3.0,
+                                 "move": 33.0}, seg
 assert abs(seg["device_cost_ns"] - seg["device_allocs"] * 1e6) < 1e-6, seg
 # 1 ms per segment allocation, spread over the operations
 extra = seg["ns_per_op_with_device_cost"] - free["ns_per_op_with_device_cost"]

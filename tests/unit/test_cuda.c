@@ -413,7 +413,17 @@ static void vmm_fake_is_strict(void **state)
     assert_int_equal(v.set_access(va, 2 * MiB, &rw, 1), CUDA_SUCCESS);
     assert_int_equal(v.memset8(va, 0, 64), CUDA_SUCCESS);
     assert_int_equal(v.memset8(va + 2 * MiB, 0, 64), CUDA_ERROR_ILLEGAL_ADDRESS); /* unmapped */
-    assert_int_equal(v.release(h), CUDA_ERROR_INVALID_VALUE);                     /* still mapped */
+    /* A handle is mapped at one place at a time: unmapped first, then mapped
+     * elsewhere, where access must be set again before use. */
+    assert_int_equal(v.map(va + 4 * MiB, 2 * MiB, 0, h, 0), CUDA_ERROR_INVALID_VALUE);
+    assert_int_equal(v.unmap(va, 2 * MiB), CUDA_SUCCESS);
+    assert_int_equal(v.map(va + 4 * MiB, 2 * MiB, 0, h, 0), CUDA_SUCCESS);
+    assert_int_equal(v.memset8(va + 4 * MiB, 0, 64), CUDA_ERROR_ILLEGAL_ADDRESS);
+    assert_int_equal(v.memset8(va, 0, 64), CUDA_ERROR_ILLEGAL_ADDRESS);
+    assert_int_equal(v.unmap(va + 4 * MiB, 2 * MiB), CUDA_SUCCESS);
+    assert_int_equal(v.map(va, 2 * MiB, 0, h, 0), CUDA_SUCCESS);
+    assert_int_equal(v.set_access(va, 2 * MiB, &rw, 1), CUDA_SUCCESS);
+    assert_int_equal(v.release(h), CUDA_ERROR_INVALID_VALUE);                /* still mapped */
     assert_int_equal(v.address_free(va, 8 * MiB), CUDA_ERROR_INVALID_VALUE); /* has a mapping */
     assert_int_equal(v.unmap(va, 4 * MiB), CUDA_ERROR_INVALID_VALUE);        /* not the mapping */
     assert_int_equal(v.unmap(va, 2 * MiB), CUDA_SUCCESS);
@@ -470,6 +480,54 @@ static void vmm_contract(void **state)
     assert_int_equal(free_bytes(st, 0), 8 * GiB - 2 * MiB);
     assert_int_equal(ops->vmm_reserve(st, 0, 3 * MiB, &va), VRAM_EINVAL);
     ops->close(st); /* with a chunk still mapped and a reservation held */
+    st = driver_open_ok(ops);
+    assert_int_equal(free_bytes(st, 0), 8 * GiB);
+    ops->close(st);
+    dlclose(d.lib);
+}
+
+/* Moving a chunk through the backend: the same handle unmapped, mapped at
+ * the new place and given access there (usable at once; the old place is
+ * an illegal address), device memory in use unchanged; a source that is
+ * not one chunk, or a destination outside the reservations or over a
+ * mapping, is EINVAL before the driver sees it. */
+static void vmm_move_on_the_driver(void **state)
+{
+    (void)state;
+    setenv("FAKE_CUDA_MEM", "8G", 1);
+    void *st = driver_open_ok(ops);
+    direct_t d = direct_open();
+    direct_vmm_t v = direct_vmm(d.lib);
+    char *va = NULL;
+    assert_int_equal(ops->vmm_reserve(st, 0, 64 * MiB, (void **)&va), 0);
+    assert_int_equal(ops->vmm_map(st, 0, va, 4 * MiB), 0);
+    assert_int_equal(ops->vmm_map(st, 0, va + 16 * MiB, 2 * MiB), 0);
+    assert_int_equal(free_bytes(st, 0), 8 * GiB - 6 * MiB);
+    assert_int_equal(ops->vmm_move(st, 0, va, va + 8 * MiB, 4 * MiB), 0);
+    assert_int_equal(free_bytes(st, 0), 8 * GiB - 6 * MiB);
+    CUcontext ctx = NULL;
+    assert_int_equal(d.retain(&ctx, 0), CUDA_SUCCESS);
+    assert_int_equal(d.set_current(ctx), CUDA_SUCCESS);
+    CUdeviceptr base = (CUdeviceptr)(uintptr_t)va;
+    assert_int_equal(v.memset8(base + 8 * MiB, 0, 4 * MiB), CUDA_SUCCESS);
+    assert_int_equal(v.memset8(base, 0, 64), CUDA_ERROR_ILLEGAL_ADDRESS);
+    assert_int_equal(d.set_current(NULL), CUDA_SUCCESS);
+    assert_int_equal(d.release(0), CUDA_SUCCESS);
+    assert_int_equal(ops->vmm_move(st, 0, va, va + 32 * MiB, 4 * MiB), VRAM_EINVAL); /* gone */
+    assert_int_equal(ops->vmm_move(st, 0, va + 8 * MiB, va + 32 * MiB, 2 * MiB),
+                     VRAM_EINVAL); /* part of the chunk */
+    assert_int_equal(ops->vmm_move(st, 0, va + 8 * MiB, va + 14 * MiB, 4 * MiB),
+                     VRAM_EINVAL); /* over a mapping */
+    assert_int_equal(ops->vmm_move(st, 0, va + 8 * MiB, va + 62 * MiB, 4 * MiB),
+                     VRAM_EINVAL); /* past the reservation */
+    assert_int_equal(ops->vmm_move(st, 0, va + 8 * MiB, va + 33 * MiB, 4 * MiB),
+                     VRAM_EINVAL); /* misaligned */
+    assert_int_equal(ops->vmm_unmap(st, 0, va, 4 * MiB), VRAM_EINVAL);
+    assert_int_equal(ops->vmm_unmap(st, 0, va + 8 * MiB, 4 * MiB), 0);
+    assert_int_equal(free_bytes(st, 0), 8 * GiB - 2 * MiB);
+    /* A moved chunk still mapped at close is unmapped and released there. */
+    assert_int_equal(ops->vmm_move(st, 0, va + 16 * MiB, va, 2 * MiB), 0);
+    ops->close(st);
     st = driver_open_ok(ops);
     assert_int_equal(free_bytes(st, 0), 8 * GiB);
     ops->close(st);
@@ -596,6 +654,7 @@ int main(void)
         cmocka_unit_test_setup(randomized_against_model, setup),
         cmocka_unit_test_setup(vmm_fake_is_strict, setup),
         cmocka_unit_test_setup(vmm_contract, setup),
+        cmocka_unit_test_setup(vmm_move_on_the_driver, setup),
         cmocka_unit_test_setup(vmm_unsupported, setup),
         cmocka_unit_test_setup(pool_expandable_on_cuda, setup),
     };

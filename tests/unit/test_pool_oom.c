@@ -417,10 +417,10 @@ static void expandable_trim_counts_mapped_bytes(void **state)
 }
 
 /* Under the limit, a request that needs granules mapped takes the physical
- * memory of chunks lying wholly inside free blocks elsewhere (they are
- * unmapped first), without going through the OOM chain: no retry, the
- * other chunks stay mapped. */
-static void expandable_limit_reclaims_free_chunks(void **state)
+ * memory of a chunk lying wholly inside a free block elsewhere: the chunk
+ * is moved (one call, no memory created or released, the device's use
+ * unchanged), without going through the OOM chain. */
+static void expandable_limit_moves_free_chunks(void **state)
 {
     (void)state;
     vram_pool_config_t cfg = {.strategy = VRAM_POOL_BALANCED,
@@ -439,27 +439,28 @@ static void expandable_limit_reclaims_free_chunks(void **state)
     assert_int_equal(vram_pool_free(pool, b), 0);
     /* 9 MiB fit neither the hole nor the wilderness (15..16): the range
      * grows to 24 and needs 16..24 mapped, 24 MiB in all against a limit
-     * of 20, so the hole's chunk goes. */
+     * of 20, so the hole's chunk moves there. */
     assert_int_equal(vram_pool_alloc(pool, 9 * MiB, NULL, &d), 0);
     assert_ptr_equal(d, (char *)c + 3 * MiB);
     vram_pool_stats_t s;
     assert_int_equal(vram_pool_stats(pool, &s), 0);
     assert_int_equal(s.num_alloc_retries, 0);
     assert_int_equal(s.num_ooms, 0);
-    assert_int_equal(s.num_device_unmap, 1);
+    assert_int_equal(s.num_device_move, 1);
+    assert_int_equal(s.num_device_unmap, 0);
+    assert_int_equal(s.num_device_map, 3);
     assert_int_equal(reserved_of(pool), 16 * MiB);
     assert_int_equal(pool_sim_used(other), 16 * MiB);
     char err[256];
     assert_int_equal(vram_pool_check(pool, err, sizeof err), 0);
-    /* d's granules go free; 8 MiB best fit the hole, whose granules are
-     * mapped again with d's chunk (16..24, wholly free now) given back. */
+    /* d goes free; 8 MiB best fit the hole, and the chunk moves back. */
     assert_int_equal(vram_pool_free(pool, d), 0);
     assert_int_equal(vram_pool_alloc(pool, 8 * MiB, NULL, &b), 0);
     assert_ptr_equal(b, (char *)a + 4 * MiB);
     assert_int_equal(vram_pool_stats(pool, &s), 0);
     assert_int_equal(s.num_alloc_retries, 0);
-    assert_int_equal(s.num_device_unmap, 2);
-    assert_int_equal(s.num_device_map, 5);
+    assert_int_equal(s.num_device_move, 2);
+    assert_int_equal(s.num_device_map, 3);
     assert_int_equal(reserved_of(pool), 16 * MiB);
     assert_int_equal(pool_sim_used(other), 16 * MiB);
     assert_int_equal(vram_pool_check(pool, err, sizeof err), 0);
@@ -473,6 +474,48 @@ static void expandable_limit_reclaims_free_chunks(void **state)
     assert_int_equal(vram_pool_trim(pool, NULL), 0);
     assert_int_equal(pool_sim_used(other), 0);
     vram_ctx_close(other);
+    vram_pool_destroy(pool);
+}
+
+/* When no free chunk fits the request's unmapped granules, chunks of free
+ * blocks are unmapped instead until the limit takes the new map. */
+static void expandable_limit_unmaps_when_no_chunk_fits(void **state)
+{
+    (void)state;
+    vram_pool_config_t cfg = {.strategy = VRAM_POOL_BALANCED,
+                              .expandable = VRAM_POOL_EXPANDABLE_ON};
+    vram_pool_t *pool;
+    assert_int_equal(vram_pool_create(sim.ctx, 0, &cfg, &pool), 0);
+    void *a, *b, *c, *d;
+    /* Chunks 0..2, 2..6, 6..8, 8..12 (MiB); a goes and trim unmaps its
+     * chunk, d goes and its chunk (two granules) stays in the wilderness. */
+    assert_int_equal(vram_pool_alloc(pool, 2 * MiB, NULL, &a), 0);
+    assert_int_equal(vram_pool_alloc(pool, 4 * MiB, NULL, &b), 0);
+    assert_int_equal(vram_pool_alloc(pool, 2 * MiB, NULL, &c), 0);
+    assert_int_equal(vram_pool_alloc(pool, 4 * MiB, NULL, &d), 0);
+    assert_int_equal(vram_pool_free(pool, a), 0);
+    assert_int_equal(vram_pool_trim(pool, NULL), 0);
+    assert_int_equal(vram_pool_free(pool, d), 0);
+    assert_int_equal(reserved_of(pool), 10 * MiB);
+    assert_int_equal(vram_pool_set_limit(pool, 11 * MiB), 0);
+    /* 2 MiB best fit a's hole, one unmapped granule: 12 MiB would be
+     * mapped; the wilderness's chunk is too large to move there, so it is
+     * unmapped. */
+    void *e;
+    assert_int_equal(vram_pool_alloc(pool, 2 * MiB, NULL, &e), 0);
+    assert_ptr_equal(e, a);
+    vram_pool_stats_t s;
+    assert_int_equal(vram_pool_stats(pool, &s), 0);
+    assert_int_equal(s.num_alloc_retries, 0);
+    assert_int_equal(s.num_device_move, 0);
+    assert_int_equal(s.num_device_unmap, 2);
+    assert_int_equal(s.num_device_map, 5);
+    assert_int_equal(reserved_of(pool), 8 * MiB);
+    char err[256];
+    assert_int_equal(vram_pool_check(pool, err, sizeof err), 0);
+    assert_int_equal(vram_pool_free(pool, b), 0);
+    assert_int_equal(vram_pool_free(pool, c), 0);
+    assert_int_equal(vram_pool_free(pool, e), 0);
     vram_pool_destroy(pool);
 }
 
@@ -586,7 +629,8 @@ int main(void)
         cmocka_unit_test(trim_returns_memory_to_the_device),
         cmocka_unit_test(expandable_hole_unmapped_by_trim),
         cmocka_unit_test(expandable_trim_counts_mapped_bytes),
-        cmocka_unit_test(expandable_limit_reclaims_free_chunks),
+        cmocka_unit_test(expandable_limit_moves_free_chunks),
+        cmocka_unit_test(expandable_limit_unmaps_when_no_chunk_fits),
         cmocka_unit_test(expandable_segments),
         cmocka_unit_test(expandable_one_range_and_wilderness),
         cmocka_unit_test(expandable_off_and_unsupported),

@@ -140,6 +140,55 @@ static void contexts_share_allocations(void **state)
     vram_ctx_close(a);
 }
 
+/* A mapped chunk moved to another place of a reservation keeps its memory:
+ * the device's use, as every context sees it, does not change; the old
+ * place is unmapped, the new one holds the chunk (unmapped there, or
+ * released with the context). Anything but a whole chunk moved to
+ * reserved, unmapped granules of the same device is EINVAL. */
+static void vmm_move_keeps_the_memory(void **state)
+{
+    (void)state;
+    const size_t MiB = (size_t)1 << 20;
+    vram_ctx_t *a = open_sim(), *b = open_sim();
+    char *va = NULL, *other = NULL;
+    assert_int_equal(vram_device_vmm_reserve(a, 0, 64 * MiB, (void **)&va), 0);
+    assert_int_equal(vram_device_vmm_reserve(a, 1, 64 * MiB, (void **)&other), 0);
+    assert_int_equal(vram_device_vmm_map(a, 0, va, 4 * MiB), 0);
+    assert_int_equal(vram_device_vmm_map(a, 0, va + 16 * MiB, 2 * MiB), 0);
+    assert_int_equal(used_on(b, 0), 6 * MiB);
+    assert_int_equal(vram_device_vmm_move(a, 0, va, va + 8 * MiB, 4 * MiB), 0);
+    assert_int_equal(used_on(b, 0), 6 * MiB);
+    vram_process_info_t procs[2];
+    size_t n = 0;
+    assert_int_equal(vram_device_processes(b, 0, procs, 2, &n), 0);
+    assert_int_equal(n, 1);
+    assert_int_equal(procs[0].used_bytes, 6 * MiB);
+    /* The old place holds nothing now. */
+    assert_int_equal(vram_device_vmm_unmap(a, 0, va, 4 * MiB), VRAM_EINVAL);
+    assert_int_equal(vram_device_vmm_move(a, 0, va, va + 32 * MiB, 4 * MiB), VRAM_EINVAL);
+    /* Over a mapping, part of a chunk, misaligned, past the reservation,
+     * to another device's reservation: refused, nothing changed. */
+    assert_int_equal(vram_device_vmm_move(a, 0, va + 8 * MiB, va + 14 * MiB, 4 * MiB), VRAM_EINVAL);
+    assert_int_equal(vram_device_vmm_move(a, 0, va + 8 * MiB, va + 32 * MiB, 2 * MiB), VRAM_EINVAL);
+    assert_int_equal(vram_device_vmm_move(a, 0, va + 8 * MiB, va + 33 * MiB, 4 * MiB), VRAM_EINVAL);
+    assert_int_equal(vram_device_vmm_move(a, 0, va + 8 * MiB, va + 62 * MiB, 4 * MiB), VRAM_EINVAL);
+    assert_int_equal(vram_device_vmm_move(a, 0, va + 8 * MiB, other, 4 * MiB), VRAM_EINVAL);
+    assert_int_equal(vram_device_vmm_move(b, 0, va + 8 * MiB, va + 32 * MiB, 4 * MiB),
+                     VRAM_EINVAL); /* another context's reservation */
+    assert_int_equal(used_on(b, 0), 6 * MiB);
+    /* Moved again, then unmapped where it is. */
+    assert_int_equal(vram_device_vmm_move(a, 0, va + 8 * MiB, va + 40 * MiB, 4 * MiB), 0);
+    assert_int_equal(vram_device_vmm_unmap(a, 0, va + 8 * MiB, 4 * MiB), VRAM_EINVAL);
+    assert_int_equal(vram_device_vmm_unmap(a, 0, va + 40 * MiB, 4 * MiB), 0);
+    assert_int_equal(used_on(b, 0), 2 * MiB);
+    /* A moved chunk still mapped goes back with its context. */
+    assert_int_equal(vram_device_vmm_move(a, 0, va + 16 * MiB, va, 2 * MiB), 0);
+    assert_int_equal(vram_device_vmm_unreserve(a, 0, va, 64 * MiB), VRAM_EINVAL); /* mapped */
+    vram_ctx_close(a);
+    assert_int_equal(used_on(b, 0), 0);
+    vram_ctx_close(b);
+}
+
 static void full_device_is_enomem(void **state)
 {
     (void)state;
@@ -615,6 +664,7 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test_setup_teardown(reports_the_model, setup, teardown),
         cmocka_unit_test_setup_teardown(contexts_share_allocations, setup, teardown),
+        cmocka_unit_test_setup_teardown(vmm_move_keeps_the_memory, setup, teardown),
         cmocka_unit_test_setup_teardown(full_device_is_enomem, setup, teardown),
         cmocka_unit_test_setup_teardown(dead_owner_is_reclaimed, setup, teardown),
         cmocka_unit_test_setup_teardown(forked_child_with_inherited_context, setup, teardown),
