@@ -587,8 +587,10 @@ static size_t unmapped_under(const vram_pool_t *pool, const vram_pool_block_t *b
 /* Maps the granules the front `rounded` bytes of free block b overlap, if
  * any is not mapped (expandable segments only; one call per run of
  * unmapped granules: at the end of a segment that grew, the new chunk; in
- * a hole whose chunks trim or the OOM chain unmapped, those). ENOMEM when
- * the limit or the device refuses. */
+ * a hole whose chunks trim or the OOM chain unmapped, those). When the
+ * limit or the device would refuse new memory, chunks lying in free blocks
+ * elsewhere move there first (reclaim.c). ENOMEM when the limit or the
+ * device refuses. */
 static int claim(vram_pool_t *pool, vram_pool_block_t *b, size_t rounded)
 {
     /* Usually every extent is wholly mapped: then no granule (nor the
@@ -600,7 +602,11 @@ static int claim(vram_pool_t *pool, vram_pool_block_t *b, size_t rounded)
     uintptr_t hi = b->addr + (splits(b, rounded) ? rounded : b->size);
     if (pool->limit) more = vram_pool_reclaim_for_limit(pool, r, b->addr, hi, more);
     int rc = more ? limit_refuses(pool, more) : 0;
-    return rc ? rc : vram_granules_map(pool, r, b->addr, hi);
+    if (rc) return rc;
+    rc = vram_granules_map(pool, r, b->addr, hi);
+    /* The device is full: memory the pool holds in free blocks moves. */
+    if (rc == VRAM_ENOMEM && !vram_pool_reclaim_for_device(pool, r, b->addr, hi)) rc = 0;
+    return rc;
 }
 
 /* An expandable segment where the pool has them, else a new segment. */

@@ -278,6 +278,11 @@ int vram_granules_move(vram_pool_t *pool, vram_pool_reservation_t *r, size_t fro
  * unmapped (reclaim.c). */
 size_t vram_pool_reclaim_for_limit(vram_pool_t *pool, vram_pool_reservation_t *r, uintptr_t lo,
                                    uintptr_t hi, size_t more);
+/* After the device refused to map [lo, hi)'s unmapped granules: moves
+ * chunks lying wholly inside free blocks elsewhere into them, the largest
+ * that fits first. Returns the bytes still unmapped (reclaim.c). */
+size_t vram_pool_reclaim_for_device(vram_pool_t *pool, vram_pool_reservation_t *r, uintptr_t lo,
+                                    uintptr_t hi);
 /* The end of the last mapped granule below `end` (the base when none). */
 uintptr_t vram_granules_mapped_end(const vram_pool_t *pool, const vram_pool_reservation_t *r,
                                    uintptr_t end);

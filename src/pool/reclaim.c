@@ -1,14 +1,16 @@
-/* Under the pool limit, a request that needs granules of an expandable
- * segment mapped takes the physical memory of chunks lying wholly inside
- * free blocks elsewhere in the segment: first by moving such chunks into
- * its unmapped granules (the same memory mapped elsewhere: one call, none
- * created or released, so no other process can take it meanwhile), then
- * by unmapping more of them, a free block at a time, until the limit takes
- * the rest. Without this the limit refused the map and the OOM chain
- * unmapped every such chunk and grew at the segment's end instead; the
- * chunks were mapped again when requests came back to them, so a workload
- * held between its floor and its unlimited peak paid calls (and refused
- * requests) in every pass (docs/pool.md, "Expandable segments"). */
+/* When a request needs granules of an expandable segment mapped and no new
+ * physical memory may be had for them — the pool limit would be passed,
+ * or the device refused — the request takes the memory of chunks lying
+ * wholly inside free blocks elsewhere in the segment: first by moving such
+ * chunks into its unmapped granules (the same memory mapped elsewhere: one
+ * call, none created or released, so no other process can take it
+ * meanwhile); under the limit, then by unmapping more of them, a free
+ * block at a time, until the limit takes the rest. Without this the map
+ * was refused and the OOM chain unmapped every such chunk and grew at the
+ * segment's end instead; the chunks were mapped again when requests came
+ * back to them, so a workload held between its floor and its unlimited
+ * peak paid calls (and refused requests) in every pass (docs/pool.md,
+ * "Expandable segments"). */
 #include "pool/pool_internal.h"
 
 static uint64_t reserved_now(const vram_pool_t *pool)
@@ -36,20 +38,32 @@ static size_t largest_free_chunk(const vram_pool_t *pool, const vram_pool_reserv
     return best;
 }
 
-size_t vram_pool_reclaim_for_limit(vram_pool_t *pool, vram_pool_reservation_t *r, uintptr_t lo,
-                                   uintptr_t hi, size_t more)
+/* Moves free chunks into the unmapped granules of [skip, skip_end), the
+ * largest that fits first, while more than `room` bytes of them are left
+ * unmapped. Returns the bytes left unmapped (of `more`). */
+static size_t move_into(vram_pool_t *pool, vram_pool_reservation_t *r, size_t skip, size_t skip_end,
+                        size_t more, size_t room)
 {
-    if (!pool->limit || reserved_now(pool) + more <= pool->limit || !r->segment) return more;
     size_t g = pool->granularity;
-    size_t skip = (lo - r->base) / g, skip_end = (hi - r->base + g - 1) / g;
-    /* Moves, while the limit would refuse what is left to map. */
-    for (size_t j = skip, run, m; pool->src.vmm_move && reserved_now(pool) + more > pool->limit &&
+    for (size_t j = skip, run, m; pool->src.vmm_move && more > room &&
                                   (m = vram_granules_unmapped_run(r, j, skip_end, &run));) {
         size_t from = 0, n = largest_free_chunk(pool, r, skip, skip_end, m, &from);
         if (n && vram_granules_move(pool, r, from, run)) break; /* the map takes it from here */
         more -= n * g;
         j = run + (n ? n : m);
     }
+    return more;
+}
+
+size_t vram_pool_reclaim_for_limit(vram_pool_t *pool, vram_pool_reservation_t *r, uintptr_t lo,
+                                   uintptr_t hi, size_t more)
+{
+    uint64_t reserved = reserved_now(pool);
+    if (!pool->limit || reserved + more <= pool->limit || !r->segment) return more;
+    size_t g = pool->granularity;
+    size_t skip = (lo - r->base) / g, skip_end = (hi - r->base + g - 1) / g;
+    more = move_into(pool, r, skip, skip_end, more,
+                     reserved < pool->limit ? (size_t)(pool->limit - reserved) : 0);
     /* Unmaps, a free block's chunks at a time. */
     uintptr_t glo = r->base + skip * g, ghi = r->base + skip_end * g;
     for (vram_pool_block_t *b = vram_pool_first_block(pool, r->segment);
@@ -60,4 +74,13 @@ size_t vram_pool_reclaim_for_limit(vram_pool_t *pool, vram_pool_reservation_t *r
         if (e > ghi) vram_granules_unmap_inside(pool, r, s > ghi ? s : ghi, e);
     }
     return more;
+}
+
+size_t vram_pool_reclaim_for_device(vram_pool_t *pool, vram_pool_reservation_t *r, uintptr_t lo,
+                                    uintptr_t hi)
+{
+    size_t g = pool->granularity;
+    size_t more = vram_granules_unmapped_bytes(pool, r, lo, hi);
+    if (!r->segment) return more;
+    return move_into(pool, r, (lo - r->base) / g, (hi - r->base + g - 1) / g, more, 0);
 }

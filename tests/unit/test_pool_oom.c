@@ -477,6 +477,51 @@ static void expandable_limit_moves_free_chunks(void **state)
     vram_pool_destroy(pool);
 }
 
+/* With the device full (another process holds the rest), a request that
+ * needs granules mapped takes a chunk of a free block by moving it, before
+ * the OOM chain: no retry, the device's use unchanged. */
+static void expandable_full_device_moves_free_chunks(void **state)
+{
+    (void)state;
+    vram_pool_config_t cfg = {.strategy = VRAM_POOL_BALANCED,
+                              .expandable = VRAM_POOL_EXPANDABLE_ON};
+    vram_pool_t *pool;
+    assert_int_equal(vram_pool_create(sim.ctx, 0, &cfg, &pool), 0);
+    vram_ctx_t *other;
+    assert_int_equal(vram_ctx_open_backend("sim", &other), 0);
+    void *rest, *a, *b, *c, *d;
+    assert_int_equal(vram_device_alloc(other, 0, 1024 * MiB - 16 * MiB, &rest), 0);
+    assert_int_equal(vram_pool_alloc(pool, 4 * MiB, NULL, &a), 0);
+    assert_int_equal(vram_pool_alloc(pool, 8 * MiB, NULL, &b), 0);
+    assert_int_equal(vram_pool_alloc(pool, 3 * MiB, NULL, &c), 0);
+    assert_int_equal(pool_sim_used(other), 1024 * MiB);
+    assert_int_equal(vram_pool_free(pool, b), 0);
+    /* As in expandable_limit_moves_free_chunks: 16..24 needed, the hole's
+     * chunk moves there. */
+    assert_int_equal(vram_pool_alloc(pool, 9 * MiB, NULL, &d), 0);
+    assert_ptr_equal(d, (char *)c + 3 * MiB);
+    vram_pool_stats_t s;
+    assert_int_equal(vram_pool_stats(pool, &s), 0);
+    assert_int_equal(s.num_alloc_retries, 0);
+    assert_int_equal(s.num_device_move, 1);
+    assert_int_equal(s.num_device_unmap, 0);
+    assert_int_equal(reserved_of(pool), 16 * MiB);
+    assert_int_equal(pool_sim_used(other), 1024 * MiB);
+    char err[256];
+    assert_int_equal(vram_pool_check(pool, err, sizeof err), 0);
+    /* Nothing free is mapped now: the device refuses, so does the pool. */
+    assert_int_equal(vram_pool_alloc(pool, 8 * MiB, NULL, &b), VRAM_ENOMEM);
+    assert_int_equal(vram_pool_check(pool, err, sizeof err), 0);
+    assert_int_equal(vram_pool_free(pool, a), 0);
+    assert_int_equal(vram_pool_free(pool, c), 0);
+    assert_int_equal(vram_pool_free(pool, d), 0);
+    assert_int_equal(vram_pool_trim(pool, NULL), 0);
+    assert_int_equal(vram_device_free(other, 0, rest), 0);
+    assert_int_equal(pool_sim_used(other), 0);
+    vram_ctx_close(other);
+    vram_pool_destroy(pool);
+}
+
 /* When no free chunk fits the request's unmapped granules, chunks of free
  * blocks are unmapped instead until the limit takes the new map. */
 static void expandable_limit_unmaps_when_no_chunk_fits(void **state)
@@ -631,6 +676,7 @@ int main(void)
         cmocka_unit_test(expandable_trim_counts_mapped_bytes),
         cmocka_unit_test(expandable_limit_moves_free_chunks),
         cmocka_unit_test(expandable_limit_unmaps_when_no_chunk_fits),
+        cmocka_unit_test(expandable_full_device_moves_free_chunks),
         cmocka_unit_test(expandable_segments),
         cmocka_unit_test(expandable_one_range_and_wilderness),
         cmocka_unit_test(expandable_off_and_unsupported),
