@@ -22,7 +22,7 @@
  * is the policy without them, to show their share.
  *
  * Usage: bench_pool_traces [DIR with *.trace (default ../shared/traces)] [repeat (default 3)]
- *                          [device cost as for vram replay, e.g. map=231,unmap=26] */
+ *                          [device cost as for vram replay, e.g. map=231,unmap=26,move=63] */
 #include "pool/replay.h"
 
 #include <dirent.h>
@@ -153,8 +153,8 @@ int main(int argc, char **argv)
     closedir(d);
     qsort(names, n, sizeof *names, by_name);
     printf("# bench_pool_traces: strategies and baselines on %s (ratio = peak reserved / peak "
-           "requested; device cost alloc %g, free %g, map %g, unmap %g us)\n",
-           dir, cost.alloc_us, cost.free_us, cost.map_us, cost.unmap_us);
+           "requested; device cost alloc %g, free %g, map %g, unmap %g, move %g us)\n",
+           dir, cost.alloc_us, cost.free_us, cost.map_us, cost.unmap_us, cost.move_us);
     int rc = 0;
     for (size_t i = 0; i < n; i++) {
         char path[4096];
