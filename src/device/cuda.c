@@ -587,6 +587,34 @@ static int cuda_vmm_unreserve(void *state, int index, void *va, size_t size)
     return 0;
 }
 
+/* Maps `handle` at [addr, addr + size) and makes it readable and writable
+ * by the device (the contract requires access before any use); nothing
+ * stays mapped on failure, and *call names the call that failed. */
+static CUresult map_with_access(cuda_state_t *st, const cuda_device_t *d, uint64_t addr,
+                                size_t size, CUmemGenericAllocationHandle handle, const char **call)
+{
+    CUmemAccessDesc access = {{CU_MEM_LOCATION_TYPE_DEVICE, d->dev},
+                              CU_MEM_ACCESS_FLAGS_PROT_READWRITE};
+    *call = "cuMemMap";
+    CUresult r = st->fn.mem_map(addr, size, 0, handle, 0);
+    if (r != CUDA_SUCCESS) return r;
+    *call = "cuMemSetAccess";
+    r = st->fn.mem_set_access(addr, size, &access, 1);
+    if (r != CUDA_SUCCESS) st->fn.mem_unmap(addr, size);
+    return r;
+}
+
+/* The error of a VMM call on a chunk of `size` bytes, with the driver's
+ * message and `what_then` after it. */
+static int chunk_fail(const cuda_state_t *st, CUresult r, const char *call, size_t size, int index,
+                      const char *what_then)
+{
+    char msg[160];
+    cuda_message(st, r, msg, sizeof msg);
+    return vram_fail(cuda_code(r), "%s(%zu bytes) on device %d: %s%s", call, size, index, msg,
+                     what_then);
+}
+
 static int cuda_vmm_map(void *state, int index, void *ptr, size_t size)
 {
     cuda_state_t *st = state;
@@ -600,28 +628,15 @@ static int cuda_vmm_map(void *state, int index, void *ptr, size_t size)
     rc = enter_ctx(st, index, &prev);
     if (rc) return rc;
     CUmemAllocationProp prop = device_prop(d);
-    CUmemAccessDesc access = {{CU_MEM_LOCATION_TYPE_DEVICE, d->dev},
-                              CU_MEM_ACCESS_FLAGS_PROT_READWRITE};
     CUmemGenericAllocationHandle handle = 0;
     const char *call = "cuMemCreate";
     CUresult r = st->fn.mem_create(&handle, size, &prop, 0);
     if (r == CUDA_SUCCESS) {
-        call = "cuMemMap";
-        r = st->fn.mem_map(addr, size, 0, handle, 0);
-        if (r == CUDA_SUCCESS) {
-            call = "cuMemSetAccess";
-            r = st->fn.mem_set_access(addr, size, &access, 1);
-            if (r != CUDA_SUCCESS) st->fn.mem_unmap(addr, size);
-        }
+        r = map_with_access(st, d, addr, size, handle, &call);
         if (r != CUDA_SUCCESS) st->fn.mem_release(handle);
     }
     leave_ctx(st, index, prev);
-    if (r != CUDA_SUCCESS) {
-        char what[80], msg[160];
-        snprintf(what, sizeof what, "%s(%zu bytes)", call, size);
-        cuda_message(st, r, msg, sizeof msg);
-        return vram_fail(cuda_code(r), "%s on device %d: %s", what, index, msg);
-    }
+    if (r != CUDA_SUCCESS) return chunk_fail(st, r, call, size, index, "");
     vram_map_put(&d->chunk_handles, addr, handle);
     vram_map_put(&d->chunk_bytes, addr, size);
     d->allocated += size;
@@ -697,25 +712,14 @@ static int cuda_vmm_move(void *state, int index, void *from, void *to, size_t si
     CUcontext prev;
     rc = enter_ctx(st, index, &prev);
     if (rc) return rc;
-    CUmemAccessDesc access = {{CU_MEM_LOCATION_TYPE_DEVICE, d->dev},
-                              CU_MEM_ACCESS_FLAGS_PROT_READWRITE};
-    const char *call = "cuMemUnmap";
+    const char *call = "cuMemUnmap", *again;
     uint64_t at = src; /* where the handle is mapped in the end; 0: nowhere */
     CUresult r = st->fn.mem_unmap(src, size);
     if (r == CUDA_SUCCESS) {
-        call = "cuMemMap";
-        r = st->fn.mem_map(dst, size, 0, handle, 0);
+        r = map_with_access(st, d, dst, size, handle, &call);
         if (r == CUDA_SUCCESS) {
-            call = "cuMemSetAccess";
-            r = st->fn.mem_set_access(dst, size, &access, 1);
-            if (r == CUDA_SUCCESS)
-                at = dst;
-            else
-                st->fn.mem_unmap(dst, size);
-        }
-        if (at != dst && (st->fn.mem_map(src, size, 0, handle, 0) != CUDA_SUCCESS ||
-                          st->fn.mem_set_access(src, size, &access, 1) != CUDA_SUCCESS)) {
-            st->fn.mem_unmap(src, size);
+            at = dst;
+        } else if (map_with_access(st, d, src, size, handle, &again) != CUDA_SUCCESS) {
             st->fn.mem_release(handle);
             at = 0;
         }
@@ -731,11 +735,9 @@ static int cuda_vmm_move(void *state, int index, void *from, void *to, size_t si
         return 0;
     }
     if (!at) d->allocated -= size;
-    char what[80], msg[160];
-    snprintf(what, sizeof what, "%s(%zu bytes)", call, size);
-    cuda_message(st, r, msg, sizeof msg);
-    return vram_fail(cuda_code(r), "%s on device %d while moving a chunk: %s%s", what, index, msg,
-                     at ? "" : " (the chunk could not be mapped back and was released)");
+    return chunk_fail(st, r, call, size, index,
+                      at ? " (moving a chunk; it stays where it was)"
+                         : " (moving a chunk; it could not be mapped back and was released)");
 }
 
 static void unmap_one(uint64_t addr, uint64_t bytes, void *arg)

@@ -92,22 +92,31 @@ int vram_granules_map(vram_pool_t *pool, vram_pool_reservation_t *r, uintptr_t l
     return 0;
 }
 
+/* The granules wholly inside [lo, hi): [*i, *end). */
+static void inside(const vram_pool_t *pool, const vram_pool_reservation_t *r, uintptr_t lo,
+                   uintptr_t hi, size_t *i, size_t *end)
+{
+    size_t g = pool->granularity;
+    *i = (lo - r->base + g - 1) / g;
+    *end = hi > lo ? (hi - r->base) / g : *i;
+}
+
+/* The next chunk lying wholly inside granules [*i, end): *i moves to its
+ * first granule; returns its length, 0 when there is none (a chunk that
+ * starts before the first *i is not inside, nor one that runs past end). */
+static size_t next_chunk_inside(const vram_pool_reservation_t *r, size_t *i, size_t end)
+{
+    while (*i < end && !r->chunk[*i])
+        (*i)++;
+    return *i < end && *i + r->chunk[*i] <= end ? r->chunk[*i] : 0;
+}
+
 size_t vram_granules_unmap_inside(vram_pool_t *pool, vram_pool_reservation_t *r, uintptr_t lo,
                                   uintptr_t hi)
 {
-    size_t g = pool->granularity;
-    if (hi <= lo) return 0;
-    size_t i = (lo - r->base + g - 1) / g, end = (hi - r->base) / g, released = 0;
-    /* A chunk starting before lo is not wholly inside. */
-    while (i < end && is_mapped(r, i) && !r->chunk[i])
-        i++;
-    while (i < end) {
-        size_t n = r->chunk[i];
-        if (!n) { /* unmapped */
-            i++;
-            continue;
-        }
-        if (i + n > end) break; /* runs past hi */
+    size_t g = pool->granularity, i, end, released = 0;
+    inside(pool, r, lo, hi, &i, &end);
+    for (size_t n; (n = next_chunk_inside(r, &i, end));) {
         pool->src.vmm_unmap(pool->src.user, (void *)(r->base + i * g), n * g);
         pool->stats.num_device_unmap++;
         r->chunk[i] = 0;
@@ -137,24 +146,13 @@ size_t vram_granules_chunk_inside(const vram_pool_t *pool, const vram_pool_reser
                                   uintptr_t lo, uintptr_t hi, size_t skip, size_t skip_end,
                                   size_t max, size_t *at)
 {
-    size_t g = pool->granularity, best = 0;
-    if (hi <= lo) return 0;
-    size_t i = (lo - r->base + g - 1) / g, end = (hi - r->base) / g;
-    /* A chunk starting before lo is not wholly inside. */
-    while (i < end && is_mapped(r, i) && !r->chunk[i])
-        i++;
-    while (i < end) {
-        size_t n = r->chunk[i];
-        if (!n) { /* unmapped */
-            i++;
-            continue;
-        }
-        if (i + n > end) break; /* runs past hi */
+    size_t best = 0, i, end;
+    inside(pool, r, lo, hi, &i, &end);
+    for (size_t n; (n = next_chunk_inside(r, &i, end)); i += n) {
         if (n <= max && n > best && (i + n <= skip || i >= skip_end)) {
             best = n;
             *at = i;
         }
-        i += n;
     }
     return best;
 }

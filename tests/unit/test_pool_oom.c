@@ -416,6 +416,39 @@ static void expandable_trim_counts_mapped_bytes(void **state)
     vram_pool_destroy(pool);
 }
 
+/* Offsets in MiB as in expandable_hole_unmapped_by_trim: a (0..4), b
+ * (4..12) and c (12..15) map chunks 0..4, 4..12 and 12..16; then b goes
+ * free, a hole of 8 MiB with its chunk mapped. */
+static void make_hole(vram_pool_t *pool, void **a, void **c)
+{
+    void *b;
+    assert_int_equal(vram_pool_alloc(pool, 4 * MiB, NULL, a), 0);
+    assert_int_equal(vram_pool_alloc(pool, 8 * MiB, NULL, &b), 0);
+    assert_int_equal(vram_pool_alloc(pool, 3 * MiB, NULL, c), 0);
+    assert_int_equal(vram_pool_free(pool, b), 0);
+}
+
+/* After make_hole, when no new memory may be had: 9 MiB fit neither the
+ * hole nor the wilderness (15..16), so the range grows to 24 and needs
+ * 16..24 mapped; the hole's chunk moves there, without the OOM chain. */
+static void hole_moves_to_the_end(vram_pool_t *pool, vram_ctx_t *other, void *c, void **d)
+{
+    uint64_t used = pool_sim_used(other);
+    assert_int_equal(vram_pool_alloc(pool, 9 * MiB, NULL, d), 0);
+    assert_ptr_equal(*d, (char *)c + 3 * MiB);
+    vram_pool_stats_t s;
+    assert_int_equal(vram_pool_stats(pool, &s), 0);
+    assert_int_equal(s.num_alloc_retries, 0);
+    assert_int_equal(s.num_ooms, 0);
+    assert_int_equal(s.num_device_move, 1);
+    assert_int_equal(s.num_device_unmap, 0);
+    assert_int_equal(s.num_device_map, 3);
+    assert_int_equal(reserved_of(pool), 16 * MiB);
+    assert_int_equal(pool_sim_used(other), used);
+    char err[256];
+    assert_int_equal(vram_pool_check(pool, err, sizeof err), 0);
+}
+
 /* Under the limit, a request that needs granules mapped takes the physical
  * memory of a chunk lying wholly inside a free block elsewhere: the chunk
  * is moved (one call, no memory created or released, the device's use
@@ -431,28 +464,10 @@ static void expandable_limit_moves_free_chunks(void **state)
     vram_ctx_t *other;
     assert_int_equal(vram_ctx_open_backend("sim", &other), 0);
     void *a, *b, *c, *d;
-    /* Offsets in MiB as in expandable_hole_unmapped_by_trim: chunks 0..4,
-     * 4..12 and 12..16; then b's goes free (a hole of 8 MiB). */
-    assert_int_equal(vram_pool_alloc(pool, 4 * MiB, NULL, &a), 0);
-    assert_int_equal(vram_pool_alloc(pool, 8 * MiB, NULL, &b), 0);
-    assert_int_equal(vram_pool_alloc(pool, 3 * MiB, NULL, &c), 0);
-    assert_int_equal(vram_pool_free(pool, b), 0);
-    /* 9 MiB fit neither the hole nor the wilderness (15..16): the range
-     * grows to 24 and needs 16..24 mapped, 24 MiB in all against a limit
-     * of 20, so the hole's chunk moves there. */
-    assert_int_equal(vram_pool_alloc(pool, 9 * MiB, NULL, &d), 0);
-    assert_ptr_equal(d, (char *)c + 3 * MiB);
+    make_hole(pool, &a, &c);
+    hole_moves_to_the_end(pool, other, c, &d); /* 24 MiB mapped would pass the limit */
     vram_pool_stats_t s;
-    assert_int_equal(vram_pool_stats(pool, &s), 0);
-    assert_int_equal(s.num_alloc_retries, 0);
-    assert_int_equal(s.num_ooms, 0);
-    assert_int_equal(s.num_device_move, 1);
-    assert_int_equal(s.num_device_unmap, 0);
-    assert_int_equal(s.num_device_map, 3);
-    assert_int_equal(reserved_of(pool), 16 * MiB);
-    assert_int_equal(pool_sim_used(other), 16 * MiB);
     char err[256];
-    assert_int_equal(vram_pool_check(pool, err, sizeof err), 0);
     /* d goes free; 8 MiB best fit the hole, and the chunk moves back. */
     assert_int_equal(vram_pool_free(pool, d), 0);
     assert_int_equal(vram_pool_alloc(pool, 8 * MiB, NULL, &b), 0);
@@ -490,25 +505,11 @@ static void expandable_full_device_moves_free_chunks(void **state)
     vram_ctx_t *other;
     assert_int_equal(vram_ctx_open_backend("sim", &other), 0);
     void *rest, *a, *b, *c, *d;
+    make_hole(pool, &a, &c);
     assert_int_equal(vram_device_alloc(other, 0, 1024 * MiB - 16 * MiB, &rest), 0);
-    assert_int_equal(vram_pool_alloc(pool, 4 * MiB, NULL, &a), 0);
-    assert_int_equal(vram_pool_alloc(pool, 8 * MiB, NULL, &b), 0);
-    assert_int_equal(vram_pool_alloc(pool, 3 * MiB, NULL, &c), 0);
     assert_int_equal(pool_sim_used(other), 1024 * MiB);
-    assert_int_equal(vram_pool_free(pool, b), 0);
-    /* As in expandable_limit_moves_free_chunks: 16..24 needed, the hole's
-     * chunk moves there. */
-    assert_int_equal(vram_pool_alloc(pool, 9 * MiB, NULL, &d), 0);
-    assert_ptr_equal(d, (char *)c + 3 * MiB);
-    vram_pool_stats_t s;
-    assert_int_equal(vram_pool_stats(pool, &s), 0);
-    assert_int_equal(s.num_alloc_retries, 0);
-    assert_int_equal(s.num_device_move, 1);
-    assert_int_equal(s.num_device_unmap, 0);
-    assert_int_equal(reserved_of(pool), 16 * MiB);
-    assert_int_equal(pool_sim_used(other), 1024 * MiB);
+    hole_moves_to_the_end(pool, other, c, &d); /* the device has nothing left */
     char err[256];
-    assert_int_equal(vram_pool_check(pool, err, sizeof err), 0);
     /* Nothing free is mapped now: the device refuses, so does the pool. */
     assert_int_equal(vram_pool_alloc(pool, 8 * MiB, NULL, &b), VRAM_ENOMEM);
     assert_int_equal(vram_pool_check(pool, err, sizeof err), 0);
