@@ -17,10 +17,12 @@ static void close_replay_device(void)
 
 /* A parsed trace also replays through the pool (as `vram replay` does),
  * turn by turn with every strategy, with segments and with expandable
- * segments, in one or two passes, and through the torch baselines:
- * refused requests are OOMs, not errors, and every byte taken from the
- * device (segments or mapped chunks) is back when the replay ends. */
-static void check_replay(const vram_trace_t *t)
+ * segments, in one or two passes, and through the torch baselines; then
+ * (`limited`) with expandable segments under a limit just above the
+ * trace's peak, where chunks of free blocks move or are unmapped. Refused
+ * requests are OOMs, not errors, and every byte taken from the device
+ * (segments or mapped chunks) is back when the replay ends. */
+static void check_replay(const vram_trace_t *t, bool limited)
 {
     static unsigned turn;
     if (!replay_device.ctx) {
@@ -39,6 +41,11 @@ static void check_replay(const vram_trace_t *t)
         .device = 0,
         .cost = VRAM_DEVICE_COST_DEFAULT,
     };
+    if (limited) {
+        cfg.mode = VRAM_REPLAY_POOL;
+        cfg.expandable = VRAM_POOL_EXPANDABLE_ON;
+        cfg.limit_bytes = t->peak_live_bytes + t->peak_live_bytes / 32 + 1;
+    }
     vram_replay_result_t res;
     int rc = vram_replay_run(t, &cfg, &res);
     FUZZ_CHECK(rc == 0, "replay of a valid trace failed with %d", rc);
@@ -124,7 +131,10 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
                    (unsigned long long)peak, (unsigned long long)t.peak_live_bytes);
     free(live);
     free(live_size);
-    if (t.count <= 2000) check_replay(&t);
+    if (t.count <= 2000) {
+        check_replay(&t, false);
+        check_replay(&t, true);
+    }
     vram_trace_release(&t);
     return 0;
 }
