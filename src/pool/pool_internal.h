@@ -12,6 +12,7 @@
 #define VRAM_POOL_INTERNAL_H
 
 #include "core/map.h"
+#include "pool/pool_lock.h"
 #include "vram.h"
 
 #include <pthread.h>
@@ -416,7 +417,7 @@ typedef struct {
 } vram_pool_handler_t;
 
 struct vram_pool {
-    pthread_mutex_t lock;
+    vram_pool_lock_t lock; /* pool_lock.h; zero (calloc) is unlocked */
     vram_pool_source_t src;
     bool owns_source_user; /* src.user is ours to free (vram_pool_create) */
     bool refused_by_limit; /* why the last grow failed, for the OOM message */

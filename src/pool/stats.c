@@ -59,9 +59,9 @@ void vram_pool_stats_derive_locked(const vram_pool_t *pool, vram_pool_stats_t *o
 int vram_pool_stats(vram_pool_t *pool, vram_pool_stats_t *out)
 {
     if (!pool || !out) return vram_fail(VRAM_EINVAL, "vram_pool_stats: pool and out required");
-    pthread_mutex_lock(&pool->lock);
+    vram_pool_lock(&pool->lock);
     vram_pool_stats_derive_locked(pool, out);
-    pthread_mutex_unlock(&pool->lock);
+    vram_pool_unlock(&pool->lock);
     return 0;
 }
 
@@ -74,7 +74,7 @@ static void reset_array(vram_pool_stat_t *stat)
 void vram_pool_reset_peaks(vram_pool_t *pool)
 {
     if (!pool) return;
-    pthread_mutex_lock(&pool->lock);
+    vram_pool_lock(&pool->lock);
     vram_pool_stats_t *s = &pool->stats;
     reset_array(s->allocation);
     reset_array(s->segment);
@@ -85,17 +85,17 @@ void vram_pool_reset_peaks(vram_pool_t *pool)
     reset_array(s->active_bytes);
     reset_array(s->inactive_split_bytes);
     reset_array(s->requested_bytes);
-    pthread_mutex_unlock(&pool->lock);
+    vram_pool_unlock(&pool->lock);
 }
 
 void vram_pool_walk(vram_pool_t *pool, vram_pool_walk_fn fn, void *user)
 {
-    pthread_mutex_lock(&pool->lock);
+    vram_pool_lock(&pool->lock);
     for (vram_pool_segment_t *seg = pool->segments; seg; seg = seg->next)
         for (vram_pool_block_t *b = vram_pool_first_block(pool, seg); b;
              b = vram_pool_next_block(pool, b))
             fn(seg, b, user);
-    pthread_mutex_unlock(&pool->lock);
+    vram_pool_unlock(&pool->lock);
 }
 
 /* ---- consistency check ----------------------------------------------- */
@@ -217,7 +217,7 @@ static int check_stat(const char *name, const vram_pool_stat_t *stat, int64_t wa
 int vram_pool_check(vram_pool_t *pool, char *err, size_t len)
 {
     int rc = -1;
-    pthread_mutex_lock(&pool->lock);
+    vram_pool_lock(&pool->lock);
     kind_totals_t t[2] = {{0}, {0}};
     size_t free_count[2] = {0, 0};
     uint64_t idle = 0, unmapped = 0;
@@ -307,6 +307,6 @@ int vram_pool_check(vram_pool_t *pool, char *err, size_t len)
     }
     rc = 0;
 out:
-    pthread_mutex_unlock(&pool->lock);
+    vram_pool_unlock(&pool->lock);
     return rc;
 }
