@@ -25,8 +25,8 @@ static void tree_put(vram_pool_t *pool, vram_pool_block_t *b)
     if (!vram_pool_block_is_wilderness(b))
         vram_free_index_insert(&pool->free_blocks[b->kind], b, bin_of(pool, b));
     if (!vram_pool_block_spans_segment(b)) {
-        vram_pool_stat_update(pool->stats.inactive_split, b->kind, 1);
-        vram_pool_stat_update(pool->stats.inactive_split_bytes, b->kind, (int64_t)b->size);
+        vram_pool_counter_add(&pool->counters.inactive_split, b->kind, 1);
+        vram_pool_counter_add(&pool->counters.inactive_split_bytes, b->kind, (int64_t)b->size);
     }
 }
 
@@ -35,8 +35,8 @@ static void tree_take(vram_pool_t *pool, vram_pool_block_t *b)
     if (!vram_pool_block_is_wilderness(b))
         vram_free_index_remove(&pool->free_blocks[b->kind], b, bin_of(pool, b));
     if (!vram_pool_block_spans_segment(b)) {
-        vram_pool_stat_update(pool->stats.inactive_split, b->kind, -1);
-        vram_pool_stat_update(pool->stats.inactive_split_bytes, b->kind, -(int64_t)b->size);
+        vram_pool_counter_sub(&pool->counters.inactive_split, b->kind, 1);
+        vram_pool_counter_sub(&pool->counters.inactive_split_bytes, b->kind, (int64_t)b->size);
     }
 }
 
@@ -443,9 +443,9 @@ static int take_block(vram_pool_t *pool, vram_pool_block_t *b, size_t rounded, s
     b->u.live.requested = requested;
     b->u.live.trace_id = 0;
     if (!home) vram_map_put(&pool->overflow, b->addr, vram_block_id(t, b)); /* room reserved */
-    vram_pool_stat_update(pool->stats.allocation, kind, 1);
-    vram_pool_stat_update(pool->stats.allocated_bytes, kind, (int64_t)b->size);
-    vram_pool_stat_update(pool->stats.requested_bytes, kind, (int64_t)requested);
+    vram_pool_counter_add(&pool->counters.allocation, kind, 1);
+    vram_pool_counter_add(&pool->counters.allocated_bytes, kind, (int64_t)b->size);
+    vram_pool_counter_add(&pool->counters.requested_bytes, kind, (int64_t)requested);
     *out = b;
     return 0;
 }
@@ -633,7 +633,7 @@ static int oom_error(vram_pool_t *pool, size_t size, size_t rounded, uintptr_t s
     uint64_t total = VRAM_UNKNOWN_U64, free_bytes = VRAM_UNKNOWN_U64;
     if (pool->src.memory) pool->src.memory(pool->src.user, &total, &free_bytes);
     uint64_t reserved = (uint64_t)pool->stats.reserved_bytes[VRAM_POOL_STAT_ALL].current;
-    uint64_t allocated = (uint64_t)pool->stats.allocated_bytes[VRAM_POOL_STAT_ALL].current;
+    uint64_t allocated = (uint64_t)vram_pool_counter_total(&pool->counters.allocated_bytes);
     char req[32], res[32], unal[32], big[32], dfree[32], dtotal[32], lim[32];
     vram_format_size(size, req, sizeof req);
     vram_format_size(reserved, res, sizeof res);
@@ -775,9 +775,9 @@ int vram_pool_free(vram_pool_t *pool, void *ptr)
     }
     if (pool->trace) vram_pool_trace_free(pool, b);
     int kind = vram_pool_size_kind(b->u.live.requested);
-    vram_pool_stat_update(pool->stats.allocation, kind, -1);
-    vram_pool_stat_update(pool->stats.allocated_bytes, kind, -(int64_t)b->size);
-    vram_pool_stat_update(pool->stats.requested_bytes, kind, -(int64_t)b->u.live.requested);
+    vram_pool_counter_sub(&pool->counters.allocation, kind, 1);
+    vram_pool_counter_sub(&pool->counters.allocated_bytes, kind, (int64_t)b->size);
+    vram_pool_counter_sub(&pool->counters.requested_bytes, kind, (int64_t)b->u.live.requested);
     vram_block_table_t *t = &pool->blocks;
     vram_block_set_allocated(t, b, false);
     /* The free map answers without reading the neighbours: they are read
