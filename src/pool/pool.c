@@ -25,8 +25,8 @@ static void tree_put(vram_pool_t *pool, vram_pool_block_t *b)
     if (!vram_pool_block_is_wilderness(b))
         vram_free_index_insert(&pool->free_blocks[b->kind], b, bin_of(pool, b));
     if (!vram_pool_block_spans_segment(b)) {
-        vram_pool_stat_update(pool->stats.inactive_split, b->kind, 1);
-        vram_pool_stat_update(pool->stats.inactive_split_bytes, b->kind, (int64_t)b->size);
+        vram_pool_counter_add(&pool->counters.inactive_split, b->kind, 1);
+        vram_pool_counter_add(&pool->counters.inactive_split_bytes, b->kind, (int64_t)b->size);
     }
 }
 
@@ -35,8 +35,8 @@ static void tree_take(vram_pool_t *pool, vram_pool_block_t *b)
     if (!vram_pool_block_is_wilderness(b))
         vram_free_index_remove(&pool->free_blocks[b->kind], b, bin_of(pool, b));
     if (!vram_pool_block_spans_segment(b)) {
-        vram_pool_stat_update(pool->stats.inactive_split, b->kind, -1);
-        vram_pool_stat_update(pool->stats.inactive_split_bytes, b->kind, -(int64_t)b->size);
+        vram_pool_counter_sub(&pool->counters.inactive_split, b->kind, 1);
+        vram_pool_counter_sub(&pool->counters.inactive_split_bytes, b->kind, (int64_t)b->size);
     }
 }
 
@@ -443,9 +443,9 @@ static int take_block(vram_pool_t *pool, vram_pool_block_t *b, size_t rounded, s
     b->u.live.requested = requested;
     b->u.live.trace_id = 0;
     if (!home) vram_map_put(&pool->overflow, b->addr, vram_block_id(t, b)); /* room reserved */
-    vram_pool_stat_update(pool->stats.allocation, kind, 1);
-    vram_pool_stat_update(pool->stats.allocated_bytes, kind, (int64_t)b->size);
-    vram_pool_stat_update(pool->stats.requested_bytes, kind, (int64_t)requested);
+    vram_pool_counter_add(&pool->counters.allocation, kind, 1);
+    vram_pool_counter_add(&pool->counters.allocated_bytes, kind, (int64_t)b->size);
+    vram_pool_counter_add(&pool->counters.requested_bytes, kind, (int64_t)requested);
     *out = b;
     return 0;
 }
@@ -640,7 +640,7 @@ static int oom_error(vram_pool_t *pool, size_t size, size_t rounded, uintptr_t s
     uint64_t total = VRAM_UNKNOWN_U64, free_bytes = VRAM_UNKNOWN_U64;
     if (pool->src.memory) pool->src.memory(pool->src.user, &total, &free_bytes);
     uint64_t reserved = (uint64_t)pool->stats.reserved_bytes[VRAM_POOL_STAT_ALL].current;
-    uint64_t allocated = (uint64_t)pool->stats.allocated_bytes[VRAM_POOL_STAT_ALL].current;
+    uint64_t allocated = (uint64_t)vram_pool_counter_total(&pool->counters.allocated_bytes);
     char req[32], res[32], unal[32], big[32], dfree[32], dtotal[32], lim[32];
     vram_format_size(size, req, sizeof req);
     vram_format_size(reserved, res, sizeof res);
@@ -695,11 +695,11 @@ static int alloc_slow(vram_pool_t *pool, int kind, uintptr_t stream, size_t size
         vram_pool_handler_t handlers[VRAM_POOL_MAX_OOM_HANDLERS];
         memcpy(handlers, pool->handlers, sizeof handlers[0] * (size_t)count);
         for (int i = 0; i < count; i++) {
-            pthread_mutex_unlock(&pool->lock);
+            vram_pool_unlock(&pool->lock);
             in_oom_handler = 1;
             int freed = handlers[i].fn(pool, size, handlers[i].user);
             in_oom_handler = 0;
-            pthread_mutex_lock(&pool->lock);
+            vram_pool_lock(&pool->lock);
             if (!freed) continue;
             pool->stats.num_alloc_retries++;
             *out = find_claimed(pool, kind, stream, rounded);
@@ -722,13 +722,13 @@ int vram_pool_alloc(vram_pool_t *pool, size_t size, void *stream_handle, void **
     if (size == 0) return 0;
     uintptr_t stream = (uintptr_t)stream_handle;
     size_t rounded = vram_pool_round(pool->strategy, size);
-    pthread_mutex_lock(&pool->lock);
+    vram_pool_lock(&pool->lock);
     if (!rounded || rounded > pool->device_total || (pool->limit && rounded > pool->limit)) {
         const char *why = pool->limit && rounded <= pool->device_total && rounded
                               ? "the request exceeds the pool limit"
                               : "the request exceeds the device's total memory";
         int rc = oom_error(pool, size, rounded, stream, why);
-        pthread_mutex_unlock(&pool->lock);
+        vram_pool_unlock(&pool->lock);
         return rc;
     }
     int kind = vram_pool_size_kind(rounded);
@@ -744,7 +744,7 @@ int vram_pool_alloc(vram_pool_t *pool, size_t size, void *stream_handle, void **
         if (pool->trace) vram_pool_trace_alloc(pool, b, size);
         *ptr = (void *)b->addr;
     }
-    pthread_mutex_unlock(&pool->lock);
+    vram_pool_unlock(&pool->lock);
     return rc;
 }
 
@@ -767,14 +767,14 @@ int vram_pool_free(vram_pool_t *pool, void *ptr)
 {
     if (!pool) return vram_fail(VRAM_EINVAL, "vram_pool_free: pool must not be NULL");
     if (!ptr) return 0;
-    pthread_mutex_lock(&pool->lock);
+    vram_pool_lock(&pool->lock);
     vram_pool_block_t *b = vram_blocks_find_homed(&pool->blocks, (uintptr_t)ptr);
     uint64_t id;
     if (!b && pool->overflow.count && vram_map_take(&pool->overflow, (uintptr_t)ptr, &id))
         b = pool->blocks.base + id;
     if (!b) {
         pool->stats.num_invalid_frees++;
-        pthread_mutex_unlock(&pool->lock);
+        vram_pool_unlock(&pool->lock);
         return vram_fail(VRAM_EINVAL,
                          "vram_pool_free: pointer %p was not allocated by this pool or was "
                          "already freed",
@@ -782,9 +782,9 @@ int vram_pool_free(vram_pool_t *pool, void *ptr)
     }
     if (pool->trace) vram_pool_trace_free(pool, b);
     int kind = vram_pool_size_kind(b->u.live.requested);
-    vram_pool_stat_update(pool->stats.allocation, kind, -1);
-    vram_pool_stat_update(pool->stats.allocated_bytes, kind, -(int64_t)b->size);
-    vram_pool_stat_update(pool->stats.requested_bytes, kind, -(int64_t)b->u.live.requested);
+    vram_pool_counter_sub(&pool->counters.allocation, kind, 1);
+    vram_pool_counter_sub(&pool->counters.allocated_bytes, kind, (int64_t)b->size);
+    vram_pool_counter_sub(&pool->counters.requested_bytes, kind, (int64_t)b->u.live.requested);
     vram_block_table_t *t = &pool->blocks;
     vram_block_set_allocated(t, b, false);
     /* The free map answers without reading the neighbours: they are read
@@ -808,7 +808,7 @@ int vram_pool_free(vram_pool_t *pool, void *ptr)
         tree_put(pool, b);
     }
     if (pool->strategy == VRAM_POOL_FRAGMENTATION_AWARE) fragmentation_check(pool);
-    pthread_mutex_unlock(&pool->lock);
+    vram_pool_unlock(&pool->lock);
     return 0;
 }
 
@@ -817,9 +817,9 @@ int vram_pool_free(vram_pool_t *pool, void *ptr)
 int vram_pool_trim(vram_pool_t *pool, uint64_t *released)
 {
     if (!pool) return vram_fail(VRAM_EINVAL, "vram_pool_trim: pool must not be NULL");
-    pthread_mutex_lock(&pool->lock);
+    vram_pool_lock(&pool->lock);
     uint64_t n = release_cache(pool, UINT64_MAX);
-    pthread_mutex_unlock(&pool->lock);
+    vram_pool_unlock(&pool->lock);
     if (released) *released = n;
     return 0;
 }
@@ -827,14 +827,14 @@ int vram_pool_trim(vram_pool_t *pool, uint64_t *released)
 int vram_pool_set_limit(vram_pool_t *pool, uint64_t limit_bytes)
 {
     if (!pool) return vram_fail(VRAM_EINVAL, "vram_pool_set_limit: pool must not be NULL");
-    pthread_mutex_lock(&pool->lock);
+    vram_pool_lock(&pool->lock);
     pool->limit = limit_bytes;
     pool->stats.limit_bytes = limit_bytes;
     if (limit_bytes) {
         uint64_t reserved = (uint64_t)pool->stats.reserved_bytes[VRAM_POOL_STAT_ALL].current;
         if (reserved > limit_bytes) release_cache(pool, reserved - limit_bytes);
     }
-    pthread_mutex_unlock(&pool->lock);
+    vram_pool_unlock(&pool->lock);
     return 0;
 }
 
@@ -842,7 +842,7 @@ int vram_pool_add_oom_handler(vram_pool_t *pool, vram_pool_oom_fn fn, void *user
 {
     if (!pool || !fn)
         return vram_fail(VRAM_EINVAL, "vram_pool_add_oom_handler: pool and fn must not be NULL");
-    pthread_mutex_lock(&pool->lock);
+    vram_pool_lock(&pool->lock);
     int rc = 0;
     if (pool->handler_count == VRAM_POOL_MAX_OOM_HANDLERS) {
         rc = vram_fail(VRAM_ENOMEM, "vram_pool_add_oom_handler: at most %d handlers per pool",
@@ -852,7 +852,7 @@ int vram_pool_add_oom_handler(vram_pool_t *pool, vram_pool_oom_fn fn, void *user
         pool->handlers[pool->handler_count].user = user;
         pool->handler_count++;
     }
-    pthread_mutex_unlock(&pool->lock);
+    vram_pool_unlock(&pool->lock);
     return rc;
 }
 
@@ -909,7 +909,6 @@ int vram_pool_create_on(const vram_pool_source_t *src, const vram_pool_config_t 
         free(pool);
         return VRAM_ENOMEM;
     }
-    pthread_mutex_init(&pool->lock, NULL);
     pool->src = *src;
     pool->strategy = c.strategy;
     for (int k = 0; k < 2; k++) {
@@ -976,7 +975,6 @@ void vram_pool_destroy(vram_pool_t *pool)
     vram_free_index_release(&pool->free_blocks[1]);
     if (pool->trace) fclose(pool->trace);
     if (pool->owns_source_user) free(pool->src.user);
-    pthread_mutex_destroy(&pool->lock);
     free(pool);
 }
 

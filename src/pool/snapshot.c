@@ -90,7 +90,7 @@ char *vram_pool_snapshot_json(vram_pool_t *pool)
 {
     if (!pool) return NULL;
     json_t *root = json_object();
-    pthread_mutex_lock(&pool->lock);
+    vram_pool_lock(&pool->lock);
     vram_pool_stats_t s;
     vram_pool_stats_derive_locked(pool, &s);
     json_object_set_new(root, "device", json_integer(pool->src.device));
@@ -104,7 +104,7 @@ char *vram_pool_snapshot_json(vram_pool_t *pool)
         last = last->next;
     for (vram_pool_segment_t *seg = last; seg; seg = seg->prev)
         json_array_append_new(segments, segment_json(pool, seg));
-    pthread_mutex_unlock(&pool->lock);
+    vram_pool_unlock(&pool->lock);
     json_object_set_new(root, "segments", segments);
     char *text = json_dumps(root, JSON_COMPACT | JSON_PRESERVE_ORDER);
     json_decref(root);

@@ -35,9 +35,40 @@ uint64_t vram_pool_largest_free_locked(const vram_pool_t *pool)
     return a;
 }
 
+/* The public entries of a counter: all, small, large. */
+static void counter_read(const vram_pool_counter_t *c, vram_pool_stat_t out[VRAM_POOL_STAT_KINDS_])
+{
+    static const int entry[2] = {VRAM_POOL_STAT_SMALL, VRAM_POOL_STAT_LARGE};
+    vram_pool_stat_t all = {.peak = c->peak_all};
+    for (int k = 0; k < 2; k++) {
+        vram_pool_stat_t *e = &out[entry[k]];
+        e->current = c->current[k];
+        e->peak = c->peak[k];
+        e->allocated = c->added[k];
+        e->freed = c->added[k] - c->current[k];
+        all.current += e->current;
+        all.allocated += e->allocated;
+        all.freed += e->freed;
+    }
+    out[VRAM_POOL_STAT_ALL] = all;
+}
+
+static void counter_reset_peaks(vram_pool_counter_t *c)
+{
+    c->peak[0] = c->current[0];
+    c->peak[1] = c->current[1];
+    c->peak_all = c->current[0] + c->current[1];
+}
+
 void vram_pool_stats_derive_locked(const vram_pool_t *pool, vram_pool_stats_t *out)
 {
     *out = pool->stats;
+    const vram_pool_counters_t *c = &pool->counters;
+    counter_read(&c->allocation, out->allocation);
+    counter_read(&c->allocated_bytes, out->allocated_bytes);
+    counter_read(&c->requested_bytes, out->requested_bytes);
+    counter_read(&c->inactive_split, out->inactive_split);
+    counter_read(&c->inactive_split_bytes, out->inactive_split_bytes);
     /* Without cross-stream frees no block is freed-but-in-use, so "active"
      * is "allocation", update for update (peaks included): copied here
      * rather than kept twice on every allocation and free. */
@@ -59,9 +90,9 @@ void vram_pool_stats_derive_locked(const vram_pool_t *pool, vram_pool_stats_t *o
 int vram_pool_stats(vram_pool_t *pool, vram_pool_stats_t *out)
 {
     if (!pool || !out) return vram_fail(VRAM_EINVAL, "vram_pool_stats: pool and out required");
-    pthread_mutex_lock(&pool->lock);
+    vram_pool_lock(&pool->lock);
     vram_pool_stats_derive_locked(pool, out);
-    pthread_mutex_unlock(&pool->lock);
+    vram_pool_unlock(&pool->lock);
     return 0;
 }
 
@@ -74,28 +105,27 @@ static void reset_array(vram_pool_stat_t *stat)
 void vram_pool_reset_peaks(vram_pool_t *pool)
 {
     if (!pool) return;
-    pthread_mutex_lock(&pool->lock);
+    vram_pool_lock(&pool->lock);
     vram_pool_stats_t *s = &pool->stats;
-    reset_array(s->allocation);
     reset_array(s->segment);
-    reset_array(s->active);
-    reset_array(s->inactive_split);
-    reset_array(s->allocated_bytes);
     reset_array(s->reserved_bytes);
-    reset_array(s->active_bytes);
-    reset_array(s->inactive_split_bytes);
-    reset_array(s->requested_bytes);
-    pthread_mutex_unlock(&pool->lock);
+    vram_pool_counters_t *c = &pool->counters;
+    counter_reset_peaks(&c->allocation);
+    counter_reset_peaks(&c->allocated_bytes);
+    counter_reset_peaks(&c->requested_bytes);
+    counter_reset_peaks(&c->inactive_split);
+    counter_reset_peaks(&c->inactive_split_bytes);
+    vram_pool_unlock(&pool->lock);
 }
 
 void vram_pool_walk(vram_pool_t *pool, vram_pool_walk_fn fn, void *user)
 {
-    pthread_mutex_lock(&pool->lock);
+    vram_pool_lock(&pool->lock);
     for (vram_pool_segment_t *seg = pool->segments; seg; seg = seg->next)
         for (vram_pool_block_t *b = vram_pool_first_block(pool, seg); b;
              b = vram_pool_next_block(pool, b))
             fn(seg, b, user);
-    pthread_mutex_unlock(&pool->lock);
+    vram_pool_unlock(&pool->lock);
 }
 
 /* ---- consistency check ----------------------------------------------- */
@@ -217,7 +247,7 @@ static int check_stat(const char *name, const vram_pool_stat_t *stat, int64_t wa
 int vram_pool_check(vram_pool_t *pool, char *err, size_t len)
 {
     int rc = -1;
-    pthread_mutex_lock(&pool->lock);
+    vram_pool_lock(&pool->lock);
     kind_totals_t t[2] = {{0}, {0}};
     size_t free_count[2] = {0, 0};
     uint64_t idle = 0, unmapped = 0;
@@ -307,6 +337,6 @@ int vram_pool_check(vram_pool_t *pool, char *err, size_t len)
     }
     rc = 0;
 out:
-    pthread_mutex_unlock(&pool->lock);
+    vram_pool_unlock(&pool->lock);
     return rc;
 }
