@@ -142,12 +142,16 @@ void vram_blocks_delete(vram_block_table_t *t, vram_pool_block_t *b)
     t->spare = vram_block_id(t, b);
 }
 
+/* Which slot of a bucket a block takes or is found in follows no pattern
+ * (callgrind's branch simulation put ~0.4 mispredictions per call on it
+ * on kv_cache_server): the slot is picked with arithmetic, so
+ * only the rare answer "none" is a branch (a mispredicted branch costs
+ * more than reading the other slot, which shares the cache line pair). */
 vram_pool_block_t *vram_blocks_home(const vram_block_table_t *t, uintptr_t addr)
 {
     vram_pool_block_t *slots = vram_blocks_bucket(t, addr);
-    if (!slots[0].addr) return &slots[0];
-    if (!slots[1].addr) return &slots[1];
-    return NULL;
+    vram_pool_block_t *slot = slots + (slots[0].addr != 0); /* slot 0 when empty */
+    return slot->addr ? NULL : slot;
 }
 
 vram_pool_block_t *vram_blocks_find_homed(const vram_block_table_t *t, uintptr_t addr)
@@ -155,9 +159,8 @@ vram_pool_block_t *vram_blocks_find_homed(const vram_block_table_t *t, uintptr_t
     /* Free blocks may sit in buckets too (they stay where they were
      * allocated): only an allocated one answers. */
     vram_pool_block_t *slots = vram_blocks_bucket(t, addr);
-    if (slots[0].addr == addr && slots[0].allocated) return &slots[0];
-    if (slots[1].addr == addr && slots[1].allocated) return &slots[1];
-    return NULL;
+    vram_pool_block_t *slot = slots + !((slots[0].addr == addr) & slots[0].allocated);
+    return (slot->addr == addr) & slot->allocated ? slot : NULL;
 }
 
 vram_pool_block_t *vram_blocks_move(vram_block_table_t *t, vram_pool_block_t *b,
