@@ -153,10 +153,8 @@ static inline uint64_t vram_blocks_hash(uintptr_t addr)
 }
 static inline uint64_t vram_blocks_bucket_index(const vram_block_table_t *t, uintptr_t addr)
 {
-    /* Below `split` one more bit: added without a branch, which a
-     * half-split level would mispredict half the time. */
     uint64_t h = vram_blocks_hash(addr), i = h & (((uint64_t)1 << t->level) - 1);
-    return i | (h & ((uint64_t)(i < t->split) << t->level));
+    return i < t->split ? h & (((uint64_t)2 << t->level) - 1) : i;
 }
 /* The two slots of the bucket `addr` hashes to. */
 static inline vram_pool_block_t *vram_blocks_bucket(const vram_block_table_t *t, uintptr_t addr)
