@@ -71,14 +71,7 @@ int vram_granules_map(vram_pool_t *pool, vram_pool_reservation_t *r, uintptr_t l
 {
     size_t i, end, g = pool->granularity;
     span(pool, r, lo, hi, &i, &end);
-    while (i < end) {
-        if (is_mapped(r, i)) {
-            i++;
-            continue;
-        }
-        size_t n = 1;
-        while (i + n < end && !is_mapped(r, i + n))
-            n++;
+    for (size_t n; (n = vram_granules_unmapped_run(r, i, end, &i));) {
         int rc = pool->src.vmm_map(pool->src.user, (void *)(r->base + i * g), n * g);
         if (rc) return rc;
         r->chunk[i] = (uint32_t)n;

@@ -576,14 +576,6 @@ static int expand(vram_pool_t *pool, int kind, uintptr_t stream, size_t rounded,
 
 /* ---- expandable segments: mapping what requests use ------------------- */
 
-/* Bytes of unmapped granules under the part of free block b that serving
- * `rounded` bytes would use. */
-static size_t unmapped_under(const vram_pool_t *pool, const vram_pool_block_t *b, size_t rounded)
-{
-    return vram_granules_unmapped_bytes(pool, b->segment->reservation, b->addr,
-                                        b->addr + (splits(b, rounded) ? rounded : b->size));
-}
-
 /* Maps the granules the front `rounded` bytes of free block b overlap, if
  * any is not mapped (expandable segments only; one call per run of
  * unmapped granules: at the end of a segment that grew, the new chunk; in
@@ -596,10 +588,10 @@ static int claim(vram_pool_t *pool, vram_pool_block_t *b, size_t rounded)
     /* Usually every extent is wholly mapped: then no granule (nor the
      * segment, a likely cache miss) is looked at. */
     if (!b->expandable || !pool->unmapped_extent) return 0;
-    size_t more = unmapped_under(pool, b, rounded);
-    if (!more) return 0;
     vram_pool_reservation_t *r = b->segment->reservation;
-    uintptr_t hi = b->addr + (splits(b, rounded) ? rounded : b->size);
+    uintptr_t hi = b->addr + (splits(b, rounded) ? rounded : b->size); /* what serving it uses */
+    size_t more = vram_granules_unmapped_bytes(pool, r, b->addr, hi);
+    if (!more) return 0;
     if (pool->limit) more = vram_pool_reclaim_for_limit(pool, r, b->addr, hi, more);
     int rc = more ? limit_refuses(pool, more) : 0;
     if (rc) return rc;

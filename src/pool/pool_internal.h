@@ -15,7 +15,6 @@
 #include "pool/pool_lock.h"
 #include "vram.h"
 
-#include <pthread.h>
 #include <stdio.h>
 
 #define VRAM_POOL_ALIGN            512u        /* every block size is a multiple */

@@ -8,6 +8,7 @@
  * tensors during interpreter shutdown, after any destructor we could run. */
 #include "pool/pool_internal.h"
 
+#include <pthread.h>
 #include <stdatomic.h>
 #include <stdio.h>
 
