@@ -832,14 +832,16 @@ static int sim_vmm_move(void *state, int index, void *from, void *to, size_t siz
     if (!vram_map_reserve(&s->mine, 1)) return vram_fail(VRAM_ENOMEM, "out of memory");
     rc = lock_table(s);
     if (rc) return rc;
-    uint64_t packed = 0;
-    vram_map_take(&s->mine, (uintptr_t)from, &packed);
-    sim_slot_t *slot = &s->table->slots[packed & ((1u << SLOT_BITS) - 1)];
-    if (slot->pid == s->pid && slot->addr == (uintptr_t)from) {
-        s->table->generation++;
-        slot->addr = (uintptr_t)to;
+    uint64_t packed;
+    /* As in unmap: a chunk whose slot is no longer ours has nothing to carry. */
+    if (vram_map_take(&s->mine, (uintptr_t)from, &packed)) {
+        sim_slot_t *slot = &s->table->slots[packed & ((1u << SLOT_BITS) - 1)];
+        if (slot->pid == s->pid && slot->addr == (uintptr_t)from) {
+            s->table->generation++;
+            slot->addr = (uintptr_t)to;
+        }
+        vram_map_put(&s->mine, (uintptr_t)to, packed); /* room reserved */
     }
-    vram_map_put(&s->mine, (uintptr_t)to, packed); /* room reserved */
     unlock_table(s);
     mark_chunk(src, (uintptr_t)from, size, false);
     mark_chunk(dst, (uintptr_t)to, size, true);
