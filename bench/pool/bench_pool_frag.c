@@ -128,9 +128,7 @@ int main(int argc, char **argv)
                 break;
             }
             printf("%-8zu %-34s %7.3f %7.3f %7.3f %9.1f %9llu %9llu %9.1f\n", lives[l],
-                   rows[i].label, r.fragmentation_ratio,
-                   (double)r.peak_touched_bytes / (double)r.peak_requested_bytes,
-                   (double)r.pass_touched_bytes / (double)r.peak_requested_bytes,
+                   rows[i].label, r.fragmentation_ratio, r.floor_ratio, r.steady_floor_ratio,
                    (double)r.peak_reserved_bytes / 1048576.0,
                    (unsigned long long)r.first_pass_device_calls,
                    (unsigned long long)r.second_pass_device_calls, r.ns_per_op_with_cost);

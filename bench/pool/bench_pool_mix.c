@@ -178,26 +178,27 @@ static int run_pool(const workload_t *w, vram_pool_strategy_t strategy, bool exp
             }
             ns[run] = clamp((vram_now_ns() - t0 + BATCH_PAIRS / 2) / BATCH_PAIRS);
         }
-    }
-    for (size_t k = 0; k < w->pairs && timing != TIME_BATCH; k++) {
-        size_t i = w->victims[k];
-        size_t size = w->sizes[(k + warm) % w->pairs];
-        int rc;
-        if (timing == TIME_WITH_HARNESS) {
-            uint64_t t0 = vram_now_ns();
-            vram_pool_free(pool, live[i]);
-            rc = vram_pool_alloc(pool, size, NULL, &live[i]);
-            ns[k] = clamp(vram_now_ns() - t0);
-        } else {
-            void *victim = live[i], *fresh;
-            __asm__ volatile("" : : "r"(victim) : "memory"); /* loaded before the clock */
-            uint64_t t0 = vram_now_ns();
-            vram_pool_free(pool, victim);
-            rc = vram_pool_alloc(pool, size, NULL, &fresh);
-            ns[k] = clamp(vram_now_ns() - t0);
-            live[i] = fresh;
+    } else {
+        for (size_t k = 0; k < w->pairs; k++) {
+            size_t i = w->victims[k];
+            size_t size = w->sizes[(k + warm) % w->pairs];
+            int rc;
+            if (timing == TIME_WITH_HARNESS) {
+                uint64_t t0 = vram_now_ns();
+                vram_pool_free(pool, live[i]);
+                rc = vram_pool_alloc(pool, size, NULL, &live[i]);
+                ns[k] = clamp(vram_now_ns() - t0);
+            } else {
+                void *victim = live[i], *fresh;
+                __asm__ volatile("" : : "r"(victim) : "memory"); /* loaded before the clock */
+                uint64_t t0 = vram_now_ns();
+                vram_pool_free(pool, victim);
+                rc = vram_pool_alloc(pool, size, NULL, &fresh);
+                ns[k] = clamp(vram_now_ns() - t0);
+                live[i] = fresh;
+            }
+            if (rc) return -1;
         }
-        if (rc) return -1;
     }
     *out = summarize(ns, timed);
     vram_pool_stats(pool, stats);
@@ -336,8 +337,8 @@ int main(int argc, char **argv)
         for (int l = 0; l < LIVES; l++) {
             figures_t e;
             run_empty(&w[l], ns, &e);
-            printf("%-26s %8zu %8.0f %8.0f %8.1f %10s %9s %9s\n", "empty allocator", lives[l],
-                   e.p50, e.p99, e.mean, "-", "-", "-");
+            printf("%-26s %8zu %8.0f %8.0f %8.1f %10s %9s %9s %9s\n", "empty allocator", lives[l],
+                   e.p50, e.p99, e.mean, "-", "-", "-", "-");
             for (int s = 0; s < ROWS; s++) {
                 figures_t f, own, batch;
                 vram_pool_stats_t st, st_other;

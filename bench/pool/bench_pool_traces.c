@@ -43,18 +43,21 @@ static uint64_t pass_calls(uint64_t calls)
     return calls == UINT64_MAX ? 0 : calls;
 }
 
+/* p50 per operation plus the cost model's device time per operation. */
+static double p50_with_cost(const vram_replay_result_t *r)
+{
+    return r->all.p50 + (r->ops ? r->device_cost_ns / (double)r->ops : 0);
+}
+
 static void row(const char *label, const vram_replay_result_t *r)
 {
-    double device_per_op = r->ops ? r->device_cost_ns / (double)r->ops : 0;
-    double requested = r->peak_requested_bytes ? (double)r->peak_requested_bytes : 1.0;
     printf("  %-24s %7.0f %7.0f %8.1f %7.0f %8.1f %8.1f %8.1f %8.1f %9.1f %9.1f %7.3f %7.3f %7.3f "
            "%6llu %6llu %6llu %6llu %5llu\n",
            label, r->all.p50, r->all.p99, r->all.mean, r->pair.p50, r->ns_per_op_with_cost,
-           r->all.p50 + device_per_op, r->batch_p50, r->batch_with_cost,
+           p50_with_cost(r), r->batch_p50, r->batch_with_cost,
            (double)r->peak_requested_bytes / 1048576.0, (double)r->peak_reserved_bytes / 1048576.0,
-           r->fragmentation_ratio, (double)r->peak_touched_bytes / requested,
-           (double)r->pass_touched_bytes / requested, (unsigned long long)r->device_allocs,
-           (unsigned long long)(r->device_maps),
+           r->fragmentation_ratio, r->floor_ratio, r->steady_floor_ratio,
+           (unsigned long long)r->device_allocs, (unsigned long long)(r->device_maps),
            (unsigned long long)pass_calls(r->second_pass_device_calls),
            (unsigned long long)pass_calls(r->later_pass_device_calls_max),
            (unsigned long long)r->ooms);
@@ -113,10 +116,9 @@ static int bench_trace(const char *path, int repeat)
     }
     static const char *const torch_names[3] = {"torch", "torch-expandable", "torch, no locks"};
     for (int t = 0; t < 3 && !rc; t++) {
-        double p50 = pool.all.p50 + pool.device_cost_ns / (double)pool.ops;
-        double torch_p50 = torch[t].all.p50 + torch[t].device_cost_ns / (double)torch[t].ops;
         printf("  %s / pool balanced: p50+dev %.2fx, b50+dev %.2fx, batch50 %.2fx\n",
-               torch_names[t], torch_p50 / p50, torch[t].batch_with_cost / pool.batch_with_cost,
+               torch_names[t], p50_with_cost(&torch[t]) / p50_with_cost(&pool),
+               torch[t].batch_with_cost / pool.batch_with_cost,
                torch[t].batch_p50 / pool.batch_p50);
     }
     if (rc) fprintf(stderr, "replay failed: %s\n", vram_last_error());

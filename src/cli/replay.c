@@ -139,8 +139,7 @@ static void print_table(const char *path, const vram_replay_config_t *cfg, uint6
     if (r->peak_requested_bytes)
         printf("granule floors      %.3f at one moment, %.3f over a pass (2 MiB granules live "
                "requests overlap / peak requested)\n",
-               (double)r->peak_touched_bytes / (double)r->peak_requested_bytes,
-               (double)r->pass_touched_bytes / (double)r->peak_requested_bytes);
+               r->floor_ratio, r->steady_floor_ratio);
     printf("device allocs/frees %llu / %llu\n", (unsigned long long)r->device_allocs,
            (unsigned long long)r->device_frees);
     if (r->device_maps || r->device_unmaps)

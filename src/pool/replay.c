@@ -173,12 +173,12 @@ typedef struct {
      * in it, their number and its peak (the floor any mapping policy has
      * for this placement). */
     vram_map_t touched;
-    uint64_t touched_now, touched_peak;
+    uint64_t touched_peak;
     /* Granules touched at any time in the current pass (a set: granule ->
      * 1), and the most one pass after the first touched: the least any
      * mapping policy holds while making no device call in such a pass. */
     vram_map_t pass_touched;
-    uint64_t pass_touched_now, pass_touched_peak;
+    uint64_t pass_touched_peak;
 } replayer_t;
 
 #define FLOOR_GRANULE_SHIFT 21
@@ -194,14 +194,12 @@ static void touch(replayer_t *r, uintptr_t p, size_t size, bool in)
         bool had = vram_map_get(&r->touched, g, &n);
         if (in) {
             if (!vram_map_put(&r->touched, g, n + 1)) return;
-            if (!had && ++r->touched_now > r->touched_peak) r->touched_peak = r->touched_now;
-            if (!vram_map_get(&r->pass_touched, g, NULL) && vram_map_put(&r->pass_touched, g, 1))
-                r->pass_touched_now++;
+            if (r->touched.count > r->touched_peak) r->touched_peak = r->touched.count;
+            vram_map_put(&r->pass_touched, g, 1);
         } else if (n > 1) {
             vram_map_put(&r->touched, g, n - 1);
         } else if (had) {
             vram_map_take(&r->touched, g, &n);
-            r->touched_now--;
         }
     }
 }
@@ -402,7 +400,7 @@ static int run_batch(const vram_trace_t *trace, const vram_replay_config_t *cfg,
     void **live = calloc(slots, sizeof *live);
     double *per_op = malloc(runs_max * sizeof *per_op);
     size_t runs = 0;
-    uint64_t ops = 0, net_ns = 0, allocs = 0;
+    uint64_t ops = 0, net_ns = 0;
     if (!live || !per_op) {
         rc = vram_fail(VRAM_ENOMEM, "out of host memory for the replay");
         goto out;
@@ -422,7 +420,6 @@ static int run_batch(const vram_trace_t *trace, const vram_replay_config_t *cfg,
                         rc = arc;
                         break;
                     }
-                    allocs += *slot != NULL;
                 } else {
                     if (!*slot) continue;
                     rc = do_free(&r, *slot);
@@ -443,16 +440,12 @@ static int run_batch(const vram_trace_t *trace, const vram_replay_config_t *cfg,
         }
     }
     if (rc) goto out;
-    if (cfg->mode == VRAM_REPLAY_DEVICE) { /* every non-empty request is a device call */
-        r.device_allocs = allocs;
-        r.device_frees = allocs;
-    }
     qsort(per_op, runs, sizeof *per_op, cmp_double);
-    uint64_t calls[CALL_KINDS];
-    device_calls(&r, calls);
     out->batch_p50 = runs ? per_op[(runs - 1) / 2] : 0;
     out->batch_mean = ops ? (double)net_ns / (double)ops : 0;
-    out->batch_with_cost = ops ? out->batch_p50 + device_cost_ns(cfg, calls) / (double)ops : 0;
+    /* The same calls as the timed run's (the same events through a fresh
+     * allocator of the same kind): its cost model's total. */
+    out->batch_with_cost = out->ops ? out->batch_p50 + out->device_cost_ns / (double)out->ops : 0;
 out:
     replayer_close(&r);
     free(live);
@@ -547,10 +540,9 @@ int vram_replay_run(const vram_trace_t *trace, const vram_replay_config_t *cfg,
             slot_size[s] = 0;
         }
         /* The steady floor: passes after the first (the only one with one pass). */
-        if ((pass > 0 || cfg->repeat == 1) && r.pass_touched_now > r.pass_touched_peak)
-            r.pass_touched_peak = r.pass_touched_now;
+        if ((pass > 0 || cfg->repeat == 1) && r.pass_touched.count > r.pass_touched_peak)
+            r.pass_touched_peak = r.pass_touched.count;
         vram_map_clear(&r.pass_touched);
-        r.pass_touched_now = 0;
         device_calls(&r, calls);
         uint64_t n = sum_calls(calls) - pass_start;
         if (pass < 2) pass_calls[pass] = n;
@@ -601,10 +593,13 @@ int vram_replay_run(const vram_trace_t *trace, const vram_replay_config_t *cfg,
         peak_requested ? (double)out->peak_reserved_bytes / (double)peak_requested : 0.0;
     out->peak_touched_bytes = r.touched_peak << FLOOR_GRANULE_SHIFT;
     out->pass_touched_bytes = r.pass_touched_peak << FLOOR_GRANULE_SHIFT;
+    if (peak_requested) {
+        out->floor_ratio = (double)out->peak_touched_bytes / (double)peak_requested;
+        out->steady_floor_ratio = (double)out->pass_touched_bytes / (double)peak_requested;
+    }
     out->timer_overhead_ns = timer_overhead();
 done:
     replayer_close(&r);
-    if (!rc) rc = run_batch(trace, cfg, out);
     free(live);
     free(alloc_ns);
     free(all);
@@ -612,7 +607,7 @@ done:
     free(frees);
     free(pairs);
     free(slot_size);
-    return rc;
+    return rc ? rc : run_batch(trace, cfg, out);
 }
 
 uint64_t vram_replay_device_size(const vram_trace_t *t)

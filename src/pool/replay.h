@@ -65,6 +65,7 @@ typedef struct {
      * device call keeps all of them mapped throughout, so no mapping policy
      * both makes no call in it and reserves less (the steady floor). */
     uint64_t pass_touched_bytes;
+    double floor_ratio, steady_floor_ratio; /* the two above / peak requested (0: none) */
     uint64_t device_allocs, device_frees;
     uint64_t device_maps, device_unmaps; /* units of physical memory (expandable) */
     uint64_t device_moves;               /* such units moved (the pool under a limit) */

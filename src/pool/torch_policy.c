@@ -417,8 +417,7 @@ int vram_torch_policy_alloc(vram_torch_policy_t *p, size_t size, uintptr_t strea
     unlock(p, &p->mutex);
     if (rc) return rc;
     lock(p, &p->blocks_mutex); /* add_allocated_block */
-    bool added =
-        vram_map_reserve(&p->live, 1) && vram_map_put(&p->live, b->addr, (uint64_t)(uintptr_t)b);
+    bool added = vram_map_put(&p->live, b->addr, (uint64_t)(uintptr_t)b);
     unlock(p, &p->blocks_mutex);
     if (!added) {
         lock(p, &p->mutex);

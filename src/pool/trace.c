@@ -1,5 +1,6 @@
 /* The trace parser: strict, because a trace is user input; every rejection
  * names the line. Ids are mapped to dense slots while parsing. */
+#include "core/array.h"
 #include "core/file.h"
 #include "core/map.h"
 #include "pool/trace.h"
@@ -49,11 +50,9 @@ static bool parse_u64(const char *s, size_t len, uint64_t *out)
 static bool grow_events(vram_trace_t *t, size_t *cap)
 {
     if (t->count < *cap) return true;
-    size_t n = *cap ? *cap * 2 : 1024;
-    vram_trace_event_t *e = realloc(t->events, n * sizeof *e);
+    vram_trace_event_t *e = vram_array_grow(t->events, cap, sizeof *e, 1024);
     if (!e) return false;
     t->events = e;
-    *cap = n;
     return true;
 }
 
@@ -65,11 +64,9 @@ static int take_slot(parser_t *p, uint32_t *slot)
     }
     if (p->slots >= UINT32_MAX - 1) return vram_fail(VRAM_ENOMEM, "trace has too many live ids");
     if (p->slots == p->slot_size_cap) {
-        size_t n = p->slot_size_cap ? p->slot_size_cap * 2 : 1024;
-        uint64_t *s = realloc(p->slot_size, n * sizeof *s);
+        uint64_t *s = vram_array_grow(p->slot_size, &p->slot_size_cap, sizeof *s, 1024);
         if (!s) return vram_fail(VRAM_ENOMEM, "out of host memory reading a trace");
         p->slot_size = s;
-        p->slot_size_cap = n;
     }
     *slot = (uint32_t)p->slots++;
     return 0;
@@ -78,11 +75,9 @@ static int take_slot(parser_t *p, uint32_t *slot)
 static int give_slot(parser_t *p, uint32_t slot)
 {
     if (p->spare_count == p->spare_cap) {
-        size_t n = p->spare_cap ? p->spare_cap * 2 : 1024;
-        uint32_t *s = realloc(p->spare, n * sizeof *s);
+        uint32_t *s = vram_array_grow(p->spare, &p->spare_cap, sizeof *s, 1024);
         if (!s) return vram_fail(VRAM_ENOMEM, "out of host memory reading a trace");
         p->spare = s;
-        p->spare_cap = n;
     }
     p->spare[p->spare_count++] = slot;
     return 0;

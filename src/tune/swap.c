@@ -2,6 +2,7 @@
  * budget) and which in host memory, least recently used first out. The
  * caller moves the tensors; get() tells it what to move, in an order that
  * never takes a tier over its budget. */
+#include "core/array.h"
 #include "core/map.h"
 
 #include "vram.h"
@@ -160,15 +161,14 @@ static int reserve(vram_swap_t *sc)
         sc->moves_cap = need;
     }
     if (sc->free_head == NIL) {
-        size_t cap = sc->cap ? 2 * sc->cap : 16;
-        entry_t *e = realloc(sc->e, cap * sizeof *e);
+        size_t old = sc->cap;
+        entry_t *e = vram_array_grow(sc->e, &sc->cap, sizeof *e, 16);
         if (!e) return vram_fail(VRAM_ENOMEM, "swap cache: out of memory");
         sc->e = e;
-        for (size_t i = cap; i-- > sc->cap;) {
+        for (size_t i = sc->cap; i-- > old;) { /* the new entries, onto the free list */
             e[i] = (entry_t){.tier = VRAM_SWAP_NONE, .next = sc->free_head};
             sc->free_head = i;
         }
-        sc->cap = cap;
     }
     if (!vram_map_reserve(&sc->map, 1)) return vram_fail(VRAM_ENOMEM, "swap cache: out of memory");
     return 0;
