@@ -115,7 +115,7 @@ int vramd_guard_start(unsigned per_peer, double timeout_s, vramd_guard_t **out);
 void vramd_guard_stop(vramd_guard_t *g);
 void vramd_guard_opened(vramd_guard_t *g, int fd, void **socket_context);
 void vramd_guard_closed(vramd_guard_t *g, void *socket_context);
-void vramd_guard_answering(vramd_guard_t *g, void *socket_context, bool answering);
+void vramd_guard_answering(void *socket_context, bool answering);
 /* The Unix-socket peer's credentials, read at accept (libmicrohttpd's
  * socket pair would give vramd's own): false when unknown (TCP, no record). */
 bool vramd_guard_peer_cred(void *socket_context, uid_t *uid, pid_t *pid);
@@ -155,6 +155,8 @@ typedef struct {
 void vramd_body_start(vramd_body_t *b, const vramd_head_t *head);
 int vramd_body_scan(vramd_body_t *b, const char *buf, size_t n, size_t *used, char *why,
                     size_t whylen);
+/* The value of hex digit c, -1 when c is not one (chunk sizes, percent-escapes). */
+int vramd_hex_digit(char c);
 
 /* http.c: one connection's libmicrohttpd (a daemon of its own, without
  * threads), run by the connection's relay. open takes fd (closed on

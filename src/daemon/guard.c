@@ -125,7 +125,7 @@ void vramd_guard_stop(vramd_guard_t *g)
     pthread_cond_broadcast(&g->stop_cv);
     pthread_mutex_unlock(&g->lock);
     if (g->started) pthread_join(g->reaper, NULL);
-    while (g->conns) { /* libmicrohttpd has closed them all by now */
+    while (g->conns) { /* the relays have closed them all by now */
         conn_t *c = g->conns;
         g->conns = c->next;
         free(c);
@@ -193,10 +193,9 @@ bool vramd_guard_peer_cred(void *socket_context, uid_t *uid, pid_t *pid)
     return true;
 }
 
-void vramd_guard_answering(vramd_guard_t *g, void *socket_context, bool answering)
+void vramd_guard_answering(void *socket_context, bool answering)
 {
     conn_t *c = socket_context;
-    (void)g;
     /* the next request's deadline starts when this one is answered */
     if (c) c->since_ns = answering ? 0 : vram_now_ns();
 }

@@ -55,14 +55,6 @@ static void mhd_log(void *cls, const char *fmt, va_list ap)
     vramd_log("debug", "libmicrohttpd: %s", msg);
 }
 
-static int hex_digit(char c)
-{
-    return c >= '0' && c <= '9'   ? c - '0'
-           : c >= 'a' && c <= 'f' ? c - 'a' + 10
-           : c >= 'A' && c <= 'F' ? c - 'A' + 10
-                                  : -1;
-}
-
 /* Percent-decoding of the path and query values in place. A %00 becomes DEL
  * (0x7f) instead of a NUL, which would cut the string and route
  * "/v1/jobs/1%00/x" as "/v1/jobs/1"; the router refuses control characters
@@ -74,7 +66,7 @@ static size_t unescape(void *cls, struct MHD_Connection *c, char *s)
     char *out = s;
     for (const char *p = s; *p; p++) {
         int hi, lo;
-        if (*p == '%' && (hi = hex_digit(p[1])) >= 0 && (lo = hex_digit(p[2])) >= 0) {
+        if (*p == '%' && (hi = vramd_hex_digit(p[1])) >= 0 && (lo = vramd_hex_digit(p[2])) >= 0) {
             char b = (char)(hi * 16 + lo);
             *out++ = b ? b : 0x7f;
             p += 2;
@@ -84,29 +76,6 @@ static size_t unescape(void *cls, struct MHD_Connection *c, char *s)
     }
     *out = 0;
     return (size_t)(out - s);
-}
-
-static enum MHD_Result first_key(void *cls, enum MHD_ValueKind kind, const char *key,
-                                 const char *value)
-{
-    (void)kind;
-    (void)value;
-    *(const char **)cls = key;
-    return MHD_NO; /* the first is enough */
-}
-
-/* A raw NUL in the request line ("DELETE /v1/jobs/1\0/x HTTP/1.1") cuts the
- * url libmicrohttpd hands over to its prefix. libmicrohttpd 0.9.75 parses the
- * line in place: the path is followed by its query arguments, if any, then by
- * the version; anything else between them was hidden behind a NUL. When the
- * layout is not that one (another libmicrohttpd), nothing is refused. */
-static bool hides_a_nul(struct MHD_Connection *c, const char *url, const char *version)
-{
-    const char *end = url + strlen(url) + 1, *key = NULL;
-    if (version <= url || version - url > 65536) return false;
-    MHD_get_connection_values(c, MHD_GET_ARGUMENT_KIND, first_key, &key);
-    if (key) return key > url && key < version && key != end;
-    return end != version;
 }
 
 static const char *query_value(void *arg, const char *key)
@@ -151,18 +120,18 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *c, const cha
 {
     vramd_engine_t *e = cls;
     vramd_http_t *h = e->h;
+    (void)version; /* HTTP/1.0 and 1.1 alike; the screen refused others */
     body_t *b = *con_cls;
     if (!b) {
         b = calloc(1, sizeof *b);
         if (!b) return MHD_NO;
-        *con_cls = b;
-        /* A declared length over the limit is refused before reading the body. */
-        const char *cl = MHD_lookup_connection_value(c, MHD_HEADER_KIND, "Content-Length");
-        if (!cl || strtoull(cl, NULL, 10) <= VRAMD_MAX_BODY) return MHD_YES;
-        b->too_large = true;
-    } else if (*upload_size) {
-        /* Over the limit while streaming: keep reading (and dropping) so the
-         * 413 reaches the client. */
+        *con_cls = b; /* a declared length over the limit never gets here (the screen's 413) */
+        return MHD_YES;
+    }
+    if (*upload_size) {
+        /* Over the limit while streaming (the screen bounds bodies first;
+         * this is the last line): keep reading (and dropping) so the 413
+         * reaches the client. */
         if (!b->too_large && b->len + *upload_size <= VRAMD_MAX_BODY) {
             char *nb = realloc(b->buf, b->len + *upload_size + 1);
             if (!nb) return MHD_NO;
@@ -186,13 +155,11 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *c, const cha
         .transport = h->transport,
     };
     authorize(e, c, &q);
-    vramd_guard_answering(h->guard, e->guard_ctx, true);
+    vramd_guard_answering(e->guard_ctx, true);
     vramd_response_t r = {0};
-    if (hides_a_nul(c, url, version)) {
-        vramd_error(&r, 400, "bad_path", "the request line holds a NUL byte in its path");
-        r.close = true;
-    } else
-        vramd_route(h->d, &q, &r);
+    /* A raw NUL or other control byte in the request line never gets here:
+     * the screen refuses it (http_head.c). */
+    vramd_route(h->d, &q, &r);
     size_t len = strlen(r.body);
     struct MHD_Response *resp = MHD_create_response_from_buffer(len, r.body, MHD_RESPMEM_MUST_FREE);
     if (!resp) {
@@ -225,7 +192,7 @@ static void on_completed(void *cls, struct MHD_Connection *c, void **con_cls,
     vramd_engine_t *e = cls;
     (void)c;
     if (toe == MHD_REQUEST_TERMINATED_COMPLETED_OK) e->completed++;
-    vramd_guard_answering(e->h->guard, e->guard_ctx, false);
+    vramd_guard_answering(e->guard_ctx, false);
     body_t *b = *con_cls;
     if (b) {
         free(b->buf);

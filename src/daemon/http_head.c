@@ -142,7 +142,7 @@ void vramd_body_start(vramd_body_t *b, const vramd_head_t *head)
                         .left = head->length > 0 ? (unsigned long long)head->length : 0};
 }
 
-static int hex_value(char c)
+int vramd_hex_digit(char c)
 {
     return c >= '0' && c <= '9'   ? c - '0'
            : c >= 'a' && c <= 'f' ? c - 'a' + 10
@@ -157,8 +157,8 @@ static int chunk_size_line(vramd_body_t *b, const char *p, long ll, char *why, s
 {
     unsigned long long size = 0;
     long i = 0;
-    for (; i < ll && hex_value(p[i]) >= 0; i++)
-        if (size <= VRAMD_MAX_BODY) size = size * 16 + (unsigned)hex_value(p[i]);
+    for (; i < ll && vramd_hex_digit(p[i]) >= 0; i++)
+        if (size <= VRAMD_MAX_BODY) size = size * 16 + (unsigned)vramd_hex_digit(p[i]);
     if (i == 0 || i > 15 || (i < ll && p[i] != ';'))
         return bad(why, whylen, 400, "malformed chunk size line \"%s\"", p, (int)ll);
     for (long k = i; k < ll; k++)

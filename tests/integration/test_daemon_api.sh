@@ -85,6 +85,10 @@ PY
 )
 case $raw in "HTTP/1.1 400"*) ;; *) fail "raw NUL in the request line: $raw" ;; esac
 [ "$(job_state "$id")" = running ] || fail "a NUL path changed job $id"
+# escapes of ordinary characters route as the characters (they once drew a
+# false "NUL in the path" 400: the decoded path is shorter than the raw one)
+b=$(api GET "/v1/h%65alth")
+[ "$(status)" = 200 ] || fail "percent-escaped path: $(status) $b"
 # a request line that is garbage gets an answer and a close
 garbage=$(python3 - "$VRAM_SOCKET" <<'PY'
 import socket, sys
