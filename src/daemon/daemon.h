@@ -177,10 +177,11 @@ void vramd_engine_close(vramd_engine_t *e);
  * malformed request is answered with one JSON 400/413/431/505 after the
  * replies to the requests before it, and the connection is closed. The
  * guard counts and times connections from their accept on;
- * idle_timeout_s bounds the wait for a client's next bytes. */
+ * idle_timeout_s bounds the wait for a client's next bytes; tcp: the
+ * listener is TCP (replies are sent without Nagle's delay). */
 typedef struct vramd_screen vramd_screen_t;
-int vramd_screen_start(int listen_fd, vramd_guard_t *guard, double idle_timeout_s, void *arg,
-                       vramd_screen_t **out);
+int vramd_screen_start(int listen_fd, bool tcp, vramd_guard_t *guard, double idle_timeout_s,
+                       void *arg, vramd_screen_t **out);
 void vramd_screen_stop(vramd_screen_t *s);
 
 /* lock.c: takes an exclusive lock on path (created with mode, never through

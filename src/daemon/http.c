@@ -268,7 +268,8 @@ int vramd_http_start(vramd_state_t *d, int fd, vramd_transport_t transport, vram
     }
     /* vramd accepts and relays (screen.c); each connection has its own
      * libmicrohttpd (vramd_engine_open). */
-    if (vramd_screen_start(fd, h->guard, MHD_IDLE_TIMEOUT_S, h, &h->screen) != 0) {
+    if (vramd_screen_start(fd, transport == VRAMD_TCP, h->guard, MHD_IDLE_TIMEOUT_S, h,
+                           &h->screen) != 0) {
         vramd_guard_stop(h->guard);
         free(h);
         return VRAM_EIO;

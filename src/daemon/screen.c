@@ -39,10 +39,9 @@ struct vramd_screen {
     double idle_timeout_s;
     pthread_t acceptor;
     pthread_mutex_t lock;
-    pthread_cond_t idle;   /* screening reached 0 */
-    int fds[SCREEN_MAX];   /* clients relayed (-1 = free slot), shut down on stop */
-    int pairs[SCREEN_MAX]; /* their ends of the socket pairs (-1 = none yet) */
-    int screening;         /* relays running */
+    pthread_cond_t idle; /* screening reached 0 */
+    int fds[SCREEN_MAX]; /* clients relayed (-1 = free slot), shut down on stop */
+    int screening;       /* relays running */
     bool tcp;
     atomic_bool stopping;
 };
@@ -80,22 +79,29 @@ static const char *reason(int status)
 /* Closes a connection without losing what was sent to it: closing a socket
  * with unread bytes resets it (ECONNRESET), which can destroy the last
  * reply on its way. Our side is shut first, then what the client still
- * sends is read (up to a second) until it closes. */
-static void close_gently(int fd, bool peer_done)
+ * sends is read until it closes: for up to a second (`linger`, in a
+ * connection's own thread), or only what has already arrived (in the
+ * accepting thread, which must not wait on one client). */
+static void close_gently(int fd, bool peer_done, bool linger)
 {
     if (!peer_done) {
         shutdown(fd, SHUT_WR);
-        uint64_t until = vram_now_ns() + 1000000000ULL;
         char sink[4096];
-        struct pollfd pfd = {.fd = fd, .events = POLLIN};
-        while (vram_now_ns() < until && poll(&pfd, 1, 100) >= 0)
-            if (pfd.revents && recv(fd, sink, sizeof sink, MSG_DONTWAIT) <= 0) break;
+        if (linger) {
+            uint64_t until = vram_now_ns() + 1000000000ULL;
+            struct pollfd pfd = {.fd = fd, .events = POLLIN};
+            while (vram_now_ns() < until && poll(&pfd, 1, 100) >= 0)
+                if (pfd.revents && recv(fd, sink, sizeof sink, MSG_DONTWAIT) <= 0) break;
+        } else { /* what has arrived, up to 64 KiB */
+            for (int i = 0; i < 16 && recv(fd, sink, sizeof sink, MSG_DONTWAIT) > 0; i++)
+                continue;
+        }
     }
     close(fd);
 }
 
-/* Answers a malformed request in JSON and closes. */
-static void refuse(int fd, int status, const char *code, const char *why)
+/* Answers a malformed request in JSON and closes (linger: close_gently). */
+static void refuse(int fd, int status, const char *code, const char *why, bool linger)
 {
     vramd_response_t r = {0};
     vramd_error(&r, status, code, "%s", why);
@@ -108,7 +114,7 @@ static void refuse(int fd, int status, const char *code, const char *why)
     if (send(fd, head, (size_t)hl, MSG_NOSIGNAL) == hl && blen)
         (void)send(fd, r.body, blen, MSG_NOSIGNAL);
     free(r.body);
-    close_gently(fd, false);
+    close_gently(fd, false, linger);
 }
 
 static bool send_all(int fd, const char *p, size_t n)
@@ -166,15 +172,15 @@ static bool pump(job_t *r, char *out)
         if (!r->ok) return true;
         if (socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, pair) != 0) return false;
         r->mhd = pair[0];
-        pthread_mutex_lock(&s->lock);
-        s->pairs[r->slot] = pair[0];
-        pthread_mutex_unlock(&s->lock);
         r->engine = vramd_engine_open(s->arg, pair[1], r->guard_ctx);
         if (!r->engine) return false;
     }
     int wait_ms = 0;
     for (;;) {
         bool moved = false;
+        /* Stop: libmicrohttpd's run below waits at most 10 ms, and stop
+         * shuts the client's socket down (a blocked send returns). */
+        if (s->stopping) return false;
         while (r->ok) {
             ssize_t w = send(r->mhd, r->in, r->ok, MSG_NOSIGNAL | MSG_DONTWAIT);
             if (w < 0 && errno == EINTR) continue;
@@ -232,7 +238,7 @@ static void *relay(void *arg)
         open = pump(r, out); /* what is owed, even after the client's end */
     }
     pthread_mutex_lock(&s->lock);
-    s->fds[r->slot] = s->pairs[r->slot] = -1;
+    s->fds[r->slot] = -1;
     pthread_mutex_unlock(&s->lock);
     vramd_engine_close(r->engine);
     if (r->mhd >= 0) close(r->mhd);
@@ -241,9 +247,9 @@ static void *relay(void *arg)
     vramd_guard_closed(s->guard, r->guard_ctx);
     if (verdict && open && !s->stopping) {
         vramd_log("debug", "refused a malformed request: %s", why);
-        refuse(r->client, verdict, verdict == 413 ? "body_too_large" : "bad_request", why);
+        refuse(r->client, verdict, verdict == 413 ? "body_too_large" : "bad_request", why, true);
     } else {
-        close_gently(r->client, client_eof || s->stopping);
+        close_gently(r->client, client_eof || s->stopping, true);
     }
     free(out);
     free(r->in);
@@ -301,7 +307,7 @@ static void *acceptor(void *arg)
         pthread_attr_setdetachstate(&attr, PTHREAD_CREATE_DETACHED);
         if (job->slot < 0) {
             vramd_guard_closed(s->guard, job->guard_ctx);
-            refuse(fd, 503, "busy", "too many connections at once; retry");
+            refuse(fd, 503, "busy", "too many connections at once; retry", false);
             free(job);
         } else if (pthread_create(&t, &attr, relay, job) != 0) {
             pthread_mutex_lock(&s->lock);
@@ -317,8 +323,8 @@ static void *acceptor(void *arg)
     return NULL;
 }
 
-int vramd_screen_start(int listen_fd, vramd_guard_t *guard, double idle_timeout_s, void *arg,
-                       vramd_screen_t **out)
+int vramd_screen_start(int listen_fd, bool tcp, vramd_guard_t *guard, double idle_timeout_s,
+                       void *arg, vramd_screen_t **out)
 {
     *out = NULL;
     vramd_screen_t *s = calloc(1, sizeof *s);
@@ -327,11 +333,9 @@ int vramd_screen_start(int listen_fd, vramd_guard_t *guard, double idle_timeout_
     s->guard = guard;
     s->idle_timeout_s = idle_timeout_s;
     s->arg = arg;
+    s->tcp = tcp;
     for (int i = 0; i < SCREEN_MAX; i++)
-        s->fds[i] = s->pairs[i] = -1;
-    struct sockaddr_storage ss;
-    socklen_t sl = sizeof ss;
-    s->tcp = getsockname(listen_fd, (struct sockaddr *)&ss, &sl) == 0 && ss.ss_family != AF_UNIX;
+        s->fds[i] = -1;
     pthread_mutex_init(&s->lock, NULL);
     pthread_cond_init(&s->idle, NULL);
     if (pipe2(s->wake, O_CLOEXEC) != 0) {
@@ -356,10 +360,8 @@ void vramd_screen_stop(vramd_screen_t *s)
     (void)w;
     pthread_join(s->acceptor, NULL);
     pthread_mutex_lock(&s->lock);
-    for (int i = 0; i < SCREEN_MAX; i++) {
+    for (int i = 0; i < SCREEN_MAX; i++)
         if (s->fds[i] >= 0) shutdown(s->fds[i], SHUT_RDWR);
-        if (s->pairs[i] >= 0) shutdown(s->pairs[i], SHUT_RDWR);
-    }
     while (s->screening > 0)
         pthread_cond_wait(&s->idle, &s->lock);
     pthread_mutex_unlock(&s->lock);
