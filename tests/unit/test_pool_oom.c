@@ -280,6 +280,18 @@ static void trim_returns_memory_to_the_device(void **state)
 
 /* ---- expandable segments ---------------------------------------------- */
 
+/* A balanced pool with expandable segments on the sim device (limit 0:
+ * none). */
+static vram_pool_t *expandable_pool(uint64_t limit)
+{
+    vram_pool_config_t cfg = {.strategy = VRAM_POOL_BALANCED,
+                              .expandable = VRAM_POOL_EXPANDABLE_ON,
+                              .limit_bytes = limit};
+    vram_pool_t *pool = NULL;
+    assert_int_equal(vram_pool_create(sim.ctx, 0, &cfg, &pool), 0);
+    return pool;
+}
+
 /* Granules mapped at the end as blocks need them, the same segment for
  * every request of a kind and stream; the limit counts mapped bytes; trim
  * unmaps the unused end and a wholly free segment; another context sees
@@ -288,11 +300,7 @@ static void trim_returns_memory_to_the_device(void **state)
 static void expandable_segments(void **state)
 {
     (void)state;
-    vram_pool_config_t cfg = {.strategy = VRAM_POOL_BALANCED,
-                              .expandable = VRAM_POOL_EXPANDABLE_ON,
-                              .limit_bytes = 200 * MiB};
-    vram_pool_t *pool;
-    assert_int_equal(vram_pool_create(sim.ctx, 0, &cfg, &pool), 0);
+    vram_pool_t *pool = expandable_pool(200 * MiB);
     void *a, *b, *c;
     assert_int_equal(vram_pool_alloc(pool, 3 * MiB, NULL, &a), 0);
     assert_int_equal(reserved_of(pool), 4 * MiB); /* two granules, not a 20 MiB segment */
@@ -347,10 +355,7 @@ static void expandable_segments(void **state)
 static void expandable_hole_unmapped_by_trim(void **state)
 {
     (void)state;
-    vram_pool_config_t cfg = {.strategy = VRAM_POOL_BALANCED,
-                              .expandable = VRAM_POOL_EXPANDABLE_ON};
-    vram_pool_t *pool;
-    assert_int_equal(vram_pool_create(sim.ctx, 0, &cfg, &pool), 0);
+    vram_pool_t *pool = expandable_pool(0);
     void *a, *b, *c;
     /* Offsets in MiB: a 0..4 and b 4..12 each map one chunk of their own;
      * c 12..15 maps 12..16. */
@@ -397,11 +402,7 @@ static void expandable_hole_unmapped_by_trim(void **state)
 static void expandable_trim_counts_mapped_bytes(void **state)
 {
     (void)state;
-    vram_pool_config_t cfg = {.strategy = VRAM_POOL_BALANCED,
-                              .expandable = VRAM_POOL_EXPANDABLE_ON,
-                              .limit_bytes = 64 * MiB};
-    vram_pool_t *pool;
-    assert_int_equal(vram_pool_create(sim.ctx, 0, &cfg, &pool), 0);
+    vram_pool_t *pool = expandable_pool(64 * MiB);
     void *a, *b;
     assert_int_equal(vram_pool_alloc(pool, 30 * MiB, NULL, &a), 0);
     assert_int_equal(vram_pool_alloc(pool, 40 * MiB, NULL, &b), VRAM_ENOMEM);
@@ -456,11 +457,7 @@ static void hole_moves_to_the_end(vram_pool_t *pool, vram_ctx_t *other, void *c,
 static void expandable_limit_moves_free_chunks(void **state)
 {
     (void)state;
-    vram_pool_config_t cfg = {.strategy = VRAM_POOL_BALANCED,
-                              .expandable = VRAM_POOL_EXPANDABLE_ON,
-                              .limit_bytes = 20 * MiB};
-    vram_pool_t *pool;
-    assert_int_equal(vram_pool_create(sim.ctx, 0, &cfg, &pool), 0);
+    vram_pool_t *pool = expandable_pool(20 * MiB);
     vram_ctx_t *other;
     assert_int_equal(vram_ctx_open_backend("sim", &other), 0);
     void *a, *b, *c, *d;
@@ -498,10 +495,7 @@ static void expandable_limit_moves_free_chunks(void **state)
 static void expandable_full_device_moves_free_chunks(void **state)
 {
     (void)state;
-    vram_pool_config_t cfg = {.strategy = VRAM_POOL_BALANCED,
-                              .expandable = VRAM_POOL_EXPANDABLE_ON};
-    vram_pool_t *pool;
-    assert_int_equal(vram_pool_create(sim.ctx, 0, &cfg, &pool), 0);
+    vram_pool_t *pool = expandable_pool(0);
     vram_ctx_t *other;
     assert_int_equal(vram_ctx_open_backend("sim", &other), 0);
     void *rest, *a, *b, *c, *d;
@@ -528,10 +522,7 @@ static void expandable_full_device_moves_free_chunks(void **state)
 static void expandable_limit_unmaps_when_no_chunk_fits(void **state)
 {
     (void)state;
-    vram_pool_config_t cfg = {.strategy = VRAM_POOL_BALANCED,
-                              .expandable = VRAM_POOL_EXPANDABLE_ON};
-    vram_pool_t *pool;
-    assert_int_equal(vram_pool_create(sim.ctx, 0, &cfg, &pool), 0);
+    vram_pool_t *pool = expandable_pool(0);
     void *a, *b, *c, *d;
     /* Chunks 0..2, 2..6, 6..8, 8..12 (MiB); a goes and trim unmaps its
      * chunk, d goes and its chunk (two granules) stays in the wilderness. */
@@ -573,10 +564,7 @@ static void expandable_limit_unmaps_when_no_chunk_fits(void **state)
 static void expandable_one_range_and_wilderness(void **state)
 {
     (void)state;
-    vram_pool_config_t cfg = {.strategy = VRAM_POOL_BALANCED,
-                              .expandable = VRAM_POOL_EXPANDABLE_ON};
-    vram_pool_t *pool;
-    assert_int_equal(vram_pool_create(sim.ctx, 0, &cfg, &pool), 0);
+    vram_pool_t *pool = expandable_pool(0);
     char *a, *s, *b, *c;
     assert_int_equal(vram_pool_alloc(pool, 3 * MiB, NULL, (void **)&a), 0);
     assert_int_equal(reserved_of(pool), 4 * MiB); /* the wilderness: 3..4 MiB */
