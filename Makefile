@@ -8,24 +8,35 @@ CMAKE_FLAGS ?= -DVRAM_WERROR=ON
 # Debian packages the build and the tests need (installed by `make deps`).
 DEPS := cmake make gcc pkg-config libcmocka-dev libjansson-dev libmicrohttpd-dev \
         libcurl4-openssl-dev libsqlite3-dev libncurses-dev libyaml-dev sqlite3 \
-        procps python3 curl \
+        procps python3 python3-venv curl \
         python3-torch python3-torchvision python3-pytest python3-setuptools python3-pip \
         libjs-dygraphs prometheus tmux chromium chromium-driver python3-selenium
 # Installing and its test (packaging/, docs/install.md); Slurm's SPANK plugin
 # and its one-node cluster test (contrib/slurm/, docs/slurm.md).
 DEPS += scdoc man-db systemd bash-completion libslurm-dev slurmctld slurmd munge
 
+# The project's Python environment: a venv on the machine's Python with the
+# PyPI packages of python/requirements-dev.txt (torch on the CPU, transformers,
+# peft, accelerate, lightning, pytest, schemathesis, NVIDIA's nvml.h). The
+# Python tests and the estimator's checks against transformers run in it.
+VENV        ?= $(CURDIR)/.venv
+VENV_PYTHON ?= /usr/bin/python3
+VENV_REQS   := python/requirements-dev.txt
+CMAKE_FLAGS += -DVRAM_PYTHON=$(VENV)/bin/python
+
 # `make install PREFIX=/usr DESTDIR=/tmp/pkgroot`; `make uninstall` removes
 # what the last install listed in $(BUILD)/install_manifest.txt.
 PREFIX    ?= /usr/local
 DESTDIR   ?=
 
-.PHONY: all build deps test test-unit asan tsan fuzz run bench format clean
-.PHONY: install uninstall
+.PHONY: all build deps venv test test-unit asan tsan fuzz run bench format clean
+.PHONY: install uninstall deb-deps
 
 all: build
 
-deps:
+deps: deb-deps venv
+
+deb-deps:
 	@missing=$$(for p in $(DEPS); do dpkg-query -W -f='$${Status}\n' $$p 2>/dev/null | grep -q '^install ok installed' || echo $$p; done); \
 	if [ -z "$$missing" ]; then echo "deps: all installed"; exit 0; fi; \
 	if [ "$$(id -u)" = 0 ]; then \
@@ -35,6 +46,14 @@ deps:
 	  echo "deps: missing packages; run as root:"; \
 	  echo "  apt-get install -y $$missing"; exit 1; \
 	fi
+
+# Re-made when the requirements change; pip reuses its cache, so a warm
+# machine installs nothing twice.
+venv: $(VENV)/.installed
+$(VENV)/.installed: $(VENV_REQS) | deb-deps
+	@[ -x $(VENV)/bin/python ] || $(VENV_PYTHON) -m venv $(VENV)
+	$(VENV)/bin/python -m pip install -q --disable-pip-version-check --progress-bar off -r $(VENV_REQS)
+	@touch $@
 
 $(BUILD)/CMakeCache.txt:
 	cmake -S . -B $(BUILD) $(CMAKE_FLAGS)
