@@ -171,7 +171,8 @@ run_info "$tmp/err.json" --json
 check "$tmp/err.json" "all(x['health']=='ERROR' and 'GPU is lost' in x['error'] for x in d['devices'])"
 ok "lost GPU: ERROR state"
 
-for spec in "nvmlInit_v2=9:Driver Not Loaded" "nvmlDeviceGetCount_v2=999:nvmlDeviceGetCount_v2"; do
+for spec in "nvmlInit_v2=9:kernel module is not loaded" "nvmlDeviceGetCount_v2=999:nvmlDeviceGetCount_v2" \
+    "nvmlInit_v2=18:does not match the NVIDIA kernel module"; do
     export FAKE_NVML_FAIL=${spec%%:*}
     run_info "$tmp/err.out"
     [ "$rc" = 1 ] || fail "$FAKE_NVML_FAIL: exited $rc, expected 1"
@@ -190,6 +191,19 @@ if [ "$rc" != 1 ] || ! grep -qF "cuInit failed" "$tmp/err.out.err"; then
     fail "cuInit failure: exit $rc"
 fi
 ok "cuda failures: ERROR state, exit 1 when cuInit fails"
+
+# What the driver API reports for a machine that cannot run CUDA, each named
+# with what to do (there is no "insufficient driver" code in the driver API).
+for spec in "803:does not match the NVIDIA kernel module" "804:forward-compatibility driver" \
+    "802:nvidia-fabricmanager" "100:reports no device"; do
+    export FAKE_CUDA_FAIL="cuInit=${spec%%:*}"
+    run_info "$tmp/err.out"
+    if [ "$rc" != 1 ] || ! grep -qF "${spec#*:}" "$tmp/err.out.err"; then
+        cat "$tmp/err.out.err"
+        fail "$FAKE_CUDA_FAIL: exit $rc, or no '${spec#*:}'"
+    fi
+done
+ok "cuInit's driver/module mismatch, forward-compat, not-ready and no-device: each explained"
 
 # Every call we make, failing with a spread of codes: never a crash, and a
 # run that succeeds prints valid JSON.
