@@ -137,9 +137,9 @@ static int cuda_code(CUresult r)
 
 /* What cuInit's failures mean and what the user can do: the codes the driver
  * API reports for a machine that cannot run CUDA (cuda.h's descriptions;
- * docs/drivers.md). The driver API has no "insufficient driver" code (35 is
- * the runtime API's): an old libcuda lacks a symbol (open says which) or a
- * newer one refuses with SYSTEM_DRIVER_MISMATCH or COMPAT_NOT_SUPPORTED. */
+ * docs/drivers.md). An old driver is CALL_REQUIRES_NEWER_DRIVER (36) or a
+ * missing symbol (open says which); 35 is the runtime API's code, never the
+ * driver's. */
 static const struct {
     CUresult code;
     int vram_code;
@@ -149,6 +149,8 @@ static const struct {
      "%s is the CUDA toolkit's stub library, not a driver; install the NVIDIA driver or point "
      "VRAM_CUDA_LIBRARY at its libcuda.so.1"},
     {CUDA_ERROR_NO_DEVICE, VRAM_ENODEV, "no NVIDIA GPU: cuInit (%s) reports no device"},
+    {CUDA_ERROR_CALL_REQUIRES_NEWER_DRIVER, VRAM_EDRIVER,
+     "the NVIDIA driver (%s) is older than vram's calls need; update the driver"},
     {CUDA_ERROR_SYSTEM_DRIVER_MISMATCH, VRAM_EDRIVER,
      "%s does not match the NVIDIA kernel module that is loaded (a driver upgraded without a "
      "reboot?); reboot, or load the module of the same version"},

@@ -28,8 +28,9 @@ enum {
     CUDA_ERROR_OUT_OF_MEMORY = 2,
     CUDA_ERROR_NOT_INITIALIZED = 3,
     CUDA_ERROR_DEINITIALIZED = 4,
-    CUDA_ERROR_STUB_LIBRARY = 34,       /* the toolkit's link-time stub, not a driver */
-    CUDA_ERROR_DEVICE_UNAVAILABLE = 46, /* e.g. exclusive-process mode, taken */
+    CUDA_ERROR_STUB_LIBRARY = 34,               /* the toolkit's link-time stub, not a driver */
+    CUDA_ERROR_CALL_REQUIRES_NEWER_DRIVER = 36, /* the driver API's "driver too old" */
+    CUDA_ERROR_DEVICE_UNAVAILABLE = 46,         /* e.g. exclusive-process mode, taken */
     CUDA_ERROR_NO_DEVICE = 100,
     CUDA_ERROR_INVALID_DEVICE = 101,
     CUDA_ERROR_INVALID_CONTEXT = 201,

@@ -193,8 +193,9 @@ fi
 ok "cuda failures: ERROR state, exit 1 when cuInit fails"
 
 # What the driver API reports for a machine that cannot run CUDA, each named
-# with what to do (there is no "insufficient driver" code in the driver API).
+# with what to do (the driver API's old-driver code is 36, not the runtime's 35).
 for spec in "803:does not match the NVIDIA kernel module" "804:forward-compatibility driver" \
+    "36:older than vram's calls need" \
     "802:nvidia-fabricmanager" "100:reports no device"; do
     export FAKE_CUDA_FAIL="cuInit=${spec%%:*}"
     run_info "$tmp/err.out"
