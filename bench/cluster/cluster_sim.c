@@ -36,8 +36,8 @@
 #define NCAT          (MIX_MAX_TYPES * MAX_LEVEL)
 #define GiB           (1024.0 * 1024 * 1024)
 
-typedef enum { WHOLE, SHARD_S, VRAM } strategy_t;
-static const char *strategy_names[] = {"whole", "shard", "vram"};
+typedef enum { WHOLE, SHARD_S, VRAM, VRAM_SHARD, NSTRATEGY } strategy_t;
+static const char *strategy_names[] = {"whole", "shard", "vram", "vram+shard"};
 
 /* GPU sizes and their share of nodes (README.md: an 80/48/40 GiB mix). */
 static const uint64_t class_bytes[NCLASS] = {80ull << 30, 48ull << 30, 40ull << 30};
@@ -112,6 +112,18 @@ static struct sim {
 static double now_fn(void)
 {
     return S.now;
+}
+
+/* Slurm places by shards of one GPU (shard, vram+shard). */
+static bool sharded(void)
+{
+    return S.strategy == SHARD_S || S.strategy == VRAM_SHARD;
+}
+
+/* Each node's vramd admits what Slurm placed (vram, vram+shard). */
+static bool with_vramd(void)
+{
+    return S.strategy == VRAM || S.strategy == VRAM_SHARD;
 }
 
 static uint64_t now_ns(void)
@@ -196,7 +208,9 @@ static uint32_t min_batch(const mix_type_t *t)
 
 static int shards_of(int job)
 {
-    return (int)((need(job) + SHARD - 1) / SHARD);
+    uint64_t mem = need(job), usable_max = (uint64_t)(0.95 * (double)class_bytes[0]);
+    if (S.strategy == VRAM_SHARD && mem > usable_max) mem = usable_max; /* vramd lowers the batch */
+    return (int)((mem + SHARD - 1) / SHARD);
 }
 
 static int64_t mib_of(int job)
@@ -215,11 +229,14 @@ static bool dominates(int a_job, int b_job)
     case WHOLE:
         return a->gpus >= b->gpus;
     case SHARD_S:
+    case VRAM_SHARD:
         if ((a->gpus > 1) != (b->gpus > 1)) return false;
         return a->gpus > 1 ? a->gpus >= b->gpus : shards_of(a_job) >= shards_of(b_job);
     case VRAM:
         (void)a, (void)b;
         return mib_of(a_job) >= mib_of(b_job) && least(a_job) >= least(b_job);
+    case NSTRATEGY:
+        break;
     }
     return false;
 }
@@ -236,7 +253,7 @@ static void refresh(int n)
                       : S.strategy == VRAM ? nd->free_mib
                                            : best_shards;
     firstfit_set(&S.fit[nd->cls][0], n, metric0);
-    if (S.strategy == SHARD_S) firstfit_set(&S.fit[nd->cls][1], n, nd->free_gpus);
+    if (sharded()) firstfit_set(&S.fit[nd->cls][1], n, nd->free_gpus);
 }
 
 /* The lowest-numbered node that can take the job now, or -1. */
@@ -249,8 +266,12 @@ static int select_node(int job)
         int tree = 0;
         if (S.strategy == WHOLE) {
             demand = t->gpus;
-        } else if (S.strategy == SHARD_S) {
+        } else if (sharded()) {
             if (t->gpus > 1) {
+                /* vram+shard: --constraint keeps whole-GPU jobs off GPUs they never fit */
+                if (S.strategy == VRAM_SHARD &&
+                    least(job) > (uint64_t)(0.95 * (double)class_bytes[c]))
+                    continue;
                 demand = t->gpus;
                 tree = 1;
             } else {
@@ -373,13 +394,13 @@ static void release_slurm(int job)
     node_t *nd = &S.nodes[r->node];
     if (S.strategy == VRAM) {
         nd->free_mib += r->slurm_mib;
-    } else if (S.strategy == SHARD_S && type_of(job)->gpus == 1) {
+    } else if (sharded() && type_of(job)->gpus == 1) {
         nd->shards[r->gpus[0]] += shards_of(job);
         if (nd->shards[r->gpus[0]] == (int)(nd->cap / SHARD)) nd->free_gpus++;
     } else {
         for (int k = 0; k < r->ngpus; k++) {
             nd->free_gpus++;
-            if (S.strategy == SHARD_S) nd->shards[r->gpus[k]] = (int)(nd->cap / SHARD);
+            if (sharded()) nd->shards[r->gpus[k]] = (int)(nd->cap / SHARD);
         }
     }
     refresh(r->node);
@@ -391,6 +412,8 @@ static void record_start(int job)
     heap_push(S.now + S.jobs[job].duration, job);
 }
 
+static void submit_vramd(int job, int node, const int *pinned, int npinned);
+
 /* whole and shard: Slurm's choice is the GPU; the job runs at once. */
 static void start_direct(int job, int node)
 {
@@ -398,7 +421,7 @@ static void start_direct(int job, int node)
     node_t *nd = &S.nodes[node];
     const mix_type_t *t = type_of(job);
     int gpus[GPUS_PER_NODE], n = 0;
-    if (S.strategy == SHARD_S && t->gpus == 1) {
+    if (sharded() && t->gpus == 1) {
         int want = shards_of(job), g_best = -1;
         for (int g = 0; g < GPUS_PER_NODE; g++) /* the first GPU with the shards */
             if (nd->shards[g] >= want) {
@@ -412,11 +435,15 @@ static void start_direct(int job, int node)
         for (int g = 0; g < GPUS_PER_NODE && n < t->gpus; g++)
             if (S.strategy == WHOLE ? nd->jobs[g] == 0 : nd->shards[g] == (int)(nd->cap / SHARD)) {
                 gpus[n++] = g;
-                if (S.strategy == SHARD_S) nd->shards[g] = 0;
+                if (sharded()) nd->shards[g] = 0;
             }
         nd->free_gpus -= n;
     }
     refresh(node);
+    if (S.strategy == VRAM_SHARD) { /* vramd admits on the GPUs Slurm gave */
+        submit_vramd(job, node, gpus, n);
+        return;
+    }
     occupy(job, node, gpus, n, need(job));
     if (over_memory(job)) { /* dies at its first step */
         S.ooms++;
@@ -472,20 +499,22 @@ static void handle_vram_ooms(void)
     }
 }
 
-static void start_vram(int job, int node)
+/* The step's registration with the node's vramd: pinned to the GPUs Slurm
+ * gave (npinned > 0), else vramd chooses. */
+static void submit_vramd(int job, int node, const int *pinned, int npinned)
 {
     run_t *r = &S.runs[job];
     node_t *nd = &S.nodes[node];
     const mix_type_t *t = type_of(job);
     r->node = node;
-    r->slurm_mib = mib_of(job);
-    nd->free_mib -= r->slurm_mib;
-    refresh(node);
     vram_job_request_t req;
     memset(&req, 0, sizeof req);
     snprintf(req.name, sizeof req.name, "%d", job);
     req.mem_bytes = r->asks ? r->asks : t->mem;
     req.gpus = t->gpus;
+    req.npinned = npinned;
+    for (int k = 0; k < npinned; k++)
+        req.pinned[k] = pinned[k];
     req.timeout_s = 0;
     req.batch_size = r->asks ? 0 : t->batch;
     req.min_batch_size = r->asks ? 0 : min_batch(t);
@@ -506,6 +535,14 @@ static void start_vram(int job, int node)
         exit(1);
     }
     handle_vram_ooms();
+}
+
+static void start_vram(int job, int node)
+{
+    S.runs[job].slurm_mib = mib_of(job);
+    S.nodes[node].free_mib -= S.runs[job].slurm_mib;
+    refresh(node);
+    submit_vramd(job, node, NULL, 0);
 }
 
 /* ---- Slurm's pass: FIFO by submission, any job that fits starts ---------- */
@@ -553,7 +590,7 @@ static void job_ended(int job)
     release_slurm(job);
     r->state = J_DONE;
     S.done++;
-    if (S.strategy == VRAM) {
+    if (with_vramd()) {
         vramd_finish(r->node, r->vram_id, 0);
         handle_vram_ooms();
     }
@@ -645,7 +682,7 @@ static int run(strategy_t strategy, int nnodes, const mix_type_t *types, int nty
             nd->shards[g] = (int)(nd->cap / SHARD);
         S.cap_total += nd->cap * GPUS_PER_NODE;
         S.idle_gpus += GPUS_PER_NODE;
-        if (strategy == VRAM) {
+        if (strategy == VRAM || strategy == VRAM_SHARD) {
             sources[n] = (vram_sched_devices_t){dev_count, dev_info, NULL, nd};
             vram_sched_config_t cfg;
             memset(&cfg, 0, sizeof cfg);
@@ -713,6 +750,15 @@ static int run(strategy_t strategy, int nnodes, const mix_type_t *types, int nty
     return 0;
 }
 
+/* Is name one of the comma-separated words of list? */
+static bool listed(const char *list, const char *name)
+{
+    size_t len = strlen(name);
+    for (const char *p = list; p; p = strchr(p, ',') ? strchr(p, ',') + 1 : NULL)
+        if (!strncmp(p, name, len) && (p[len] == ',' || p[len] == 0)) return true;
+    return false;
+}
+
 static void fmt_time(double s, char *buf, size_t len)
 {
     if (s < 60)
@@ -728,7 +774,7 @@ int main(int argc, char **argv)
     int nodes = argc > 1 ? atoi(argv[1]) : 1000;
     double hours = argc > 2 ? atof(argv[2]) : 24, load = argc > 3 ? atof(argv[3]) : 1.0;
     unsigned seed = argc > 4 ? (unsigned)atoi(argv[4]) : 1;
-    const char *which = argc > 5 ? argv[5] : "whole,shard,vram";
+    const char *which = argc > 5 ? argv[5] : "whole,shard,vram,vram+shard";
     if (nodes < 1 || nodes > 100000 || !(hours > 0) || !(load > 0)) {
         fprintf(stderr, "usage: bench_cluster [NODES=1000] [HOURS=24] [LOAD=1.0] [SEED=1] "
                         "[STRATEGIES=whole,shard,vram]\n");
@@ -762,15 +808,15 @@ int main(int argc, char **argv)
            "queue | wait p50 | wait p99 | wait "
            "mean | OOM kills | never fit | done | Slurm-model µs/decision | vramd µs/decision "
            "|\n|---|---|---|---|---|---|---|---|---|---|---|---|\n");
-    for (int s = 0; s < 3; s++) {
-        if (!strstr(which, strategy_names[s])) continue;
+    for (int s = 0; s < NSTRATEGY; s++) {
+        if (!listed(which, strategy_names[s])) continue;
         result_t r;
         if (run((strategy_t)s, nodes, types, ntypes, jobs, njobs, hours, &r) != 0) return 1;
         char p50[32], p99[32], mean[32], vramd[32] = "–";
         fmt_time(r.wait_p50, p50, sizeof p50);
         fmt_time(r.wait_p99, p99, sizeof p99);
         fmt_time(r.wait_mean, mean, sizeof mean);
-        if (s == VRAM) snprintf(vramd, sizeof vramd, "%.1f", r.vramd_us);
+        if (s == VRAM || s == VRAM_SHARD) snprintf(vramd, sizeof vramd, "%.1f", r.vramd_us);
         printf("| %s | %.1f%% | %.1f%% | %.1f%% | %s | %s | %s | %d | %d | %d/%d | %.2f | %s |\n",
                strategy_names[s], 100 * r.util, 100 * r.idle_wait, 100 * r.idle_vramd_wait, p50,
                p99, mean, r.ooms, r.dropped, r.done, njobs, r.slurm_us, vramd);
