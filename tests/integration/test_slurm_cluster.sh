@@ -35,6 +35,7 @@ fail() { echo "FAIL: $*" >&2; logs >&2; echo "$passed passed, 1 failed"; exit 1;
 ok() { passed=$((passed + 1)); echo "ok: $*"; }
 cleanup() {
     [ -n "${outside:-}" ] && kill "$outside" 2>/dev/null
+    [ -n "${prom:-}" ] && kill "$prom" 2>/dev/null && wait "$prom" 2>/dev/null
     VRAM_BUILD_DIR=$B "$CLUSTER" down "$D" || true
     rm -rf "$T"
 }
@@ -53,6 +54,22 @@ ip netns del "$probe"
 VRAM_BUILD_DIR=$B "$CLUSTER" up "$D" node1=2xH100-80GB node2=2xA100-40GB node3=2xgpu24:24GiB >"$T/up.out" 2>&1 ||
     { [ $? = 3 ] && echo "SKIP: $(cat "$T/up.out")" && exit 77; fail "the cluster did not come up: $(cat "$T/up.out")"; }
 export SLURM_CONF=$D/slurm.conf
+URLS=$(cat "$D/urls")
+
+# One Prometheus scraping every node's vramd (relayed from its loopback).
+command -v prometheus >/dev/null || fail "prometheus is missing: run \`make deps\`"
+PROM_PORT=$(python3 -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')
+{
+    echo "global: {scrape_interval: 1s}"
+    echo "scrape_configs: [{job_name: vramd, static_configs: [{targets: [$(echo "$URLS" | sed 's|[a-z0-9]*=http://||g; s|,|, |g')]}]}]"
+} >"$T/prometheus.yml"
+prometheus --config.file="$T/prometheus.yml" --storage.tsdb.path="$T/prom" \
+    --web.listen-address="127.0.0.1:$PROM_PORT" >"$T/prometheus.log" 2>&1 &
+prom=$!
+promql() { # QUERY: prints the first value, or nothing
+    curl -s --noproxy '*' "http://127.0.0.1:$PROM_PORT/api/v1/query" --data-urlencode "query=$1" |
+        python3 -c 'import json, sys; r = json.load(sys.stdin)["data"]["result"]; print(r[0]["value"][1] if r else "")' 2>/dev/null
+}
 api() { curl -s --unix-socket "$D/$1/vramd.sock" "http://localhost$2"; }
 
 # Polls a Slurm state until CMD succeeds (slurmctld tells nothing by itself).
@@ -110,6 +127,30 @@ ids=()
 for i in 1 2; do ids+=("$(submit 8GiB 1 hold -- --vram-mem=10GiB -w node3)"); done
 started_on_node3() { [ "$(cat "$T/starts" 2>/dev/null | grep -c " node3 ")" -ge 2 ]; }
 wait_for 60 "the two jobs on node3 started" started_on_node3
+
+# --- the cluster view: every node's GPUs and jobs ------------------------------
+export VRAM_TOKEN_FILE=$D/token # jobs over TCP need the nodes' token
+"$VRAM" status --cluster "$URLS" >"$T/cluster.txt" || fail "vram status --cluster: $(cat "$T/cluster.txt")"
+"$VRAM" status --cluster "$URLS" --json >"$T/cluster.json" || fail "vram status --cluster --json"
+python3 - "$T/cluster.json" <<'EOF' || fail "vram status --cluster: $(cat "$T/cluster.json")"
+import json, sys
+nodes = {n["name"]: n for n in json.load(open(sys.argv[1]))["nodes"]}
+assert sorted(nodes) == ["node1", "node2", "node3"], nodes.keys()
+assert sum(len(n["status"]["devices"]) for n in nodes.values()) == 6
+assert [d["total_bytes"] >> 30 for d in nodes["node3"]["status"]["devices"]] == [24, 24]
+assert nodes["node2"]["status"]["devices"][0]["unmanaged_bytes"] == 30 << 30
+held = [j for j in nodes["node3"]["jobs"] if j["state"] == "running" and j["labels"].get("slurm_job_id")]
+assert len(held) == 2 and all(j["reserved_bytes"] == 10 << 30 for j in held), nodes["node3"]["jobs"]
+EOF
+cat "$T/cluster.txt"
+ok "vram status --cluster shows 3 nodes, 6 GPUs, node2's outside use, node3's two Slurm jobs"
+prom_sees_cluster() {
+    [ "$(promql 'count(vram_device_memory_total_bytes)')" = 6 ] &&
+        [ "$(promql "sum(vram_job_memory_reserved_bytes{instance=\"$(cat "$D/node3/addr"):7878\",label_slurm_job_id!=\"\"})")" = $((20 << 30)) ] &&
+        [ "$(promql "vram_device_memory_used_bytes{instance=\"$(cat "$D/node2/addr"):7878\",gpu=\"0\"}")" = $((30 << 30)) ]
+}
+wait_for 90 "Prometheus scraping 6 GPUs, node3's 20 GiB of Slurm jobs and node2's 30 GiB outside use" prom_sees_cluster
+ok "one Prometheus scrapes all three vramds: 6 GPUs, node3's Slurm jobs by label_slurm_job_id, node2's outside use"
 
 # 36 of mixed sizes; 60 GiB ones only fit node1's GPUs (--constraint).
 for i in $(seq 6); do ids+=("$(submit 55GiB 3 "" -- --vram-mem=60GiB --constraint=gpumem80)"); done
