@@ -2,8 +2,8 @@
  * under three ways of sharing GPUs, with a simulated clock and no processes:
  *
  *   whole  Slurm's default: --gres=gpu:G, whole GPUs by count;
- *   shard  Slurm shards sized to memory (one shard = 8 GiB), 1-GPU jobs ask
- *          ceil(estimate / 8 GiB) shards of one GPU, multi-GPU jobs whole GPUs;
+ *   shard  Slurm shards sized to memory (one shard = SHARD_GIB), 1-GPU jobs
+ *          ask ceil(estimate / shard) shards of one GPU, multi-GPU jobs whole GPUs;
  *   vram   Slurm places by a countable gres/vram (MiB per node) and each
  *          node's vramd (libvram's scheduler, one vram_sched_t per node, the
  *          code vramd runs) admits on a GPU by memory, lowering the batch
@@ -15,7 +15,8 @@
  * utilization, GPUs idle while jobs wait, queue waits, OOMs, and the cost of
  * each placement decision. bench/cluster/README.md has the assumptions.
  *
- *   bench_cluster [NODES=1000] [HOURS=24] [LOAD=1.0] [SEED=1] [STRATEGIES=whole,shard,vram] */
+ *   bench_cluster [NODES=1000] [HOURS=24] [LOAD=1.0] [SEED=1]
+ *                 [STRATEGIES=whole,shard,vram,vram+shard] [SHARD_GIB=8] */
 #include "firstfit.h"
 #include "mix.h"
 
@@ -31,12 +32,13 @@
 
 #define GPUS_PER_NODE 8
 #define NCLASS        3
-#define SHARD         (8ull << 30)
 #define MAX_LEVEL     8
 #define NCAT          (MIX_MAX_TYPES * MAX_LEVEL)
 #define GiB           (1024.0 * 1024 * 1024)
 
 typedef enum { WHOLE, SHARD_S, VRAM, VRAM_SHARD, NSTRATEGY } strategy_t;
+/* One shard's memory (shard, vram+shard): SHARD_GIB, 8 GiB by default. */
+static uint64_t SHARD = 8ull << 30;
 static const char *strategy_names[] = {"whole", "shard", "vram", "vram+shard"};
 
 /* GPU sizes and their share of nodes (README.md: an 80/48/40 GiB mix). */
@@ -206,11 +208,15 @@ static uint32_t min_batch(const mix_type_t *t)
     return t->batch >= 4 ? t->batch / 4 : 1;
 }
 
+static int full_shards(uint64_t cap);
+
 static int shards_of(int job)
 {
-    uint64_t mem = need(job), usable_max = (uint64_t)(0.95 * (double)class_bytes[0]);
-    if (S.strategy == VRAM_SHARD && mem > usable_max) mem = usable_max; /* vramd lowers the batch */
-    return (int)((mem + SHARD - 1) / SHARD);
+    int n = (int)((need(job) + SHARD - 1) / SHARD);
+    /* vram+shard: a job bigger than any GPU asks the largest whole; vramd lowers its batch */
+    if (S.strategy == VRAM_SHARD && n > full_shards(class_bytes[0]))
+        n = full_shards(class_bytes[0]);
+    return n;
 }
 
 static int64_t mib_of(int job)
@@ -242,6 +248,14 @@ static bool dominates(int a_job, int b_job)
 }
 
 /* ---- nodes: what Slurm's select sees ------------------------------------- */
+
+/* A GPU's shards: its memory, or under vram+shard what vramd hands out
+ * (less its 5% margin), as gres/vram counts. */
+static int full_shards(uint64_t cap)
+{
+    uint64_t mem = S.strategy == VRAM_SHARD ? (uint64_t)(0.95 * (double)cap) : cap;
+    return (int)(mem / SHARD);
+}
 
 static void refresh(int n)
 {
@@ -276,7 +290,7 @@ static int select_node(int job)
                 tree = 1;
             } else {
                 demand = shards_of(job);
-                if ((uint64_t)demand * SHARD > class_bytes[c]) continue;
+                if (demand > full_shards(class_bytes[c])) continue;
             }
         } else {
             /* --constraint on GPU size: the smallest batch must fit a GPU. */
@@ -396,11 +410,11 @@ static void release_slurm(int job)
         nd->free_mib += r->slurm_mib;
     } else if (sharded() && type_of(job)->gpus == 1) {
         nd->shards[r->gpus[0]] += shards_of(job);
-        if (nd->shards[r->gpus[0]] == (int)(nd->cap / SHARD)) nd->free_gpus++;
+        if (nd->shards[r->gpus[0]] == full_shards(nd->cap)) nd->free_gpus++;
     } else {
         for (int k = 0; k < r->ngpus; k++) {
             nd->free_gpus++;
-            if (sharded()) nd->shards[r->gpus[k]] = (int)(nd->cap / SHARD);
+            if (sharded()) nd->shards[r->gpus[k]] = full_shards(nd->cap);
         }
     }
     refresh(r->node);
@@ -428,12 +442,12 @@ static void start_direct(int job, int node)
                 g_best = g;
                 break;
             }
-        if (nd->shards[g_best] == (int)(nd->cap / SHARD)) nd->free_gpus--;
+        if (nd->shards[g_best] == full_shards(nd->cap)) nd->free_gpus--;
         nd->shards[g_best] -= want;
         gpus[n++] = g_best;
     } else {
         for (int g = 0; g < GPUS_PER_NODE && n < t->gpus; g++)
-            if (S.strategy == WHOLE ? nd->jobs[g] == 0 : nd->shards[g] == (int)(nd->cap / SHARD)) {
+            if (S.strategy == WHOLE ? nd->jobs[g] == 0 : nd->shards[g] == full_shards(nd->cap)) {
                 gpus[n++] = g;
                 if (sharded()) nd->shards[g] = 0;
             }
@@ -679,7 +693,7 @@ static int run(strategy_t strategy, int nnodes, const mix_type_t *types, int nty
         /* the node's Gres=vram: what vramd can hand out (total less its 5% margin) */
         nd->free_mib = (int64_t)((uint64_t)(0.95 * (double)nd->cap) >> 20) * GPUS_PER_NODE;
         for (int g = 0; g < GPUS_PER_NODE; g++)
-            nd->shards[g] = (int)(nd->cap / SHARD);
+            nd->shards[g] = full_shards(nd->cap);
         S.cap_total += nd->cap * GPUS_PER_NODE;
         S.idle_gpus += GPUS_PER_NODE;
         if (strategy == VRAM || strategy == VRAM_SHARD) {
@@ -775,11 +789,15 @@ int main(int argc, char **argv)
     double hours = argc > 2 ? atof(argv[2]) : 24, load = argc > 3 ? atof(argv[3]) : 1.0;
     unsigned seed = argc > 4 ? (unsigned)atoi(argv[4]) : 1;
     const char *which = argc > 5 ? argv[5] : "whole,shard,vram,vram+shard";
-    if (nodes < 1 || nodes > 100000 || !(hours > 0) || !(load > 0)) {
+    int shard_gib = argc > 6 ? atoi(argv[6]) : 8;
+    if (nodes < 1 || nodes > 100000 || !(hours > 0) || !(load > 0) || shard_gib < 1 ||
+        shard_gib > 40 || 40 % shard_gib || 48 % shard_gib) {
         fprintf(stderr, "usage: bench_cluster [NODES=1000] [HOURS=24] [LOAD=1.0] [SEED=1] "
-                        "[STRATEGIES=whole,shard,vram]\n");
+                        "[STRATEGIES=whole,shard,vram,vram+shard] [SHARD_GIB=8: divides 40 "
+                        "and 48]\n");
         return 2;
     }
+    SHARD = (uint64_t)shard_gib << 30;
     /* one pipe per node's scheduler */
     struct rlimit rl;
     if (getrlimit(RLIMIT_NOFILE, &rl) == 0 && rl.rlim_cur < rl.rlim_max) {
@@ -792,9 +810,10 @@ int main(int argc, char **argv)
     mix_job_t *jobs;
     int njobs = mix_jobs(types, ntypes, nodes * GPUS_PER_NODE, hours, load, seed, &jobs);
     if (njobs < 0) return 1;
-    printf("bench_cluster %d %g %g %u %s: %d nodes x %d GPUs (80/48/40 GiB: 50/25/25%%), "
-           "%d jobs over %g h, offered load %.2f\n",
-           nodes, hours, load, seed, which, nodes, GPUS_PER_NODE, njobs, hours, load);
+    printf("bench_cluster %d %g %g %u %s %d: %d nodes x %d GPUs (80/48/40 GiB: 50/25/25%%), "
+           "%d jobs over %g h, offered load %.2f, shards of %d GiB\n",
+           nodes, hours, load, seed, which, shard_gib, nodes, GPUS_PER_NODE, njobs, hours, load,
+           shard_gib);
     printf("\njob types (per-GPU memory from vram_estimate):\n");
     int count[MIX_MAX_TYPES] = {0};
     for (int i = 0; i < njobs; i++)
