@@ -177,7 +177,8 @@ static int expand_socket(spank_t sp)
 {
     char node[256] = "", host[256] = "";
     if (spank_getenv(sp, "SLURMD_NODENAME", node, sizeof node) != ESPANK_SUCCESS)
-        snprintf(node, sizeof node, "%s", getenv("SLURMD_NODENAME") ? getenv("SLURMD_NODENAME") : "");
+        snprintf(node, sizeof node, "%s",
+                 getenv("SLURMD_NODENAME") ? getenv("SLURMD_NODENAME") : "");
     if (gethostname(host, sizeof host) != 0) host[0] = 0;
     host[sizeof host - 1] = 0;
     size_t at = 0;
