@@ -126,6 +126,7 @@ ids=()
 # Two jobs that hold node3 until it is killed.
 away=
 for _ in 1 2; do ids+=("$(submit 8GiB 1 hold -- --vram-mem=10GiB -w node3)"); done
+[[ ${ids[0]}${ids[1]} =~ ^[0-9]+$ ]] || fail "the node3 jobs were not submitted; see sbatch's message above"
 started_on_node3() { [ "$(cat "$T/starts" 2>/dev/null | grep -c " node3 ")" -ge 2 ]; }
 wait_for 60 "the two jobs on node3 started" started_on_node3
 
@@ -171,6 +172,7 @@ model=$(sbatch --parsable --requeue -o "$T/out/%j.out" $away --gres=vram:40960 -
     "$T/job.sh" 30GiB 1)
 ids+=("$failing" "$victim" "$model")
 [ ${#ids[@]} = 41 ] || fail "submitted ${#ids[@]} jobs"
+for id in "${ids[@]}"; do [[ $id =~ ^[0-9]+$ ]] || fail "a submission failed (job ids: ${ids[*]}); see sbatch's message above"; done
 
 # --- node3 dies mid-run ------------------------------------------------------------
 "$CLUSTER" crash "$D" node3
