@@ -131,9 +131,10 @@ int slurm_spank_init(spank_t sp, int ac, char **av)
 }
 
 /* sbatch/salloc/srun: the memory the job asks for goes with the job to
- * slurmctld as VRAM_GRES_MIB (per node: MiB per GPU times GPUs), where
- * job_submit.lua turns it into --gres=vram:N so that Slurm places the job
- * on a node with that much GPU memory left (docs/slurm.md). */
+ * slurmctld as VRAM_GRES_MIB (per node: MiB per GPU times GPUs) and
+ * VRAM_GPU_MIB (per GPU), where job_submit.lua turns them into
+ * --gres=vram:N and a constraint to nodes whose GPUs can each hold the job,
+ * so that Slurm places it where the memory is (docs/slurm.md). */
 static int tell_slurmctld(spank_t sp)
 {
     spank_context_t ctx = spank_context();
@@ -142,10 +143,13 @@ static int tell_slurmctld(spank_t sp)
         vram_parse_size(values[SPANK_VRAM_OPT_MEM], &mem) != 0)
         return 0;
     long long gpus = values[SPANK_VRAM_OPT_GPUS] ? atoll(values[SPANK_VRAM_OPT_GPUS]) : 1;
-    char mib[32];
-    snprintf(mib, sizeof mib, "%llu", (unsigned long long)((mem + (1u << 20) - 1) >> 20) * gpus);
-    if (spank_job_control_setenv(sp, "VRAM_GRES_MIB", mib, 1) != ESPANK_SUCCESS)
-        slurm_debug("spank_vram: cannot pass VRAM_GRES_MIB to slurmctld");
+    unsigned long long per_gpu = (mem + (1u << 20) - 1) >> 20;
+    char mib[32], gpu_mib[32];
+    snprintf(mib, sizeof mib, "%llu", per_gpu * (unsigned long long)gpus);
+    snprintf(gpu_mib, sizeof gpu_mib, "%llu", per_gpu);
+    if (spank_job_control_setenv(sp, "VRAM_GRES_MIB", mib, 1) != ESPANK_SUCCESS ||
+        spank_job_control_setenv(sp, "VRAM_GPU_MIB", gpu_mib, 1) != ESPANK_SUCCESS)
+        slurm_debug("spank_vram: cannot pass VRAM_GRES_MIB/VRAM_GPU_MIB to slurmctld");
     return 0;
 }
 

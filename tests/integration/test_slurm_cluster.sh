@@ -70,6 +70,7 @@ promql() { # QUERY: prints the first value, or nothing
     curl -s --noproxy '*' "http://127.0.0.1:$PROM_PORT/api/v1/query" --data-urlencode "query=$1" |
         python3 -c 'import json, sys; r = json.load(sys.stdin)["data"]["result"]; print(r[0]["value"][1] if r else "")' 2>/dev/null
 }
+feature() { grep -o "^NodeName=$1 .*" "$D/slurm.conf" | grep -o 'vram_per_gpu_[0-9]*'; }
 api() { curl -s --unix-socket "$D/$1/vramd.sock" "http://localhost$2"; }
 
 # Polls a Slurm state until CMD succeeds (slurmctld tells nothing by itself).
@@ -154,24 +155,36 @@ prom_sees_cluster() {
 wait_for 90 "Prometheus scraping 6 GPUs, node3's 20 GiB of Slurm jobs and node2's 30 GiB outside use" prom_sees_cluster
 ok "one Prometheus scrapes all three vramds: 6 GPUs, node3's Slurm jobs by label_slurm_job_id, node2's outside use"
 
-# 36 of mixed sizes; 60 GiB ones only fit node1's GPUs (--constraint). They
+# 36 of mixed sizes; 60 GiB ones only fit node1's GPUs, 30 GiB ones not
+# node3's (job_submit.lua adds the constraint). They
 # run while node3 dies, on the other nodes: a job that ends on a node as it
 # dies may be requeued although it completed (Slurm never heard of its end),
 # which would show here as a job run twice.
 away=--exclude=node3
-for _ in $(seq 6); do ids+=("$(submit 55GiB 3 "" -- --vram-mem=60GiB --constraint=gpumem80)"); done
-for _ in $(seq 10); do ids+=("$(submit 28GiB 2 "" -- --vram-mem=30GiB --constraint='gpumem80|gpumem40')"); done
+for _ in $(seq 6); do ids+=("$(submit 55GiB 3 "" -- --vram-mem=60GiB)"); done
+for _ in $(seq 10); do ids+=("$(submit 28GiB 2 "" -- --vram-mem=30GiB)"); done
 for _ in $(seq 10); do ids+=("$(submit 14GiB 2 "" -- --vram-mem=16GiB)"); done
 for _ in $(seq 10); do ids+=("$(submit 9GiB 2 "" -- --vram-mem=10GiB)"); done
 # One that fails, and one cancelled while it runs.
 failing=$(submit 5GiB 1 fail -- --vram-mem=6GiB)
 victim=$(submit 5GiB 600 "" -- --vram-mem=6GiB)
 # A model too big for any GPU at its batch: vramd lowers the batch.
-model=$(sbatch --parsable --requeue -o "$T/out/%j.out" $away --gres=vram:40960 --constraint=gpumem80 \
+model=$(sbatch --parsable --requeue -o "$T/out/%j.out" $away --gres=vram:40960 --constraint="$(feature node1)" \
     --vram-model=gpt2 --vram-estimate-args="--batch-size 64 --seq-len 1024" --vram-min-batch=1 \
     "$T/job.sh" 30GiB 1)
 ids+=("$failing" "$victim" "$model")
 [ ${#ids[@]} = 41 ] || fail "submitted ${#ids[@]} jobs"
+# what job_submit.lua made of --vram-mem: the gres count, and the nodes whose GPUs can hold it
+sixty=${ids[2]} thirty=${ids[8]}
+scontrol show job "$sixty" >"$T/sixty.job"
+grep -q "TresPerNode=gres:vram:61440" "$T/sixty.job" && grep -q "Features=$(feature node1) " "$T/sixty.job" ||
+    fail "a --vram-mem=60GiB job: $(grep -E 'TresPerNode|Features' "$T/sixty.job")"
+features=$(scontrol show job "$thirty" | grep -o 'Features=[^ ]*')
+[ "$features" = "Features=$(feature node1)|$(feature node2)" ] || [ "$features" = "Features=$(feature node2)|$(feature node1)" ] ||
+    fail "a --vram-mem=30GiB job: $features"
+if sbatch --vram-mem=100GiB --wrap true >"$T/big.out" 2>&1; then fail "a 100 GiB job was accepted: $(cat "$T/big.out")"; fi
+grep -q "no node's GPUs can hold 102400 MiB each" "$T/big.out" || fail "the 100 GiB job: $(cat "$T/big.out")"
+ok "--vram-mem=60GiB asks gres:vram:61440 on $(feature node1) only, 30GiB on node1 or node2; 100GiB is refused at submit"
 for id in "${ids[@]}"; do [[ $id =~ ^[0-9]+$ ]] || fail "a submission failed (job ids: ${ids[*]}); see sbatch's message above"; done
 
 # --- node3 dies mid-run ------------------------------------------------------------
