@@ -14,6 +14,9 @@ DEPS := cmake make gcc pkg-config libcmocka-dev libjansson-dev libmicrohttpd-dev
 # Installing and its test (packaging/, docs/install.md); Slurm's SPANK plugin
 # and its one-node cluster test (contrib/slurm/, docs/slurm.md).
 DEPS += scdoc man-db systemd bash-completion libslurm-dev slurmctld slurmd munge
+# The multi-node test cluster (contrib/slurm/vram-testcluster): iproute2 and
+# util-linux for the namespaces, socat to reach each node's loopback vramd.
+DEPS += iproute2 util-linux socat
 
 # The project's Python environment: a venv on the machine's Python with the
 # PyPI packages of python/requirements-dev.txt (torch on the CPU, transformers,
