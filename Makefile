@@ -6,7 +6,7 @@ JOBS      ?= $(shell nproc)
 CMAKE_FLAGS ?= -DVRAM_WERROR=ON
 
 # Debian packages the build and the tests need (installed by `make deps`).
-DEPS := cmake make gcc pkg-config libcmocka-dev libjansson-dev libmicrohttpd-dev \
+DEPS := cmake make gcc pkg-config libcmocka-dev libjansson-dev \
         libcurl4-openssl-dev libsqlite3-dev libncurses-dev libyaml-dev sqlite3 \
         procps python3 python3-venv curl \
         python3-torch python3-torchvision python3-pytest python3-setuptools python3-pip \
