@@ -109,6 +109,8 @@ VRAM_API const char *vram_build_id(void);
       "pool expandable segments: auto (where the device has virtual memory), true or false")       \
     X(SOCKET, STRING, "", "vramd Unix socket (default: runtime dir/vram/vramd.sock)")              \
     X(LISTEN, STRING, "127.0.0.1:7878", "vramd loopback TCP address (empty: none)")                \
+    X(LISTEN_HOSTS, STRING, "",                                                                    \
+      "other names TCP clients may give in Host (comma-separated, name or name:port; a relay)")    \
     X(DB, STRING, "", "vramd SQLite database (default: state dir/vram/vramd.db)")                  \
     X(TOKEN, STRING, "", "token that allows mutations over TCP")                                   \
     X(SAFETY_MARGIN, SIZE_OR_FRACTION, "0.05", "memory per device vramd never hands out")          \

@@ -112,19 +112,42 @@ static void authorize(const vramd_http_t *h, void *guard_ctx, const char *auth, 
     }
 }
 
+/* Whether host is name (n bytes) with the listener's port, or name itself
+ * when name carries a port of its own. */
+static bool host_is(const char *host, const char *name, size_t n, const char *port)
+{
+    size_t hl = strlen(host), pl = strlen(port);
+    if (memchr(name, ':', n)) return hl == n && !strncasecmp(host, name, n);
+    return hl == n + 1 + pl && !strncasecmp(host, name, n) && host[n] == ':' &&
+           !strcmp(host + n + 1, port);
+}
+
 /* On TCP the Host header must name the listener (DNS rebinding: a page of
  * attacker.example resolving to 127.0.0.1 must not read vramd): the
- * listener's own address, or localhost, with its port. */
+ * listener's own address or localhost, with its port, or a name of
+ * LISTEN_HOSTS (vramd behind a relay or proxy). */
 static bool host_names_listener(const vramd_state_t *d, const char *host)
 {
     const char *colon = strrchr(d->tcp_address, ':');
     if (!colon || !host) return false;
     const char *port = colon + 1;
-    size_t hl = strlen(host), pl = strlen(port);
-    if (hl <= pl + 1 || host[hl - pl - 1] != ':' || strcmp(host + hl - pl, port)) return false;
-    size_t name = hl - pl - 1, own = (size_t)(colon - d->tcp_address);
-    return (name == own && !strncmp(host, d->tcp_address, own)) ||
-           (name == 9 && !strncasecmp(host, "localhost", 9));
+    if (host_is(host, d->tcp_address, (size_t)(colon - d->tcp_address), port) ||
+        host_is(host, "localhost", 9, port))
+        return true;
+    for (const char *p = vram_option_str(VRAM_OPT_LISTEN_HOSTS); *p;) {
+        size_t n = strcspn(p, ",");
+        while (n && (*p == ' ')) {
+            p++;
+            n--;
+        }
+        size_t m = n;
+        while (m && p[m - 1] == ' ')
+            m--;
+        if (m && host_is(host, p, m, port)) return true;
+        p += n;
+        if (*p == ',') p++;
+    }
+    return false;
 }
 
 const char *vramd_status_text(int status)
