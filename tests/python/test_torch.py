@@ -126,21 +126,48 @@ def test_analyze_on_meta_equals_the_cpu(transformer):
     assert all(q.device.type == "cpu" and q.grad is None for q in m.parameters())
 
 
+class PositiveOnly(nn.Module):
+    """Keeps the positive activations only: how many there are depends on the
+    data, which the meta device does not have (torch.nonzero has no meta
+    kernel in any PyTorch: no data-independent answer exists)."""
+
+    def __init__(self):
+        super().__init__()
+        self.a, self.b = nn.Linear(8, 16), nn.Linear(1, 4)
+
+    def forward(self, x):
+        h = self.a(x)
+        return self.b(h[h > 0].unsqueeze(1))
+
+
 def test_analyze_on_meta_falls_back_to_the_cpu(caplog):
-    """Debian's torch 1.13 has no meta kernel for convolution backward: the
-    CPU measures instead, with the reason logged, and the numbers are the
-    CPU's."""
+    """A model the meta device cannot run is measured on the CPU instead,
+    with the reason logged, and the numbers are the CPU's."""
     caplog.set_level(logging.WARNING, logger="vram")
     torch.manual_seed(0)
-    m = nn.Sequential(nn.Conv2d(3, 8, 3), nn.ReLU(), nn.Flatten(), nn.Linear(8 * 6 * 6, 4))
-    x = torch.randn(2, 3, 8, 8)
+    m, x = PositiveOnly(), torch.randn(2, 8)
     p = vt.analyze(m, x, device="meta")
     assert p.device == "cpu"
-    assert "measuring Sequential on the CPU: the meta device cannot run it " \
-        "(convolution_backward" in caplog.text
+    assert "measuring PositiveOnly on the CPU: the meta device cannot run it (" in caplog.text
+    assert "nonzero" in caplog.text
     assert p == vt.analyze(m, x)
     with pytest.raises(ValueError, match="device must be"):
         vt.analyze(m, x, device="cuda")
+
+
+def test_analyze_convolutions_on_meta():
+    """torch 2 has meta kernels for convolution backward (torch 1.13 had
+    none): a convolutional model is measured on meta, and every figure the
+    tensors carry equals the CPU's."""
+    torch.manual_seed(0)
+    m = nn.Sequential(nn.Conv2d(3, 8, 3), nn.ReLU(), nn.Flatten(), nn.Linear(8 * 6 * 6, 4))
+    x = torch.randn(2, 3, 8, 8)
+    on_meta, on_cpu = vt.analyze(m, x, device="meta"), vt.analyze(m, x)
+    assert on_meta.device == "meta"
+    for key in ("parameters", "buffers_bytes", "activation_bytes_per_sample",
+                "activation_bytes_fixed", "gradient_bytes", "optimizer_state_bytes",
+                "input_bytes_per_sample"):
+        assert getattr(on_meta, key) == getattr(on_cpu, key), key
 
 
 def test_analyze_restores_the_model(transformer):
