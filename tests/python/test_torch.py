@@ -455,6 +455,39 @@ def test_auto_select_batch_size_real_steps(sim16):
     assert all(torch.equal(before[k], v) for k, v in m.state_dict().items())
 
 
+def test_auto_select_batch_size_memory_cap_caps_on_the_cpu():
+    """memory_cap on the CPU is a cap: a trial holding more than it (the
+    model's tensors and every tensor the step makes, live at once) is out of
+    memory, so the answer is the largest batch under the cap, exactly."""
+    torch.manual_seed(0)
+    m = nn.Sequential(nn.Linear(64, 256), nn.ReLU(), nn.Linear(256, 8))  # 75 KB of weights
+    x = torch.randn(8, 64)
+    with pytest.raises(vt.BatchSizeError, match="memory_cap"):
+        vt.auto_select_batch_size(m, "cpu", example_batch=x, memory_cap="64KiB",
+                                  optimizer="sgd", start_batch=1)
+    cap = 1 << 20
+    found = vt.auto_select_batch_size(m, "cpu", example_batch=x, memory_cap="1MiB",
+                                      optimizer="sgd", start_batch=64, safety_margin=0.0)
+    assert found.exact and 64 < found.maximum < 4096 and found.count <= 6
+    assert all(t.peak_bytes <= cap for t in found.trials if t.ok)
+    assert [t.ok for t in found.trials if t.batch_size == found.maximum + 1] == [False]
+    assert any("memory_cap" in t.error for t in found.trials)
+    with pytest.raises(vram.InvalidArgumentError, match="memory_cap: "):
+        vt.auto_select_batch_size(m, "cpu", example_batch=x, memory_cap=-1, start_batch=1)
+
+
+def test_memory_usage_on_the_cpu_reads_this_process(no_gpu):
+    """On the CPU backend the reading is this process's resident memory over
+    the cap, not the machine's used RAM."""
+    from vram.profiling import rss_bytes
+    rss = rss_bytes()
+    got = vt.memory_usage(0, cap=2 * rss)
+    assert abs(got - 0.5) < 0.05
+    host = vram.devices()[0]
+    assert not host.is_gpu
+    assert abs(vt.memory_usage(0) - rss / host.total_bytes) < 0.01  # no rlimit: the RAM
+
+
 # ---- devices and the allocator ---------------------------------------------
 
 def test_select_device_falls_back_to_cpu(sim, caplog):

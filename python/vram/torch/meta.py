@@ -36,11 +36,13 @@ def to_meta(batch):
     return batch
 
 
-class _LiveBytes(TorchDispatchMode):
+class LiveBytes(TorchDispatchMode):
     """Counts the storages that ops return (new ones: not an input's, so
     views and in-place results are not new memory) until their last tensor
     dies, and keeps the largest total held at once. Kernels' internal
-    scratch is invisible here, unlike to the CPU allocator's events."""
+    scratch is invisible here, unlike to the CPU allocator's events. Works
+    on any device (meta here; the CPU for auto_select_batch_size's
+    memory_cap)."""
 
     def __init__(self):
         super().__init__()
@@ -72,7 +74,7 @@ class _LiveBytes(TorchDispatchMode):
 def backward_peak_bytes_meta(loss):
     """loss.backward() on meta tensors; the most bytes of new tensors it held
     at once (the meta counterpart of analyze.backward_peak_bytes)."""
-    mode = _LiveBytes()
+    mode = LiveBytes()
     with mode:
         loss.backward()
     return mode.peak
