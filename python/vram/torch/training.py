@@ -115,7 +115,7 @@ class AdaptiveTraining:
         # whose offload would then run inside the failing allocation, before
         # the optimizer had its say
         self.swap = SwapCache(swap_budget, swap_host_budget) if swap_budget is not None else None
-        self.iterator = None
+        self.iterator, self._closed_stats = None, None
         self.steps = self.ooms = self.micro_batches = 0
         self.readings = []  # (step, batch, lq, usage) of each reading given to the optimizer
 
@@ -240,7 +240,9 @@ class AdaptiveTraining:
         return last
 
     def stats(self):
-        """The pieces' statistics in one dict."""
+        """The pieces' statistics in one dict (kept as they were at close())."""
+        if self._closed_stats is not None:
+            return self._closed_stats
         return {"steps": self.steps, "micro_batches": self.micro_batches, "ooms": self.ooms,
                 "batch": self.batch, "lq": self.lq,
                 "optimizer": self.batch_optimizer.stats(),
@@ -250,6 +252,8 @@ class AdaptiveTraining:
                 "batch_norm_layers": list(self.batch_norm_layers)}
 
     def close(self):
+        if self._closed_stats is None:
+            self._closed_stats = self.stats()
         for part in (self.iterator, self.batch_optimizer):
             if part is not None:
                 part.close()
