@@ -104,7 +104,8 @@ class Client:
         """POST /v1/jobs. mem_bytes per GPU (int or "20GiB"); returns the Job
         (already "running" when it fits now)."""
         body = {k: v for k, v in dict(
-            mem_bytes=parse_size(mem_bytes, "mem_bytes"), gpus=gpus, name=name, command=command, priority=priority,
+            mem_bytes=parse_size(mem_bytes, "mem_bytes"), gpus=gpus, name=name, command=command,
+            priority=priority,
             timeout_s=timeout_s, pid=pid, devices=devices, batch_size=batch_size,
             min_batch_size=min_batch_size,
             per_sample_bytes=optional_size(per_sample_bytes, "per_sample_bytes")).items()

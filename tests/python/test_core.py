@@ -342,8 +342,10 @@ def test_client_submit_wait_cancel(vramd):
     assert done.state == "done" and c.wait(b.id, until="ended").state == "done"
     kinds = [e["kind"] for e in c.events(b.id)]
     assert kinds[0] == "submitted" and "admitted" in kinds
-    with pytest.raises(vram.DaemonError) as e:
-        c.submit(mem_bytes=-1)
+    with pytest.raises(vram.InvalidArgumentError, match="mem_bytes: "):
+        c.submit(mem_bytes=-1)  # the package's size parser refuses it first
+    with pytest.raises(vram.DaemonError) as e:  # and vramd, for clients that do not
+        c.request("POST", "/v1/jobs", {"mem_bytes": -1})
     assert e.value.status == 422 or e.value.status == 400
     with pytest.raises(vram.DaemonError) as e:
         c.cancel(a.id)
