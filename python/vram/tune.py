@@ -144,6 +144,7 @@ _PROTOTYPES = {
     "vram_swap_destroy": (None, [_V]),
     "vram_swap_get": (_I, [_V, _U64, _U64, _P(_I), _P(_I), _P(_SZ)]),
     "vram_swap_move": (_I, [_V, _SZ, _P(_Move)]),
+    "vram_swap_set_gpu_budget": (_I, [_V, _U64, _P(_SZ)]),
     "vram_swap_remove": (_I, [_V, _U64]),
     "vram_swap_where": (_I, [_V, _U64]),
     "vram_swap_stats": (_I, [_V, _P(_SwapStats)]),
@@ -451,12 +452,23 @@ class SwapLRU(_Handle):
         found, now, n = _I(), _I(), _SZ()
         check(lib.vram_swap_get(self.handle, key, int(size), ctypes.byref(found),
                                 ctypes.byref(now), ctypes.byref(n)))
+        return TIERS[found.value], TIERS[now.value], self._moves(n.value)
+
+    def _moves(self, n):
         moves = []
-        for i in range(n.value):
+        for i in range(n):
             m = _Move()
             check(lib.vram_swap_move(self.handle, i, ctypes.byref(m)))
             moves.append((m.key, m.size, TIERS[m.from_], TIERS[m.to]))
-        return TIERS[found.value], TIERS[now.value], moves
+        return moves
+
+    def set_gpu_budget(self, gpu_budget):
+        """A new GPU budget; a smaller one demotes the least recently used
+        items: returns the moves to carry out, as get() does."""
+        n = _SZ()
+        check(lib.vram_swap_set_gpu_budget(self.handle, parse_size(gpu_budget, "gpu_budget"),
+                                           ctypes.byref(n)))
+        return self._moves(n.value)
 
     def remove(self, key):
         check(lib.vram_swap_remove(self.handle, key))

@@ -201,3 +201,37 @@ def test_batch_norm_is_detected_before_a_step_is_split():
             raise RuntimeError("CUDA out of memory. Tried to allocate 1 GiB")
         always((torch.randn(4, 3, 8, 8), torch.zeros(4, dtype=torch.long)))
     assert always.chain.stats()["strategies"]["micro-batch"]["attempts"] == 0
+
+
+def test_at_the_smallest_batch_the_swap_cache_leaves_the_device_first():
+    """Past the optimizer's minima the OOM chain goes on: its offload step
+    moves the swap cache's tensors to host memory (the "device" here is full
+    while they are on it), the step is retried, and no sample is lost."""
+    torch.manual_seed(0)
+    model = torch.nn.Linear(4, 2)
+    opt = torch.optim.SGD(model.parameters(), lr=0.1)
+    data = [(i, torch.randn(4), torch.tensor(i % 2)) for i in range(24)]
+    trained = collections.Counter()
+    train = vt.AdaptiveTraining(model, opt, data, {"min_batch_size": 4, "max_batch_size": 4},
+                                loss_fn=None, collate_fn=collate, swap_budget="1KiB",
+                                offload=None)
+    table = train.swap.get("table", lambda: torch.ones(64))  # 256 bytes on the "device"
+    assert train.swap.tier("table") == "gpu"
+
+    def loss_fn(model, batch):
+        ids, x, y = batch
+        if train.swap.stats()["gpu_bytes"]:  # the cache's device memory is what is missing
+            raise RuntimeError("CUDA out of memory. Tried to allocate 2.00 MiB")
+        trained.update(ids.tolist())
+        return torch.nn.functional.cross_entropy(model(x) + table[:2], y)
+
+    train.loss_fn = loss_fn
+    with train:
+        last = train.run()
+        st = train.stats()
+    assert last.step == 6 and trained == collections.Counter(range(24))
+    assert train.swap.tier("table") == "host" and st["swap"]["gpu_bytes"] == 0
+    assert st["ooms"] == 1 and st["batch"] == 4  # the optimizer was at its minimum
+    off = st["chain"]["strategies"]["offload"]
+    assert off["attempts"] == 1 and off["recovered"] == 1
+    assert train.swap.get("table", lambda: None)[0] == 1  # still served, from the host

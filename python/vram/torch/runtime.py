@@ -344,7 +344,8 @@ class SwapCache:
     host memory (pinned when the device is CUDA) and dropping the least
     recently used host ones beyond host_budget (0 = unlimited); an item larger
     than the GPU budget is served from the host. loader() makes the tensor
-    on a miss. Budgets are enforced by the tensors' bytes.
+    on a miss. Budgets are enforced by the tensors' bytes; set_gpu_budget()
+    and spill() hand device memory back (AdaptiveTraining's offload step).
 
     With device="cpu" both tiers are host memory (for tests and CPU runs)."""
 
@@ -371,16 +372,32 @@ class SwapCache:
             t = loader()
             size = t.element_size() * t.nelement()
         found, now, moves = self.lru.get(key, max(1, size))
+        self._apply(moves, skip=key)
+        t = t.to(self.device) if now == "gpu" else self._to_host(t)
+        self._tensors[key] = t
+        return t
+
+    def _apply(self, moves, skip=None):
         for k, _, src, dst in moves:
-            if k == key:
+            if k == skip:
                 continue
             if dst is None:
                 self._tensors.pop(k, None)
             elif dst == "host":
                 self._tensors[k] = self._to_host(self._tensors[k])
-        t = t.to(self.device) if now == "gpu" else self._to_host(t)
-        self._tensors[key] = t
-        return t
+
+    def set_gpu_budget(self, gpu_budget):
+        """Changes the GPU budget (bytes or text); a smaller one moves the
+        least recently used tensors to the host now. Returns the bytes that
+        left the device."""
+        moves = self.lru.set_gpu_budget(gpu_budget)
+        self._apply(moves)
+        return sum(size for _, size, src, _ in moves if src == "gpu")
+
+    def spill(self):
+        """Moves every tensor off the device (GPU budget 1 byte: later gets
+        are served from the host); the bytes that left the device."""
+        return self.set_gpu_budget(1)
 
     def __contains__(self, name):
         return name in self._ids and self.lru.where(self._ids[name]) is not None

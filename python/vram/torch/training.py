@@ -11,7 +11,8 @@ section 5). One owner of the batch size, libvram's BatchSizeOptimizer:
   come back first, all of them, with the gradients so far discarded; only
   at the optimizer's minima does the OOM chain take over (offload of
   activations, then the checkpoint and a clear error);
-- the swap cache (swap_budget=) lives beside it as `swap`.
+- the swap cache (swap_budget=) is `swap`; at the optimizer's minima the
+  chain's offload step moves its tensors to host memory first.
 """
 import contextlib
 import logging
@@ -107,17 +108,27 @@ class AdaptiveTraining:
                     pool.trim()
                 return 1
         self.free_cache = free_cache
+        self.swap = SwapCache(swap_budget, swap_host_budget) if swap_budget is not None else None
         self.activations = ActivationOffload() if offload == "activations" else None
+        self._offload = self.activations if self.activations else offload
         self.chain = tune.OOMChain(("offload", "checkpoint"), None,
-                                   self.activations if self.activations else offload,
+                                   self._offload_step if (self._offload or self.swap) else None,
                                    checkpoint, max_splits=0)
         # the pool is trimmed by free_cache; it is not attached to the chain,
         # whose offload would then run inside the failing allocation, before
         # the optimizer had its say
-        self.swap = SwapCache(swap_budget, swap_host_budget) if swap_budget is not None else None
         self.iterator, self._closed_stats = None, None
         self.steps = self.ooms = self.micro_batches = 0
         self.readings = []  # (step, batch, lq, usage) of each reading given to the optimizer
+
+    def _offload_step(self, request):
+        """The chain's offload: the swap cache's tensors leave the device
+        first (spill), then the activations (or the offload hook given)."""
+        if self.swap is not None and self.swap.stats()["gpu_bytes"]:
+            freed = self.swap.spill()
+            log.warning("out of memory: the swap cache moved %d bytes to host memory", freed)
+            return max(1, freed)
+        return self._offload(request) if self._offload else 0
 
     @staticmethod
     def _default_usage(device, cap):
@@ -161,6 +172,7 @@ class AdaptiveTraining:
         self._new_iterator()
         it = self.iterator
         pending, done_samples, total = [], 0, 0.0  # batch ids of this optimizer step
+        chain_open = False
         self.optimizer.zero_grad(set_to_none=True)
         while True:
             if self.batch_norm == "freeze":
@@ -174,7 +186,9 @@ class AdaptiveTraining:
                 break
             samples = [self.dataset[i] for i in idx]
             try:
-                self.chain.begin_step(len(idx))
+                if not chain_open:  # a retry after an OOM is the same step for the chain
+                    self.chain.begin_step(len(idx))
+                    chain_open = True
                 with self.activations.context() if self.activations else \
                         contextlib.nullcontext():
                     loss = self.loss_fn(self.model, self._collate(samples))
@@ -183,6 +197,7 @@ class AdaptiveTraining:
                 total += float(loss.detach()) * share
                 del loss
                 self.chain.end_step()
+                chain_open = False
             except Exception as e:  # noqa: BLE001 (only OOMs are handled; the rest re-raised)
                 if not is_oom(e):
                     raise
