@@ -15,7 +15,7 @@ import subprocess
 
 import pytest
 import torch
-from conftest import use_sim
+from conftest import accumulation_reference, use_sim
 
 import vram
 import vram.torch as vt
@@ -54,18 +54,8 @@ def mean_loss(model, batch):
 def reference_losses(data):
     """Fixed micro-batches of 16, 4 accumulation steps: the same optimizer
     steps over the same samples."""
-    model, opt = model_and_optimizer()
-    out = []
-    for s in range(0, N, EFFECTIVE):
-        opt.zero_grad()
-        total = 0.0
-        for m in range(s, s + EFFECTIVE, 16):
-            loss = mean_loss(model, collate(data[m:m + 16])) * (16 / EFFECTIVE)
-            loss.backward()
-            total += float(loss.detach())
-        opt.step()
-        out.append(total)
-    return out
+    return accumulation_reference(*model_and_optimizer(), N, EFFECTIVE, 16, lambda m, a, b: (
+        mean_loss(m, collate(data[a:b])) * ((b - a) / EFFECTIVE)))
 
 
 def neighbour(mem):

@@ -58,8 +58,9 @@ class AdaptiveTraining:
     collate_fn(samples, lq) when the config has lq sizes; default: the list
     of samples). effective_batch: samples per optimizer step, made of
     micro-batches of the optimizer's size with gradient accumulation (each
-    micro-batch's loss weighted by its share), so the training does not
-    change with memory; None: every batch is its own step. usage_fn(): the
+    micro-batch's loss weighted by its share of effective_batch, the last,
+    partial step's too), so the training does not change with memory;
+    None: every batch is its own step. usage_fn(): the
     reading after each micro-batch, a used fraction at the step's peak
     (default: memory_usage(device, cap) — on CUDA the peak PyTorch reserved
     over the device's memory, elsewhere vram's view of the device or this
@@ -214,6 +215,9 @@ class AdaptiveTraining:
                 self.batch_optimizer.update(usage)
             step_full = self.effective_batch is None or done_samples >= self.effective_batch
             if step_full or self._all_handed_out(it):
+                # an OOM inside optimizer.step is not retried: it may have
+                # updated some parameters already, and a second step would
+                # apply their update twice
                 self.optimizer.step()
                 self.optimizer.zero_grad(set_to_none=True)
                 for b in pending:
