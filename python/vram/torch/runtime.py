@@ -2,6 +2,9 @@
 decisions come from libvram's controllers (vram.tune), the tensor work is
 here.
 
+The one loop that wires them together is vram.torch.AdaptiveTraining
+(training.py); these are the pieces:
+
 - AdaptiveBatchIterator: batches from any dataset whose size follows device
   memory; no sample is lost or repeated, also across out-of-memory errors.
 - oom_guard: a training step that survives out-of-memory errors by the chain
@@ -185,8 +188,11 @@ class AdaptiveBatchIterator:
 
     @batch_size.setter
     def batch_size(self, batch):
-        """The next batches' size (e.g. from a BatchSizeOptimizer), clamped
-        to min_batch..the initial batch size; memory checks go on from it."""
+        """The next batches' size, clamped to min_batch..the initial batch
+        size; this iterator's own memory checks go on from it. To let a
+        BatchSizeOptimizer own the size, use AdaptiveTraining (or turn the
+        marks off: high_mark=1.0, low_mark=0.0); with both deciding, the
+        batch alternates."""
         self.policy.set_batch(batch)
         self._log_changes()
 
