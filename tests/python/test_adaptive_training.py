@@ -225,3 +225,38 @@ def test_at_the_smallest_batch_the_swap_cache_leaves_the_device_first():
     off = st["chain"]["strategies"]["offload"]
     assert off["attempts"] == 1 and off["recovered"] == 1
     assert train.swap.get("table", lambda: None)[0] == 1  # still served, from the host
+
+
+def test_the_second_size_lq_reaches_the_collate_function():
+    """With lq sizes in the config the loop passes the optimizer's lq to
+    collate_fn(samples, lq); lq grows first, and the run settles within 3 %
+    of the target with every sample trained once."""
+    torch.manual_seed(0)
+    model = torch.nn.Linear(4, 2)
+    opt = torch.optim.SGD(model.parameters(), lr=0.1)
+    data = [(i, torch.randn(4), torch.tensor(i % 2)) for i in range(3000)]
+    seen, trained = [], collections.Counter()
+
+    def collate_lq(samples, lq):
+        seen.append((len(samples), lq))
+        return collate(samples)
+
+    def loss_fn(model, batch):
+        trained.update(batch[0].tolist())
+        return mean_loss(model, batch)
+
+    def usage():  # memory of batch x lq, as a crop or sequence length would take
+        b, lq = seen[-1]
+        return 0.1 + 0.0004 * b * lq
+
+    config = {"target_vram_usage": TARGET, "adjustment_frequency": 2, "min_batch_size": 2,
+              "max_batch_size": 32, "min_lq_size": 16, "max_lq_size": 64, "max_adjustments": 0}
+    with vt.AdaptiveTraining(model, opt, data, config, loss_fn=loss_fn, collate_fn=collate_lq,
+                             batch_size=4, lq=16, usage_fn=usage) as train:
+        train.run()
+        last = train.readings[-5:]
+    assert trained == collections.Counter(range(3000))
+    assert max(lq for _, lq in seen) == 64 and seen[0] == (4, 16)
+    first_grow = next(a for a in train.stats()["optimizer"]["adjustments_log"])
+    assert first_grow["new_lq"] > first_grow["old_lq"]  # lq first
+    assert all(abs(r[3] - TARGET) <= 0.03 * TARGET for r in last), last
