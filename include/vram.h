@@ -1406,6 +1406,13 @@ VRAM_API void vram_swap_destroy(vram_swap_t *sc);
 VRAM_API int vram_swap_get(vram_swap_t *sc, uint64_t key, uint64_t size, vram_swap_tier_t *found,
                            vram_swap_tier_t *now, size_t *nmoves);
 VRAM_API int vram_swap_move(const vram_swap_t *sc, size_t i, vram_swap_move_t *out);
+/* Sets the GPU budget (>= 1 byte, else EINVAL). A smaller one demotes the
+ * least recently used GPU items to the host (dropping host items, or a
+ * demoted item the host cannot take, as get() does) until the GPU tier
+ * fits; *nmoves moves are readable with vram_swap_move until the next call.
+ * How a run hands the cache's device memory back after an out-of-memory
+ * error. ENOMEM: no room to record the moves (nothing changes). */
+VRAM_API int vram_swap_set_gpu_budget(vram_swap_t *sc, uint64_t gpu_budget, size_t *nmoves);
 /* Forgets an item (the caller frees it). ENOENT if absent. */
 VRAM_API int vram_swap_remove(vram_swap_t *sc, uint64_t key);
 /* Tier of an item without touching the LRU order (NONE if absent). */

@@ -242,6 +242,43 @@ def test_pool_fills_the_sim_device(monkeypatch, tmp_path):
         assert 8 <= len(ptrs) <= 10
 
 
+# ---- size arguments --------------------------------------------------------
+
+@pytest.mark.parametrize("call,name,why", [
+    (lambda: vram.Pool(0, limit=1.5), "limit", "neither a fraction"),
+    (lambda: vram.Pool(0, limit=True), "limit", "not a size"),
+    (lambda: vram.Pool(0, limit=-1), "limit", "negative"),
+    (lambda: vram.Pool(0, limit="1.5 parsecs"), "limit", "unknown unit"),
+    (lambda: vram.Pool(0, limit=1 << 64), "limit", "too large"),
+    (lambda: vram.Pool(0).alloc(-5), "size", "negative"),
+    (lambda: vram.Pool(0).alloc(2.5), "size", "whole number of bytes"),
+    (lambda: vram.Pool(0).set_limit([1]), "limit", "not a size"),
+    (lambda: vram.tune.SwapLRU(-1), "gpu_budget", "negative"),
+    (lambda: vram.tune.SwapLRU(1 << 20, "-2MiB"), "host_budget", "negative"),
+    (lambda: vram.plan("gpt2", gpu_mem="-8GiB"), "gpu_mem", "negative"),
+    (lambda: vram.plan("gpt2", gpu_mem=float("inf")), "gpu_mem", "whole number"),
+    (lambda: vram.estimate("gpt2", overhead_bytes="lots"), "overhead_bytes", "number"),
+    (lambda: vram.Context().select(None), "need_bytes", "not a size"),
+])
+def test_size_arguments_are_refused_naming_the_argument(sim, call, name, why):
+    with pytest.raises(vram.InvalidArgumentError) as e:
+        call()
+    assert e.value.message.startswith(name + ": ") and why in e.value.message
+    assert isinstance(e.value, ValueError)
+
+
+def test_size_arguments_accept_ints_and_units(sim):
+    assert vram.parse_size("1.5GiB", "x") == 3 << 29 and vram.parse_size(2e9, "x") == 2 * 10**9
+    with vram.Pool(0, limit=0.5) as pool:  # a float in (0, 1] is a fraction of the device
+        assert pool.stats().limit_bytes == 40 * GiB
+        ptr = pool.alloc("1GiB")  # the one parser: units work everywhere
+        assert pool.stats().allocated_bytes == GiB
+        pool.free(ptr)
+        pool.set_limit("2GiB")
+        assert pool.stats().limit_bytes == 2 * GiB
+    assert vram.plan("gpt2", gpu_mem="24GiB").total_bytes == 24 * GiB
+
+
 # ---- profile() -------------------------------------------------------------
 
 def test_profile_counts_times_and_pool_memory(sim, tmp_path):
@@ -305,8 +342,10 @@ def test_client_submit_wait_cancel(vramd):
     assert done.state == "done" and c.wait(b.id, until="ended").state == "done"
     kinds = [e["kind"] for e in c.events(b.id)]
     assert kinds[0] == "submitted" and "admitted" in kinds
-    with pytest.raises(vram.DaemonError) as e:
-        c.submit(mem_bytes=-1)
+    with pytest.raises(vram.InvalidArgumentError, match="mem_bytes: "):
+        c.submit(mem_bytes=-1)  # the package's size parser refuses it first
+    with pytest.raises(vram.DaemonError) as e:  # and vramd, for clients that do not
+        c.request("POST", "/v1/jobs", {"mem_bytes": -1})
     assert e.value.status == 422 or e.value.status == 400
     with pytest.raises(vram.DaemonError) as e:
         c.cancel(a.id)

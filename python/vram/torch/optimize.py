@@ -10,6 +10,8 @@ for "fp16"/"bf16", dynamic int8 quantization of Linear layers for inference),
 L1 pruning when asked. A step that does not apply is refused with the reason,
 never faked."""
 import copy
+import functools
+import types
 from dataclasses import dataclass, field
 from typing import List, Optional
 
@@ -45,19 +47,25 @@ class Report:
         return "\n".join(lines)
 
 
-class Checkpointed(torch.nn.Module):
-    """Runs `block` under torch.utils.checkpoint while training with grad:
-    its activations are recomputed in backward instead of kept."""
+def _checkpointed_forward(self, *args, **kwargs):
+    """The forward of a block checkpointed in place: under
+    torch.utils.checkpoint (non-reentrant) while training with grad, its
+    activations are recomputed in backward instead of kept."""
+    inner = functools.partial(type(self).forward, self)
+    if self.training and torch.is_grad_enabled():
+        return torch.utils.checkpoint.checkpoint(inner, *args, use_reentrant=False, **kwargs)
+    return inner(*args, **kwargs)
 
-    def __init__(self, block):
-        super().__init__()
-        self.block = block
 
-    def forward(self, *args, **kwargs):
-        if self.training and torch.is_grad_enabled():
-            return torch.utils.checkpoint.checkpoint(self.block, *args, use_reentrant=False,
-                                                     **kwargs)
-        return self.block(*args, **kwargs)
+def checkpoint_in_place(block):
+    """Checkpoints `block` by giving the module itself a checkpointed forward
+    (a method bound to it, so copy.deepcopy rebinds it to the copy). The
+    block stays where it was, under its own class: its state_dict keys do
+    not change, and containers that read their children's attributes keep
+    working (torch 2's nn.TransformerEncoder reads layers[0].self_attn to
+    choose its fast path, which a wrapper module hides)."""
+    block.forward = types.MethodType(_checkpointed_forward, block)
+    return block
 
 
 class Autocast(torch.nn.Module):
@@ -102,13 +110,7 @@ def _checkpointing(model):
     if not blocks:
         raise _Refused("no repeated blocks to checkpoint")
     for container, name in blocks:
-        child = getattr(container, name) if not isinstance(container, torch.nn.ModuleList) \
-            else container[int(name)]
-        wrapped = Checkpointed(child)
-        if isinstance(container, torch.nn.ModuleList):
-            container[int(name)] = wrapped
-        else:
-            setattr(container, name, wrapped)
+        checkpoint_in_place(getattr(container, name))
     return model, "torch.utils.checkpoint around %d repeated blocks" % len(blocks)
 
 
@@ -137,10 +139,23 @@ def _precision(model, precision, device_type, inference):
         dtype = torch.bfloat16 if device_type == "cpu" else torch.float16
         return Autocast(model, device_type, dtype), "autocast to %s" % str(dtype)[6:]
     dtype = {"fp16": torch.float16, "bf16": torch.bfloat16}[precision]
-    if device_type == "cpu" and dtype == torch.float16:
-        raise _Refused("float16 matmuls and convolutions are not implemented on the CPU in "
-                       "torch %s; use bf16 or mixed" % torch.__version__)
+    if not kernels_run(dtype, device_type):
+        raise _Refused("%s matmuls or convolutions do not run on %s in torch %s; use bf16 or "
+                       "mixed" % (precision, device_type, torch.__version__))
     return model.to(dtype), "parameters cast to %s" % precision
+
+
+def kernels_run(dtype, device_type):
+    """Whether a matmul and a convolution of `dtype` run on `device_type`
+    (torch 1.13 had no float16 CPU kernels; torch 2 has them): asked of
+    PyTorch itself on 2x2 tensors rather than assumed from a version."""
+    try:
+        a = torch.ones(2, 2, dtype=dtype, device=device_type)
+        a @ a
+        torch.nn.functional.conv2d(a[None, None], a[None, None])
+        return True
+    except (RuntimeError, NotImplementedError):
+        return False
 
 
 def _prune(model, amount):
