@@ -7,9 +7,16 @@ source "$(dirname "$0")/daemon_lib.sh"
 cd "$T"
 run_rc() { local __v=$1 __rc=0; shift; "$@" || __rc=$?; printf -v "$__v" %s "$__rc"; }
 mkdir bin && ln -s "$VRAM" bin/vram && ln -s "$VRAMD" bin/vramd
-# the Python examples: the package from the tree on Debian's python3 (which has torch)
-ln -s /usr/bin/python3 bin/python3
-export PYTHONPATH=$VRAM_SOURCE_DIR/python VRAM_LIBRARY=$VRAM_BUILD_DIR/libvram.so
+# the Python examples: the project's interpreter (VRAM_PYTHON: torch 2.x,
+# transformers) with the package installed as a user installs it (pip,
+# offline, into a directory of its own), loading the libvram it carries
+PY=${VRAM_PYTHON:-/usr/bin/python3}
+printf '#!/bin/sh\nexec %q "$@"\n' "$PY" >bin/python3 && chmod +x bin/python3
+"$PY" -m pip install -q --no-index --disable-pip-version-check --target "$T/site" "$VRAM_SOURCE_DIR/python" ||
+    fail "pip install --no-index ./python"
+[ -f "$T/site/vram/libvram.so" ] || fail "the installed package has no libvram.so"
+unset VRAM_LIBRARY
+export PYTHONPATH=$T/site OMP_NUM_THREADS=1
 export PATH=$T/bin:$PATH USER=${USER:-$(id -un)}
 # as on a user's machine: sim state files by spec, under the runtime directory
 unset VRAM_SIM_STATE
@@ -28,14 +35,15 @@ run_rc rc vram jobs --stae queued 2>"$T/err"
 [ "$rc" = 2 ] && grep -q 'did you mean --state?' "$T/err" || fail "$(cat "$T/err")"
 pass "vram help CMD is CMD --help; did you mean for commands and flags"
 
-# ---- what the examples need: a training script, a trace ------------------------------
+# ---- what the examples need: a training script; the tree's traces ------------------------------
 cat >train.py <<'PY'
 import os
 print("train.py on GPU", os.environ.get("CUDA_VISIBLE_DEVICES"), "batch", os.environ.get("VRAM_BATCH_SIZE"))
 PY
 printf '#!/bin/sh\necho train.sh on GPU "$CUDA_VISIBLE_DEVICES"\n' >train.sh
 chmod +x train.sh
-printf 'a 1 1048576\na 2 4096\nf 1\nf 2\n' >trace.txt
+# (the replay example names a trace the tree ships: bench/pool/traces/)
+ln -s "$VRAM_SOURCE_DIR/bench" bench
 
 # run_examples NAME: runs stdin's lines one by one in this shell (so $id
 # carries over); each must exit 0.
@@ -64,6 +72,18 @@ run_examples() {
 sed -n 's/^\$ //p' "$VRAM_SOURCE_DIR/README.md" >"$T/readme-examples"
 run_examples README <"$T/readme-examples"
 pass "README: $(cat "$T/count") examples ran"
+
+# the ```python blocks of the README and the docs, as written, from the
+# installed package, outside the source tree (the README's run on the
+# simulated A100-40GB its text names)
+python3 -c 'import vram, sys; assert vram.library_path == sys.argv[1], vram.library_path' \
+    "$T/site/vram/libvram.so" || fail "the examples would not use the installed package's libvram"
+for doc in README.md; do
+    case $doc in README.md) sim=A100-40GB ;; *) sim=2xH100-80GB ;; esac
+    VRAM_SIM=$sim python3 "$VRAM_SOURCE_DIR/tests/integration/doc_examples.py" "$VRAM_SOURCE_DIR/$doc" \
+        >"$T/py.out" 2>&1 || { cat "$T/py.out" >&2; fail "$doc: a Python example failed"; }
+    pass "$(tail -1 "$T/py.out")"
+done
 
 # the --help examples of the job commands, in an order where $id makes sense
 for cmd in run submit wait attach jobs cancel; do
