@@ -131,7 +131,7 @@ has "\-\-hf-config" "$tmp/out"
 
 # --- plan on a named GPU and on a size
 expect 0 "$VRAM" plan --model bert-base --gpu-name A100-80GB --seq-len 128
-for row in "GPU memory" "Total" "Free" "Model" "Batch" "Remaining" "Maximum" "Recommended" "Safe"; do
+for row in "GPU memory" "Total" "Free" "Model" "Batch" "Remaining" "Maximum within the 70% budget" "Recommended" "Safe"; do
   has "$row" "$tmp/out"
 done
 expect 0 "$VRAM" plan --model bert-base --gpu-name a100-80gb --seq-len 128 --json
