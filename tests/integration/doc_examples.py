@@ -6,7 +6,8 @@ printed: say what it needs, e.g. a CUDA device). When the block is followed
 by a plain ``` block (its output), the first line the block printed must
 equal that block's first line.
 
-usage: python3 doc_examples.py FILE.md   exit 0 ran, 1 a block failed or none"""
+usage: python3 doc_examples.py FILE.md   exit 0 every block ran or was skipped
+with a reason; 1 a block failed, or the file has none"""
 import contextlib
 import io
 import re
@@ -52,11 +53,12 @@ def main():
         sys.exit(__doc__)
     path = sys.argv[1]
     namespace = {"__name__": "__main__"}
-    ran = 0
+    ran = skipped = 0
     for line, _, code, skip, expected_first in blocks(path):
         where = "%s:%d" % (path, line)
         if skip:
             print("skipped %s: %s" % (where, skip))
+            skipped += 1
             continue
         print("--- %s" % where, flush=True)
         out = io.StringIO()
@@ -74,9 +76,9 @@ def main():
                 sys.exit("FAIL: the example at %s printed %r first; the document shows %r"
                          % (where, got, expected_first))
         ran += 1
-    if not ran:
-        sys.exit("FAIL: no runnable ```python block in %s" % path)
-    print("%s: %d examples ran" % (path, ran))
+    if not ran + skipped:
+        sys.exit("FAIL: no ```python block in %s" % path)
+    print("%s: %d Python examples ran, %d skipped (each says why)" % (path, ran, skipped))
 
 
 if __name__ == "__main__":

@@ -63,7 +63,8 @@ newvenv "$T/v2"
     fail "pip wheel: $(tail -20 "$T/pip2.log")"
 wheel=$(ls "$T"/dist/vram-*.whl)
 case $wheel in *-py3-none-linux_*.whl) ;; *) fail "the wheel is not a platform wheel: $wheel" ;; esac
-"$PY" -m zipfile -l "$wheel" | grep -q ' *vram/libvram.so ' || fail "the wheel has no vram/libvram.so"
+"$PY" -m zipfile -l "$wheel" >"$T/wheel.list"
+grep -q '^vram/libvram.so ' "$T/wheel.list" || fail "the wheel has no vram/libvram.so: $(cat "$T/wheel.list")"
 "$T/v2/bin/python" -m pip install --no-index "$wheel" >"$T/pip3.log" 2>&1 || fail "pip install WHEEL: $(tail -20 "$T/pip3.log")"
 check_import "$T/v2"
 ok "pip wheel --no-index ./python, installed in a fresh venv: $(basename "$wheel")"
