@@ -73,6 +73,14 @@ sed -n 's/^\$ //p' "$VRAM_SOURCE_DIR/README.md" >"$T/readme-examples"
 run_examples README <"$T/readme-examples"
 pass "README: $(cat "$T/count") examples ran"
 
+# docs/*.md: every indented "$ " line, in page order
+for doc in "$VRAM_SOURCE_DIR"/docs/*.md; do
+    sed -n 's/^    \$ //p' "$doc" >"$T/doc-examples"
+    [ -s "$T/doc-examples" ] || continue
+    run_examples "$(basename "$doc")" <"$T/doc-examples"
+    pass "$(basename "$doc"): $(cat "$T/count") examples ran"
+done
+
 # the ```python blocks of the README and the docs, as written, from the
 # installed package, outside the source tree (the README's run on the
 # simulated A100-40GB its text names)
