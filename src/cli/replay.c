@@ -1,4 +1,4 @@
-/* vram replay: replays an allocation trace through the pool (or a baseline)
+/* vram replay: replays an allocation trace through the pool (and baselines beside it)
  * on a private simulated device and reports latency and fragmentation. */
 #include "cli.h"
 #include "pool/replay.h"
@@ -11,7 +11,7 @@
 static void usage(FILE *out)
 {
     fprintf(out, "usage: vram replay TRACE [--strategy S] [--expandable auto|true|false]\n"
-                 "                   [--baseline B] [--repeat N] [--device-mem SIZE]\n"
+                 "                   [--baseline B[,B...]] [--repeat N] [--device-mem SIZE]\n"
                  "                   [--device-cost COSTS] [--limit SIZE] [--json]\n\n"
                  "Replays an allocation trace (\"a <id> <size>\" / \"f <id>\" lines, see\n"
                  "docs/pool.md) through the caching pool on a private simulated GPU and prints\n"
