@@ -9,14 +9,10 @@ run_rc() { local __v=$1 __rc=0; shift; "$@" || __rc=$?; printf -v "$__v" %s "$__
 mkdir bin && ln -s "$VRAM" bin/vram && ln -s "$VRAMD" bin/vramd
 # the Python examples: the project's interpreter (VRAM_PYTHON: torch 2.x,
 # transformers) with the package installed as a user installs it (pip,
-# offline, into a directory of its own), loading the libvram it carries
-PY=${VRAM_PYTHON:-/usr/bin/python3}
-printf '#!/bin/sh\nexec %q "$@"\n' "$PY" >bin/python3 && chmod +x bin/python3
-"$PY" -m pip install -q --no-index --disable-pip-version-check --target "$T/site" "$VRAM_SOURCE_DIR/python" ||
-    fail "pip install --no-index ./python"
-[ -f "$T/site/vram/libvram.so" ] || fail "the installed package has no libvram.so"
-unset VRAM_LIBRARY
-export PYTHONPATH=$T/site OMP_NUM_THREADS=1
+# offline, into a directory of its own), loading the libvram it carries;
+# the ```python blocks run in test_doc_python.sh
+source "$(dirname "$0")/doc_python_lib.sh"
+install_package_for_examples
 export PATH=$T/bin:$PATH USER=${USER:-$(id -un)}
 # as on a user's machine: sim state files by spec, under the runtime directory
 unset VRAM_SIM_STATE
@@ -79,18 +75,6 @@ for doc in "$VRAM_SOURCE_DIR"/docs/*.md; do
     [ -s "$T/doc-examples" ] || continue
     run_examples "$(basename "$doc")" <"$T/doc-examples"
     pass "$(basename "$doc"): $(cat "$T/count") examples ran"
-done
-
-# the ```python blocks of the README and the docs, as written, from the
-# installed package, outside the source tree (the README's run on the
-# simulated A100-40GB its text names)
-python3 -c 'import vram, sys; assert vram.library_path == sys.argv[1], vram.library_path' \
-    "$T/site/vram/libvram.so" || fail "the examples would not use the installed package's libvram"
-for doc in README.md docs/python.md docs/pool.md; do
-    case $doc in README.md) sim=A100-40GB ;; *) sim=2xH100-80GB ;; esac
-    VRAM_SIM=$sim python3 "$VRAM_SOURCE_DIR/tests/integration/doc_examples.py" "$VRAM_SOURCE_DIR/$doc" \
-        >"$T/py.out" 2>&1 || { cat "$T/py.out" >&2; fail "$doc: a Python example failed"; }
-    pass "$(tail -1 "$T/py.out")"
 done
 
 # the --help examples of the job commands, in an order where $id makes sense
