@@ -1,8 +1,9 @@
 #!/bin/bash
 # Help that can be trusted: `vram help CMD` is CMD's own help, mistyped
-# commands get "did you mean", and every example in the README and in the
-# --help of run, submit, wait, attach, jobs and cancel runs (exit 0) against
-# a live vramd with simulated GPUs, in order, in one shell.
+# commands get "did you mean", and every shell example ("$ " lines) of the
+# README and docs/*.md and of the --help of run, submit, wait, attach, jobs
+# and cancel runs (exit 0) against a live vramd with simulated GPUs, in
+# order, in one shell. The Python blocks: test_doc_python.sh.
 source "$(dirname "$0")/daemon_lib.sh"
 cd "$T"
 run_rc() { local __v=$1 __rc=0; shift; "$@" || __rc=$?; printf -v "$__v" %s "$__rc"; }
