@@ -16,6 +16,8 @@ if grep -E "(Entering|Leaving) directory" "$out" | grep -v "^make: .*'$S'$" >/de
 fi
 echo "ok - make build: no Entering/Leaving directory lines ($(wc -l <"$out") lines)"
 # make run: the build's output goes to a log, the demo's to the terminal
-make -C "$S" BUILD="$B" -n run 2>&1 | grep -q "cmake --build $B .*>$B/build.log 2>&1" ||
-    fail "make run does not keep the build's output in $B/build.log: $(make -C "$S" BUILD="$B" -n run 2>&1 | tail -5)"
+# (-n: nothing runs, the venv step included)
+make -C "$S" BUILD="$B" -n run >"$out" 2>&1 || { cat "$out"; fail "make -n run"; }
+grep -q "cmake --build $B .*>$B/build.log 2>&1" "$out" ||
+    fail "make run does not keep the build's output in $B/build.log: $(tail -5 "$out")"
 echo "ok - make run builds into a log"
