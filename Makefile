@@ -3,6 +3,9 @@ BUILD     ?= build
 ASAN      ?= build-asan
 TSAN      ?= build-tsan
 JOBS      ?= $(shell nproc)
+# Recursive makes (cmake --build runs make in build/) would print two
+# "Entering/Leaving directory" lines each; what a newcomer reads is the output.
+MAKEFLAGS += --no-print-directory
 CMAKE_FLAGS ?= -DVRAM_WERROR=ON
 
 # Debian packages the build and the tests need (installed by `make deps`).
@@ -100,8 +103,11 @@ install: $(BUILD)/CMakeCache.txt
 uninstall:
 	cmake --build $(BUILD) --target uninstall
 
-run: deps build
-	bash scripts/run-demo.sh $(BUILD)
+# The build's progress goes to a log: the demo's output is what to read.
+run: deps $(BUILD)/CMakeCache.txt
+	@echo "run: building in $(BUILD)/ (log: $(BUILD)/build.log)"
+	@cmake --build $(BUILD) -j $(JOBS) >$(BUILD)/build.log 2>&1 || { tail -n 40 $(BUILD)/build.log; exit 1; }
+	@bash scripts/run-demo.sh $(BUILD)
 
 bench: build
 	cmake --build $(BUILD) --target bench -j $(JOBS)

@@ -719,6 +719,12 @@ VRAM_API void vram_estimate_config_init(vram_estimate_config_t *cfg);
  * limit, ...); *out is untouched on failure. Totals never wrap. */
 VRAM_API int vram_estimate(const vram_model_t *m, const vram_estimate_config_t *cfg,
                            vram_estimate_t *out);
+/* Whether the estimate setting `key` (a key of vram_estimate_json's request:
+ * "seq_len", "image_size", ...) shapes m's estimate: 1 yes, 0 when m's kind
+ * has no use for it (seq_len of an image model, image_size of any other, both
+ * of a measured profile), so a caller can say the setting is ignored. Keys
+ * every kind uses answer 1. EINVAL for NULL. Pure, thread-safe. */
+VRAM_API int vram_estimate_setting_applies(const vram_model_t *m, const char *key);
 
 /* Names <-> enums for flags and JSON ("amp-bf16", "adamw", "selective").
  * The parse functions return EINVAL listing the accepted names. */

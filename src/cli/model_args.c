@@ -336,6 +336,21 @@ int cli_model_args_build(const cli_model_args_t *a, vram_model_t *model)
     if (a->head != VRAM_HEAD_DEFAULT || a->num_labels > 0)
         vram_model_set_head(model, a->head != VRAM_HEAD_DEFAULT ? a->head : model->head,
                             a->num_labels);
+    /* a flag the model's kind has no use for is said, not silently dropped
+     * (whether it applies is libvram's to say) */
+    const struct {
+        const char *flag, *key;
+        int64_t value;
+    } given[] = {{"--seq-len", "seq_len", a->est.seq_len},
+                 {"--image-size", "image_size", a->est.image_size}};
+    for (size_t i = 0; i < sizeof given / sizeof given[0]; i++)
+        if (given[i].value > 0 && vram_estimate_setting_applies(model, given[i].key) == 0)
+            fprintf(stderr, "vram %s: %s %lld does not apply to %s, %s; ignored\n", a->cmd,
+                    given[i].flag, (long long)given[i].value, model->name,
+                    model->family == VRAM_FAMILY_PROFILE ? "a profile measured at one input shape"
+                    : !strcmp(given[i].key, "seq_len")
+                        ? "an image model (its input is --image-size)"
+                        : "which takes sequences (--seq-len), not images");
     return 0;
 }
 

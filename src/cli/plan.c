@@ -160,10 +160,13 @@ static void plan_text(const vram_model_t *m, const cli_model_args_t *a,
     if (p->max_batch_raw == 0) {
         printf("  Not even batch 1 fits in %.2f GiB.\n", vram_gib(p->budget_bytes));
     } else {
-        printf("  %-12s %8lld   (largest fitting: %lld)\n", "Maximum", (long long)p->maximum,
+        /* the budget named in the row: the device itself holds more */
+        char maximum[48];
+        snprintf(maximum, sizeof maximum, "Maximum within the %g%% budget", 100 * pc->target);
+        printf("  %-32s %8lld   (largest batch within it: %lld)\n", maximum, (long long)p->maximum,
                (long long)p->max_batch_raw);
-        printf("  %-12s %8lld\n", "Recommended", (long long)p->recommended);
-        printf("  %-12s %8lld\n", "Safe", (long long)p->safe);
+        printf("  %-32s %8lld\n", "Recommended", (long long)p->recommended);
+        printf("  %-32s %8lld\n", "Safe", (long long)p->safe);
     }
     if (pc->batch_size > 0) {
         printf("\nBatch %lld: %s (%.2f GiB)\n", (long long)pc->batch_size, vram_fit_name(p->fit),

@@ -398,6 +398,16 @@ static double carve_phase(const vram_model_t *m, const vram_arch_params_t *p,
     return vram_carve_reserved(&k) + vram_carve_reserved(&step);
 }
 
+int vram_estimate_setting_applies(const vram_model_t *m, const char *key)
+{
+    if (!m || !key) return vram_fail(VRAM_EINVAL, "vram_estimate_setting_applies: NULL argument");
+    /* a profile's activations were measured at one input shape */
+    bool measured = m->family == VRAM_FAMILY_PROFILE;
+    if (!strcmp(key, "seq_len")) return !measured && !vram_arch_is_image(m);
+    if (!strcmp(key, "image_size")) return !measured && vram_arch_is_image(m);
+    return 1;
+}
+
 int vram_estimate(const vram_model_t *m, const vram_estimate_config_t *c, vram_estimate_t *out)
 {
     if (!m || !c || !out) return vram_fail(VRAM_EINVAL, "vram_estimate: NULL argument");
@@ -608,8 +618,8 @@ int vram_estimate(const vram_model_t *m, const vram_estimate_config_t *c, vram_e
                  e.allocator_rounding + e.cuda_context;
     e.peak_in_optimizer_step = in_step;
     e.fused_attention = fused;
-    e.seq_len = vram_arch_is_image(m) ? 0 : seq;
-    e.image_size = vram_arch_is_image(m) ? image : 0;
+    e.seq_len = vram_estimate_setting_applies(m, "seq_len") ? seq : 0;
+    e.image_size = vram_estimate_setting_applies(m, "image_size") ? image : 0;
     *out = e;
     return 0;
 }

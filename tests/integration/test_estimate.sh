@@ -35,6 +35,14 @@ done
 has "124,439,808 parameters" "$tmp/out"
 has "GiB" "$tmp/out"
 
+# --- a flag the model's kind has no use for is said on stderr, naming it
+expect 0 "$VRAM" estimate --model gpt2 --image-size 512
+has "vram estimate: --image-size 512 does not apply to gpt2" "$tmp/err"
+expect 0 "$VRAM" plan --model resnet50 --seq-len 128 --gpu-name A100-40GB
+has "vram plan: --seq-len 128 does not apply to resnet50, an image model" "$tmp/err"
+expect 0 "$VRAM" estimate --model gpt2 --seq-len 128
+eq "$(cat "$tmp/err")" "" "a flag that applies: nothing on stderr"
+
 # --- estimate: JSON, components add up, exact parameter bytes
 expect 0 "$VRAM" estimate --model bert-base --batch-size 2 --seq-len 128 --json
 eq "$(json 'd["parameters_count"]')" 109482240 "bert-base parameters_count"
@@ -123,7 +131,7 @@ has "\-\-hf-config" "$tmp/out"
 
 # --- plan on a named GPU and on a size
 expect 0 "$VRAM" plan --model bert-base --gpu-name A100-80GB --seq-len 128
-for row in "GPU memory" "Total" "Free" "Model" "Batch" "Remaining" "Maximum" "Recommended" "Safe"; do
+for row in "GPU memory" "Total" "Free" "Model" "Batch" "Remaining" "Maximum within the 70% budget" "Recommended" "Safe"; do
   has "$row" "$tmp/out"
 done
 expect 0 "$VRAM" plan --model bert-base --gpu-name a100-80gb --seq-len 128 --json

@@ -128,11 +128,24 @@ export VRAM_CUDA_LIBRARY=$MISSING_CUDA VRAM_SIM=2xA100-80GB
 run_info "$tmp/auto.table"
 [ "$rc" = 0 ] || fail "auto with no driver exited $rc"
 grep -q "(sim backend)" "$tmp/auto.table" || { cat "$tmp/auto.table"; fail "auto did not fall back to sim"; }
-[ "$(wc -l <"$tmp/auto.table.err")" = 1 ] || { cat "$tmp/auto.table.err"; fail "reason is not one line"; }
-grep -qF "no NVIDIA driver: $MISSING_NVML not found" "$tmp/auto.table.err" || { cat "$tmp/auto.table.err"; fail "reason"; }
+# the reason is a note: not on stderr unless asked (-v, VRAM_LOG_LEVEL=debug)
+[ ! -s "$tmp/auto.table.err" ] || { cat "$tmp/auto.table.err"; fail "a note on stderr without -v"; }
+for verbose in "-v" "--verbose" "VRAM_LOG_LEVEL=debug"; do
+    rc=0
+    case $verbose in
+    -*) "$VRAM_BIN" "$verbose" info >/dev/null 2>"$tmp/auto.table.err" || rc=$? ;;
+    *) env "$verbose" "$VRAM_BIN" info >/dev/null 2>"$tmp/auto.table.err" || rc=$? ;;
+    esac
+    [ "$rc" = 0 ] || fail "$verbose vram info exited $rc"
+    [ "$(wc -l <"$tmp/auto.table.err")" = 1 ] || { cat "$tmp/auto.table.err"; fail "$verbose: reason is not one line"; }
+    grep -qF "no NVIDIA driver: $MISSING_NVML not found" "$tmp/auto.table.err" || { cat "$tmp/auto.table.err"; fail "$verbose: reason"; }
+done
 unset VRAM_SIM
 run_info "$tmp/auto.json" --json
 check "$tmp/auto.json" "d['backend']=='cpu' and 'not found' in d['reason']"
+# host memory instead of a GPU is said without being asked
+run_info "$tmp/auto.cpu"
+grep -q "using host memory" "$tmp/auto.cpu.err" || { cat "$tmp/auto.cpu.err"; fail "the fall-back to host memory is not said"; }
 ok "auto: missing libraries fall back to sim, then cpu, with a one-line reason"
 
 # The toolkit's stub libcuda: the fake's imitation always, the real one when installed.

@@ -388,13 +388,14 @@ def test_job_from_environment_renews_lease(vramd, monkeypatch):
 
 
 def test_pip_install_offline(tmp_path):
-    """`pip install ./python` with Debian's pip/setuptools, no network."""
+    """`pip install ./python` with the interpreter's pip, no network (the
+    in-tree backend needs nothing; test_python_install.sh covers the rest)."""
     pip = [sys.executable, "-m", "pip"]
     if subprocess.call(pip + ["--version"], stdout=subprocess.DEVNULL,
                        stderr=subprocess.DEVNULL):
         pytest.skip("pip is not installed for %s" % sys.executable)
     target, src = tmp_path / "site", tmp_path / "src"
-    # a copy: setuptools writes build/ and *.egg-info next to the sources
+    # a copy, away from the tree's build/: the wheel takes VRAM_LIBRARY's library
     shutil.copytree(os.path.join(ROOT, "python"), src,
                     ignore=shutil.ignore_patterns("build", "*.egg-info", "__pycache__"))
     r = subprocess.run(pip + ["install", "--no-index", "--no-build-isolation", "--no-deps",
@@ -403,6 +404,7 @@ def test_pip_install_offline(tmp_path):
                        env=dict(os.environ, PIP_NO_INPUT="1", PIP_DISABLE_PIP_VERSION_CHECK="1"))
     assert r.returncode == 0, r.stdout + r.stderr
     assert (target / "vram" / "torch" / "analyze.py").exists()
+    assert (target / "vram" / "libvram.so").exists()
     code = textwrap.dedent("""
         import vram, sys
         assert vram.__file__.startswith(sys.argv[1]), vram.__file__

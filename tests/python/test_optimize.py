@@ -106,3 +106,32 @@ def test_int8_mixed_and_prune():
     assert report.steps[0].applied
     w = p[0].weight
     assert (w == 0).float().mean() >= 0.49
+
+
+def test_the_report_says_what_was_measured():
+    """Each applied step shows the figures analyze() measured before and after
+    it (the training step's peak at the example batch), signed in words, and
+    "not measured" with the reason when there was nothing to measure; never a
+    bare "saved -0.0 MiB" (issue 27)."""
+    from vram.torch.optimize import _measure
+    torch.manual_seed(0)
+    mlp = torch.nn.Sequential(torch.nn.Linear(256, 256), torch.nn.ReLU(), torch.nn.Linear(256, 4))
+    x = torch.randn(32, 256)
+    m, report = optimize(mlp, level="none", precision="mixed", example_batch=x, copy_model=True)
+    step = report.steps[0]
+    assert step.applied and step.bytes_before > 0 and step.bytes_after > 0, report
+    assert step.saved_bytes == step.bytes_before - step.bytes_after
+    assert (report.bytes_before, report.bytes_after) == (step.bytes_before, step.bytes_after)
+    # the figure is the measurement of the model optimize() returned
+    assert step.bytes_after == _measure(m, x, None, None, 32)
+    assert step.bytes_before == _measure(mlp, x, None, None, 32)
+    text = str(report)
+    word = "saved" if step.saved_bytes > 0 else "grew" if step.saved_bytes < 0 else "no change"
+    assert "%.1f MiB -> " % (step.bytes_before / 2**20) in text and word in text, text
+    assert "-0.0" not in text and "training-step peak at batch 32" in text, text
+    _, report = optimize(mlp, level="none", precision="mixed", copy_model=True)
+    assert report.steps[0].saved_bytes is None
+    assert "not measured (no example_batch)" in str(report), str(report)
+    _, report = optimize(mlp, level="none", prune=0.5, inference=True, example_batch=x,
+                         copy_model=True)
+    assert "not measured (inference=True" in str(report), str(report)

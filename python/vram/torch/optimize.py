@@ -24,12 +24,34 @@ LEVELS = ("none", "basic", "aggressive")
 PRECISIONS = ("fp32", "fp16", "bf16", "int8", "mixed")
 
 
+# What _measure() adds up, for the report.
+MEASURED = ("training-step peak at batch %d by analyze(): parameters, buffers, gradients, "
+            "saved activations, backward's transient")
+
+
+def _mib(n):
+    """Bytes as MiB, with enough digits that a change is never shown as 0.0."""
+    mib = n / 2**20
+    return "%.1f MiB" % mib if abs(mib) >= 0.05 or n == 0 else "%.3f MiB" % mib
+
+
 @dataclass
 class Step:
     name: str
     applied: bool
     reason: str = ""
-    saved_bytes: Optional[int] = None  # by analyze(), at the example batch; None: not measured
+    saved_bytes: Optional[int] = None  # before - after (negative: it grew); None: not measured
+    bytes_before: Optional[int] = None  # the measured figure (Report.measured) before the step
+    bytes_after: Optional[int] = None  # and after it
+    not_measured: str = ""  # why an applied step has no figures
+
+    def measurement(self):
+        """What was measured for this step, in words."""
+        if self.saved_bytes is None:
+            return "not measured (%s)" % self.not_measured if self.applied else ""
+        change = ("saved %s" % _mib(self.saved_bytes) if self.saved_bytes > 0 else
+                  "grew %s" % _mib(-self.saved_bytes) if self.saved_bytes < 0 else "no change")
+        return "%s -> %s, %s" % (_mib(self.bytes_before), _mib(self.bytes_after), change)
 
 
 @dataclass
@@ -37,13 +59,17 @@ class Report:
     steps: List[Step] = field(default_factory=list)
     bytes_before: Optional[int] = None
     bytes_after: Optional[int] = None
+    measured: str = ""  # what bytes_before/after and each step's figures are; "" not measured
 
     def __str__(self):
         lines = []
         for s in self.steps:
-            saved = "" if s.saved_bytes is None else ", saved %.1f MiB" % (s.saved_bytes / 2**20)
+            figure = s.measurement()
             lines.append("%-14s %s%s%s" % (s.name, "applied" if s.applied else "refused",
-                                           ": " + s.reason if s.reason else "", saved))
+                                           ": " + s.reason if s.reason else "",
+                                           "; " + figure if figure else ""))
+        if self.measured:
+            lines.append("(measured: %s)" % self.measured)
         return "\n".join(lines)
 
 
@@ -175,10 +201,13 @@ class _Refused(Exception):
 
 
 def _measure(model, example_batch, loss_fn, forward, batch):
-    """Parameters + buffers + activations at `batch`, by analyze()."""
+    """The training step's peak at `batch` as analyze() measures it (MEASURED):
+    what autocast saves is in the activations and backward's transient, what
+    it adds (low-precision copies of the weights, saved for backward) too."""
     p = analyze(model, example_batch, loss_fn=loss_fn, forward=forward, optimizer="sgd")
     param_bytes = sum(t.numel() * t.element_size() for t in model.parameters())
-    return param_bytes + p.buffers_bytes + p.activation_bytes_at(batch)
+    return (param_bytes + p.buffers_bytes + p.gradient_bytes + p.activation_bytes_at(batch) +
+            p.backward_bytes_at(batch))
 
 
 def optimize(model, level="basic", precision=None, checkpointing=None, channels_last=None,
@@ -222,8 +251,11 @@ def optimize(model, level="basic", precision=None, checkpointing=None, channels_
     report = Report()
     batch = None
     measure = example_batch is not None and not inference
+    why_not = ("inference=True: analyze() measures training steps" if inference else
+               "no example_batch")
     if measure:
         batch = _batch_size(example_batch)
+        report.measured = MEASURED % batch
         report.bytes_before = before = _measure(model, example_batch, loss_fn, forward, batch)
     for name, apply in plan:
         try:
@@ -234,7 +266,10 @@ def optimize(model, level="basic", precision=None, checkpointing=None, channels_
         step = Step(name, True, how)
         if measure:
             after = _measure(model, example_batch, loss_fn, forward, batch)
+            step.bytes_before, step.bytes_after = before, after
             step.saved_bytes, before = before - after, after
+        else:
+            step.not_measured = why_not
         report.steps.append(step)
     report.bytes_after = before if measure else None
     return model, report
