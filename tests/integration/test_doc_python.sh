@@ -17,7 +17,7 @@ python3 -c 'import vram, sys; assert vram.library_path == sys.argv[1], vram.libr
     "$T/site/vram/libvram.so" || fail "the examples would not use the installed package's libvram"
 pass "pip install --no-index ./python: the examples load $T/site/vram/libvram.so"
 start_daemon
-for doc in README.md docs/python.md docs/pool.md; do
+for doc in README.md docs/python.md docs/pool.md docs/runtime.md; do
     case $doc in README.md) sim=A100-40GB ;; *) sim=2xH100-80GB ;; esac
     VRAM_SIM=$sim python3 "$VRAM_SOURCE_DIR/tests/integration/doc_examples.py" "$VRAM_SOURCE_DIR/$doc" \
         >"$T/py.out" 2>&1 || { cat "$T/py.out" >&2; fail "$doc: a Python example failed"; }
