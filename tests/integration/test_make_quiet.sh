@@ -3,7 +3,8 @@
 # "Entering/Leaving directory" line per recursive make (cmake --build runs
 # make inside build/), and `make run` keeps the build's progress in a log.
 # Runs `make build` on this build tree (up to date under `make test`, so
-# nothing is rebuilt) and `make -n run`.
+# nothing is rebuilt; ctest runs it alone, RUN_SERIAL, in case it is not)
+# and `make -n run`.
 set -euo pipefail
 S=${VRAM_SOURCE_DIR:?} B=${VRAM_BUILD_DIR:?}
 fail() { echo "FAIL: $*" >&2; exit 1; }
