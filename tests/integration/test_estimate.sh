@@ -123,7 +123,7 @@ has "\-\-hf-config" "$tmp/out"
 
 # --- plan on a named GPU and on a size
 expect 0 "$VRAM" plan --model bert-base --gpu-name A100-80GB --seq-len 128
-for row in "GPU memory" "Total" "Free" "Model" "Batch" "Remaining" "Maximum" "Recommended" "Safe"; do
+for row in "GPU memory" "Total" "Free" "Weights, gradients, states" "Activations, KV, temps" "Estimated usage at batch" "Remaining" "Maximum" "Recommended" "Safe"; do
   has "$row" "$tmp/out"
 done
 expect 0 "$VRAM" plan --model bert-base --gpu-name a100-80gb --seq-len 128 --json
