@@ -387,7 +387,7 @@ static int refuse(const vram_estimate_setting_t *s, const char *name, const char
     case VRAM_SETTING_TEXT:
         break;
     }
-    if (!strcmp(name, "cuda"))
+    if (!strcmp(s->key, "cuda"))
         return vram_fail(VRAM_EINVAL, "cuda \"%s\": give the CUDA version as 11.8 or 12.4", v);
     char copy[512];
     snprintf(copy, sizeof copy, "%s", last);
