@@ -777,7 +777,8 @@ typedef struct {
 } vram_estimate_setting_t;
 /* The table; *count gets its length. Static, thread-safe. */
 VRAM_API const vram_estimate_setting_t *vram_estimate_settings(size_t *count);
-/* The setting of a JSON key ("lora_rank") or a flag ("--lora-rank"); NULL. */
+/* The setting of a JSON key ("zero_stage"), a flag ("--zero") or the
+ * flag's name with '_' ("zero", "optimizer_impl"); NULL if none. */
 VRAM_API const vram_estimate_setting_t *vram_estimate_setting_find(const char *key_or_flag);
 /* Applies one setting given as text (as on the command line) to cfg.
  * EINVAL names the setting and the bad value with what is accepted (an

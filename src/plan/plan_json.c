@@ -135,7 +135,7 @@ static int read_settings(json_t *req, vram_estimate_config_t *e)
     json_object_foreach(req, key, v)
     {
         const vram_estimate_setting_t *st = vram_estimate_setting_find(key);
-        if (!st || !strcmp(st->flag, key)) continue; /* keys only, not "--flags" */
+        if (!st || !strncmp(key, "--", 2)) continue; /* keys, not "--flags" */
         char text[256];
         int rc = setting_text(st, v, text, sizeof text);
         if (!rc) rc = vram_estimate_set(e, key, text);
@@ -218,10 +218,23 @@ static int read_request(const char *text, bool plan, request_t *r)
         rc = vram_fail(VRAM_EPARSE, "request: not a JSON object");
         goto out;
     }
+    const char *seen[VRAM_MAX_SETTINGS] = {0};
     json_object_foreach(req, key, v)
     {
         const vram_estimate_setting_t *st = vram_estimate_setting_find(key);
-        bool setting = st && !strcmp(st->key, key);
+        bool setting = st && strncmp(key, "--", 2);
+        if (setting && !listed(key, model_keys) && !listed(key, plan_keys)) {
+            /* one setting under two spellings ("zero" and "zero_stage") */
+            size_t count;
+            const vram_estimate_setting_t *all = vram_estimate_settings(&count);
+            size_t idx = (size_t)(st - all);
+            if (seen[idx]) {
+                rc = vram_fail(VRAM_EINVAL, "\"%s\" and \"%s\" are the same setting: give one",
+                               seen[idx], key);
+                goto out;
+            }
+            seen[idx] = key;
+        }
         if (!setting && !listed(key, model_keys) && !(plan && listed(key, plan_keys))) {
             rc = vram_fail(VRAM_EINVAL,
                            "unknown key \"%s\" in the request (the estimate settings are "

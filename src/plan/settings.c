@@ -252,6 +252,7 @@ static const struct row {
 };
 
 #define NROWS (sizeof rows / sizeof rows[0])
+_Static_assert(NROWS <= VRAM_MAX_SETTINGS, "plan_json.c tracks at most VRAM_MAX_SETTINGS keys");
 
 static vram_estimate_setting_t pub_table[NROWS];
 static int pub_once;
@@ -269,11 +270,23 @@ const vram_estimate_setting_t *vram_estimate_settings(size_t *count)
     return pub_table;
 }
 
+/* k is the flag's name without "--", '_' for '-' ("zero", "optimizer_impl"):
+ * the spelling of keyword arguments that follow the flags. */
+static bool is_flag_name(const char *k, const char *flag)
+{
+    flag += 2;
+    for (; *k && *flag; k++, flag++)
+        if (*k != *flag && !(*k == '_' && *flag == '-')) return false;
+    return !*k && !*flag;
+}
+
 static const struct row *find_row(const char *k)
 {
     if (!k) return NULL;
     for (size_t i = 0; i < NROWS; i++)
         if (!strcmp(k, rows[i].pub.key) || !strcmp(k, rows[i].pub.flag)) return &rows[i];
+    for (size_t i = 0; i < NROWS; i++)
+        if (is_flag_name(k, rows[i].pub.flag)) return &rows[i];
     return NULL;
 }
 
