@@ -1499,14 +1499,15 @@ VRAM_API int vram_swap_check(const vram_swap_t *sc);
  * own context). docs/python.md lists the keys. */
 
 /* Estimate. Request: exactly one of "model" (catalog name), "hf_config"
- * (path of a config.json) or "profile" (path, or a profile object as read by
- * vram_model_from_profile_json), and the settings of `vram estimate`:
- * "mode", "batch_size", "seq_len", "image_size", "precision", "optimizer",
- * "checkpointing", "attention", "zero_stage", "gpus", "max_new_tokens",
- * "overhead_bytes" (integer or "512MiB"), "accumulation_steps". Reply: the
- * object of `vram estimate --json`. EPARSE: malformed JSON (line, column);
- * EINVAL: unknown key, wrong type, value out of range (named) or an
- * impossible setting; ENOENT: unknown catalog model; EIO: unreadable file. */
+ * (path of a config.json, or its content as an object) or "profile" (path,
+ * or a profile object as read by vram_model_from_profile_json), and any
+ * setting of vram_estimate_settings() by its key ("lora_rank": 16) or its
+ * flag's name ("zero": 3), typed as the table says (integers, numbers,
+ * true/false, names, sizes as bytes or "512MiB"). Reply: the object of
+ * `vram estimate --json`. EPARSE: malformed JSON (line, column); EINVAL:
+ * unknown key, wrong type, value out of range (named), one setting under
+ * two spellings, or an impossible setting; ENOENT: unknown catalog model;
+ * EIO: unreadable file. */
 VRAM_API int vram_estimate_json(const char *request, char **out);
 /* Plan. Request: as vram_estimate_json ("batch_size" given = judge that
  * batch) plus exactly one of "gpu" (device index of vram_ctx_open, its free

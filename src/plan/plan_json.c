@@ -72,16 +72,17 @@ static int read_model(json_t *req, vram_model_t *m)
         if (!json_is_string(name)) return vram_fail(VRAM_EINVAL, "\"model\" must be a string");
         return vram_model_find(json_string_value(name), m);
     }
-    if (hf) {
-        if (!json_is_string(hf)) return vram_fail(VRAM_EINVAL, "\"hf_config\" must be a file name");
-        return vram_model_from_hf_config(json_string_value(hf), m);
-    }
+    if (json_is_string(hf)) return vram_model_from_hf_config(json_string_value(hf), m);
     if (json_is_string(prof)) return vram_model_from_profile(json_string_value(prof), m);
-    if (!json_is_object(prof))
-        return vram_fail(VRAM_EINVAL, "\"profile\" must be a file name or a profile object");
-    char *text = json_dumps(prof, JSON_COMPACT);
+    /* the file's content, as an object */
+    json_t *obj = hf ? hf : prof;
+    if (!json_is_object(obj))
+        return vram_fail(VRAM_EINVAL, "\"%s\" must be a file name or the file's JSON object",
+                         hf ? "hf_config" : "profile");
+    char *text = json_dumps(obj, JSON_COMPACT);
     if (!text) return vram_fail(VRAM_ENOMEM, "out of memory");
-    int rc = vram_model_from_profile_json(text, "profile", m);
+    int rc = hf ? vram_model_from_hf_json(text, "hf_config", m)
+                : vram_model_from_profile_json(text, "profile", m);
     free(text);
     return rc;
 }
