@@ -1,5 +1,6 @@
 /* vram plan: which batch size fits a GPU, and what to change when none does. */
 #include "cli.h"
+#include "plan/gpu_names.h"
 #include "cli/daemon_client.h"
 #include "model_args.h"
 #include "plan/estimate_json.h"
@@ -83,14 +84,8 @@ static int target_device(const char *gpu, const char *mem, const char *name, boo
         const char *note = NULL;
         const vram_gpu_model_t *g = vram_gpu_model_resolve(name, &note);
         if (!g) {
-            size_t n;
-            const vram_gpu_model_t *all = vram_gpu_models(&n);
-            char list[512] = "";
-            for (size_t i = 0; i < n; i++) {
-                if (i) strncat(list, ", ", sizeof list - strlen(list) - 1);
-                strncat(list, all[i].name, sizeof list - strlen(list) - 1);
-            }
-            return cli_usage_error("plan", "unknown GPU \"%s\" (known: %s)", name, list);
+            vram_gpu_model_unknown(name);
+            return cli_usage_error("plan", "%s", vram_last_error());
         }
         pc->total_bytes = pc->free_bytes = g->total_bytes;
         snprintf(label, len, "%s%s%s", g->name, note ? "; " : "", note ? note : "");
