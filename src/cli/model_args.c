@@ -132,27 +132,36 @@ static int build(const cli_model_args_t *a, vram_model_t *model)
                                    "FILE");
 }
 
-/* The lines of one setting: the flag and its metavar, then its help, one
- * help line per output line. */
+/* The lines of one setting: the flag and its metavar, then its help (and
+ * a NAME's accepted names) wrapped to 80 columns. */
 static void help_setting(FILE *out, const vram_estimate_setting_t *st)
 {
-    char head[48];
+    char head[48], text[512];
     snprintf(head, sizeof head, "%s %s", st->flag, st->metavar);
-    const char *h = st->help;
-    bool first = true;
-    while (*h) {
-        const char *nl = strchr(h, '\n');
-        int len = nl ? (int)(nl - h) : (int)strlen(h);
-        if (first && strlen(head) <= 22)
-            fprintf(out, "  %-22s %.*s\n", head, len, h);
-        else if (first)
-            fprintf(out, "  %s\n  %-22s %.*s\n", head, "", len, h);
-        else
-            fprintf(out, "  %-22s %.*s\n", "", len, h);
-        first = false;
-        h = nl ? nl + 1 : h + len;
+    snprintf(text, sizeof text, "%s%s%s%s", st->help, st->names ? " (" : "",
+             st->names ? st->names : "", st->names ? ")" : "");
+    for (char *c = text; *c; c++)
+        if (*c == '\n') *c = ' ';
+    enum { INDENT = 25, WIDTH = 80 - INDENT };
+    if (strlen(head) > INDENT - 3)
+        fprintf(out, "  %s\n%*s", head, INDENT, "");
+    else
+        fprintf(out, "  %-*s", INDENT - 2, head);
+    const char *p = text;
+    while (*p) {
+        size_t len = strlen(p);
+        if (len > WIDTH) { /* break at the last space that fits */
+            len = WIDTH;
+            while (len > 0 && p[len] != ' ')
+                len--;
+            if (len == 0) len = WIDTH;
+        }
+        fprintf(out, "%.*s\n", (int)len, p);
+        p += len;
+        while (*p == ' ')
+            p++;
+        if (*p) fprintf(out, "%*s", INDENT, "");
     }
-    if (st->type == VRAM_SETTING_NAME) fprintf(out, "  %-22s (%s)\n", "", st->names);
 }
 
 void cli_model_args_help(FILE *out)

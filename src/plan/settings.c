@@ -100,174 +100,118 @@ static int set_gpu_name(cfg_t *c, const char *v)
     return 0;
 }
 
-static const struct row {
-    vram_estimate_setting_t pub;
+/* The table: X(key, flag, type, names, min, max, group, metavar, help,
+ * field, setter). field is F(name) for a value stored as its type says, or
+ * NOF with a setter for a setting whose text does more. */
+#define W   "Workload"
+#define L   "LoRA / QLoRA"
+#define G   "Real GPU"
+#define NOF NOFIELD, 0
+#define SETTINGS(X)                                                                                \
+    X("mode", "--mode", NAME, "train, infer, load", 0, 0, W, "M",                                  \
+      "train (default), infer, or load (the weights on the GPU, nothing run yet)", NOF, set_mode)  \
+    X("batch_size", "--batch-size", INT, NULL, 1, VRAM_MAX_BATCH, W, "B", "per GPU, default 1",    \
+      F(batch_size), NULL)                                                                         \
+    X("seq_len", "--seq-len", INT, NULL, 1, VRAM_MAX_SEQ, W, "S",                                  \
+      "tokens per sample (default: the model's)", F(seq_len), NULL)                                \
+    X("image_size", "--image-size", INT, NULL, 1, VRAM_MAX_IMAGE, W, "N",                          \
+      "pixels per side (default: the model's, 224)", F(image_size), NULL)                          \
+    X("precision", "--precision", NAME, "fp32, fp16, bf16, amp-fp16, amp-bf16, int8, int4", 0, 0,  \
+      W, "P",                                                                                      \
+      "fp16/bf16: every tensor in half precision; amp-*: autocast over fp32\n"                     \
+      "weights; int8, int4: inference only; default fp32",                                         \
+      NOF, set_precision)                                                                          \
+    X("optimizer", "--optimizer", NAME, "sgd, momentum, adam, adamw, adafactor, adam8bit", 0, 0,   \
+      W, "O", "default adamw", NOF, set_optimizer)                                                 \
+    X("checkpointing", "--checkpointing", NAME, "none, full, selective", 0, 0, W, "C",             \
+      "activation checkpointing (default none)", NOF, set_checkpointing)                           \
+    X("attention", "--attention", NAME, "auto, eager, fused, sdpa, flash", 0, 0, W, "A",           \
+      "auto (default: Hugging Face's choice for the family, eager for the\n"                       \
+      "catalog), eager (keeps the attention scores), fused (SDPA/Flash)",                          \
+      NOF, set_attention)                                                                          \
+    X("zero_stage", "--zero", INT, NULL, 0, 3, W, "Z",                                             \
+      "ZeRO/FSDP stage 0-3: shard optimizer states (1), gradients (2),\n"                          \
+      "parameters (3) over --gpus; with LoRA, the adapters' and the base's",                       \
+      F(zero_stage), NULL)                                                                         \
+    X("sharding", "--sharding", NAME, "deepspeed, fsdp", 0, 0, W, "S",                             \
+      "deepspeed (default): half weights and gradients, fp32 master weights\n"                     \
+      "and states; fsdp: every tensor in --precision (pure bf16 FSDP)",                            \
+      F(sharding), NULL)                                                                           \
+    X("gpus", "--gpus", INT, NULL, 1, VRAM_MAX_GPUS, W, "N",                                       \
+      "data-parallel GPUs the states are sharded over", F(gpus), NULL)                             \
+    X("max_new_tokens", "--max-new-tokens", INT, NULL, 0, VRAM_MAX_SEQ, W, "T",                    \
+      "inference: generated tokens held in the KV cache", F(max_new_tokens), NULL)                 \
+    X("overhead_bytes", "--overhead", SIZE, NULL, 0, VRAM_MAX_BYTES, W, "SIZE",                    \
+      "CUDA context + workspaces (default: by GPU and CUDA version)", F(overhead_bytes), NULL)     \
+    X("accumulation_steps", "--accumulation-steps", INT, NULL, 1, VRAM_MAX_ACCUMULATION, W, "N",   \
+      "gradient accumulation (effective batch B*N; gradients stay\n"                               \
+      "allocated between micro-batches)",                                                          \
+      F(accumulation_steps), NULL)                                                                 \
+    X("head", "--head", TEXT, NULL, 0, 0, W, "CLASS",                                              \
+      "the class the model is loaded with, over the config's architectures\n"                      \
+      "(BertForSequenceClassification or ForSequenceClassification; Model)",                       \
+      NOF, set_head)                                                                               \
+    X("num_labels", "--num-labels", INT, NULL, 1, VRAM_MAX_VOCAB, W, "N",                          \
+      "labels of a classification head", F(num_labels), NULL)                                      \
+    X("lora_rank", "--lora-rank", INT, NULL, 1, VRAM_MAX_WIDTH, L, "R",                            \
+      "train rank-R adapters; the base is frozen", F(lora_rank), NULL)                             \
+    X("lora_alpha", "--lora-alpha", NUMBER, NULL, 0, 1000000000, L, "A",                           \
+      "scaling (reported; no memory effect)", F(lora_alpha), NULL)                                 \
+    X("lora_targets", "--lora-targets", TEXT, NULL, 0, 0, L, "T",                                  \
+      "q,k,v,o,gate,up,down or all-linear (default q,v)", NOF, set_lora_targets)                   \
+    X("quantize_base", "--quantize-base", NAME, "none, nf4, int8", 0, 0, L, "Q",                   \
+      "nf4 or int8 frozen base (QLoRA)", F(quantize_base), NULL)                                   \
+    X("double_quant", "--double-quant", BOOL, NULL, 0, 0, L, "on|off",                             \
+      "quantize the NF4 constants too (default on)", F(double_quant), NULL)                        \
+    X("gpu_name", "--gpu-name", TEXT, NULL, 0, 0, G, "NAME",                                       \
+      "GPU (H100, A100-40GB, L40S, rtx4090): context and workspaces", NOF, set_gpu_name)           \
+    X("cuda", "--cuda", TEXT, NULL, 0, 0, G, "X.Y",                                                \
+      "CUDA version as 11.8 or 12.4 (default 12.x); before 11.7 no lazy loading", NOF, set_cuda)   \
+    X("lazy_loading", "--lazy-loading", BOOL, NULL, 0, 0, G, "on|off",                             \
+      "CUDA_MODULE_LOADING=LAZY (default: by CUDA version)", F(lazy_loading), NULL)                \
+    X("optimizer_impl", "--optimizer-impl", NAME, "foreach, fused, for-loop", 0, 0, G, "I",        \
+      "how torch.optim steps: foreach (default), fused, for-loop", F(optim_impl), NULL)            \
+    X("activation_offload", "--activation-offload", BOOL, NULL, 0, 0, G, "on|off",                 \
+      "checkpointed layer inputs on the CPU (needs --checkpointing full)", F(activation_offload),  \
+      NULL)                                                                                        \
+    X("loss", "--loss", NAME, "full, chunked, sum", 0, 0, G, "L",                                  \
+      "full (cross-entropy), chunked (torchtune's CEWithChunkedOutputLoss),\n"                     \
+      "sum (benchmarks' logits.sum())",                                                            \
+      NOF, set_loss)                                                                               \
+    X("zero_grad", "--zero-grad", NAME, "none, zeros", 0, 0, G, "Z",                               \
+      "zero_grad(set_to_none=...): zeros (PyTorch < 2.0's default) keeps\n"                        \
+      "gradients allocated between steps",                                                         \
+      NOF, set_zero_grad)                                                                          \
+    X("compile", "--compile", BOOL, NULL, 0, 0, G, "on|off",                                       \
+      "the loss runs under torch.compile (torchtune compile=True)", F(compiled_loss), NULL)
+
+#define PUB(key, flag, type, names, lo, hi, group, metavar, help, field, set)                      \
+    {key, flag, VRAM_SETTING_##type, names, lo, hi, group, metavar, help},
+static const vram_estimate_setting_t pub[] = {SETTINGS(PUB)};
+#undef PUB
+
+/* How each setting is stored: its field, or a setter. */
+static const struct impl {
     size_t offset, size; /* the field, for INT/NUMBER/BOOL/SIZE/plain NAME */
     setter_t set;        /* or a setter */
-} rows[] = {
-#define W "Workload"
-#define L "LoRA / QLoRA"
-#define G "Real GPU"
-    {{"mode", "--mode", VRAM_SETTING_NAME, "train, infer, load", 0, 0, W, "M",
-      "train (default), infer, or load (the weights on the GPU, nothing run yet)"},
-     NOFIELD,
-     0,
-     set_mode},
-    {{"batch_size", "--batch-size", VRAM_SETTING_INT, NULL, 1, VRAM_MAX_BATCH, W, "B",
-      "per GPU, default 1"},
-     F(batch_size),
-     NULL},
-    {{"seq_len", "--seq-len", VRAM_SETTING_INT, NULL, 1, VRAM_MAX_SEQ, W, "S",
-      "tokens per sample (default: the model's)"},
-     F(seq_len),
-     NULL},
-    {{"image_size", "--image-size", VRAM_SETTING_INT, NULL, 1, VRAM_MAX_IMAGE, W, "N",
-      "pixels per side (default: the model's, 224)"},
-     F(image_size),
-     NULL},
-    {{"precision", "--precision", VRAM_SETTING_NAME,
-      "fp32, fp16, bf16, amp-fp16, amp-bf16, int8, int4", 0, 0, W, "P",
-      "fp16/bf16: every tensor in half precision; amp-*: autocast over fp32\n"
-      "weights; int8, int4: inference only; default fp32"},
-     NOFIELD,
-     0,
-     set_precision},
-    {{"optimizer", "--optimizer", VRAM_SETTING_NAME,
-      "sgd, momentum, adam, adamw, adafactor, adam8bit", 0, 0, W, "O", "default adamw"},
-     NOFIELD,
-     0,
-     set_optimizer},
-    {{"checkpointing", "--checkpointing", VRAM_SETTING_NAME, "none, full, selective", 0, 0, W, "C",
-      "activation checkpointing (default none)"},
-     NOFIELD,
-     0,
-     set_checkpointing},
-    {{"attention", "--attention", VRAM_SETTING_NAME, "auto, eager, fused, sdpa, flash", 0, 0, W,
-      "A",
-      "auto (default: Hugging Face's choice for the family, eager for the\n"
-      "catalog), eager (keeps the attention scores), fused (SDPA/Flash)"},
-     NOFIELD,
-     0,
-     set_attention},
-    {{"zero_stage", "--zero", VRAM_SETTING_INT, NULL, 0, 3, W, "Z",
-      "ZeRO/FSDP stage 0-3: shard optimizer states (1), gradients (2),\n"
-      "parameters (3) over --gpus; with LoRA, the adapters' and the base's"},
-     F(zero_stage),
-     NULL},
-    {{"sharding", "--sharding", VRAM_SETTING_NAME, "deepspeed, fsdp", 0, 0, W, "S",
-      "deepspeed (default): half weights and gradients, fp32 master weights\n"
-      "and states; fsdp: every tensor in --precision (pure bf16 FSDP)"},
-     F(sharding),
-     NULL},
-    {{"gpus", "--gpus", VRAM_SETTING_INT, NULL, 1, VRAM_MAX_GPUS, W, "N",
-      "data-parallel GPUs the states are sharded over"},
-     F(gpus),
-     NULL},
-    {{"max_new_tokens", "--max-new-tokens", VRAM_SETTING_INT, NULL, 0, VRAM_MAX_SEQ, W, "T",
-      "inference: generated tokens held in the KV cache"},
-     F(max_new_tokens),
-     NULL},
-    {{"overhead_bytes", "--overhead", VRAM_SETTING_SIZE, NULL, 0, VRAM_MAX_BYTES, W, "SIZE",
-      "CUDA context + workspaces (default: by GPU and CUDA version)"},
-     F(overhead_bytes),
-     NULL},
-    {{"accumulation_steps", "--accumulation-steps", VRAM_SETTING_INT, NULL, 1,
-      VRAM_MAX_ACCUMULATION, W, "N",
-      "gradient accumulation (effective batch B*N; gradients stay\n"
-      "allocated between micro-batches)"},
-     F(accumulation_steps),
-     NULL},
-    {{"head", "--head", VRAM_SETTING_TEXT, NULL, 0, 0, W, "CLASS",
-      "the class the model is loaded with, over the config's architectures\n"
-      "(BertForSequenceClassification or ForSequenceClassification; Model)"},
-     NOFIELD,
-     0,
-     set_head},
-    {{"num_labels", "--num-labels", VRAM_SETTING_INT, NULL, 1, VRAM_MAX_VOCAB, W, "N",
-      "labels of a classification head"},
-     F(num_labels),
-     NULL},
-    {{"lora_rank", "--lora-rank", VRAM_SETTING_INT, NULL, 1, VRAM_MAX_WIDTH, L, "R",
-      "train rank-R adapters; the base is frozen"},
-     F(lora_rank),
-     NULL},
-    {{"lora_alpha", "--lora-alpha", VRAM_SETTING_NUMBER, NULL, 0, 1000000000, L, "A",
-      "scaling (reported; no memory effect)"},
-     F(lora_alpha),
-     NULL},
-    {{"lora_targets", "--lora-targets", VRAM_SETTING_TEXT, NULL, 0, 0, L, "T",
-      "q,k,v,o,gate,up,down or all-linear (default q,v)"},
-     NOFIELD,
-     0,
-     set_lora_targets},
-    {{"quantize_base", "--quantize-base", VRAM_SETTING_NAME, "none, nf4, int8", 0, 0, L, "Q",
-      "nf4 or int8 frozen base (QLoRA)"},
-     F(quantize_base),
-     NULL},
-    {{"double_quant", "--double-quant", VRAM_SETTING_BOOL, NULL, 0, 0, L, "on|off",
-      "quantize the NF4 constants too (default on)"},
-     F(double_quant),
-     NULL},
-    {{"gpu_name", "--gpu-name", VRAM_SETTING_TEXT, NULL, 0, 0, G, "NAME",
-      "GPU (H100, A100-40GB, L40S, rtx4090): context and workspaces"},
-     NOFIELD,
-     0,
-     set_gpu_name},
-    {{"cuda", "--cuda", VRAM_SETTING_TEXT, NULL, 0, 0, G, "X.Y",
-      "CUDA version as 11.8 or 12.4 (default 12.x); before 11.7 no lazy loading"},
-     NOFIELD,
-     0,
-     set_cuda},
-    {{"lazy_loading", "--lazy-loading", VRAM_SETTING_BOOL, NULL, 0, 0, G, "on|off",
-      "CUDA_MODULE_LOADING=LAZY (default: by CUDA version)"},
-     F(lazy_loading),
-     NULL},
-    {{"optimizer_impl", "--optimizer-impl", VRAM_SETTING_NAME, "foreach, fused, for-loop", 0, 0, G,
-      "I", "how torch.optim steps: foreach (default), fused, for-loop"},
-     F(optim_impl),
-     NULL},
-    {{"activation_offload", "--activation-offload", VRAM_SETTING_BOOL, NULL, 0, 0, G, "on|off",
-      "checkpointed layer inputs on the CPU (needs --checkpointing full)"},
-     F(activation_offload),
-     NULL},
-    {{"loss", "--loss", VRAM_SETTING_NAME, "full, chunked, sum", 0, 0, G, "L",
-      "full (cross-entropy), chunked (torchtune's CEWithChunkedOutputLoss),\n"
-      "sum (benchmarks' logits.sum())"},
-     NOFIELD,
-     0,
-     set_loss},
-    {{"zero_grad", "--zero-grad", VRAM_SETTING_NAME, "none, zeros", 0, 0, G, "Z",
-      "zero_grad(set_to_none=...): zeros (PyTorch < 2.0's default) keeps\n"
-      "gradients allocated between steps"},
-     NOFIELD,
-     0,
-     set_zero_grad},
-    {{"compile", "--compile", VRAM_SETTING_BOOL, NULL, 0, 0, G, "on|off",
-      "the loss runs under torch.compile (torchtune compile=True)"},
-     F(compiled_loss),
-     NULL},
+} impl[] = {
+#define IMPL(key, flag, type, names, lo, hi, group, metavar, help, field, set) {field, set},
+    SETTINGS(IMPL)
+#undef IMPL
+};
 #undef W
 #undef L
 #undef G
-};
 
-#define NROWS (sizeof rows / sizeof rows[0])
+#define NROWS (sizeof pub / sizeof pub[0])
 _Static_assert(NROWS <= VRAM_MAX_SETTINGS, "plan_json.c tracks at most VRAM_MAX_SETTINGS keys");
 
-static vram_estimate_setting_t pub_table[NROWS];
-static int pub_once;
+_Static_assert(sizeof impl / sizeof impl[0] == NROWS, "one storage row per setting");
 
 const vram_estimate_setting_t *vram_estimate_settings(size_t *count)
 {
-    /* the rows are constant: copying them twice concurrently writes the
-     * same bytes, so no lock is needed beyond the flag's ordering */
-    if (!__atomic_load_n(&pub_once, __ATOMIC_ACQUIRE)) {
-        for (size_t i = 0; i < NROWS; i++)
-            pub_table[i] = rows[i].pub;
-        __atomic_store_n(&pub_once, 1, __ATOMIC_RELEASE);
-    }
     if (count) *count = NROWS;
-    return pub_table;
+    return pub;
 }
 
 /* k is the flag's name without "--", '_' for '-' ("zero", "optimizer_impl"):
@@ -280,20 +224,14 @@ static bool is_flag_name(const char *k, const char *flag)
     return !*k && !*flag;
 }
 
-static const struct row *find_row(const char *k)
+const vram_estimate_setting_t *vram_estimate_setting_find(const char *k)
 {
     if (!k) return NULL;
     for (size_t i = 0; i < NROWS; i++)
-        if (!strcmp(k, rows[i].pub.key) || !strcmp(k, rows[i].pub.flag)) return &rows[i];
+        if (!strcmp(k, pub[i].key) || !strcmp(k, pub[i].flag)) return &pub[i];
     for (size_t i = 0; i < NROWS; i++)
-        if (is_flag_name(k, rows[i].pub.flag)) return &rows[i];
+        if (is_flag_name(k, pub[i].flag)) return &pub[i];
     return NULL;
-}
-
-const vram_estimate_setting_t *vram_estimate_setting_find(const char *key_or_flag)
-{
-    const struct row *r = find_row(key_or_flag);
-    return r ? &vram_estimate_settings(NULL)[r - rows] : NULL;
 }
 
 /* The index of v in ", "-separated names; -1 if absent. */
@@ -330,10 +268,11 @@ static int parse_bool(const char *v, bool *out)
     return 0;
 }
 
-/* Parses v into *c by the row's type; nonzero (message not set) when bad. */
-static int apply(const struct row *r, cfg_t *c, const char *v)
+/* Parses v into *c by the setting's type; nonzero (message not set) when
+ * bad. */
+static int apply(const vram_estimate_setting_t *s, cfg_t *c, const char *v)
 {
-    const vram_estimate_setting_t *s = &r->pub;
+    const struct impl *r = &impl[s - pub];
     if (r->set) return r->set(c, v);
     char *field = (char *)c + r->offset;
     switch (s->type) {
@@ -410,18 +349,18 @@ static int refuse(const vram_estimate_setting_t *s, const char *name, const char
 int vram_estimate_set(cfg_t *c, const char *key, const char *value)
 {
     if (!c || !key || !value) return vram_fail(VRAM_EINVAL, "vram_estimate_set: NULL argument");
-    const struct row *r = find_row(key);
-    if (!r) {
+    const vram_estimate_setting_t *st = vram_estimate_setting_find(key);
+    if (!st) {
         char known[1024] = "";
         for (size_t i = 0; i < NROWS; i++) {
             if (i) strncat(known, ", ", sizeof known - strlen(known) - 1);
-            strncat(known, rows[i].pub.key, sizeof known - strlen(known) - 1);
+            strncat(known, pub[i].key, sizeof known - strlen(known) - 1);
         }
         return vram_fail(VRAM_EINVAL, "unknown estimate setting \"%s\" (known: %s)", key, known);
     }
     cfg_t copy = *c;
     vram_fail(VRAM_EINVAL, "bad value"); /* a setter's parser may set a better message */
-    if (apply(r, &copy, value)) return refuse(&r->pub, key, value);
+    if (apply(st, &copy, value)) return refuse(st, key, value);
     *c = copy;
     return 0;
 }
