@@ -119,6 +119,11 @@ static int validate(const vram_model_t *m, const vram_estimate_config_t *c, int6
         return vram_fail(VRAM_EINVAL, "a quantized base (QLoRA) trains adapters: give a LoRA rank");
     if (c->sharding != VRAM_SHARD_DEEPSPEED && c->sharding != VRAM_SHARD_FSDP)
         return vram_fail(VRAM_EINVAL, "unknown sharding %d", (int)c->sharding);
+    if (c->sharding == VRAM_SHARD_FSDP && c->zero_stage == 0 && c->mode == VRAM_MODE_TRAIN)
+        /* FSDP without a stage would silently be plain data parallelism */
+        return vram_fail(VRAM_EINVAL,
+                         "FSDP shards with a stage: FULL_SHARD is --zero 3, SHARD_GRAD_OP "
+                         "--zero 2 (with --gpus N); NO_SHARD is --zero 0 without --sharding");
     if (c->accumulation_steps < 0 || c->accumulation_steps > VRAM_MAX_ACCUMULATION)
         return vram_fail(VRAM_EINVAL, "accumulation steps %lld out of range (1 to %lld)",
                          (long long)c->accumulation_steps, (long long)VRAM_MAX_ACCUMULATION);

@@ -185,8 +185,8 @@ static void lora_with_zero_is_sharded(void **state)
     c.seq_len = 512;
     c.lora_rank = 16;
     c.lora_targets = VRAM_LORA_ALL_LINEAR;
-    c.sharding = VRAM_SHARD_FSDP;
     vram_estimate_t one = est(&m, &c);
+    c.sharding = VRAM_SHARD_FSDP;
     c.gpus = 8;
     c.zero_stage = 1;
     vram_estimate_t z1 = est(&m, &c);
@@ -207,7 +207,9 @@ static void lora_with_zero_is_sharded(void **state)
     c.quantize_base = VRAM_QUANT_NF4;
     vram_estimate_t q3 = est(&m, &c);
     c.zero_stage = 0;
+    c.sharding = VRAM_SHARD_DEEPSPEED;
     vram_estimate_t q0 = est(&m, &c);
+    c.sharding = VRAM_SHARD_FSDP;
     assert_true(q3.parameters < q0.parameters / 4);
     /* DeepSpeed's mixed precision keeps fp32 masters of the adapters */
     c.quantize_base = VRAM_QUANT_NONE;
@@ -242,6 +244,13 @@ static void fsdp_pure_bf16(void **state)
     assert_true(f.optimizer_states >= states - 8 && f.optimizer_states <= states + 8);
     c.sharding = VRAM_SHARD_DEEPSPEED;
     vram_estimate_t d = est(&m, &c);
+    /* FSDP without a stage is refused, naming the stages */
+    vram_estimate_config_t none = c;
+    none.sharding = VRAM_SHARD_FSDP;
+    none.zero_stage = 0;
+    vram_estimate_t e;
+    assert_int_equal(vram_estimate(&m, &none, &e), VRAM_EINVAL);
+    assert_non_null(strstr(vram_last_error(), "FULL_SHARD is --zero 3"));
     assert_true(d.optimizer_states > 3 * f.optimizer_states); /* 16 vs 4 bytes per parameter */
     assert_true(d.total > f.total);
 }
