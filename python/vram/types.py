@@ -78,6 +78,8 @@ class Estimate:
     allocated_peak: int = 0
     reserved: int = 0
     nvidia_smi: int = 0
+    # the same parts as they are at the peak: they add up to total
+    at_peak: dict = field(default_factory=dict)
     raw: dict = field(repr=False, default_factory=dict)
 
     @classmethod
@@ -85,7 +87,7 @@ class Estimate:
         kw = {k: d[k] for k in ("model", "family", "parameters_count", "mode", "batch_size",
                                 "seq_len", "image_size", "precision", "optimizer")}
         kw.update(d["bytes"])
-        return cls(raw=d, **kw)
+        return cls(raw=d, at_peak=dict(d.get("at_peak", {})), **kw)
 
 
 @dataclass
