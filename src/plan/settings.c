@@ -321,7 +321,7 @@ static int apply(const vram_estimate_setting_t *s, cfg_t *c, const char *v)
  * caller gave. */
 static int refuse(const vram_estimate_setting_t *s, const char *name, const char *v)
 {
-    const char *last = vram_last_error();
+    const char *last = *vram_last_error() ? vram_last_error() : "not a valid value";
     switch (s->type) {
     case VRAM_SETTING_INT:
         return vram_fail(VRAM_EINVAL, "%s \"%s\": give an integer from %lld to %lld", name, v,
@@ -340,7 +340,7 @@ static int refuse(const vram_estimate_setting_t *s, const char *name, const char
         break;
     }
     if (!strcmp(s->key, "cuda"))
-        return vram_fail(VRAM_EINVAL, "cuda \"%s\": give the CUDA version as 11.8 or 12.4", v);
+        return vram_fail(VRAM_EINVAL, "%s \"%s\": give the CUDA version as 11.8 or 12.4", name, v);
     char copy[512];
     snprintf(copy, sizeof copy, "%s", last);
     return vram_fail(VRAM_EINVAL, "%s: %s", name, copy);
@@ -359,7 +359,7 @@ int vram_estimate_set(cfg_t *c, const char *key, const char *value)
         return vram_fail(VRAM_EINVAL, "unknown estimate setting \"%s\" (known: %s)", key, known);
     }
     cfg_t copy = *c;
-    vram_fail(VRAM_EINVAL, "bad value"); /* a setter's parser may set a better message */
+    vram_clear_error(); /* a setter's parser may say what was wrong */
     if (apply(st, &copy, value)) return refuse(st, key, value);
     *c = copy;
     return 0;
