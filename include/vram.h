@@ -649,7 +649,9 @@ enum {
 /* What to estimate. vram_estimate_config_init sets the defaults: train,
  * batch 1, model's default sequence/image size, fp32, adamw, no
  * checkpointing, ZeRO 0, gpus 0 (= not given, counts as 1),
- * overhead_bytes = VRAM_UNKNOWN_U64 (= the documented default). */
+ * overhead_bytes = VRAM_UNKNOWN_U64 (= the documented default), one
+ * accumulation step, double quantization on; the rest zero. Set fields
+ * directly or by name with vram_estimate_set (the settings table). */
 typedef struct {
     vram_mode_t mode;
     int64_t batch_size; /* per GPU, >= 1 */
@@ -676,7 +678,8 @@ typedef struct {
     double lora_alpha;            /* scaling alpha/r: no memory effect, reported */
     unsigned lora_targets;        /* VRAM_LORA_* bits; 0 with a rank = q and v (PEFT default) */
     vram_quant_t quantize_base;   /* QLoRA: frozen base linears quantized */
-    bool double_quant;            /* QLoRA double quantization of the absmax constants */
+    bool double_quant;            /* QLoRA double quantization of the absmax constants
+                                   * (init: on, as QLoRA trains; only NF4 reads it) */
     bool activation_offload;      /* checkpointed layer inputs kept on the CPU */
     bool chunked_loss;            /* loss over vocabulary chunks that keeps half-precision logits
                                    * and a log-sum-exp instead of fp32 log-probabilities */

@@ -238,7 +238,6 @@ static int lora_memory(const vram_model_t *m, const vram_estimate_config_t *c,
     unsigned targets = c->lora_targets ? c->lora_targets : (VRAM_LORA_Q | VRAM_LORA_V);
     double n = (double)p->params, largest = 0;
     double A = vram_lora_adapter_params(&lin, targets, c->lora_rank);
-    /* the adapters' tensors, as largest_trainable below */
     double Q = vram_lora_linear_params(&lin, &largest);
     bool amp = is_amp(c->precision);
     /* the frozen base in the working dtype (half under autocast, as
