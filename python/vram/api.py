@@ -100,42 +100,41 @@ def _model_request(model, hf_config, profile, settings):
     return req
 
 
-def estimate(model=None, *, hf_config=None, profile=None, mode=None, batch_size=None,
-             seq_len=None, image_size=None, precision=None, optimizer=None,
-             checkpointing=None, attention=None, zero_stage=None, gpus=None,
-             max_new_tokens=None, overhead_bytes=None, accumulation_steps=None):
-    """One GPU's memory for a workload (the knobs of `vram estimate`).
+def estimate(model=None, *, hf_config=None, profile=None, **settings):
+    """One GPU's memory for a workload: the bytes `vram estimate` gives for
+    the same settings.
 
     model: a catalog name; or hf_config: a config.json path; or profile: a
-    measured profile (vram.torch.analyze(), a dict, or a JSON file path)."""
-    req = _model_request(model, hf_config, profile, dict(
-        mode=mode, batch_size=batch_size, seq_len=seq_len, image_size=image_size,
-        precision=precision, optimizer=optimizer, checkpointing=checkpointing,
-        attention=attention, zero_stage=zero_stage, gpus=gpus, max_new_tokens=max_new_tokens,
-        overhead_bytes=optional_size(overhead_bytes, "overhead_bytes"),
-        accumulation_steps=accumulation_steps))
+    measured profile (vram.torch.analyze(), a dict, or a JSON file path).
+    settings: every estimate setting of libvram's table, by its JSON key
+    (`vram estimate --help` lists them as flags: --lora-rank is
+    lora_rank=16, --zero is zero_stage=3, --quantize-base is
+    quantize_base="nf4", --gpu-name is gpu_name="H100"). None leaves a
+    setting at its default; an unknown key raises VramError naming it."""
+    req = _model_request(model, hf_config, profile, _sized(settings))
     return Estimate.from_json(_lib.call_json(lib.vram_estimate_json, _lib.encode(req)))
 
 
 def plan(model=None, *, hf_config=None, profile=None, gpu=None, gpu_mem=None, gpu_name=None,
-         target=None, power_of_two=None, mode=None, batch_size=None, seq_len=None,
-         image_size=None, precision=None, optimizer=None, checkpointing=None, attention=None,
-         zero_stage=None, gpus=None, max_new_tokens=None, overhead_bytes=None,
-         accumulation_steps=None):
+         target=None, power_of_two=None, **settings):
     """Batch-size recommendations (the knobs of `vram plan`). The device is
     one of gpu= (an index: its free memory now), gpu_mem= (bytes or "24GiB")
-    or gpu_name= ("A100-80GB"); gpu=0 is the default."""
+    or gpu_name= ("A100-80GB", "L40S"); gpu=0 is the default. settings: as
+    estimate(). Plan.bytes_at(b) is the full estimate at batch b."""
     if gpu is None and gpu_mem is None and gpu_name is None:
         gpu = 0
-    req = _model_request(model, hf_config, profile, dict(
-        gpu=gpu, gpu_mem=optional_size(gpu_mem, "gpu_mem"), gpu_name=gpu_name, target=target,
-        power_of_two=power_of_two,
-        mode=mode, batch_size=batch_size, seq_len=seq_len, image_size=image_size,
-        precision=precision, optimizer=optimizer, checkpointing=checkpointing,
-        attention=attention, zero_stage=zero_stage, gpus=gpus, max_new_tokens=max_new_tokens,
-        overhead_bytes=optional_size(overhead_bytes, "overhead_bytes"),
-        accumulation_steps=accumulation_steps))
-    return Plan.from_json(_lib.call_json(lib.vram_plan_json, _lib.encode(req)))
+    est = _model_request(model, hf_config, profile, dict(_sized(settings), gpu_name=gpu_name))
+    req = dict(est, gpu=gpu, gpu_mem=optional_size(gpu_mem, "gpu_mem"), target=target,
+               power_of_two=power_of_two)
+    req = {k: v for k, v in req.items() if v is not None}
+    p = Plan.from_json(_lib.call_json(lib.vram_plan_json, _lib.encode(req)))
+    p.estimate_request = est
+    return p
+
+
+def _sized(settings):
+    """The size settings through the one size parser (errors name the argument)."""
+    return {k: optional_size(v, k) if k == "overhead_bytes" else v for k, v in settings.items()}
 
 
 _U64_MAX = (1 << 64) - 1

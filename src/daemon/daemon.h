@@ -61,6 +61,14 @@ typedef struct {
 void vramd_route(vramd_state_t *d, const vramd_request_t *req, vramd_response_t *resp);
 /* Answers with a malloc'd JSON body (taken over); NULL body = 500 (out of memory). */
 void vramd_reply_text(vramd_response_t *r, int status, char *body);
+/* Fills r with the HTTP status and code of libvram error rc and
+ * vram_last_error()'s message. */
+void vramd_vram_error(vramd_response_t *r, int rc);
+/* estimate_routes.c: POST /v1/estimate and /v1/plan, the bodies of
+ * vram_estimate_json / vram_plan_json without what would make vramd read a
+ * file or a device for a client (docs/daemon.md). */
+void vramd_estimate(vramd_state_t *d, const vramd_request_t *q, vramd_response_t *r, int64_t id);
+void vramd_plan(vramd_state_t *d, const vramd_request_t *q, vramd_response_t *r, int64_t id);
 /* Fills r with a JSON error {"error": {"code", "message"}} (the message is
  * escaped: it may quote client input). */
 void vramd_error(vramd_response_t *r, int status, const char *code, const char *fmt, ...)

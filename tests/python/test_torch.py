@@ -191,7 +191,7 @@ def test_profile_is_accepted_by_vram_plan(resnet18, tmp_path):
     ref = json.loads(out.stdout)
     mine = vram.plan(profile=p, gpu_name="A100-40GB")
     assert ref["recommendations"]["largest_fitting"] == mine.largest_fitting > 0
-    assert ref["per_sample_bytes"] == mine.per_sample_bytes
+    assert ref["model_bytes"] == mine.model_bytes
 
 
 # ---- reports ---------------------------------------------------------------
