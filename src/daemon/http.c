@@ -302,6 +302,11 @@ int vramd_http_start(vramd_state_t *d, int fd, vramd_transport_t transport, vram
     if (rc == 0 && (per_peer < 0 || per_peer > 100000 || timeout < 0))
         rc = vram_fail(VRAM_EINVAL,
                        "VRAM_MAX_CONNECTIONS_PER_PEER / VRAM_REQUEST_TIMEOUT out of range");
+    /* Every local user reaches TCP from 127.0.0.1: a limit per address
+     * would let one of them lock the others out. TCP has its own cap (the
+     * listener's, screen.c) and the request deadlines; per-peer limits are
+     * the Unix socket's, where the peer is a uid. */
+    if (transport == VRAMD_TCP) per_peer = 0;
     if (rc == 0) rc = vramd_guard_start((unsigned)per_peer, timeout, &h->guard);
     if (rc) {
         free(h);
