@@ -83,15 +83,25 @@ static bool is_cnn(vram_family_t f)
            f == VRAM_FAMILY_EFFICIENTNET;
 }
 
-bool vram_arch_is_image(const vram_model_t *m)
+/* Third-edition families other than the generic decoder (arch_more.c). */
+static bool is_more(vram_family_t f)
 {
-    return m->family == VRAM_FAMILY_VIT || is_cnn(m->family);
+    return f == VRAM_FAMILY_BART || f == VRAM_FAMILY_DISTILBERT || f == VRAM_FAMILY_DEBERTA_V2 ||
+           f == VRAM_FAMILY_CLIP || f == VRAM_FAMILY_CLIP_VISION || f == VRAM_FAMILY_MAMBA;
 }
 
+bool vram_arch_is_image(const vram_model_t *m)
+{
+    return m->family == VRAM_FAMILY_VIT || m->family == VRAM_FAMILY_CLIP_VISION ||
+           is_cnn(m->family);
+}
+
+/* A generation cache: keys and values, or Mamba's scan state. */
 bool vram_arch_has_kv_cache(const vram_model_t *m)
 {
     return vram_arch_is_decoder(m) || m->family == VRAM_FAMILY_T5 ||
-           m->family == VRAM_FAMILY_WHISPER;
+           m->family == VRAM_FAMILY_WHISPER || m->family == VRAM_FAMILY_BART ||
+           m->family == VRAM_FAMILY_MAMBA;
 }
 
 static bool is_audio(vram_family_t f)
@@ -101,13 +111,16 @@ static bool is_audio(vram_family_t f)
 
 bool vram_arch_has_layers(const vram_model_t *m)
 {
-    return is_transformer(m->family) || vram_arch_is_decoder(m) || is_audio(m->family);
+    return is_transformer(m->family) || vram_arch_is_decoder(m) || is_audio(m->family) ||
+           is_more(m->family);
 }
 
 /* The base model's parameters, then its head's. */
 static int base_params(const vram_model_t *m, vram_arch_params_t *p)
 {
     if (is_audio(m->family)) return vram_arch_audio_params(m, p);
+    if (m->family == VRAM_FAMILY_DECODER) return vram_arch_generic_params(m, p);
+    if (is_more(m->family)) return vram_arch_more_params(m, p);
     if (vram_arch_is_decoder(m) && !is_transformer(m->family))
         return vram_arch_decoder_params(m, p);
     return vram_arch_transformer_params(m, p);
@@ -116,7 +129,7 @@ static int base_params(const vram_model_t *m, vram_arch_params_t *p)
 int vram_arch_params(const vram_model_t *m, vram_arch_params_t *p)
 {
     *p = (vram_arch_params_t){0};
-    if (is_transformer(m->family) || vram_arch_is_decoder(m) || is_audio(m->family)) {
+    if (vram_arch_has_layers(m)) {
         int rc = base_params(m, p);
         if (!rc) vram_arch_head_params(m, p);
         return rc;
@@ -144,10 +157,14 @@ static double head_tokens(const vram_model_t *m, const vram_arch_shape_t *s)
 
 int vram_arch_acts(const vram_model_t *m, const vram_arch_shape_t *s, double *bytes)
 {
-    if (is_transformer(m->family) || vram_arch_is_decoder(m) || is_audio(m->family)) {
+    if (vram_arch_has_layers(m)) {
         int rc;
         if (is_audio(m->family))
             rc = vram_arch_audio_acts(m, s, bytes);
+        else if (m->family == VRAM_FAMILY_DECODER)
+            rc = vram_arch_generic_acts(m, s, bytes);
+        else if (is_more(m->family))
+            rc = vram_arch_more_acts(m, s, bytes);
         else if (is_transformer(m->family))
             rc = vram_arch_transformer_acts(m, s, bytes);
         else

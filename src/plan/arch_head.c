@@ -18,6 +18,7 @@ bool vram_arch_is_decoder(const vram_model_t *m)
     case VRAM_FAMILY_GPT_BIGCODE:
     case VRAM_FAMILY_MIXTRAL:
     case VRAM_FAMILY_QWEN2_MOE:
+    case VRAM_FAMILY_DECODER:
         return true;
     default:
         return false;
@@ -28,17 +29,29 @@ bool vram_arch_is_decoder(const vram_model_t *m)
  * profiles carry their own). */
 static bool has_head(const vram_model_t *m)
 {
-    return vram_arch_is_decoder(m) || m->family == VRAM_FAMILY_BERT ||
-           m->family == VRAM_FAMILY_T5 || m->family == VRAM_FAMILY_WHISPER ||
-           m->family == VRAM_FAMILY_WAV2VEC2;
+    switch (m->family) {
+    case VRAM_FAMILY_BERT:
+    case VRAM_FAMILY_T5:
+    case VRAM_FAMILY_WHISPER:
+    case VRAM_FAMILY_WAV2VEC2:
+    case VRAM_FAMILY_BART:
+    case VRAM_FAMILY_DISTILBERT:
+    case VRAM_FAMILY_DEBERTA_V2:
+    case VRAM_FAMILY_MAMBA:
+        return true;
+    default:
+        return vram_arch_is_decoder(m);
+    }
 }
 
 vram_head_t vram_arch_head(const vram_model_t *m)
 {
     if (!has_head(m)) return VRAM_HEAD_BASE;
     if (m->head != VRAM_HEAD_DEFAULT) return m->head;
-    if (vram_arch_is_decoder(m)) return VRAM_HEAD_CAUSAL_LM;
-    if (m->family == VRAM_FAMILY_T5 || m->family == VRAM_FAMILY_WHISPER) return VRAM_HEAD_COND_GEN;
+    if (vram_arch_is_decoder(m) || m->family == VRAM_FAMILY_MAMBA) return VRAM_HEAD_CAUSAL_LM;
+    if (m->family == VRAM_FAMILY_T5 || m->family == VRAM_FAMILY_WHISPER ||
+        m->family == VRAM_FAMILY_BART)
+        return VRAM_HEAD_COND_GEN;
     return VRAM_HEAD_BASE;
 }
 
@@ -51,12 +64,33 @@ int64_t vram_arch_head_width(const vram_model_t *m)
  * classifier_proj_size (256, the config default), mean over frames, classifier. */
 #define AUDIO_PROJ 256
 
-/* BERT's MLM head (BertLMPredictionHead, RobertaLMHead): dense + GELU +
- * LayerNorm, then the decoder tied to the word embeddings, with its own bias. */
+/* BERT's MLM head (BertLMPredictionHead, RobertaLMHead, DistilBERT's
+ * vocab_transform/vocab_layer_norm/vocab_projector, DeBERTa-v2's
+ * cls.predictions): dense + GELU + LayerNorm, then the decoder tied to the
+ * word embeddings, with its own bias. */
+static bool bert_like(const vram_model_t *m)
+{
+    return m->family == VRAM_FAMILY_BERT || m->family == VRAM_FAMILY_DISTILBERT ||
+           m->family == VRAM_FAMILY_DEBERTA_V2;
+}
+
 static bool mlm_style(const vram_model_t *m, vram_head_t head)
 {
-    return m->family == VRAM_FAMILY_BERT &&
-           (head == VRAM_HEAD_MASKED_LM || head == VRAM_HEAD_CAUSAL_LM);
+    return bert_like(m) && (head == VRAM_HEAD_MASKED_LM || head == VRAM_HEAD_CAUSAL_LM);
+}
+
+/* wav2vec2 ForPreTraining (Wav2Vec2ForPreTraining): the Gumbel quantizer's
+ * codevectors [1, G*V, d/G] and weight_proj from the last conv's channels,
+ * project_hid (hidden -> proj_codevector_dim) and project_q (codevector_dim
+ * -> proj_codevector_dim), all with biases. */
+static void wav2vec2_pretraining(const vram_model_t *m, vram_arch_params_t *p)
+{
+    int64_t gv = m->codevector_groups * m->codevectors_per_group;
+    int64_t conv = m->conv_layers > 0 ? m->conv_dim[m->conv_layers - 1] : m->hidden_size;
+    vram_arch_add_tensor(p, 1, (uint64_t)gv, (uint64_t)(m->codevector_dim / m->codevector_groups));
+    linear(p, gv, conv, true);
+    linear(p, m->proj_codevector_dim, m->hidden_size, true);
+    linear(p, m->proj_codevector_dim, m->codevector_dim, true);
 }
 
 void vram_arch_head_params(const vram_model_t *m, vram_arch_params_t *p)
@@ -65,10 +99,16 @@ void vram_arch_head_params(const vram_model_t *m, vram_arch_params_t *p)
     int64_t h = m->hidden_size, E = vram_arch_head_width(m), V = m->vocab_size;
     int64_t n = m->num_labels > 0 ? m->num_labels : 2;
     bool audio = m->family == VRAM_FAMILY_WAV2VEC2 || m->family == VRAM_FAMILY_WHISPER;
+    if (m->family == VRAM_FAMILY_WAV2VEC2 && m->pretraining_head) {
+        wav2vec2_pretraining(m, p);
+        return;
+    }
     if (mlm_style(m, head)) {
         linear(p, h, h, true);
         norm(p, h, true);
         vram_arch_add_tensor(p, 1, (uint64_t)V, 1); /* decoder bias; weight tied */
+        if (m->family == VRAM_FAMILY_BERT && m->pretraining_head)
+            linear(p, 2, h, true); /* BertForPreTraining's next-sentence head */
         return;
     }
     switch (head) {
@@ -82,6 +122,14 @@ void vram_arch_head_params(const vram_model_t *m, vram_arch_params_t *p)
         if (audio) {
             linear(p, AUDIO_PROJ, h, true);
             linear(p, n, AUDIO_PROJ, true);
+        } else if (m->family == VRAM_FAMILY_DISTILBERT || m->family == VRAM_FAMILY_DEBERTA_V2) {
+            /* pre_classifier (DeBERTa: ContextPooler's dense), then classifier */
+            linear(p, h, h, true);
+            linear(p, n, h, true);
+        } else if (m->family == VRAM_FAMILY_BART) {
+            /* BartClassificationHead: dense, out_proj */
+            linear(p, h, h, true);
+            linear(p, n, h, true);
         } else {
             /* BERT: classifier after the pooler; decoders: `score`, no bias */
             linear(p, n, m->family == VRAM_FAMILY_BERT ? h : E, m->family == VRAM_FAMILY_BERT);
@@ -113,7 +161,8 @@ double vram_arch_head_acts(const vram_model_t *m, const vram_arch_shape_t *s, do
         /* generation keeps the last position's logits, and Hugging Face's
          * generate() their fp32 copy; encoders and classifiers all positions */
         if (!lm) return 0;
-        if (vram_arch_is_decoder(m) || head == VRAM_HEAD_COND_GEN) return b * V * (s->mm + 4);
+        if (vram_arch_is_decoder(m) || head == VRAM_HEAD_COND_GEN || m->family == VRAM_FAMILY_MAMBA)
+            return b * V * (s->mm + 4);
         return s->mm * tokens * V;
     }
     if (mlm_style(m, head))

@@ -96,7 +96,7 @@ int vram_arch_check_shape(const vram_model_t *m)
             m->conv_stride[i] > VRAM_MAX_IMAGE)
             return vram_fail(VRAM_EINVAL, "model \"%s\": conv layer %lld has an invalid shape",
                              m->name, (long long)i);
-    if (m->family != VRAM_FAMILY_VIT && m->vocab_size <= 0)
+    if (!vram_arch_is_image(m) && m->vocab_size <= 0)
         return vram_fail(VRAM_EINVAL, "model \"%s\": vocabulary size must be positive", m->name);
     if (m->family == VRAM_FAMILY_VIT &&
         (m->patch_size <= 0 || m->image_size < m->patch_size || m->num_channels <= 0))
@@ -174,18 +174,21 @@ int vram_arch_transformer_params(const vram_model_t *m, vram_arch_params_t *p)
         int64_t dec = m->num_decoder_layers > 0 ? m->num_decoder_layers : L;
         linear(p, V, h, false);
         /* only the first layer of each stack holds the relative bias */
+        /* UMT5: every layer's self-attention has its own */
+        bool every = m->relative_bias_all;
         layer = (vram_arch_params_t){0};
-        t5_attention(&layer, m, false);
+        t5_attention(&layer, m, every);
         t5_ff(&layer, m);
         vram_arch_add_repeated(p, &layer, (uint64_t)L);
-        vram_arch_add_tensor(p, 1, (uint64_t)m->relative_buckets, (uint64_t)m->num_heads);
+        if (!every)
+            vram_arch_add_tensor(p, 1, (uint64_t)m->relative_buckets, (uint64_t)m->num_heads);
         norm(p, h, false);
         layer = (vram_arch_params_t){0};
-        t5_attention(&layer, m, false);
+        t5_attention(&layer, m, every);
         t5_attention(&layer, m, false);
         t5_ff(&layer, m);
         vram_arch_add_repeated(p, &layer, (uint64_t)dec);
-        if (dec > 0)
+        if (dec > 0 && !every)
             vram_arch_add_tensor(p, 1, (uint64_t)m->relative_buckets, (uint64_t)m->num_heads);
         norm(p, h, false);
         return 0;
