@@ -93,8 +93,10 @@ static layer_acts_t decoder_layer(const vram_model_t *m, const vram_arch_shape_t
     double h = (double)m->hidden_size, tok = b * s, a = (double)m->num_heads;
     double d = (double)head_dim(m), qd = a * d;
     bool bigcode = m->family == VRAM_FAMILY_GPT_BIGCODE;
-    double kvd = bigcode ? (double)kv_heads(m) * d : qd;
-    double norm_b = layer_norm_family(m) ? h * p->f32 + 2 * STAT : (3 * h + 1) * p->f32;
+    /* GQA's keys and values: eager repeats them to every head, SDPA without
+     * a padding mask takes them as they are (transformers' use_gqa_in_sdpa) */
+    double kvd = bigcode || p->fused_attention ? (double)kv_heads(m) * d : qd;
+    double norm_b = layer_norm_family(m) ? h * p->f32 + 2 * STAT : rms_norm(p, h);
     int fused_qkv = (m->family == VRAM_FAMILY_PHI3 || bigcode) ? 1 : 3;
     double per = norms_per_layer(m) * norm_b + h * fed(p, fused_qkv);
     per += qd * fed(p, 1) + kvd * fed(p, 1) + kvd * p->mm + qd * p->mm;
@@ -138,7 +140,7 @@ int vram_arch_decoder_acts(const vram_model_t *m, const vram_arch_shape_t *sh, d
         total += 2 * 4.0 * s * (double)head_dim(m);
     total += stack(&l, (double)m->num_layers, sh->checkpointing);
     if (!m->no_final_norm)
-        total += tok * (layer_norm_family(m) ? h * sh->f32 + 2 * STAT : (3 * h + 1) * sh->f32);
+        total += tok * (layer_norm_family(m) ? h * sh->f32 + 2 * STAT : rms_norm(sh, h));
     *bytes = total;
     return 0;
 }

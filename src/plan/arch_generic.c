@@ -125,7 +125,7 @@ int vram_arch_generic_params(const vram_model_t *m, vram_arch_params_t *p)
  * statistics. */
 static double norm_bytes(const vram_model_t *m, const vram_arch_shape_t *p, double width)
 {
-    if (m->norm_kind == VRAM_NORM_RMS) return (3 * width + 1) * p->f32;
+    if (m->norm_kind == VRAM_NORM_RMS) return rms_norm(p, width);
     return width * p->f32 + 2 * STAT;
 }
 
@@ -136,8 +136,11 @@ static layer_acts_t generic_layer(const vram_model_t *m, const vram_arch_shape_t
 {
     layer_acts_t l;
     double h = (double)m->hidden_size, tok = b * s, a = (double)m->num_heads;
-    double qd = (double)q_width(m), kvd = qd; /* GQA's repeated keys and values: full width */
-    double vd = latent(m) ? a * (double)m->v_head_dim : qd;
+    /* GQA's keys and values: eager repeats them to every head, SDPA without
+     * a padding mask takes them as they are (transformers' use_gqa_in_sdpa) */
+    double qd = (double)q_width(m);
+    double kvd = p->fused_attention && !latent(m) ? (double)kv_width(m) : qd;
+    double vd = latent(m) ? a * (double)m->v_head_dim : kvd;
     bool gated = m->gated_mlp, moe = m->num_experts > 0;
     int n = norms_per_layer(m);
     double per = n * norm_bytes(m, p, h);
@@ -159,7 +162,7 @@ static layer_acts_t generic_layer(const vram_model_t *m, const vram_arch_shape_t
     else if (m->qk_norm == 2)
         per += norm_bytes(m, p, qd) + norm_bytes(m, p, (double)kv_width(m));
     /* q and k after rotary, v and the context */
-    per += qd * fed(p, 1) + kvd * fed(p, 1) + vd * p->mm + vd * p->mm;
+    per += qd * fed(p, 1) + kvd * fed(p, 1) + vd * p->mm + (latent(m) ? vd : qd) * p->mm;
     double I = (double)m->intermediate_size;
     double dense_mlp = gated ? 4 * I * p->mm : (m->gelu_mlp ? 2 : 1) * I * p->mm;
     double sparse_mlp = 0;

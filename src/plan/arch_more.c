@@ -195,16 +195,16 @@ static int mamba_acts(const vram_model_t *m, const vram_arch_shape_t *sh, double
     double I = (double)m->ssm_inner, N = (double)m->ssm_state, R = (double)m->ssm_dt_rank;
     layer_acts_t l;
     l.core = 0;
-    l.layer = tok * ((3 * h + 1) * sh->f32 + h * fed(sh, 1) +
-                     sh->mm * (2 * I + I + (R + 2 * N) + I + 2 * I));
+    l.layer =
+        tok * (rms_norm(sh, h) + h * fed(sh, 1) + sh->mm * (2 * I + I + (R + 2 * N) + I + 2 * I));
     l.input = sh->f32 * tok * h;
     l.working = sh->mm * tok * (h + 4 * I);
     if (!sh->training) {
         *bytes = l.working;
         return 0;
     }
-    *bytes = IDX * tok + stack(&l, (double)m->num_layers, sh->checkpointing) +
-             tok * (3 * h + 1) * sh->f32;
+    *bytes =
+        IDX * tok + stack(&l, (double)m->num_layers, sh->checkpointing) + tok * rms_norm(sh, h);
     return 0;
 }
 

@@ -83,6 +83,15 @@ static inline double attention_working(const vram_arch_shape_t *p, double b, dou
     return b * (p->mm * (s * (2 * h) + 2 * kv_len * kvd) + per_score * scores);
 }
 
+/* Bytes transformers' RMSNorm (LlamaRMSNorm and its copies) keeps per
+ * token over `width`: the input upcast to fp32 (kept by pow and by the
+ * multiply; the input itself in fp32 and amp), 1/rms, and the normalized
+ * tensor the weight multiplies (fp32; in pure half precision its cast). */
+static inline double rms_norm(const vram_arch_shape_t *p, double width)
+{
+    return (4 + p->f32) * width + 4;
+}
+
 static inline double max2(double a, double b)
 {
     return a > b ? a : b;

@@ -234,13 +234,16 @@ static double gelu_new_bytes(const vram_arch_shape_t *p)
  * score matmul; v (repeated for GQA: a full-width copy) and the context are
  * matmul outputs; SwiGLU keeps gate, silu(gate), up and their product. */
 static layer_acts_t llama_layer(const vram_arch_shape_t *p, double b, double s, double h, double I,
-                                double a)
+                                double a, double kvd)
 {
     layer_acts_t l;
     double tok = b * s;
     l.core = attention_core(p, b, a, s, s, false);
-    double norms = 2 * (3 * h + 1) * p->f32 + h * (fed(p, 3) + fed(p, 2));
-    double attn = h * (2 * fed(p, 1) + 2 * p->mm);
+    double norms = 2 * rms_norm(p, h) + h * (fed(p, 3) + fed(p, 2));
+    /* SDPA without a padding mask takes the grouped keys and values as they
+     * are (transformers' use_gqa_in_sdpa: enable_gqa), eager repeats them */
+    double kv = p->fused_attention ? kvd : h;
+    double attn = h * (fed(p, 1) + p->mm) + kv * (fed(p, 1) + p->mm);
     l.layer = tok * (norms + attn + 4 * I * p->mm) + l.core;
     l.input = p->f32 * tok * h;
     l.working = p->mm * tok * h + max2(attention_working(p, b, s, h, h, a, s), p->mm * tok * 3 * I);
@@ -331,14 +334,14 @@ int vram_arch_transformer_acts(const vram_model_t *m, const vram_arch_shape_t *s
         break;
     }
     case VRAM_FAMILY_LLAMA:
-        l = llama_layer(sh, b, s, h, I, a);
+        l = llama_layer(sh, b, s, h, I, a, (double)(kv_heads(m) * head_dim(m)));
         if (!sh->training) {
             *bytes = l.working;
             return 0;
         }
         /* token ids; the rotary cos and sin tables (fp32) */
         total = IDX * tok + 2 * 4.0 * s * (double)head_dim(m) + stack(&l, L, sh->checkpointing);
-        total += tok * (3 * h + 1) * sh->f32; /* final norm */
+        total += tok * rms_norm(sh, h); /* final norm */
         break;
     case VRAM_FAMILY_VIT: {
         double img = (double)sh->image, pixels = (double)m->num_channels * img * img;

@@ -321,7 +321,10 @@ static int read_t5(json_t *root, const char *origin, const char *t, vram_model_t
     OPT(KEYS("relative_attention_num_buckets"), relative_buckets, 32, VRAM_MAX_POSITIONS);
     const char *ff = vram_hf_str(root, "feed_forward_proj");
     m->gated_mlp = ff && !strncmp(ff, "gated-", 6);
-    m->tied_embeddings = vram_hf_bool(root, "tie_word_embeddings", strcmp(t, "mt5") != 0);
+    /* transformers 5 ties mT5's and UMT5's head whatever the config says
+     * (MT5Config/UMT5Config pop tie_word_embeddings) */
+    bool forced = !strcmp(t, "mt5") || !strcmp(t, "umt5");
+    m->tied_embeddings = forced || vram_hf_bool(root, "tie_word_embeddings", true);
     m->relative_bias_all = !strcmp(t, "umt5");
     m->softmax_upcast = true;
     return 0;
