@@ -69,6 +69,8 @@ json_t *vram_estimate_to_json(const vram_model_t *m, const vram_estimate_config_
         c->gpus > 0 ? c->gpus : 1, "max_new_tokens", (json_int_t)c->max_new_tokens, "bytes",
         bytes_json(e), "total_gib", vram_gib(e->total));
     if (o) add_setup(o, c, e);
+    /* the generic decoder row for an unknown model_type says what it assumed */
+    if (o && m->assumed[0]) json_object_set_new(o, "assumed", json_string(m->assumed));
     return o;
 }
 
