@@ -15,6 +15,7 @@ parameter count that is not exact, and on an activation error above 1 %
 for the families listed in ACTS_WITHIN_1PCT.
 """
 import argparse
+import copy
 import glob
 import json
 import os
@@ -196,6 +197,21 @@ def build(cfg, arch, attn, meta=False):
         with torch.device("meta"):
             return cls(cfg)
     torch.manual_seed(0)
+    if attn == "sdpa":
+        # The CPU's SDPA with attention dropout falls back to the math kernel
+        # and keeps the probabilities; a GPU's flash and memory-efficient
+        # kernels apply dropout inside and keep only the RNG state, which is
+        # what the CPU keeps with attention dropout 0.
+        cfg = copy.deepcopy(cfg)
+        for key in ("attention_probs_dropout_prob", "attention_dropout", "attn_pdrop",
+                    "attention_dropout_prob"):
+            if getattr(cfg, key, None):
+                setattr(cfg, key, 0.0)
+        for sub in ("text_config", "vision_config"):
+            if getattr(cfg, sub, None) is not None:
+                setattr(cfg, sub, copy.deepcopy(getattr(cfg, sub)))
+                if getattr(getattr(cfg, sub), "attention_dropout", None):
+                    getattr(cfg, sub).attention_dropout = 0.0
     try:
         return cls._from_config(cfg, attn_implementation=attn)
     except (ValueError, TypeError):
@@ -228,7 +244,10 @@ def inputs(model_type, model, arch):
         labels = torch.randint(1, cfg.vocab_size, (BATCH, 8), generator=g)
         return dict(input_values=audio, labels=labels), "loss"
     ids = torch.randint(2, cfg.vocab_size, (BATCH, SEQ), generator=g)
-    return dict(input_ids=ids, labels=ids.clone()), "loss"
+    kw = dict(input_ids=ids, labels=ids.clone())
+    if model_type in ("bert", "roberta"):
+        kw["token_type_ids"] = torch.zeros_like(ids)  # what a tokenizer passes
+    return kw, "loss"
 
 
 def measure(model, model_type, arch):

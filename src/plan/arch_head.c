@@ -166,9 +166,10 @@ double vram_arch_head_acts(const vram_model_t *m, const vram_arch_shape_t *s, do
         return s->mm * tokens * V;
     }
     if (mlm_style(m, head))
-        /* dense output and GELU (mm), LayerNorm input (f32) and stats, the
-         * LayerNorm output into the decoder, then the loss */
-        return tokens * (2 * s->mm * h + s->f32 * h + 2 * STAT + fed(s, 1) * h) +
+        /* dense output (GELU's input, mm), GELU's output as the LayerNorm
+         * keeps it (f32) and stats, the LayerNorm output into the decoder,
+         * then the loss */
+        return tokens * (s->mm * h + s->f32 * h + 2 * STAT + fed(s, 1) * h) +
                logits(s, tokens, V);
     switch (head) {
     case VRAM_HEAD_MASKED_LM:

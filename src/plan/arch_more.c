@@ -219,8 +219,14 @@ int vram_arch_more_acts(const vram_model_t *m, const vram_arch_shape_t *sh, doub
         return clip_acts(m, sh, bytes);
     if (m->family == VRAM_FAMILY_MAMBA) return mamba_acts(m, sh, bytes);
     /* encoders: BERT's layer (residual dropout, GELU); DeBERTa's
-     * disentangled attention adds its c2p and p2c scores */
-    layer_acts_t l = classic_layer(sh, b, s, h, I, a, true, 3, 2 * sh->mm, 2);
+     * disentangled attention adds its c2p and p2c scores. BART trains
+     * without attention dropout (attention_dropout 0): only its two
+     * residual dropout masks */
+    bool bart = m->family == VRAM_FAMILY_BART;
+    layer_acts_t l = classic_layer(sh, b, s, h, I, a, !bart, 3, 2 * sh->mm, 2);
+    if (bart) l.layer += MASK * 2 * tok * h;
+    /* DistilBERT drops out only after the MLP (no dropout after out_lin) */
+    if (m->family == VRAM_FAMILY_DISTILBERT) l.layer -= MASK * tok * h;
     if (m->family == VRAM_FAMILY_DEBERTA_V2) {
         double extra = (m->pos_key_proj ? 1 : 0) + (m->pos_query_proj ? 1 : 0);
         l.core += extra * attention_core(sh, b, a, s, s, false);
@@ -230,17 +236,24 @@ int vram_arch_more_acts(const vram_model_t *m, const vram_arch_shape_t *sh, doub
         *bytes = l.working;
         return 0;
     }
-    double total = IDX * (tok + s) + tok * (sh->f32 * h + 2 * STAT + MASK * h);
+    /* ids (and position ids where they are not a buffer), the embedding
+     * LayerNorm and dropout */
+    double ids = m->family == VRAM_FAMILY_DISTILBERT ? IDX * tok : IDX * (tok + s);
+    double total = ids + tok * (sh->f32 * h + 2 * STAT + MASK * h);
     total += stack(&l, L, sh->checkpointing);
+    /* the encoders' last hidden state, which the head consumes */
+    if (!bart) total += fed(sh, 1) * tok * h;
     if (m->family == VRAM_FAMILY_BART) {
         /* the decoder: self-attention, cross-attention over the encoder
          * output (whose k and v every layer keeps), the MLP */
-        layer_acts_t d = classic_layer(sh, b, s, h, I, a, true, 3, 2 * sh->mm, 2);
-        d.layer += tok * (sh->f32 * h + 2 * STAT + fed(sh, 1) * h + 2 * sh->mm * h + MASK * h) +
-                   attention_core(sh, b, a, s, s, true) + sh->mm * tok * 2 * h;
+        layer_acts_t d = classic_layer(sh, b, s, h, I, a, false, 3, 2 * sh->mm, 2);
+        d.layer += tok * (sh->f32 * h + 2 * STAT + fed(sh, 1) * h + 2 * sh->mm * h + 3 * MASK * h) +
+                   attention_core(sh, b, a, s, s, false) + sh->mm * tok * 2 * h;
         double D = (double)m->num_decoder_layers;
         total += IDX * (tok + s) + tok * (sh->f32 * h + 2 * STAT + MASK * h);
         total += fed(sh, 2 * (int)D) * tok * h + stack(&d, D, sh->checkpointing);
+        /* mBART: a LayerNorm after each stack */
+        if (m->final_norms) total += 2 * tok * (sh->f32 * h + 2 * STAT);
     }
     *bytes = total;
     return 0;

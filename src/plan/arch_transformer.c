@@ -266,19 +266,24 @@ static layer_acts_t vit_layer(const vram_arch_shape_t *p, double b, double s, do
     return l;
 }
 
-/* T5's RMS norm: input, square, normalized (f32) and 1/rms; its output is
- * counted by whoever consumes it. */
+/* T5's RMS norm (T5LayerNorm): pow keeps the input upcast to fp32, the
+ * multiply by 1/rms the input as it is and 1/rms, the weight the
+ * normalized tensor (fp32, or its half cast): 8 bytes per element in every
+ * precision; its output is counted by whoever consumes it. */
 static double t5_norm(const vram_arch_shape_t *p, double tok, double h)
 {
-    return p->f32 * tok * (3 * h + 1);
+    (void)p;
+    return tok * (8 * h + 4);
 }
 
 /* Feed-forward sublayer: norm, its output into wi; relu keeps its output
- * (gated: gelu's input and output, the linear branch and the product), its
- * dropout mask and the dropped output for wo; the residual dropout mask. */
+ * (gated: gelu_new's tensors, the linear branch), its dropout mask and the
+ * dropped output for wo; the residual dropout mask. */
 static double t5_ff_acts(const vram_arch_shape_t *p, double tok, double h, double f, bool gated)
 {
-    double ff = gated ? tok * f * (5 * p->mm + MASK) : tok * f * (2 * p->mm + MASK);
+    /* gated-gelu is gelu_new (NewGELUActivation) on wi_0, times wi_1's output */
+    double ff = gated ? tok * f * (gelu_new_bytes(p) + 2 * p->mm + MASK)
+                      : tok * f * (2 * p->mm + MASK);
     return t5_norm(p, tok, h) + fed(p, gated ? 2 : 1) * tok * h + ff + MASK * tok * h;
 }
 
@@ -381,6 +386,8 @@ int vram_arch_transformer_acts(const vram_model_t *m, const vram_arch_shape_t *s
         }
         /* relative-position bucket indices (batch independent) */
         total = IDX * (s * s + sd * sd);
+        if (m->relative_bias_all) /* UMT5: every layer buckets its own */
+            total = IDX * ((double)m->num_layers * s * s + dec * sd * sd);
         total += IDX * tok + MASK * tok * h + stack(&enc_l, L, sh->checkpointing);
         /* final encoder norm and dropout; its output feeds the k and v
          * projections of every cross-attention, which keep their outputs */
