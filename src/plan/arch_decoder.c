@@ -109,10 +109,16 @@ static layer_acts_t decoder_layer(const vram_model_t *m, const vram_arch_shape_t
             per += 4 * (double)m->shared_intermediate * p->mm + 2 * h * p->mm;
     } else {
         double I = (double)m->intermediate_size;
-        per += m->gated_mlp ? 4 * I * p->mm : (m->family == VRAM_FAMILY_OPT ? I : 2 * I) * p->mm;
+        /* Phi's gelu_new is written out in Python (arch_parts.h) */
+        if (m->gated_mlp)
+            per += 4 * I * p->mm;
+        else if (m->family == VRAM_FAMILY_PHI)
+            per += I * gelu_new_bytes(p);
+        else
+            per += (m->family == VRAM_FAMILY_OPT ? I : 2 * I) * p->mm;
     }
     if (m->family == VRAM_FAMILY_OPT) per += 2 * MASK * h;
-    l.core = attention_core(p, b, a, s, s, false);
+    l.core = attention_core(p, b, a, s, s, false) + softcap_scores(m, p, b, a, s);
     l.layer = tok * per + l.core;
     l.input = p->f32 * tok * h;
     double I = is_moe(m) ? (double)m->expert_intermediate * (double)m->experts_per_token
@@ -139,6 +145,7 @@ int vram_arch_decoder_acts(const vram_model_t *m, const vram_arch_shape_t *sh, d
     else
         total += 2 * 4.0 * s * (double)head_dim(m);
     total += stack(&l, (double)m->num_layers, sh->checkpointing);
+    total += norm_weights(m, (double)(norms_per_layer(m) * m->num_layers + 1), h);
     if (!m->no_final_norm)
         total += tok * (layer_norm_family(m) ? h * sh->f32 + 2 * STAT : rms_norm(sh, h));
     *bytes = total;

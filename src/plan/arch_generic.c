@@ -175,7 +175,7 @@ static layer_acts_t generic_layer(const vram_model_t *m, const vram_arch_shape_t
     }
     double L = (double)m->num_layers, nd = moe ? (double)m->dense_layers : L;
     per += (nd * dense_mlp + (L - nd) * sparse_mlp) / L; /* the layers' mean */
-    l.core = attention_core(p, b, a, s, s, false);
+    l.core = attention_core(p, b, a, s, s, false) + softcap_scores(m, p, b, a, s);
     l.layer = tok * per + l.core;
     l.input = p->f32 * tok * h;
     double work_I = moe ? (double)m->expert_intermediate * (double)m->experts_per_token : I;
@@ -199,6 +199,7 @@ int vram_arch_generic_acts(const vram_model_t *m, const vram_arch_shape_t *sh, d
     double total = IDX * tok + 2 * 4.0 * s * rope;
     if (m->embed_norm) total += tok * norm_bytes(m, sh, h);
     total += stack(&l, (double)m->num_layers, sh->checkpointing);
+    total += norm_weights(m, (double)(norms_per_layer(m) * m->num_layers + 1), h);
     total += tok * norm_bytes(m, sh, h); /* final norm */
     *bytes = total;
     return 0;

@@ -169,8 +169,7 @@ double vram_arch_head_acts(const vram_model_t *m, const vram_arch_shape_t *s, do
         /* dense output (GELU's input, mm), GELU's output as the LayerNorm
          * keeps it (f32) and stats, the LayerNorm output into the decoder,
          * then the loss */
-        return tokens * (s->mm * h + s->f32 * h + 2 * STAT + fed(s, 1) * h) +
-               logits(s, tokens, V);
+        return tokens * (s->mm * h + s->f32 * h + 2 * STAT + fed(s, 1) * h) + logits(s, tokens, V);
     switch (head) {
     case VRAM_HEAD_MASKED_LM:
     case VRAM_HEAD_CAUSAL_LM:
@@ -186,7 +185,9 @@ double vram_arch_head_acts(const vram_model_t *m, const vram_arch_shape_t *s, do
             return fed(s, 1) * tokens * E + s->mm * tokens * V + (4 + IDX) * tokens;
         if (s->chunked_loss) /* eager: each chunk's log_softmax keeps its fp32 output */
             return fed(s, 1) * tokens * E + (4.0 + IDX / V) * tokens * V;
-        if (vram_arch_is_decoder(m)) return fed(s, 1) * tokens * E + (4.0 + IDX / V) * tokens * V;
+        if (vram_arch_is_decoder(m)) /* Gemma 2's soft-capped logits keep tanh's output */
+            return fed(s, 1) * tokens * E + (4.0 + IDX / V) * tokens * V +
+                   (m->logit_softcap ? s->mm * tokens * V : 0);
         return fed(s, 1) * tokens * E + logits(s, tokens, V);
     case VRAM_HEAD_SEQ_CLS:
         if (m->family == VRAM_FAMILY_WAV2VEC2 || m->family == VRAM_FAMILY_WHISPER)

@@ -208,6 +208,26 @@ static int mamba_acts(const vram_model_t *m, const vram_arch_shape_t *sh, double
     return 0;
 }
 
+/* DeBERTa-v2's disentangled attention (DisentangledSelfAttention), per
+ * layer beyond BERT's: the padding mask (1 byte per score); the relative
+ * embeddings' dropout mask and their projection input (2k x h, 2k = twice
+ * the position buckets); for each of c2p and p2c the projected positions
+ * (per batch and head, 2k x head_dim), the scores against them (q_len x 2k)
+ * and the gather's int64 index (s x s, shared by the batch); p2c also a
+ * contiguous copy of the keys. */
+static double deberta_extra(const vram_model_t *m, const vram_arch_shape_t *p, double b, double s)
+{
+    double h = (double)m->hidden_size, a = (double)m->num_heads, d = h / a;
+    double k2 = 2 * (double)(m->position_buckets > 0 ? m->position_buckets : m->max_positions);
+    double x = MASK * b * s * s + k2 * h * (MASK + p->f32);
+    for (int dir = 0; dir < 2; dir++) {
+        if (!(m->rel_att_types & (1 << dir))) continue;
+        x += p->mm * b * a * k2 * (d + s) + IDX * s * s;
+        if (dir == 1) x += p->mm * b * s * h;
+    }
+    return x;
+}
+
 int vram_arch_more_acts(const vram_model_t *m, const vram_arch_shape_t *sh, double *bytes)
 {
     int rc = vram_arch_check_shape(m);
@@ -227,11 +247,7 @@ int vram_arch_more_acts(const vram_model_t *m, const vram_arch_shape_t *sh, doub
     if (bart) l.layer += MASK * 2 * tok * h;
     /* DistilBERT drops out only after the MLP (no dropout after out_lin) */
     if (m->family == VRAM_FAMILY_DISTILBERT) l.layer -= MASK * tok * h;
-    if (m->family == VRAM_FAMILY_DEBERTA_V2) {
-        double extra = (m->pos_key_proj ? 1 : 0) + (m->pos_query_proj ? 1 : 0);
-        l.core += extra * attention_core(sh, b, a, s, s, false);
-        l.layer += extra * attention_core(sh, b, a, s, s, false);
-    }
+    if (m->family == VRAM_FAMILY_DEBERTA_V2) l.layer += deberta_extra(m, sh, b, s);
     if (!sh->training) {
         *bytes = l.working;
         return 0;

@@ -92,6 +92,31 @@ static inline double rms_norm(const vram_arch_shape_t *p, double width)
     return (4 + p->f32) * width + 4;
 }
 
+/* Gemma's extras: eager soft-capped scores keep tanh's output (one more
+ * score-sized tensor); RMSNorm's (1 + weight) is an fp32 vector per norm. */
+static inline double softcap_scores(const vram_model_t *m, const vram_arch_shape_t *p, double b,
+                                    double a, double s)
+{
+    return m->attn_softcap && !p->fused_attention ? p->mm * b * a * s * s : 0;
+}
+
+static inline double norm_weights(const vram_model_t *m, double norms, double h)
+{
+    return m->norm_plus_one ? 4.0 * norms * h : 0;
+}
+
+/* Bytes per MLP element kept by the activation between the two linears.
+ * The fused GELU keeps its input and output (2 mm). GPT-2's gelu_new, which
+ * Hugging Face writes out in Python, keeps x³'s input, tanh, 0.5·x, 1 + tanh
+ * and the product (five tensors in fp32, measured); under autocast pow and
+ * the arithmetic after it run in fp32 and the product is cast for the
+ * second linear (three fp32 and two 2-byte tensors, measured). */
+static inline double gelu_new_bytes(const vram_arch_shape_t *p)
+{
+    if (!p->amp) return 5 * p->mm;
+    return 3 * p->f32 + p->mm + 2; /* measured: three fp32, the input, the product's copy */
+}
+
 static inline double max2(double a, double b)
 {
     return a > b ? a : b;

@@ -216,18 +216,6 @@ int vram_arch_transformer_params(const vram_model_t *m, vram_arch_params_t *p)
 /* said otherwise. Roles and byte sizes: see vram_arch_shape_t.            */
 /* ---------------------------------------------------------------------- */
 
-/* Bytes per MLP element kept by the activation between the two linears.
- * The fused GELU keeps its input and output (2 mm). GPT-2's gelu_new, which
- * Hugging Face writes out in Python, keeps x³'s input, tanh, 0.5·x, 1 + tanh
- * and the product (five tensors in fp32, measured); under autocast pow and
- * the arithmetic after it run in fp32 and the product is cast for the
- * second linear (three fp32 and two 2-byte tensors, measured). */
-static double gelu_new_bytes(const vram_arch_shape_t *p)
-{
-    if (!p->amp) return 5 * p->mm;
-    return 3 * p->f32 + p->mm + 2; /* measured: three fp32, the input, the product's copy */
-}
-
 /* LLaMA: each RMSNorm keeps its input, its square (pow keeps its result),
  * the normalized tensor (f32) and 1/rms per token, and its output feeds the
  * q, k, v (or gate and up) projections; after rotary q and k feed the
@@ -282,8 +270,8 @@ static double t5_norm(const vram_arch_shape_t *p, double tok, double h)
 static double t5_ff_acts(const vram_arch_shape_t *p, double tok, double h, double f, bool gated)
 {
     /* gated-gelu is gelu_new (NewGELUActivation) on wi_0, times wi_1's output */
-    double ff = gated ? tok * f * (gelu_new_bytes(p) + 2 * p->mm + MASK)
-                      : tok * f * (2 * p->mm + MASK);
+    double ff =
+        gated ? tok * f * (gelu_new_bytes(p) + 2 * p->mm + MASK) : tok * f * (2 * p->mm + MASK);
     return t5_norm(p, tok, h) + fed(p, gated ? 2 : 1) * tok * h + ff + MASK * tok * h;
 }
 

@@ -211,7 +211,10 @@ static int read_row(json_t *root, const char *origin, const char *t, vram_model_
         m->intermediate_size = 4 * m->hidden_size;
     }
     if (!strcmp(t, "gemma3_text")) {
-        m->gelu_mlp = true;
+        m->gelu_mlp = m->norm_plus_one = true;
+        /* Gemma3TextConfig: soft-capping off unless given */
+        m->attn_softcap = vram_hf_has(root, "attn_logit_softcapping");
+        m->logit_softcap = vram_hf_has(root, "final_logit_softcapping");
         OPT(KEYS("head_dim"), head_dim, 256, VRAM_MAX_WIDTH);
     }
     if (deepseek) {

@@ -161,6 +161,12 @@ static int read_gemma(json_t *root, const char *origin, const char *t, vram_mode
     if ((rc = read_llama_like(root, origin, m, true))) return rc;
     /* gemma2's soft-capped attention is eager in Hugging Face */
     m->sdpa_default = !gemma2;
+    m->norm_plus_one = true;
+    /* Gemma2Config's soft-capping defaults (50 and 30) unless saved as null */
+    json_t *cap = json_object_get(root, "attn_logit_softcapping");
+    m->attn_softcap = gemma2 && (!cap || !json_is_null(cap));
+    cap = json_object_get(root, "final_logit_softcapping");
+    m->logit_softcap = gemma2 && (!cap || !json_is_null(cap));
     /* Gemma 2: every other layer slides, starting with the first */
     return gemma2 ? read_sliding(root, origin, m, 2) : 0;
 }
@@ -222,7 +228,8 @@ static int read_opt(json_t *root, const char *origin, const char *t, vram_model_
     (void)t;
     int rc;
     m->family = VRAM_FAMILY_OPT;
-    m->score_clamp = true; /* torch.max(scores, finfo.min) in OPTAttention */
+    /* transformers 5's eager_attention_forward no longer clamps the scores
+     * with torch.max (which kept its input): score_clamp stays off */
     if ((rc = read_text(root, origin, m))) return rc;
     REQ(vram_hf_inter, intermediate_size, VRAM_MAX_MLP_WIDTH);
     REQ(vram_hf_positions, max_positions, VRAM_MAX_POSITIONS);

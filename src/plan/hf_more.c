@@ -92,14 +92,18 @@ static int read_deberta(json_t *root, const char *origin, const char *t, vram_mo
         }
         const char *n = vram_hf_str(root, "norm_rel_ebd");
         m->rel_embed_norm = n && strstr(n, "layer_norm");
+        /* pos_att_type: a list, or "p2c|c2p" in older configs */
+        json_t *types = json_object_get(root, "pos_att_type");
+        for (size_t i = 0; i < (json_is_array(types) ? json_array_size(types) : 1); i++) {
+            const char *s = json_is_array(types) ? json_string_value(json_array_get(types, i))
+                                                 : json_string_value(types);
+            if (s && strstr(s, "c2p")) m->rel_att_types |= 1;
+            if (s && strstr(s, "p2c")) m->rel_att_types |= 2;
+        }
         /* share_att_key false: pos_key_proj (c2p) and pos_query_proj (p2c) per layer */
         if (!vram_hf_bool(root, "share_att_key", false)) {
-            json_t *types = json_object_get(root, "pos_att_type");
-            for (size_t i = 0; json_is_array(types) && i < json_array_size(types); i++) {
-                const char *s = json_string_value(json_array_get(types, i));
-                if (s && !strcmp(s, "c2p")) m->pos_key_proj = true;
-                if (s && !strcmp(s, "p2c")) m->pos_query_proj = true;
-            }
+            m->pos_key_proj = m->rel_att_types & 1;
+            m->pos_query_proj = m->rel_att_types & 2;
         }
     }
     if (m->max_positions == 0 && !m->position_buckets)
