@@ -12,7 +12,7 @@ tests/data/hf/ on the meta device and compare the parameter counts.
 
 --check (make test, tests/integration/test_families.sh) fails on any
 parameter count that is not exact, and on an activation error above 1 %
-for the families listed in ACTS_WITHIN_1PCT.
+for the (family, attention) pairs listed in ACTS_WITHIN_1PCT.
 """
 import argparse
 import copy
@@ -159,10 +159,17 @@ SMALL = [
                                                 num_codevectors_per_group=8)),
 ]
 
-# Families whose activation model is held to 1 % of the measured saved
-# tensors (fp32, eager and SDPA) by --check; the others are reported.
-ACTS_WITHIN_1PCT = {"llama", "mistral", "qwen2", "qwen3", "qwen3_moe", "mixtral", "gemma",
-                    "gemma3_text", "olmo", "olmo2", "bloom", "vit", "clip_vision_model"}
+# (family, attention) pairs whose activation model --check holds to 1 % of
+# the measured saved tensors (fp32). The others are reported, not hidden:
+# docs/estimation.md, "Family table", says why each differs (CPU kernels
+# that keep what a GPU kernel does not, or a term not modelled yet).
+_EAGER_AND_SDPA = ["bert", "roberta", "llama", "mistral", "qwen2", "qwen3", "qwen3_moe",
+                   "mixtral", "qwen2_moe", "gemma", "gemma3_text", "olmo", "olmo2", "opt", "bart", "mbart",
+                   "distilbert", "vit", "clip_vision_model", "wav2vec2"]
+_EAGER_ONLY = ["gpt2", "gpt_neox", "phi", "phi3", "gemma2", "bloom", "t5", "mt5", "umt5",
+               "deberta-v2"]
+ACTS_WITHIN_1PCT = ({(f, "eager") for f in _EAGER_AND_SDPA + _EAGER_ONLY} |
+                    {(f, "sdpa") for f in _EAGER_AND_SDPA})
 
 BATCH, SEQ, IMAGE = 2, 32, 32
 
@@ -390,7 +397,7 @@ def main():
             else:
                 err = pct(got[0], got[1])
                 cells.append(f"{err:+.1f}%")
-                if a.check and r["family"] in ACTS_WITHIN_1PCT and abs(err) > 1.0:
+                if a.check and (r["family"], attn) in ACTS_WITHIN_1PCT and abs(err) > 1.0:
                     failures.append(f"{r['family']} {attn}: activations {err:+.2f}% "
                                     f"(measured {got[0]}, vram {got[1]})")
         print(f"{r['family']:<18} {r['arch']:<32} {'yes' if r['accepted'] else 'NO':<8} "

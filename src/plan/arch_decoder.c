@@ -104,9 +104,10 @@ static layer_acts_t decoder_layer(const vram_model_t *m, const vram_arch_shape_t
     if (is_moe(m)) {
         double E = (double)m->num_experts, k = (double)m->experts_per_token;
         double Ie = (double)m->expert_intermediate;
-        per += 2 * 4.0 * E + IDX * k + k * (2 * h * p->mm + 4 * Ie * p->mm);
-        if (m->shared_intermediate > 0)
-            per += 4 * (double)m->shared_intermediate * p->mm + 2 * h * p->mm;
+        per += 2 * 4.0 * E + IDX * k + k * (2 * h * p->mm + 4 * Ie * p->mm) +
+               k * (3 * IDX + 4.0);     /* grouped_mm's sort, permutation, expert ids, weights */
+        if (m->shared_intermediate > 0) /* the gate's sigmoid and the shared output it scales */
+            per += 4 * (double)m->shared_intermediate * p->mm + (h + 1) * p->mm;
     } else {
         double I = (double)m->intermediate_size;
         /* Phi's gelu_new is written out in Python (arch_parts.h) */

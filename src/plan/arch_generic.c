@@ -144,6 +144,8 @@ static layer_acts_t generic_layer(const vram_model_t *m, const vram_arch_shape_t
     bool gated = m->gated_mlp, moe = m->num_experts > 0;
     int n = norms_per_layer(m);
     double per = n * norm_bytes(m, p, h);
+    /* Falcon-40B's two norms read the same layer input, kept once */
+    if (m->norm_layout == VRAM_NORMS_PARALLEL2) per -= p->f32 * h;
     /* the attention input into q, k, v (one fused matmul; MLA: q and kv_a) */
     int qkv_in = m->fused_qkv ? 1 : latent(m) ? 2 : 3;
     int mlp_in = gated || moe ? 2 : 1;
@@ -169,9 +171,11 @@ static layer_acts_t generic_layer(const vram_model_t *m, const vram_arch_shape_t
     if (moe) {
         double E = (double)m->num_experts, k = (double)m->experts_per_token;
         double Ie = (double)m->expert_intermediate;
-        sparse_mlp = 2 * 4.0 * E + IDX * k + k * (2 * h * p->mm + 4 * Ie * p->mm);
+        sparse_mlp = 2 * 4.0 * E + IDX * k + k * (2 * h * p->mm + 4 * Ie * p->mm) +
+                     k * (3 * IDX + 4.0); /* grouped_mm's sort, permutation, expert ids, weights */
         if (m->shared_intermediate > 0) sparse_mlp += 4 * (double)m->shared_intermediate * p->mm;
-        if (m->shared_expert_gate) sparse_mlp += 2 * h * p->mm;
+        /* the gate's sigmoid and the shared output it scales */
+        if (m->shared_expert_gate) sparse_mlp += (h + 1) * p->mm;
     }
     double L = (double)m->num_layers, nd = moe ? (double)m->dense_layers : L;
     per += (nd * dense_mlp + (L - nd) * sparse_mlp) / L; /* the layers' mean */
