@@ -152,22 +152,22 @@ static layer_acts_t clip_layer(const vram_arch_shape_t *p, double b, double s, d
     return classic_layer(p, b, s, h, I, a, false, 3, 3 * p->mm, 2);
 }
 
-static double clip_tower_acts(const vram_arch_shape_t *sh, layer_acts_t l, double tok, double h,
-                              double L)
-{
-    /* the embeddings' norm, the layers, the final norm */
-    return tok * (sh->f32 * h + 2 * STAT) + stack(&l, L, sh->checkpointing) +
-           tok * (sh->f32 * h + 2 * STAT);
-}
-
+/* CLIP's towers: the vision tower keeps the pixels (patch conv), its
+ * pre_layrnorm over every position, the layers, and post_layernorm over the
+ * class token only; the text tower the ids (positions are a buffer), the
+ * layers, final_layer_norm over every token and the eos positions
+ * (argmax). Each pooled output feeds its projection. */
 static int clip_acts(const vram_model_t *m, const vram_arch_shape_t *sh, double *bytes)
 {
     double b = (double)sh->batch, img = (double)sh->image, h = (double)m->hidden_size;
     double n = (double)((sh->image / m->patch_size) * (sh->image / m->patch_size)) + 1;
-    double pixels = (double)m->num_channels * img * img;
+    double pixels = (double)m->num_channels * img * img, ln = sh->f32 * h + 2 * STAT;
     layer_acts_t v = clip_layer(sh, b, n, h, (double)m->intermediate_size, (double)m->num_heads);
-    double vision = fed(sh, 1) * b * pixels +
-                    clip_tower_acts(sh, v, b * n, h, (double)m->num_layers) + sh->mm * b * h;
+    /* post_layernorm reads the class token as a view: it keeps the whole
+     * last hidden state's storage */
+    double vision = fed(sh, 1) * b * pixels + b * n * ln +
+                    stack(&v, (double)m->num_layers, sh->checkpointing) + sh->f32 * b * n * h +
+                    2 * STAT * b;
     if (m->family == VRAM_FAMILY_CLIP_VISION) {
         *bytes = sh->training ? vision : sh->mm * b * pixels + v.working;
         return 0;
@@ -178,27 +178,32 @@ static int clip_acts(const vram_model_t *m, const vram_arch_shape_t *sh, double 
         *bytes = max2(sh->mm * b * pixels + v.working, tl.working);
         return 0;
     }
-    double text = IDX * (b * s + s) + clip_tower_acts(sh, tl, b * s, t, (double)m->text_layers);
-    /* pooled outputs into the projections, normalized embeddings, the b x b
-     * similarity logits and both cross-entropies */
-    double head = 2 * b * (pd * (3 * sh->f32)) + 2 * logits(sh, b, b);
+    double text = IDX * b * s + stack(&tl, (double)m->text_layers, sh->checkpointing) +
+                  b * s * (sh->f32 * t + 2 * STAT) + IDX * b;
+    /* the pooled outputs into the projections, the normalized embeddings,
+     * the b x b similarity logits and both cross-entropies */
+    double head = fed(sh, 1) * b * (h + t) + 2 * b * pd * (3 * sh->f32) + 2 * logits(sh, b, b);
     *bytes = vision + text + head;
     return 0;
 }
 
-/* Mamba with the fused CUDA kernels (mamba_inner_fn): per layer the norm,
- * in_proj's input and output (x and z), the conv output, x_proj's output
- * (dt, B, C), dt_proj's output, the scan's output and out_proj's input. */
+/* Mamba as transformers runs it without the mamba-ssm kernels (its torch
+ * path: causal_conv1d_fn and mamba_selective_scan), per token and layer:
+ * the RMSNorm and its output into in_proj; the conv's input and output;
+ * x_proj's, dt_proj's and out_proj's inputs; the scan's dt (softplus and
+ * its two uses), the discretized A and B·u (inner x state each), the state
+ * after every step (inner x state), its two inner-wide outputs and the
+ * gate's SiLU; per layer exp(A) twice and the initial state. */
 static int mamba_acts(const vram_model_t *m, const vram_arch_shape_t *sh, double *bytes)
 {
     double b = (double)sh->batch, s = (double)sh->seq, tok = b * s, h = (double)m->hidden_size;
     double I = (double)m->ssm_inner, N = (double)m->ssm_state, R = (double)m->ssm_dt_rank;
     layer_acts_t l;
     l.core = 0;
-    l.layer =
-        tok * (rms_norm(sh, h) + h * fed(sh, 1) + sh->mm * (2 * I + I + (R + 2 * N) + I + 2 * I));
+    l.layer = tok * (rms_norm(sh, h) + h * fed(sh, 1) + sh->mm * (10 * I + R + 3 * I * N)) +
+              sh->mm * (2 * I * N + b * I * N);
     l.input = sh->f32 * tok * h;
-    l.working = sh->mm * tok * (h + 4 * I);
+    l.working = sh->mm * tok * (h + 4 * I + 2 * I * N);
     if (!sh->training) {
         *bytes = l.working;
         return 0;
