@@ -619,11 +619,13 @@ typedef struct {
     int64_t position_buckets; /* DeBERTa-v2: relative positions (2x rows of rel_embeddings) */
     bool pos_key_proj, pos_query_proj; /* DeBERTa-v2 c2p / p2c without share_att_key */
     bool rel_embed_norm;               /* DeBERTa-v2: LayerNorm on rel_embeddings */
-    bool attn_softcap;                 /* Gemma 2: tanh soft-capped attention scores */
-    bool logit_softcap;                /* Gemma 2: tanh soft-capped logits */
-    bool norm_plus_one;                /* Gemma: RMSNorm scales by (1 + weight) */
-    uint8_t rel_att_types;             /* DeBERTa-v2 pos_att_type: bit 0 c2p, bit 1 p2c */
-    bool pretraining_head;             /* wav2vec2 ForPreTraining: quantizer and projections */
+    int64_t vision_hidden, vision_layers, vision_heads, vision_intermediate; /* Gemma 3's SigLIP */
+    bool vision_pool_head; /* SigLIP's attention-pooling head (vision_use_head) */
+    bool attn_softcap;     /* Gemma 2: tanh soft-capped attention scores */
+    bool logit_softcap;    /* Gemma 2: tanh soft-capped logits */
+    bool norm_plus_one;    /* Gemma: RMSNorm scales by (1 + weight) */
+    uint8_t rel_att_types; /* DeBERTa-v2 pos_att_type: bit 0 c2p, bit 1 p2c */
+    bool pretraining_head; /* wav2vec2 ForPreTraining: quantizer and projections */
     int64_t codevector_dim, codevector_groups, codevectors_per_group, proj_codevector_dim;
 } vram_model_t;
 

@@ -71,6 +71,13 @@ SMALL = [
     ("gemma", "GemmaForCausalLM", dict(DEC, head_dim=16, num_key_value_heads=2)),
     ("gemma2", "Gemma2ForCausalLM", dict(DEC, head_dim=16)),
     ("gemma3_text", "Gemma3ForCausalLM", dict(DEC, head_dim=16)),
+    ("gemma3", "Gemma3ForConditionalGeneration",
+     dict(text_config=dict(vocab_size=256, hidden_size=64, num_hidden_layers=2,
+                           num_attention_heads=4, num_key_value_heads=2, head_dim=16,
+                           intermediate_size=96),
+          vision_config=dict(hidden_size=32, num_hidden_layers=2, num_attention_heads=4,
+                             intermediate_size=48, image_size=32, patch_size=8),
+          mm_tokens_per_image=4)),
     ("olmo", "OlmoForCausalLM", dict(DEC, pad_token_id=0, eos_token_id=1)),
     ("olmo2", "Olmo2ForCausalLM", dict(DEC, pad_token_id=0, eos_token_id=1)),
     ("falcon", "FalconForCausalLM", dict(vocab_size=256, hidden_size=64, num_hidden_layers=2,
@@ -164,7 +171,7 @@ SMALL = [
 # docs/estimation.md, "Family table", says why each differs (CPU kernels
 # that keep what a GPU kernel does not, or a term not modelled yet).
 _EAGER_AND_SDPA = ["bert", "roberta", "llama", "mistral", "qwen2", "qwen3", "qwen3_moe",
-                   "mixtral", "qwen2_moe", "gemma", "gemma3_text", "olmo", "olmo2", "opt", "bart", "mbart",
+                   "mixtral", "qwen2_moe", "gemma", "gemma3_text", "gemma3", "olmo", "olmo2", "opt", "bart", "mbart",
                    "distilbert", "vit", "clip", "clip_vision_model", "wav2vec2"]
 _EAGER_ONLY = ["gpt2", "gpt_neox", "phi", "phi3", "gemma2", "bloom", "t5", "mt5", "umt5",
                "deberta-v2", "mamba"]
@@ -250,7 +257,7 @@ def inputs(model_type, model, arch):
             return None, None
         labels = torch.randint(1, cfg.vocab_size, (BATCH, 8), generator=g)
         return dict(input_values=audio, labels=labels), "loss"
-    ids = torch.randint(2, cfg.vocab_size, (BATCH, SEQ), generator=g)
+    ids = torch.randint(2, cfg.get_text_config().vocab_size, (BATCH, SEQ), generator=g)
     kw = dict(input_ids=ids, labels=ids.clone())
     if model_type in ("bert", "roberta"):
         kw["token_type_ids"] = torch.zeros_like(ids)  # what a tokenizer passes

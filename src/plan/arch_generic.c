@@ -96,6 +96,38 @@ static void experts(vram_arch_params_t *p, const vram_model_t *m)
     if (m->shared_expert_gate) linear(p, 1, h, false);
 }
 
+/* Gemma 3's SigLIP vision tower (SiglipVisionTransformer: biased patch
+ * conv, one position per patch, pre-LN layers with biases, post_layernorm,
+ * the optional attention-pooling head) and its projector into the text
+ * width with an RMSNorm. */
+static void vision_tower(vram_arch_params_t *p, const vram_model_t *m)
+{
+    int64_t h = m->vision_hidden, I = m->vision_intermediate, n = m->image_size / m->patch_size;
+    vram_arch_add_tensor(p, (uint64_t)(h * m->num_channels), (uint64_t)m->patch_size,
+                         (uint64_t)m->patch_size);
+    vram_arch_add_tensor(p, 1, (uint64_t)h, 1);
+    linear(p, n * n, h, false);
+    vram_arch_params_t layer = {0};
+    for (int j = 0; j < 4; j++)
+        linear(&layer, h, h, true);
+    norm(&layer, h, true);
+    linear(&layer, I, h, true);
+    linear(&layer, h, I, true);
+    norm(&layer, h, true);
+    vram_arch_add_repeated(p, &layer, (uint64_t)m->vision_layers);
+    norm(p, h, true);
+    if (m->vision_pool_head) {
+        vram_arch_add_tensor(p, 1, 1, (uint64_t)h); /* probe */
+        linear(p, 3 * h, h, true);
+        linear(p, h, h, true);
+        norm(p, h, true);
+        linear(p, I, h, true);
+        linear(p, h, I, true);
+    }
+    linear(p, h, m->hidden_size, false); /* mm_input_projection_weight */
+    norm(p, h, false);                   /* mm_soft_emb_norm */
+}
+
 int vram_arch_generic_params(const vram_model_t *m, vram_arch_params_t *p)
 {
     int rc = vram_arch_check_shape(m);
@@ -117,6 +149,7 @@ int vram_arch_generic_params(const vram_model_t *m, vram_arch_params_t *p)
     }
     vram_arch_add_repeated(p, &dense, (uint64_t)nd);
     gnorm(p, m, h);
+    if (m->vision_layers > 0) vision_tower(p, m);
     return 0;
 }
 

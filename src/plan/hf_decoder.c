@@ -269,7 +269,74 @@ int vram_hf_read_generic(json_t *root, const char *origin, const char *t, vram_m
     return 0;
 }
 
+/* Missing keys of a nested config take its config class's defaults. */
+static void defaults(json_t *o, const char *const *kv, const int64_t *v, size_t n)
+{
+    for (size_t i = 0; i < n; i++)
+        if (!vram_hf_has(o, kv[i])) json_object_set_new(o, kv[i], json_integer(v[i]));
+}
+
+/* Gemma 3 with images (Gemma3ForConditionalGeneration): the gemma3_text
+ * decoder from text_config, a SigLIP vision tower from vision_config, and
+ * the projector (mm_input_projection_weight, mm_soft_emb_norm). Keys a
+ * published config leaves out take Gemma3TextConfig's and
+ * SiglipVisionConfig's defaults. */
+static int read_gemma3(json_t *root, const char *origin, const char *t, vram_model_t *m)
+{
+    (void)t;
+    json_t *tc = json_object_get(root, "text_config"), *vc = json_object_get(root, "vision_config");
+    if ((tc && !json_is_object(tc)) || (vc && !json_is_object(vc)))
+        return vram_fail(VRAM_EPARSE, "%s: \"text_config\" and \"vision_config\" must be objects",
+                         origin);
+    json_t *text = tc ? json_deep_copy(tc) : json_object();
+    json_t *vision = vc ? json_deep_copy(vc) : json_object();
+    static const char *const tk[] = {
+        "vocab_size",          "hidden_size",         "intermediate_size", "num_hidden_layers",
+        "num_attention_heads", "num_key_value_heads", "head_dim",          "sliding_window"};
+    static const int64_t tv[] = {262208, 2304, 9216, 26, 8, 4, 256, 4096};
+    static const char *const vk[] = {
+        "hidden_size", "intermediate_size", "num_hidden_layers", "num_attention_heads",
+        "image_size",  "patch_size",        "num_channels"};
+    static const int64_t vv[] = {768, 3072, 12, 12, 224, 16, 3};
+    defaults(text, tk, tv, sizeof tv / sizeof *tv);
+    defaults(vision, vk, vv, sizeof vv / sizeof *vv);
+    if (!vram_hf_has(text, "tie_word_embeddings") && vram_hf_has(root, "tie_word_embeddings"))
+        json_object_set(text, "tie_word_embeddings", json_object_get(root, "tie_word_embeddings"));
+    int rc = read_row(text, origin, "gemma3_text", m);
+    if (!rc)
+        rc =
+            vram_hf_int(vision, origin, vram_hf_hidden, true, 0, VRAM_MAX_WIDTH, &m->vision_hidden);
+    if (!rc)
+        rc = vram_hf_int(vision, origin, vram_hf_layers, true, 0, VRAM_MAX_LAYERS,
+                         &m->vision_layers);
+    if (!rc)
+        rc = vram_hf_int(vision, origin, vram_hf_heads, true, 0, VRAM_MAX_HEADS, &m->vision_heads);
+    if (!rc)
+        rc = vram_hf_int(vision, origin, vram_hf_inter, true, 0, VRAM_MAX_MLP_WIDTH,
+                         &m->vision_intermediate);
+    if (!rc)
+        rc = vram_hf_int(vision, origin, KEYS("image_size"), true, 0, VRAM_MAX_IMAGE,
+                         &m->image_size);
+    if (!rc)
+        rc = vram_hf_int(vision, origin, KEYS("patch_size"), true, 0, VRAM_MAX_IMAGE,
+                         &m->patch_size);
+    if (!rc)
+        rc = vram_hf_int(vision, origin, KEYS("num_channels"), true, 0, VRAM_MAX_IMAGE,
+                         &m->num_channels);
+    m->vision_pool_head = vram_hf_bool(vision, "vision_use_head", true);
+    json_decref(text);
+    json_decref(vision);
+    if (!rc && (m->patch_size < 1 || m->image_size < m->patch_size || m->vision_layers < 1 ||
+                m->vision_hidden < 1))
+        return vram_fail(VRAM_EPARSE,
+                         "%s: vision_config's image_size, patch_size, layers or "
+                         "hidden_size is invalid",
+                         origin);
+    return rc;
+}
+
 const vram_hf_family_t vram_hf_decoder_families[] = {
+    {"gemma3", read_gemma3, false, false},
     {"qwen3,olmo,olmo2,gemma3_text,falcon,bloom", read_row, false, false},
     {"qwen3_moe,deepseek_v2,deepseek_v3", read_row, true, false},
     {NULL, NULL, false, false},

@@ -45,6 +45,7 @@ static void published_counts(void **state)
         {"olmo-1b-hf.json", VRAM_FAMILY_DECODER, 1176764416},
         {"olmo-2-1124-7b.json", VRAM_FAMILY_DECODER, 7298617344},
         {"gemma-3-1b.json", VRAM_FAMILY_DECODER, 999885952},
+        {"gemma-3-4b.json", VRAM_FAMILY_DECODER, 4300079472}, /* with its SigLIP tower */
         {"falcon-7b.json", VRAM_FAMILY_DECODER, 6921720704},
         {"falcon-40b.json", VRAM_FAMILY_DECODER, 41303293952},
         {"bloom-560m.json", VRAM_FAMILY_DECODER, 559214592},
