@@ -174,7 +174,7 @@ _EAGER_AND_SDPA = ["bert", "roberta", "llama", "mistral", "qwen2", "qwen3", "qwe
                    "mixtral", "qwen2_moe", "gemma", "gemma3_text", "gemma3", "olmo", "olmo2", "opt", "bart", "mbart",
                    "distilbert", "vit", "clip", "clip_vision_model", "wav2vec2"]
 _EAGER_ONLY = ["gpt2", "gpt_neox", "phi", "phi3", "gemma2", "bloom", "t5", "mt5", "umt5",
-               "deberta-v2", "mamba"]
+               "deberta-v2", "mamba", "whisper", "gpt_bigcode"]
 ACTS_WITHIN_1PCT = ({(f, "eager") for f in _EAGER_AND_SDPA + _EAGER_ONLY} |
                     {(f, "sdpa") for f in _EAGER_AND_SDPA})
 

@@ -126,6 +126,14 @@ static layer_acts_t decoder_layer(const vram_model_t *m, const vram_arch_shape_t
                          : (double)m->intermediate_size;
     l.working =
         p->mm * tok * h + max2(attention_working(p, b, s, h, kvd, a, s), p->mm * tok * 3 * I);
+    if (bigcode) {
+        /* GPTBigCode trains with GPT-2's dropouts (attn_pdrop, resid_pdrop
+         * 0.1) and, in transformers 5, expands its single key/value head to
+         * every head before attention: GPT-2's layer with a fused GELU */
+        layer_acts_t g = classic_layer(p, b, s, h, I, a, true, 1, 2 * p->mm, 2);
+        l.core = g.core;
+        l.layer = g.layer;
+    }
     return l;
 }
 
@@ -142,7 +150,7 @@ int vram_arch_decoder_acts(const vram_model_t *m, const vram_arch_shape_t *sh, d
     /* token ids (and OPT/BigCode position ids, else rotary cos/sin tables) */
     double total = IDX * tok;
     if (m->family == VRAM_FAMILY_OPT || m->family == VRAM_FAMILY_GPT_BIGCODE)
-        total += IDX * s;
+        total += IDX * s + (m->family == VRAM_FAMILY_GPT_BIGCODE ? MASK * tok * h : 0);
     else
         total += 2 * 4.0 * s * (double)head_dim(m);
     total += stack(&l, (double)m->num_layers, sh->checkpointing);
