@@ -245,11 +245,9 @@ static int read_opt(json_t *root, const char *origin, const char *t, vram_model_
     return 0;
 }
 
-static int read_whisper(json_t *root, const char *origin, const char *t, vram_model_t *m)
+int vram_hf_read_seq2seq(json_t *root, const char *origin, const char *t, vram_model_t *m)
 {
-    (void)t;
     int rc;
-    m->family = VRAM_FAMILY_WHISPER;
     int64_t dec_heads, dec_ffn;
     REQ(KEYS("vocab_size"), vocab_size, VRAM_MAX_VOCAB);
     REQ(vram_hf_hidden, hidden_size, VRAM_MAX_WIDTH);
@@ -264,15 +262,23 @@ static int read_whisper(json_t *root, const char *origin, const char *t, vram_mo
         return rc;
     if (dec_heads != m->num_heads || dec_ffn != m->intermediate_size)
         return vram_fail(VRAM_EPARSE,
-                         "%s: whisper with different encoder and decoder heads or widths is "
-                         "not supported",
-                         origin);
+                         "%s: %s with different encoder and decoder heads or widths is not "
+                         "supported",
+                         origin, t);
+    m->sdpa_default = true;
+    m->head = VRAM_HEAD_COND_GEN;
+    return 0;
+}
+
+static int read_whisper(json_t *root, const char *origin, const char *t, vram_model_t *m)
+{
+    int rc;
+    m->family = VRAM_FAMILY_WHISPER;
+    if ((rc = vram_hf_read_seq2seq(root, origin, t, m))) return rc;
     OPT(KEYS("num_mel_bins"), num_mel_bins, 80, VRAM_MAX_IMAGE);
     OPT(KEYS("max_source_positions"), max_source_positions, 1500, VRAM_MAX_POSITIONS);
     OPT(KEYS("max_target_positions"), max_positions, 448, VRAM_MAX_POSITIONS);
     m->tied_embeddings = true;
-    m->sdpa_default = true;
-    m->head = VRAM_HEAD_COND_GEN;
     return 0;
 }
 

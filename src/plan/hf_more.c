@@ -9,31 +9,13 @@
 static int read_bart(json_t *root, const char *origin, const char *t, vram_model_t *m)
 {
     int rc;
-    int64_t dec_heads, dec_ffn;
     m->family = VRAM_FAMILY_BART;
-    REQ(KEYS("vocab_size"), vocab_size, VRAM_MAX_VOCAB);
-    REQ(vram_hf_hidden, hidden_size, VRAM_MAX_WIDTH);
-    REQ(KEYS("encoder_layers"), num_layers, VRAM_MAX_LAYERS);
-    REQ(KEYS("decoder_layers"), num_decoder_layers, VRAM_MAX_LAYERS);
-    REQ(KEYS("encoder_attention_heads"), num_heads, VRAM_MAX_HEADS);
-    REQ(KEYS("encoder_ffn_dim"), intermediate_size, VRAM_MAX_MLP_WIDTH);
+    if ((rc = vram_hf_read_seq2seq(root, origin, t, m))) return rc;
     REQ(vram_hf_positions, max_positions, VRAM_MAX_POSITIONS);
-    if ((rc = vram_hf_int(root, origin, KEYS("decoder_attention_heads"), false, m->num_heads,
-                          VRAM_MAX_HEADS, &dec_heads)) ||
-        (rc = vram_hf_int(root, origin, KEYS("decoder_ffn_dim"), false, m->intermediate_size,
-                          VRAM_MAX_MLP_WIDTH, &dec_ffn)))
-        return rc;
-    if (dec_heads != m->num_heads || dec_ffn != m->intermediate_size)
-        return vram_fail(VRAM_EPARSE,
-                         "%s: %s with different encoder and decoder heads or widths is not "
-                         "supported",
-                         origin, t);
     m->position_offset = 2; /* BartLearnedPositionalEmbedding's offset */
     m->final_norms = !strcmp(t, "mbart");
     m->tied_embeddings = vram_hf_bool(root, "tie_word_embeddings", true);
     m->gelu_mlp = true;
-    m->sdpa_default = true;
-    m->head = VRAM_HEAD_COND_GEN;
     return 0;
 }
 

@@ -37,6 +37,10 @@ typedef struct {
 extern const vram_hf_family_t vram_hf_families[];
 extern const vram_hf_family_t vram_hf_decoder_families[];
 extern const vram_hf_family_t vram_hf_more_families[];
+/* Encoder-decoder keys of Whisper and BART (d_model, encoder_layers,
+ * decoder_layers, encoder_attention_heads, encoder_ffn_dim; the decoder's
+ * heads and width must equal the encoder's). */
+int vram_hf_read_seq2seq(json_t *root, const char *origin, const char *type, vram_model_t *m);
 /* Unknown model_type with the standard decoder keys: the generic row,
  * noting its assumptions in m->assumed; EPARSE names the missing key. */
 int vram_hf_read_generic(json_t *root, const char *origin, const char *type, vram_model_t *m);
