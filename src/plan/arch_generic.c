@@ -107,14 +107,7 @@ static void vision_tower(vram_arch_params_t *p, const vram_model_t *m)
                          (uint64_t)m->patch_size);
     vram_arch_add_tensor(p, 1, (uint64_t)h, 1);
     linear(p, n * n, h, false);
-    vram_arch_params_t layer = {0};
-    for (int j = 0; j < 4; j++)
-        linear(&layer, h, h, true);
-    norm(&layer, h, true);
-    linear(&layer, I, h, true);
-    linear(&layer, h, I, true);
-    norm(&layer, h, true);
-    vram_arch_add_repeated(p, &layer, (uint64_t)m->vision_layers);
+    biased_encoder_layers(p, h, I, m->vision_layers);
     norm(p, h, true);
     if (m->vision_pool_head) {
         vram_arch_add_tensor(p, 1, 1, (uint64_t)h); /* probe */

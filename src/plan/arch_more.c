@@ -17,24 +17,12 @@ static void ffn(vram_arch_params_t *p, int64_t h, int64_t I)
     linear(p, h, I, true);
 }
 
-/* A pre- or post-LN encoder layer with biases everywhere (BART encoder,
- * DistilBERT, CLIP towers). */
-static void encoder_layer(vram_arch_params_t *p, int64_t h, int64_t I, int64_t L)
-{
-    vram_arch_params_t layer = {0};
-    attn(&layer, h);
-    norm(&layer, h, true);
-    ffn(&layer, h, I);
-    norm(&layer, h, true);
-    vram_arch_add_repeated(p, &layer, (uint64_t)L);
-}
-
 static void bart_params(const vram_model_t *m, vram_arch_params_t *p)
 {
     int64_t h = m->hidden_size, I = m->intermediate_size, P = m->max_positions + 2;
     linear(p, m->vocab_size, h, false); /* shared, both stacks' embed_tokens */
     linear(p, P, h, false);
-    encoder_layer(p, h, I, m->num_layers);
+    biased_encoder_layers(p, h, I, m->num_layers);
     norm(p, h, true); /* layernorm_embedding */
     if (m->final_norms) norm(p, h, true);
     linear(p, P, h, false);
@@ -77,7 +65,7 @@ static void vision_tower(const vram_model_t *m, vram_arch_params_t *p)
                          (uint64_t)m->patch_size);
     linear(p, n * n + 1, h, false);
     norm(p, h, true); /* pre_layrnorm */
-    encoder_layer(p, h, m->intermediate_size, m->num_layers);
+    biased_encoder_layers(p, h, m->intermediate_size, m->num_layers);
     norm(p, h, true); /* post_layernorm */
 }
 
@@ -112,7 +100,7 @@ int vram_arch_more_params(const vram_model_t *m, vram_arch_params_t *p)
         linear(p, m->vocab_size, h, false);
         linear(p, m->max_positions, h, false);
         norm(p, h, true);
-        encoder_layer(p, h, m->intermediate_size, m->num_layers);
+        biased_encoder_layers(p, h, m->intermediate_size, m->num_layers);
         return 0;
     case VRAM_FAMILY_DEBERTA_V2:
         deberta_params(m, p);
@@ -124,7 +112,7 @@ int vram_arch_more_params(const vram_model_t *m, vram_arch_params_t *p)
         int64_t t = m->text_hidden;
         linear(p, m->vocab_size, t, false);
         linear(p, m->text_positions, t, false);
-        encoder_layer(p, t, m->text_intermediate, m->text_layers);
+        biased_encoder_layers(p, t, m->text_intermediate, m->text_layers);
         norm(p, t, true);
         vision_tower(m, p);
         linear(p, m->projection_dim, h, false);

@@ -23,6 +23,22 @@ static inline void norm(vram_arch_params_t *p, int64_t h, bool bias)
     if (bias) vram_arch_add_tensor(p, 1, (uint64_t)h, 1);
 }
 
+/* L encoder layers with biases everywhere: q, k, v, o, a LayerNorm, the
+ * two MLP linears, a LayerNorm (BERT, the BART encoder, DistilBERT, CLIP's
+ * and SigLIP's towers: the same tensors whether the norms come first or
+ * last). */
+static inline void biased_encoder_layers(vram_arch_params_t *p, int64_t h, int64_t I, int64_t L)
+{
+    vram_arch_params_t layer = {0};
+    for (int j = 0; j < 4; j++)
+        linear(&layer, h, h, true);
+    norm(&layer, h, true);
+    linear(&layer, I, h, true);
+    linear(&layer, h, I, true);
+    norm(&layer, h, true);
+    vram_arch_add_repeated(p, &layer, (uint64_t)L);
+}
+
 static inline int64_t kv_heads(const vram_model_t *m)
 {
     return m->num_kv_heads > 0 ? m->num_kv_heads : m->num_heads;

@@ -138,14 +138,7 @@ int vram_arch_transformer_params(const vram_model_t *m, vram_arch_params_t *p)
         linear(p, m->max_positions + m->position_offset, h, false);
         linear(p, m->type_vocab_size, h, false);
         norm(p, h, true);
-        layer = (vram_arch_params_t){0};
-        for (int j = 0; j < 4; j++)
-            linear(&layer, h, h, true);
-        norm(&layer, h, true);
-        linear(&layer, I, h, true);
-        linear(&layer, h, I, true);
-        norm(&layer, h, true);
-        vram_arch_add_repeated(p, &layer, (uint64_t)L);
+        biased_encoder_layers(p, h, I, L);
         if (m->has_pooler) linear(p, h, h, true);
         return 0;
     case VRAM_FAMILY_GPT2:
