@@ -627,6 +627,7 @@ typedef struct {
     uint8_t rel_att_types; /* DeBERTa-v2 pos_att_type: bit 0 c2p, bit 1 p2c */
     bool pretraining_head; /* wav2vec2 ForPreTraining: quantizer and projections */
     int64_t codevector_dim, codevector_groups, codevectors_per_group, proj_codevector_dim;
+    int64_t num_negatives; /* wav2vec2 ForPreTraining: distractors per masked frame */
 } vram_model_t;
 
 /* Looks a catalog model up by name (case-insensitive, '_' == '-'). ENOENT

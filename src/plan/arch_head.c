@@ -165,6 +165,21 @@ double vram_arch_head_acts(const vram_model_t *m, const vram_arch_shape_t *s, do
             return b * V * (s->mm + 4);
         return s->mm * tokens * V;
     }
+    if (m->family == VRAM_FAMILY_WAV2VEC2 && m->pretraining_head) {
+        /* Wav2Vec2ForPreTraining per frame: the Gumbel quantizer (its soft
+         * one-hot in fp32, the argmax indices, the probabilities and the
+         * codevector weights, G x V each), project_q's and project_hid's
+         * inputs; the contrastive logits over the target and K negatives:
+         * three (K + 1) x proj tensors, one proj-wide one, four norms per
+         * candidate, the negatives' int64 indices and 1-byte masks, the
+         * loss's log-probabilities and targets; the time mask per frame. */
+        double gv = (double)(m->codevector_groups * m->codevectors_per_group);
+        double K = (double)m->num_negatives, P = (double)m->proj_codevector_dim;
+        return tokens *
+               (gv * (4 + 2 * s->mm) + (double)m->codevector_groups * IDX +
+                (double)m->codevector_dim * s->mm + h * s->mm + (3 * (K + 1) + 1) * P * s->mm +
+                4 * (K + 1) * 4.0 + K * (IDX + MASK) + (K + 1) * 4.0 + IDX + MASK);
+    }
     if (mlm_style(m, head))
         /* dense output (GELU's input, mm), GELU's output as the LayerNorm
          * keeps it (f32) and stats, the LayerNorm output into the decoder,

@@ -306,6 +306,7 @@ static int read_wav2vec2(json_t *root, const char *origin, const char *t, vram_m
     OPT(KEYS("num_codevector_groups"), codevector_groups, 2, VRAM_MAX_HEADS);
     OPT(KEYS("num_codevectors_per_group"), codevectors_per_group, 320, VRAM_MAX_VOCAB);
     OPT(KEYS("proj_codevector_dim"), proj_codevector_dim, 256, VRAM_MAX_WIDTH);
+    OPT(KEYS("num_negatives"), num_negatives, 100, VRAM_MAX_HEADS);
     if (m->codevector_groups < 1 || m->codevector_dim % m->codevector_groups)
         return vram_fail(VRAM_EPARSE,
                          "%s: codevector_dim %lld is not divisible by %lld codevector groups",
