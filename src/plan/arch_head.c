@@ -3,28 +3,6 @@
  * and its loss keep for backward. */
 #include "arch_parts.h"
 
-bool vram_arch_is_decoder(const vram_model_t *m)
-{
-    switch (m->family) {
-    case VRAM_FAMILY_GPT2:
-    case VRAM_FAMILY_GPTNEOX:
-    case VRAM_FAMILY_LLAMA:
-    case VRAM_FAMILY_QWEN2:
-    case VRAM_FAMILY_PHI:
-    case VRAM_FAMILY_PHI3:
-    case VRAM_FAMILY_GEMMA:
-    case VRAM_FAMILY_GEMMA2:
-    case VRAM_FAMILY_OPT:
-    case VRAM_FAMILY_GPT_BIGCODE:
-    case VRAM_FAMILY_MIXTRAL:
-    case VRAM_FAMILY_QWEN2_MOE:
-    case VRAM_FAMILY_DECODER:
-        return true;
-    default:
-        return false;
-    }
-}
-
 /* Families whose head is built here (ViT's classifier, CNNs, RNNs and
  * profiles carry their own). */
 static bool has_head(const vram_model_t *m)
