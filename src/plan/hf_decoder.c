@@ -58,29 +58,6 @@ static int qwen_sliding(json_t *root, const char *origin, vram_model_t *m)
     return 0;
 }
 
-/* Sliding layers from `layer_types`, else every pattern-th layer global. */
-static int sliding(json_t *root, const char *origin, vram_model_t *m, int64_t pattern)
-{
-    int rc;
-    OPT(KEYS("sliding_window"), sliding_window, 0, VRAM_MAX_POSITIONS);
-    if (!m->sliding_window) return 0;
-    json_t *types = json_object_get(root, "layer_types");
-    int64_t pat;
-    if ((rc = vram_hf_int(root, origin, KEYS("sliding_window_pattern"), false, pattern,
-                          VRAM_MAX_LAYERS, &pat)))
-        return rc;
-    if (json_is_array(types)) {
-        m->sliding_layers = 0;
-        for (size_t i = 0; i < json_array_size(types); i++)
-            if (json_is_string(json_array_get(types, i)) &&
-                !strcmp(json_string_value(json_array_get(types, i)), "sliding_attention"))
-                m->sliding_layers++;
-    } else {
-        m->sliding_layers = pat > 0 ? m->num_layers - m->num_layers / pat : m->num_layers;
-    }
-    return 0;
-}
-
 /* Mixture of experts: Qwen3-MoE (num_experts, decoder_sparse_step,
  * mlp_only_layers) and DeepSeek (n_routed_experts, n_shared_experts,
  * first_k_dense_replace, moe_layer_freq). Counts the dense layers. */
@@ -227,7 +204,7 @@ static int read_row(json_t *root, const char *origin, const char *t, vram_model_
     }
     if ((rc = experts(root, origin, m, deepseek))) return rc;
     if (!strncmp(t, "qwen3", 5)) return qwen_sliding(root, origin, m);
-    return sliding(root, origin, m, r->sliding_pat);
+    return vram_hf_read_sliding(root, origin, m, r->sliding_pat);
 }
 
 int vram_hf_read_generic(json_t *root, const char *origin, const char *t, vram_model_t *m)
@@ -260,7 +237,7 @@ int vram_hf_read_generic(json_t *root, const char *origin, const char *t, vram_m
     m->softmax_upcast = true;
     m->sdpa_default = true;
     m->tied_embeddings = vram_hf_bool(root, "tie_word_embeddings", false);
-    if ((rc = sliding(root, origin, m, 0))) return rc;
+    if ((rc = vram_hf_read_sliding(root, origin, m, 0))) return rc;
     snprintf(m->assumed, sizeof m->assumed,
              "unknown model_type \"%s\": estimated as a LLaMA-style decoder (RMSNorm before "
              "attention and MLP, gated MLP, rotary positions, %s%s%s)",

@@ -20,8 +20,9 @@ static int read_text(json_t *root, const char *origin, vram_model_t *m)
 /* The KV cache of sliding-window layers holds the window, not the whole
  * sequence (transformers' DynamicSlidingWindowLayer): how many layers
  * slide comes from `layer_types` when saved, else from the family's rule
- * (`pattern`: every pattern-th layer attends globally; 0: all slide). */
-static int read_sliding(json_t *root, const char *origin, vram_model_t *m, int64_t pattern)
+ * (`pattern`, or the config's sliding_window_pattern: every pattern-th
+ * layer attends globally; 0: all slide). */
+int vram_hf_read_sliding(json_t *root, const char *origin, vram_model_t *m, int64_t pattern)
 {
     int rc;
     OPT(KEYS("sliding_window"), sliding_window, 0, VRAM_MAX_POSITIONS);
@@ -38,6 +39,9 @@ static int read_sliding(json_t *root, const char *origin, vram_model_t *m, int64
         }
         return 0;
     }
+    if ((rc = vram_hf_int(root, origin, KEYS("sliding_window_pattern"), false, pattern,
+                          VRAM_MAX_LAYERS, &pattern)))
+        return rc;
     m->sliding_layers = pattern > 0 ? m->num_layers - m->num_layers / pattern : m->num_layers;
     return 0;
 }
@@ -133,7 +137,7 @@ static int read_llama(json_t *root, const char *origin, const char *t, vram_mode
     m->family = VRAM_FAMILY_LLAMA;
     if ((rc = read_llama_like(root, origin, m, false))) return rc;
     /* Mistral: every layer slides when sliding_window is set */
-    return strcmp(t, "mistral") ? 0 : read_sliding(root, origin, m, 0);
+    return strcmp(t, "mistral") ? 0 : vram_hf_read_sliding(root, origin, m, 0);
 }
 
 static int read_qwen2(json_t *root, const char *origin, const char *t, vram_model_t *m)
@@ -168,7 +172,7 @@ static int read_gemma(json_t *root, const char *origin, const char *t, vram_mode
     cap = json_object_get(root, "final_logit_softcapping");
     m->logit_softcap = gemma2 && (!cap || !json_is_null(cap));
     /* Gemma 2: every other layer slides, starting with the first */
-    return gemma2 ? read_sliding(root, origin, m, 2) : 0;
+    return gemma2 ? vram_hf_read_sliding(root, origin, m, 2) : 0;
 }
 
 static int read_mixtral(json_t *root, const char *origin, const char *t, vram_model_t *m)
@@ -179,7 +183,7 @@ static int read_mixtral(json_t *root, const char *origin, const char *t, vram_mo
     if ((rc = read_llama_like(root, origin, m, false)) ||
         (rc = read_moe(root, origin, m, "num_local_experts", vram_hf_inter)))
         return rc;
-    return read_sliding(root, origin, m, 0);
+    return vram_hf_read_sliding(root, origin, m, 0);
 }
 
 static int read_qwen2_moe(json_t *root, const char *origin, const char *t, vram_model_t *m)

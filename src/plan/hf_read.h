@@ -37,6 +37,9 @@ typedef struct {
 extern const vram_hf_family_t vram_hf_families[];
 extern const vram_hf_family_t vram_hf_decoder_families[];
 extern const vram_hf_family_t vram_hf_more_families[];
+/* sliding_window and which layers slide (layer_types, else every
+ * pattern-th layer global; 0: all slide) into m. */
+int vram_hf_read_sliding(json_t *root, const char *origin, vram_model_t *m, int64_t pattern);
 /* Encoder-decoder keys of Whisper and BART (d_model, encoder_layers,
  * decoder_layers, encoder_attention_heads, encoder_ffn_dim; the decoder's
  * heads and width must equal the encoder's). */
