@@ -91,13 +91,16 @@ static int experts(json_t *root, const char *origin, vram_model_t *m, bool deeps
         if ((rc = vram_hf_int(root, origin, KEYS("decoder_sparse_step"), false, 1, VRAM_MAX_LAYERS,
                               &b)))
             return rc;
+        /* layers listed in mlp_only_layers stay dense (one pass over the
+         * list: num_layers is at most VRAM_MAX_LAYERS) */
+        bool dense[VRAM_MAX_LAYERS] = {false};
         json_t *only = json_object_get(root, "mlp_only_layers");
-        for (int64_t i = 0; i < m->num_layers; i++) {
-            bool dense = b < 1 || (i + 1) % b != 0;
-            for (size_t j = 0; json_is_array(only) && j < json_array_size(only); j++)
-                dense |= json_integer_value(json_array_get(only, j)) == i;
-            moe += !dense;
+        for (size_t j = 0; json_is_array(only) && j < json_array_size(only); j++) {
+            json_int_t i = json_integer_value(json_array_get(only, j));
+            if (i >= 0 && i < m->num_layers) dense[i] = true;
         }
+        for (int64_t i = 0; i < m->num_layers; i++)
+            moe += !dense[i] && b >= 1 && (i + 1) % b == 0;
     }
     m->dense_layers = m->num_layers - moe;
     return 0;
