@@ -87,13 +87,15 @@ SMALL = [
                                    word_embed_proj_dim=64)),
     ("gpt_bigcode", "GPTBigCodeForCausalLM", dict(vocab_size=256, n_embd=64, n_layer=2, n_head=4,
                                                   n_positions=64)),
-    ("deepseek_v2", "DeepseekV2ForCausalLM", dict(DEC, num_hidden_layers=3, moe_intermediate_size=32,
+    ("deepseek_v2", "DeepseekV2ForCausalLM", dict(DEC, num_hidden_layers=3, num_key_value_heads=4,
+                                                  moe_intermediate_size=32,
                                                   n_routed_experts=4, num_experts_per_tok=2,
                                                   n_shared_experts=2, first_k_dense_replace=1,
                                                   q_lora_rank=None, kv_lora_rank=16,
                                                   qk_rope_head_dim=8, qk_nope_head_dim=8,
                                                   v_head_dim=8)),
-    ("deepseek_v3", "DeepseekV3ForCausalLM", dict(DEC, num_hidden_layers=3, moe_intermediate_size=32,
+    ("deepseek_v3", "DeepseekV3ForCausalLM", dict(DEC, num_hidden_layers=3, num_key_value_heads=4,
+                                                  moe_intermediate_size=32,
                                                   n_routed_experts=4, num_experts_per_tok=2,
                                                   n_shared_experts=1, first_k_dense_replace=1,
                                                   n_group=1, topk_group=1,
@@ -171,7 +173,7 @@ _EAGER_AND_SDPA = ["bert", "roberta", "llama", "mistral", "qwen2", "qwen3", "qwe
                    "mixtral", "qwen2_moe", "gemma", "gemma3_text", "gemma3", "olmo", "olmo2", "opt", "bart", "mbart",
                    "distilbert", "vit", "clip", "clip_vision_model", "wav2vec2"]
 _EAGER_ONLY = ["gpt2", "gpt_neox", "phi", "phi3", "gemma2", "bloom", "t5", "mt5", "umt5",
-               "deberta-v2", "mamba", "whisper", "gpt_bigcode"]
+               "deberta-v2", "mamba", "whisper", "gpt_bigcode", "deepseek_v2", "deepseek_v3"]
 ACTS_WITHIN_1PCT = ({(f, "eager") for f in _EAGER_AND_SDPA + _EAGER_ONLY} |
                     {(f, "sdpa") for f in _EAGER_AND_SDPA})
 

@@ -182,7 +182,12 @@ static layer_acts_t generic_layer(const vram_model_t *m, const vram_arch_shape_t
     if (latent(m)) {
         double r = (double)m->kv_lora_rank, qr = (double)m->q_lora_rank;
         if (qr > 0) per += norm_bytes(m, p, qr) + qr * fed(p, 1);
-        per += norm_bytes(m, p, r) + r * fed(p, 1) + a * (double)head_dim(m) * p->mm;
+        /* kv_a_layernorm reads the compressed part of kv_a's output as a
+         * view: in fp32 and amp it keeps that whole output (rank + rotary
+         * width); its output feeds kv_b. The keys are rebuilt by cat, so
+         * kv_b's output is not kept apart from k and v. */
+        per += norm_bytes(m, p, r) + (p->f32 == 4 ? 4.0 * (double)m->rope_head_dim : 0) +
+               r * fed(p, 1);
     }
     if (m->qk_norm == 1)
         per += norm_bytes(m, p, qd) + norm_bytes(m, p, (double)kv_width(m)) - 2 * p->f32 +
