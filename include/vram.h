@@ -504,7 +504,32 @@ typedef enum {
     VRAM_FAMILY_QWEN2_MOE,   /* Qwen2 attention, MoE MLP + gated shared expert */
     VRAM_FAMILY_WHISPER,     /* encoder-decoder over log-mel frames */
     VRAM_FAMILY_WAV2VEC2,    /* conv feature encoder + transformer over raw audio */
+    /* third edition (docs/estimation.md, "Family table") */
+    VRAM_FAMILY_DECODER,     /* the generic decoder row: driven by the standard config keys */
+    VRAM_FAMILY_BART,        /* post-LN encoder-decoder, learned positions (+2): BART, mBART */
+    VRAM_FAMILY_DISTILBERT,  /* BERT without token types or pooler, 6 layers */
+    VRAM_FAMILY_DEBERTA_V2,  /* BERT layout with disentangled relative attention */
+    VRAM_FAMILY_CLIP,        /* dual encoder: text tower, vision tower, projections */
+    VRAM_FAMILY_CLIP_VISION, /* CLIP's vision tower alone */
+    VRAM_FAMILY_MAMBA,       /* selective state-space layers: no attention, no KV cache */
 } vram_family_t;
+
+/* The generic decoder's normalization (vram_model_t.norm_kind). */
+typedef enum {
+    VRAM_NORM_RMS,          /* RMSNorm, weight only */
+    VRAM_NORM_LAYER,        /* LayerNorm, weight and bias */
+    VRAM_NORM_LAYER_NOBIAS, /* LayerNorm, weight only */
+    VRAM_NORM_NONPARAM,     /* LayerNorm without parameters (OLMo) */
+} vram_norm_kind_t;
+
+/* Where a generic decoder layer puts its norms (vram_model_t.norm_layout). */
+typedef enum {
+    VRAM_NORMS_PRE,       /* before attention and before the MLP (LLaMA) */
+    VRAM_NORMS_PARALLEL1, /* one norm feeding parallel attention and MLP (Falcon-7B, Phi) */
+    VRAM_NORMS_PARALLEL2, /* two norms feeding parallel attention and MLP (Falcon-40B) */
+    VRAM_NORMS_SANDWICH,  /* before and after each of attention and MLP (Gemma 2/3) */
+    VRAM_NORMS_POST,      /* after attention and after the MLP only (OLMo 2) */
+} vram_norm_layout_t;
 
 /* The task head on top of the base model (HF `architectures`). */
 typedef enum {
@@ -566,6 +591,45 @@ typedef struct {
     int64_t conv_dim[8], conv_kernel[8], conv_stride[8];
     bool conv_bias, conv_group_norm; /* wav2vec2: feat_extract_norm "group" (first layer only) */
     int64_t pos_conv_kernel, pos_conv_groups;
+    /* third edition: the generic decoder row and the new families
+     * (docs/estimation.md, "Family table"); 0/false where they do not apply */
+    char model_type[32];         /* config.json's model_type ("" for catalog models) */
+    char assumed[192];           /* generic row for an unknown type: what was assumed */
+    uint8_t norm_kind;           /* vram_norm_kind_t (generic decoder) */
+    uint8_t norm_layout;         /* vram_norm_layout_t (generic decoder) */
+    uint8_t qk_norm;             /* 0 none, 1 per head over head_dim, 2 over the projection */
+    bool fused_qkv;              /* one query_key_value projection (Falcon, BLOOM) */
+    bool o_bias;                 /* the attention output projection has a bias */
+    bool embed_norm;             /* LayerNorm after the token embedding (BLOOM) */
+    bool gelu_mlp;               /* two-layer GELU MLP instead of ReLU when not gated */
+    bool shared_expert_gate;     /* Qwen2-MoE's sigmoid gate on the shared expert */
+    int64_t sliding_window;      /* sliding layers attend to this many tokens (0 = none) */
+    int64_t sliding_layers;      /* how many layers slide; the others attend globally */
+    int64_t dense_layers;        /* MoE models: layers with a dense MLP instead of experts */
+    int64_t q_lora_rank;         /* MLA (DeepSeek): query down-projection rank (0 = none) */
+    int64_t kv_lora_rank;        /* MLA: compressed key/value rank (0 = no MLA) */
+    int64_t rope_head_dim;       /* MLA: rotary part of each query/key head */
+    int64_t v_head_dim;          /* MLA: value head width (head_dim is the non-rotary part) */
+    int64_t ssm_state, ssm_conv; /* Mamba: state size per channel, causal conv kernel */
+    int64_t ssm_inner;           /* Mamba: expanded width (expand x hidden) */
+    int64_t ssm_dt_rank;         /* Mamba: rank of the time-step projection */
+    bool relative_bias_all;      /* UMT5: every layer has its own relative position bias */
+    bool final_norms;            /* mBART: LayerNorm after the encoder and the decoder stacks */
+    int64_t text_hidden, text_layers, text_heads, text_intermediate; /* CLIP text tower */
+    int64_t text_positions;                                          /* CLIP text positions */
+    int64_t projection_dim;                                          /* CLIP projections */
+    int64_t position_buckets; /* DeBERTa-v2: relative positions (2x rows of rel_embeddings) */
+    bool pos_key_proj, pos_query_proj; /* DeBERTa-v2 c2p / p2c without share_att_key */
+    bool rel_embed_norm;               /* DeBERTa-v2: LayerNorm on rel_embeddings */
+    int64_t vision_hidden, vision_layers, vision_heads, vision_intermediate; /* Gemma 3's SigLIP */
+    bool vision_pool_head; /* SigLIP's attention-pooling head (vision_use_head) */
+    bool attn_softcap;     /* Gemma 2: tanh soft-capped attention scores */
+    bool logit_softcap;    /* Gemma 2: tanh soft-capped logits */
+    bool norm_plus_one;    /* Gemma: RMSNorm scales by (1 + weight) */
+    uint8_t rel_att_types; /* DeBERTa-v2 pos_att_type: bit 0 c2p, bit 1 p2c */
+    bool pretraining_head; /* wav2vec2 ForPreTraining: quantizer and projections */
+    int64_t codevector_dim, codevector_groups, codevectors_per_group, proj_codevector_dim;
+    int64_t num_negatives; /* wav2vec2 ForPreTraining: distractors per masked frame */
 } vram_model_t;
 
 /* Looks a catalog model up by name (case-insensitive, '_' == '-'). ENOENT

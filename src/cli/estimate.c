@@ -52,6 +52,7 @@ static void cli_print_estimate(const vram_model_t *m, const cli_model_args_t *a,
     char buf[32];
     printf("Model        %s (%s, %s parameters)\n", m->name, vram_family_name(m->family),
            grouped(e->parameters_count, buf, sizeof buf));
+    if (m->assumed[0]) printf("Assumed      %s\n", m->assumed);
     printf("Workload     %s, batch %lld",
            c->mode == VRAM_MODE_TRAIN   ? "training"
            : c->mode == VRAM_MODE_INFER ? "inference"

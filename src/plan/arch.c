@@ -71,67 +71,130 @@ void vram_arch_add_repeated(vram_arch_params_t *p, const vram_arch_params_t *blo
     p->buffer_i64 = sat_add(p->buffer_i64, sat_mul(block->buffer_i64, n));
 }
 
-static bool is_transformer(vram_family_t f)
+static int profile_params(const vram_model_t *m, vram_arch_params_t *p)
 {
-    return f == VRAM_FAMILY_BERT || f == VRAM_FAMILY_GPT2 || f == VRAM_FAMILY_GPTNEOX ||
-           f == VRAM_FAMILY_LLAMA || f == VRAM_FAMILY_T5 || f == VRAM_FAMILY_VIT;
+    p->params = m->profile_parameters;
+    p->tensors = 0;
+    p->factored = m->profile_parameters; /* shapes unknown: no factoring */
+    p->buffer_bytes = m->profile_buffers_bytes;
+    return 0;
 }
 
-static bool is_cnn(vram_family_t f)
+static int profile_acts(const vram_model_t *m, const vram_arch_shape_t *s, double *bytes)
 {
-    return f == VRAM_FAMILY_RESNET || f == VRAM_FAMILY_VGG || f == VRAM_FAMILY_MOBILENET_V2 ||
-           f == VRAM_FAMILY_EFFICIENTNET;
+    /* measured in the profile's dtype; scaled to the compute dtype */
+    double scale = m->profile_dtype_bytes > 0 ? s->mm / m->profile_dtype_bytes : 1;
+    double per = (double)m->profile_act_per_sample, fixed = (double)m->profile_act_fixed;
+    if (s->training && s->checkpointing != VRAM_CKPT_NONE) per *= 0.5; /* no layer shapes */
+    *bytes = scale * (per * (double)s->batch + fixed);
+    return 0;
+}
+
+/* What a family is to the estimator: one row (docs/estimation.md, "Family
+ * table"). The config.json readers are rows too, by model_type
+ * (hf_read.h); LoRA's target linears are in lora.c and arch_lora.c. */
+enum {
+    LAYERS = 1u << 0,  /* a transformer-style layer stack: heads from arch_head.c */
+    IMAGE = 1u << 1,   /* input is an image (--image-size), no sequence */
+    KV = 1u << 2,      /* generation keeps a cache (arch_kv.c) */
+    DECODER = 1u << 3, /* decoder-only: causal LM head by default */
+};
+
+typedef struct {
+    int (*params)(const vram_model_t *m, vram_arch_params_t *p);
+    int (*acts)(const vram_model_t *m, const vram_arch_shape_t *s, double *bytes);
+    unsigned flags;
+} family_row_t;
+
+#define TRANSFORMER vram_arch_transformer_params, vram_arch_transformer_acts
+#define DECODERS    vram_arch_decoder_params, vram_arch_decoder_acts
+#define AUDIO       vram_arch_audio_params, vram_arch_audio_acts
+#define MORE        vram_arch_more_params, vram_arch_more_acts
+#define CNN         vram_arch_cnn_params, vram_arch_cnn_acts
+#define RNN         vram_arch_rnn_params, vram_arch_rnn_acts
+
+static const family_row_t rows[] = {
+    [VRAM_FAMILY_BERT] = {TRANSFORMER, LAYERS},
+    [VRAM_FAMILY_GPT2] = {TRANSFORMER, LAYERS | KV | DECODER},
+    [VRAM_FAMILY_GPTNEOX] = {TRANSFORMER, LAYERS | KV | DECODER},
+    [VRAM_FAMILY_LLAMA] = {TRANSFORMER, LAYERS | KV | DECODER},
+    [VRAM_FAMILY_T5] = {TRANSFORMER, LAYERS | KV},
+    [VRAM_FAMILY_VIT] = {TRANSFORMER, LAYERS | IMAGE},
+    [VRAM_FAMILY_RESNET] = {CNN, IMAGE},
+    [VRAM_FAMILY_VGG] = {CNN, IMAGE},
+    [VRAM_FAMILY_MOBILENET_V2] = {CNN, IMAGE},
+    [VRAM_FAMILY_EFFICIENTNET] = {CNN, IMAGE},
+    [VRAM_FAMILY_LSTM] = {RNN, 0},
+    [VRAM_FAMILY_GRU] = {RNN, 0},
+    [VRAM_FAMILY_PROFILE] = {profile_params, profile_acts, 0},
+    [VRAM_FAMILY_QWEN2] = {DECODERS, LAYERS | KV | DECODER},
+    [VRAM_FAMILY_PHI] = {DECODERS, LAYERS | KV | DECODER},
+    [VRAM_FAMILY_PHI3] = {DECODERS, LAYERS | KV | DECODER},
+    [VRAM_FAMILY_GEMMA] = {DECODERS, LAYERS | KV | DECODER},
+    [VRAM_FAMILY_GEMMA2] = {DECODERS, LAYERS | KV | DECODER},
+    [VRAM_FAMILY_OPT] = {DECODERS, LAYERS | KV | DECODER},
+    [VRAM_FAMILY_GPT_BIGCODE] = {DECODERS, LAYERS | KV | DECODER},
+    [VRAM_FAMILY_MIXTRAL] = {DECODERS, LAYERS | KV | DECODER},
+    [VRAM_FAMILY_QWEN2_MOE] = {DECODERS, LAYERS | KV | DECODER},
+    [VRAM_FAMILY_WHISPER] = {AUDIO, LAYERS | KV},
+    [VRAM_FAMILY_WAV2VEC2] = {AUDIO, LAYERS},
+    [VRAM_FAMILY_DECODER] = {vram_arch_generic_params, vram_arch_generic_acts,
+                             LAYERS | KV | DECODER},
+    [VRAM_FAMILY_BART] = {MORE, LAYERS | KV},
+    [VRAM_FAMILY_DISTILBERT] = {MORE, LAYERS},
+    [VRAM_FAMILY_DEBERTA_V2] = {MORE, LAYERS},
+    [VRAM_FAMILY_CLIP] = {MORE, LAYERS},
+    [VRAM_FAMILY_CLIP_VISION] = {MORE, LAYERS | IMAGE},
+    [VRAM_FAMILY_MAMBA] = {MORE, LAYERS | KV},
+};
+
+static const family_row_t *row(const vram_model_t *m)
+{
+    size_t f = (size_t)m->family;
+    return f < sizeof rows / sizeof *rows && rows[f].params ? &rows[f] : NULL;
+}
+
+static bool has(const vram_model_t *m, unsigned flag)
+{
+    const family_row_t *r = row(m);
+    return r && (r->flags & flag);
 }
 
 bool vram_arch_is_image(const vram_model_t *m)
 {
-    return m->family == VRAM_FAMILY_VIT || is_cnn(m->family);
+    return has(m, IMAGE);
 }
 
+/* A generation cache: keys and values, or Mamba's scan state. */
 bool vram_arch_has_kv_cache(const vram_model_t *m)
 {
-    return vram_arch_is_decoder(m) || m->family == VRAM_FAMILY_T5 ||
-           m->family == VRAM_FAMILY_WHISPER;
+    return has(m, KV);
 }
 
-static bool is_audio(vram_family_t f)
+bool vram_arch_is_decoder(const vram_model_t *m)
 {
-    return f == VRAM_FAMILY_WHISPER || f == VRAM_FAMILY_WAV2VEC2;
+    return has(m, DECODER);
 }
 
 bool vram_arch_has_layers(const vram_model_t *m)
 {
-    return is_transformer(m->family) || vram_arch_is_decoder(m) || is_audio(m->family);
+    return has(m, LAYERS);
+}
+
+static int unknown(const vram_model_t *m)
+{
+    return vram_fail(VRAM_EINVAL, "model \"%s\" has an unknown family %d", m->name, (int)m->family);
 }
 
 /* The base model's parameters, then its head's. */
-static int base_params(const vram_model_t *m, vram_arch_params_t *p)
-{
-    if (is_audio(m->family)) return vram_arch_audio_params(m, p);
-    if (vram_arch_is_decoder(m) && !is_transformer(m->family))
-        return vram_arch_decoder_params(m, p);
-    return vram_arch_transformer_params(m, p);
-}
-
 int vram_arch_params(const vram_model_t *m, vram_arch_params_t *p)
 {
     *p = (vram_arch_params_t){0};
-    if (is_transformer(m->family) || vram_arch_is_decoder(m) || is_audio(m->family)) {
-        int rc = base_params(m, p);
-        if (!rc) vram_arch_head_params(m, p);
-        return rc;
-    }
-    if (is_cnn(m->family)) return vram_arch_cnn_params(m, p);
-    if (m->family == VRAM_FAMILY_LSTM || m->family == VRAM_FAMILY_GRU)
-        return vram_arch_rnn_params(m, p);
-    if (m->family == VRAM_FAMILY_PROFILE) {
-        p->params = m->profile_parameters;
-        p->tensors = 0;
-        p->factored = m->profile_parameters; /* shapes unknown: no factoring */
-        p->buffer_bytes = m->profile_buffers_bytes;
-        return 0;
-    }
-    return vram_fail(VRAM_EINVAL, "model \"%s\" has an unknown family %d", m->name, (int)m->family);
+    const family_row_t *r = row(m);
+    if (!r) return unknown(m);
+    int rc = r->params(m, p);
+    if (!rc && (r->flags & LAYERS)) vram_arch_head_params(m, p);
+    return rc;
 }
 
 /* Output positions the head sees: wav2vec2's frames, else the tokens. */
@@ -144,27 +207,9 @@ static double head_tokens(const vram_model_t *m, const vram_arch_shape_t *s)
 
 int vram_arch_acts(const vram_model_t *m, const vram_arch_shape_t *s, double *bytes)
 {
-    if (is_transformer(m->family) || vram_arch_is_decoder(m) || is_audio(m->family)) {
-        int rc;
-        if (is_audio(m->family))
-            rc = vram_arch_audio_acts(m, s, bytes);
-        else if (is_transformer(m->family))
-            rc = vram_arch_transformer_acts(m, s, bytes);
-        else
-            rc = vram_arch_decoder_acts(m, s, bytes);
-        if (!rc) *bytes += vram_arch_head_acts(m, s, head_tokens(m, s));
-        return rc;
-    }
-    if (is_cnn(m->family)) return vram_arch_cnn_acts(m, s, bytes);
-    if (m->family == VRAM_FAMILY_LSTM || m->family == VRAM_FAMILY_GRU)
-        return vram_arch_rnn_acts(m, s, bytes);
-    if (m->family == VRAM_FAMILY_PROFILE) {
-        /* measured in the profile's dtype; scaled to the compute dtype */
-        double scale = m->profile_dtype_bytes > 0 ? s->mm / m->profile_dtype_bytes : 1;
-        double per = (double)m->profile_act_per_sample, fixed = (double)m->profile_act_fixed;
-        if (s->training && s->checkpointing != VRAM_CKPT_NONE) per *= 0.5; /* no layer shapes */
-        *bytes = scale * (per * (double)s->batch + fixed);
-        return 0;
-    }
-    return vram_fail(VRAM_EINVAL, "model \"%s\" has an unknown family %d", m->name, (int)m->family);
+    const family_row_t *r = row(m);
+    if (!r) return unknown(m);
+    int rc = r->acts(m, s, bytes);
+    if (!rc && (r->flags & LAYERS)) *bytes += vram_arch_head_acts(m, s, head_tokens(m, s));
+    return rc;
 }

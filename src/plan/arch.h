@@ -81,6 +81,18 @@ int vram_arch_decoder_params(const vram_model_t *m, vram_arch_params_t *p);
 int vram_arch_decoder_acts(const vram_model_t *m, const vram_arch_shape_t *s, double *bytes);
 int vram_arch_audio_params(const vram_model_t *m, vram_arch_params_t *p);
 int vram_arch_audio_acts(const vram_model_t *m, const vram_arch_shape_t *s, double *bytes);
+/* Third edition: the generic decoder row (arch_generic.c), the other new
+ * families (arch_more.c), and the inference cache of every family
+ * (arch_kv.c). */
+int vram_arch_generic_params(const vram_model_t *m, vram_arch_params_t *p);
+int vram_arch_generic_acts(const vram_model_t *m, const vram_arch_shape_t *s, double *bytes);
+int vram_arch_more_params(const vram_model_t *m, vram_arch_params_t *p);
+int vram_arch_more_acts(const vram_model_t *m, const vram_arch_shape_t *s, double *bytes);
+/* Bytes of the generation cache (KV cache, Mamba's scan state) for batch
+ * `b` after a prompt of `prompt` tokens (*prompt_bytes) and after `new`
+ * more (*full_bytes); `elem` bytes per element. */
+void vram_arch_cache_bytes(const vram_model_t *m, double b, double prompt, double new_tokens,
+                           double elem, double *prompt_bytes, double *full_bytes);
 /* The head a model has (VRAM_HEAD_DEFAULT resolved per family). */
 vram_head_t vram_arch_head(const vram_model_t *m);
 void vram_arch_head_params(const vram_model_t *m, vram_arch_params_t *p);

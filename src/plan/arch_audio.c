@@ -136,9 +136,11 @@ static int whisper_acts(const vram_model_t *m, const vram_arch_shape_t *sh, doub
         *bytes = max2(enc.working, dec.working) + sh->mm * b * mel * 2 * frames;
         return 0;
     }
-    /* the log-mel input (30 s = 2 x frames) kept by conv1; each conv's
-     * output and GELU's output */
-    double total = fed(sh, 1) * b * mel * 2 * frames + 2 * sh->mm * b * h * 3 * frames;
+    /* the log-mel input (30 s = 2 x frames) kept by conv1; conv1's output
+     * (GELU's input) and GELU's output (conv2's input) over 2 x frames;
+     * conv2's output (GELU's input; its output is only added to the
+     * positions, which keeps nothing) */
+    double total = fed(sh, 1) * b * mel * 2 * frames + sh->mm * b * h * 5 * frames;
     total += stack(&enc, (double)m->num_layers, sh->checkpointing);
     /* final encoder LayerNorm; its output feeds every layer's k and v */
     total += b * frames * (sh->f32 * h + 2 * STAT + fed(sh, 2 * (int)m->num_decoder_layers) * h);

@@ -93,8 +93,10 @@ static layer_acts_t decoder_layer(const vram_model_t *m, const vram_arch_shape_t
     double h = (double)m->hidden_size, tok = b * s, a = (double)m->num_heads;
     double d = (double)head_dim(m), qd = a * d;
     bool bigcode = m->family == VRAM_FAMILY_GPT_BIGCODE;
-    double kvd = bigcode ? (double)kv_heads(m) * d : qd;
-    double norm_b = layer_norm_family(m) ? h * p->f32 + 2 * STAT : (3 * h + 1) * p->f32;
+    /* GQA's keys and values: eager repeats them to every head, SDPA without
+     * a padding mask takes them as they are (transformers' use_gqa_in_sdpa) */
+    double kvd = bigcode || p->fused_attention ? (double)kv_heads(m) * d : qd;
+    double norm_b = layer_norm_family(m) ? h * p->f32 + 2 * STAT : rms_norm(p, h);
     int fused_qkv = (m->family == VRAM_FAMILY_PHI3 || bigcode) ? 1 : 3;
     double per = norms_per_layer(m) * norm_b + h * fed(p, fused_qkv);
     per += qd * fed(p, 1) + kvd * fed(p, 1) + kvd * p->mm + qd * p->mm;
@@ -102,21 +104,36 @@ static layer_acts_t decoder_layer(const vram_model_t *m, const vram_arch_shape_t
     if (is_moe(m)) {
         double E = (double)m->num_experts, k = (double)m->experts_per_token;
         double Ie = (double)m->expert_intermediate;
-        per += 2 * 4.0 * E + IDX * k + k * (2 * h * p->mm + 4 * Ie * p->mm);
-        if (m->shared_intermediate > 0)
-            per += 4 * (double)m->shared_intermediate * p->mm + 2 * h * p->mm;
+        per += 2 * 4.0 * E + IDX * k + k * (2 * h * p->mm + 4 * Ie * p->mm) +
+               k * (3 * IDX + 4.0);     /* grouped_mm's sort, permutation, expert ids, weights */
+        if (m->shared_intermediate > 0) /* the gate's sigmoid and the shared output it scales */
+            per += 4 * (double)m->shared_intermediate * p->mm + (h + 1) * p->mm;
     } else {
         double I = (double)m->intermediate_size;
-        per += m->gated_mlp ? 4 * I * p->mm : (m->family == VRAM_FAMILY_OPT ? I : 2 * I) * p->mm;
+        /* Phi's gelu_new is written out in Python (arch_parts.h) */
+        if (m->gated_mlp)
+            per += 4 * I * p->mm;
+        else if (m->family == VRAM_FAMILY_PHI)
+            per += I * gelu_new_bytes(p);
+        else
+            per += (m->family == VRAM_FAMILY_OPT ? I : 2 * I) * p->mm;
     }
     if (m->family == VRAM_FAMILY_OPT) per += 2 * MASK * h;
-    l.core = attention_core(p, b, a, s, s, false);
+    l.core = attention_core(p, b, a, s, s, false) + softcap_scores(m, p, b, a, s);
     l.layer = tok * per + l.core;
     l.input = p->f32 * tok * h;
     double I = is_moe(m) ? (double)m->expert_intermediate * (double)m->experts_per_token
                          : (double)m->intermediate_size;
     l.working =
         p->mm * tok * h + max2(attention_working(p, b, s, h, kvd, a, s), p->mm * tok * 3 * I);
+    if (bigcode) {
+        /* GPTBigCode trains with GPT-2's dropouts (attn_pdrop, resid_pdrop
+         * 0.1) and, in transformers 5, expands its single key/value head to
+         * every head before attention: GPT-2's layer with a fused GELU */
+        layer_acts_t g = classic_layer(p, b, s, h, I, a, true, 1, 2 * p->mm, 2);
+        l.core = g.core;
+        l.layer = g.layer;
+    }
     return l;
 }
 
@@ -133,12 +150,13 @@ int vram_arch_decoder_acts(const vram_model_t *m, const vram_arch_shape_t *sh, d
     /* token ids (and OPT/BigCode position ids, else rotary cos/sin tables) */
     double total = IDX * tok;
     if (m->family == VRAM_FAMILY_OPT || m->family == VRAM_FAMILY_GPT_BIGCODE)
-        total += IDX * s;
+        total += IDX * s + (m->family == VRAM_FAMILY_GPT_BIGCODE ? MASK * tok * h : 0);
     else
         total += 2 * 4.0 * s * (double)head_dim(m);
     total += stack(&l, (double)m->num_layers, sh->checkpointing);
+    total += norm_weights(m, (double)(norms_per_layer(m) * m->num_layers + 1), h);
     if (!m->no_final_norm)
-        total += tok * (layer_norm_family(m) ? h * sh->f32 + 2 * STAT : (3 * h + 1) * sh->f32);
+        total += tok * (layer_norm_family(m) ? h * sh->f32 + 2 * STAT : rms_norm(sh, h));
     *bytes = total;
     return 0;
 }

@@ -3,42 +3,33 @@
  * and its loss keep for backward. */
 #include "arch_parts.h"
 
-bool vram_arch_is_decoder(const vram_model_t *m)
-{
-    switch (m->family) {
-    case VRAM_FAMILY_GPT2:
-    case VRAM_FAMILY_GPTNEOX:
-    case VRAM_FAMILY_LLAMA:
-    case VRAM_FAMILY_QWEN2:
-    case VRAM_FAMILY_PHI:
-    case VRAM_FAMILY_PHI3:
-    case VRAM_FAMILY_GEMMA:
-    case VRAM_FAMILY_GEMMA2:
-    case VRAM_FAMILY_OPT:
-    case VRAM_FAMILY_GPT_BIGCODE:
-    case VRAM_FAMILY_MIXTRAL:
-    case VRAM_FAMILY_QWEN2_MOE:
-        return true;
-    default:
-        return false;
-    }
-}
-
 /* Families whose head is built here (ViT's classifier, CNNs, RNNs and
  * profiles carry their own). */
 static bool has_head(const vram_model_t *m)
 {
-    return vram_arch_is_decoder(m) || m->family == VRAM_FAMILY_BERT ||
-           m->family == VRAM_FAMILY_T5 || m->family == VRAM_FAMILY_WHISPER ||
-           m->family == VRAM_FAMILY_WAV2VEC2;
+    switch (m->family) {
+    case VRAM_FAMILY_BERT:
+    case VRAM_FAMILY_T5:
+    case VRAM_FAMILY_WHISPER:
+    case VRAM_FAMILY_WAV2VEC2:
+    case VRAM_FAMILY_BART:
+    case VRAM_FAMILY_DISTILBERT:
+    case VRAM_FAMILY_DEBERTA_V2:
+    case VRAM_FAMILY_MAMBA:
+        return true;
+    default:
+        return vram_arch_is_decoder(m);
+    }
 }
 
 vram_head_t vram_arch_head(const vram_model_t *m)
 {
     if (!has_head(m)) return VRAM_HEAD_BASE;
     if (m->head != VRAM_HEAD_DEFAULT) return m->head;
-    if (vram_arch_is_decoder(m)) return VRAM_HEAD_CAUSAL_LM;
-    if (m->family == VRAM_FAMILY_T5 || m->family == VRAM_FAMILY_WHISPER) return VRAM_HEAD_COND_GEN;
+    if (vram_arch_is_decoder(m) || m->family == VRAM_FAMILY_MAMBA) return VRAM_HEAD_CAUSAL_LM;
+    if (m->family == VRAM_FAMILY_T5 || m->family == VRAM_FAMILY_WHISPER ||
+        m->family == VRAM_FAMILY_BART)
+        return VRAM_HEAD_COND_GEN;
     return VRAM_HEAD_BASE;
 }
 
@@ -51,12 +42,33 @@ int64_t vram_arch_head_width(const vram_model_t *m)
  * classifier_proj_size (256, the config default), mean over frames, classifier. */
 #define AUDIO_PROJ 256
 
-/* BERT's MLM head (BertLMPredictionHead, RobertaLMHead): dense + GELU +
- * LayerNorm, then the decoder tied to the word embeddings, with its own bias. */
+/* BERT's MLM head (BertLMPredictionHead, RobertaLMHead, DistilBERT's
+ * vocab_transform/vocab_layer_norm/vocab_projector, DeBERTa-v2's
+ * cls.predictions): dense + GELU + LayerNorm, then the decoder tied to the
+ * word embeddings, with its own bias. */
+static bool bert_like(const vram_model_t *m)
+{
+    return m->family == VRAM_FAMILY_BERT || m->family == VRAM_FAMILY_DISTILBERT ||
+           m->family == VRAM_FAMILY_DEBERTA_V2;
+}
+
 static bool mlm_style(const vram_model_t *m, vram_head_t head)
 {
-    return m->family == VRAM_FAMILY_BERT &&
-           (head == VRAM_HEAD_MASKED_LM || head == VRAM_HEAD_CAUSAL_LM);
+    return bert_like(m) && (head == VRAM_HEAD_MASKED_LM || head == VRAM_HEAD_CAUSAL_LM);
+}
+
+/* wav2vec2 ForPreTraining (Wav2Vec2ForPreTraining): the Gumbel quantizer's
+ * codevectors [1, G*V, d/G] and weight_proj from the last conv's channels,
+ * project_hid (hidden -> proj_codevector_dim) and project_q (codevector_dim
+ * -> proj_codevector_dim), all with biases. */
+static void wav2vec2_pretraining(const vram_model_t *m, vram_arch_params_t *p)
+{
+    int64_t gv = m->codevector_groups * m->codevectors_per_group;
+    int64_t conv = m->conv_layers > 0 ? m->conv_dim[m->conv_layers - 1] : m->hidden_size;
+    vram_arch_add_tensor(p, 1, (uint64_t)gv, (uint64_t)(m->codevector_dim / m->codevector_groups));
+    linear(p, gv, conv, true);
+    linear(p, m->proj_codevector_dim, m->hidden_size, true);
+    linear(p, m->proj_codevector_dim, m->codevector_dim, true);
 }
 
 void vram_arch_head_params(const vram_model_t *m, vram_arch_params_t *p)
@@ -65,10 +77,16 @@ void vram_arch_head_params(const vram_model_t *m, vram_arch_params_t *p)
     int64_t h = m->hidden_size, E = vram_arch_head_width(m), V = m->vocab_size;
     int64_t n = m->num_labels > 0 ? m->num_labels : 2;
     bool audio = m->family == VRAM_FAMILY_WAV2VEC2 || m->family == VRAM_FAMILY_WHISPER;
+    if (m->family == VRAM_FAMILY_WAV2VEC2 && m->pretraining_head) {
+        wav2vec2_pretraining(m, p);
+        return;
+    }
     if (mlm_style(m, head)) {
         linear(p, h, h, true);
         norm(p, h, true);
         vram_arch_add_tensor(p, 1, (uint64_t)V, 1); /* decoder bias; weight tied */
+        if (m->family == VRAM_FAMILY_BERT && m->pretraining_head)
+            linear(p, 2, h, true); /* BertForPreTraining's next-sentence head */
         return;
     }
     switch (head) {
@@ -82,6 +100,14 @@ void vram_arch_head_params(const vram_model_t *m, vram_arch_params_t *p)
         if (audio) {
             linear(p, AUDIO_PROJ, h, true);
             linear(p, n, AUDIO_PROJ, true);
+        } else if (m->family == VRAM_FAMILY_DISTILBERT || m->family == VRAM_FAMILY_DEBERTA_V2) {
+            /* pre_classifier (DeBERTa: ContextPooler's dense), then classifier */
+            linear(p, h, h, true);
+            linear(p, n, h, true);
+        } else if (m->family == VRAM_FAMILY_BART) {
+            /* BartClassificationHead: dense, out_proj */
+            linear(p, h, h, true);
+            linear(p, n, h, true);
         } else {
             /* BERT: classifier after the pooler; decoders: `score`, no bias */
             linear(p, n, m->family == VRAM_FAMILY_BERT ? h : E, m->family == VRAM_FAMILY_BERT);
@@ -113,14 +139,30 @@ double vram_arch_head_acts(const vram_model_t *m, const vram_arch_shape_t *s, do
         /* generation keeps the last position's logits, and Hugging Face's
          * generate() their fp32 copy; encoders and classifiers all positions */
         if (!lm) return 0;
-        if (vram_arch_is_decoder(m) || head == VRAM_HEAD_COND_GEN) return b * V * (s->mm + 4);
+        if (vram_arch_is_decoder(m) || head == VRAM_HEAD_COND_GEN || m->family == VRAM_FAMILY_MAMBA)
+            return b * V * (s->mm + 4);
         return s->mm * tokens * V;
     }
+    if (m->family == VRAM_FAMILY_WAV2VEC2 && m->pretraining_head) {
+        /* Wav2Vec2ForPreTraining per frame: the Gumbel quantizer (its soft
+         * one-hot in fp32, the argmax indices, the probabilities and the
+         * codevector weights, G x V each), project_q's and project_hid's
+         * inputs; the contrastive logits over the target and K negatives:
+         * three (K + 1) x proj tensors, one proj-wide one, four norms per
+         * candidate, the negatives' int64 indices and 1-byte masks, the
+         * loss's log-probabilities and targets; the time mask per frame. */
+        double gv = (double)(m->codevector_groups * m->codevectors_per_group);
+        double K = (double)m->num_negatives, P = (double)m->proj_codevector_dim;
+        return tokens *
+               (gv * (4 + 2 * s->mm) + (double)m->codevector_groups * IDX +
+                (double)m->codevector_dim * s->mm + h * s->mm + (3 * (K + 1) + 1) * P * s->mm +
+                4 * (K + 1) * 4.0 + K * (IDX + MASK) + (K + 1) * 4.0 + IDX + MASK);
+    }
     if (mlm_style(m, head))
-        /* dense output and GELU (mm), LayerNorm input (f32) and stats, the
-         * LayerNorm output into the decoder, then the loss */
-        return tokens * (2 * s->mm * h + s->f32 * h + 2 * STAT + fed(s, 1) * h) +
-               logits(s, tokens, V);
+        /* dense output (GELU's input, mm), GELU's output as the LayerNorm
+         * keeps it (f32) and stats, the LayerNorm output into the decoder,
+         * then the loss */
+        return tokens * (s->mm * h + s->f32 * h + 2 * STAT + fed(s, 1) * h) + logits(s, tokens, V);
     switch (head) {
     case VRAM_HEAD_MASKED_LM:
     case VRAM_HEAD_CAUSAL_LM:
@@ -136,7 +178,9 @@ double vram_arch_head_acts(const vram_model_t *m, const vram_arch_shape_t *s, do
             return fed(s, 1) * tokens * E + s->mm * tokens * V + (4 + IDX) * tokens;
         if (s->chunked_loss) /* eager: each chunk's log_softmax keeps its fp32 output */
             return fed(s, 1) * tokens * E + (4.0 + IDX / V) * tokens * V;
-        if (vram_arch_is_decoder(m)) return fed(s, 1) * tokens * E + (4.0 + IDX / V) * tokens * V;
+        if (vram_arch_is_decoder(m)) /* Gemma 2's soft-capped logits keep tanh's output */
+            return fed(s, 1) * tokens * E + (4.0 + IDX / V) * tokens * V +
+                   (m->logit_softcap ? s->mm * tokens * V : 0);
         return fed(s, 1) * tokens * E + logits(s, tokens, V);
     case VRAM_HEAD_SEQ_CLS:
         if (m->family == VRAM_FAMILY_WAV2VEC2 || m->family == VRAM_FAMILY_WHISPER)

@@ -23,6 +23,22 @@ static inline void norm(vram_arch_params_t *p, int64_t h, bool bias)
     if (bias) vram_arch_add_tensor(p, 1, (uint64_t)h, 1);
 }
 
+/* L encoder layers with biases everywhere: q, k, v, o, a LayerNorm, the
+ * two MLP linears, a LayerNorm (BERT, the BART encoder, DistilBERT, CLIP's
+ * and SigLIP's towers: the same tensors whether the norms come first or
+ * last). */
+static inline void biased_encoder_layers(vram_arch_params_t *p, int64_t h, int64_t I, int64_t L)
+{
+    vram_arch_params_t layer = {0};
+    for (int j = 0; j < 4; j++)
+        linear(&layer, h, h, true);
+    norm(&layer, h, true);
+    linear(&layer, I, h, true);
+    linear(&layer, h, I, true);
+    norm(&layer, h, true);
+    vram_arch_add_repeated(p, &layer, (uint64_t)L);
+}
+
 static inline int64_t kv_heads(const vram_model_t *m)
 {
     return m->num_kv_heads > 0 ? m->num_kv_heads : m->num_heads;
@@ -81,6 +97,40 @@ static inline double attention_working(const vram_arch_shape_t *p, double b, dou
      * precision adds the fp32 probabilities before their cast */
     double per_score = 2 * p->mm + (p->upcast && p->mm == 2 && !p->fused_attention ? 4 : 0);
     return b * (p->mm * (s * (2 * h) + 2 * kv_len * kvd) + per_score * scores);
+}
+
+/* Bytes transformers' RMSNorm (LlamaRMSNorm and its copies) keeps per
+ * token over `width`: the input upcast to fp32 (kept by pow and by the
+ * multiply; the input itself in fp32 and amp), 1/rms, and the normalized
+ * tensor the weight multiplies (fp32; in pure half precision its cast). */
+static inline double rms_norm(const vram_arch_shape_t *p, double width)
+{
+    return (4 + p->f32) * width + 4;
+}
+
+/* Gemma's extras: eager soft-capped scores keep tanh's output (one more
+ * score-sized tensor); RMSNorm's (1 + weight) is an fp32 vector per norm. */
+static inline double softcap_scores(const vram_model_t *m, const vram_arch_shape_t *p, double b,
+                                    double a, double s)
+{
+    return m->attn_softcap && !p->fused_attention ? p->mm * b * a * s * s : 0;
+}
+
+static inline double norm_weights(const vram_model_t *m, double norms, double h)
+{
+    return m->norm_plus_one ? 4.0 * norms * h : 0;
+}
+
+/* Bytes per MLP element kept by the activation between the two linears.
+ * The fused GELU keeps its input and output (2 mm). GPT-2's gelu_new, which
+ * Hugging Face writes out in Python, keeps x³'s input, tanh, 0.5·x, 1 + tanh
+ * and the product (five tensors in fp32, measured); under autocast pow and
+ * the arithmetic after it run in fp32 and the product is cast for the
+ * second linear (three fp32 and two 2-byte tensors, measured). */
+static inline double gelu_new_bytes(const vram_arch_shape_t *p)
+{
+    if (!p->amp) return 5 * p->mm;
+    return 3 * p->f32 + p->mm + 2; /* measured: three fp32, the input, the product's copy */
 }
 
 static inline double max2(double a, double b)

@@ -96,7 +96,7 @@ int vram_arch_check_shape(const vram_model_t *m)
             m->conv_stride[i] > VRAM_MAX_IMAGE)
             return vram_fail(VRAM_EINVAL, "model \"%s\": conv layer %lld has an invalid shape",
                              m->name, (long long)i);
-    if (m->family != VRAM_FAMILY_VIT && m->vocab_size <= 0)
+    if (!vram_arch_is_image(m) && m->vocab_size <= 0)
         return vram_fail(VRAM_EINVAL, "model \"%s\": vocabulary size must be positive", m->name);
     if (m->family == VRAM_FAMILY_VIT &&
         (m->patch_size <= 0 || m->image_size < m->patch_size || m->num_channels <= 0))
@@ -138,14 +138,7 @@ int vram_arch_transformer_params(const vram_model_t *m, vram_arch_params_t *p)
         linear(p, m->max_positions + m->position_offset, h, false);
         linear(p, m->type_vocab_size, h, false);
         norm(p, h, true);
-        layer = (vram_arch_params_t){0};
-        for (int j = 0; j < 4; j++)
-            linear(&layer, h, h, true);
-        norm(&layer, h, true);
-        linear(&layer, I, h, true);
-        linear(&layer, h, I, true);
-        norm(&layer, h, true);
-        vram_arch_add_repeated(p, &layer, (uint64_t)L);
+        biased_encoder_layers(p, h, I, L);
         if (m->has_pooler) linear(p, h, h, true);
         return 0;
     case VRAM_FAMILY_GPT2:
@@ -174,18 +167,21 @@ int vram_arch_transformer_params(const vram_model_t *m, vram_arch_params_t *p)
         int64_t dec = m->num_decoder_layers > 0 ? m->num_decoder_layers : L;
         linear(p, V, h, false);
         /* only the first layer of each stack holds the relative bias */
+        /* UMT5: every layer's self-attention has its own */
+        bool every = m->relative_bias_all;
         layer = (vram_arch_params_t){0};
-        t5_attention(&layer, m, false);
+        t5_attention(&layer, m, every);
         t5_ff(&layer, m);
         vram_arch_add_repeated(p, &layer, (uint64_t)L);
-        vram_arch_add_tensor(p, 1, (uint64_t)m->relative_buckets, (uint64_t)m->num_heads);
+        if (!every)
+            vram_arch_add_tensor(p, 1, (uint64_t)m->relative_buckets, (uint64_t)m->num_heads);
         norm(p, h, false);
         layer = (vram_arch_params_t){0};
-        t5_attention(&layer, m, false);
+        t5_attention(&layer, m, every);
         t5_attention(&layer, m, false);
         t5_ff(&layer, m);
         vram_arch_add_repeated(p, &layer, (uint64_t)dec);
-        if (dec > 0)
+        if (dec > 0 && !every)
             vram_arch_add_tensor(p, 1, (uint64_t)m->relative_buckets, (uint64_t)m->num_heads);
         norm(p, h, false);
         return 0;
@@ -213,31 +209,22 @@ int vram_arch_transformer_params(const vram_model_t *m, vram_arch_params_t *p)
 /* said otherwise. Roles and byte sizes: see vram_arch_shape_t.            */
 /* ---------------------------------------------------------------------- */
 
-/* Bytes per MLP element kept by the activation between the two linears.
- * The fused GELU keeps its input and output (2 mm). GPT-2's gelu_new, which
- * Hugging Face writes out in Python, keeps x³'s input, tanh, 0.5·x, 1 + tanh
- * and the product (five tensors in fp32, measured); under autocast pow and
- * the arithmetic after it run in fp32 and the product is cast for the
- * second linear (three fp32 and two 2-byte tensors, measured). */
-static double gelu_new_bytes(const vram_arch_shape_t *p)
-{
-    if (!p->amp) return 5 * p->mm;
-    return 3 * p->f32 + p->mm + 2; /* measured: three fp32, the input, the product's copy */
-}
-
 /* LLaMA: each RMSNorm keeps its input, its square (pow keeps its result),
  * the normalized tensor (f32) and 1/rms per token, and its output feeds the
  * q, k, v (or gate and up) projections; after rotary q and k feed the
  * score matmul; v (repeated for GQA: a full-width copy) and the context are
  * matmul outputs; SwiGLU keeps gate, silu(gate), up and their product. */
 static layer_acts_t llama_layer(const vram_arch_shape_t *p, double b, double s, double h, double I,
-                                double a)
+                                double a, double kvd)
 {
     layer_acts_t l;
     double tok = b * s;
     l.core = attention_core(p, b, a, s, s, false);
-    double norms = 2 * (3 * h + 1) * p->f32 + h * (fed(p, 3) + fed(p, 2));
-    double attn = h * (2 * fed(p, 1) + 2 * p->mm);
+    double norms = 2 * rms_norm(p, h) + h * (fed(p, 3) + fed(p, 2));
+    /* SDPA without a padding mask takes the grouped keys and values as they
+     * are (transformers' use_gqa_in_sdpa: enable_gqa), eager repeats them */
+    double kv = p->fused_attention ? kvd : h;
+    double attn = h * (fed(p, 1) + p->mm) + kv * (fed(p, 1) + p->mm);
     l.layer = tok * (norms + attn + 4 * I * p->mm) + l.core;
     l.input = p->f32 * tok * h;
     l.working = p->mm * tok * h + max2(attention_working(p, b, s, h, h, a, s), p->mm * tok * 3 * I);
@@ -260,19 +247,24 @@ static layer_acts_t vit_layer(const vram_arch_shape_t *p, double b, double s, do
     return l;
 }
 
-/* T5's RMS norm: input, square, normalized (f32) and 1/rms; its output is
- * counted by whoever consumes it. */
+/* T5's RMS norm (T5LayerNorm): pow keeps the input upcast to fp32, the
+ * multiply by 1/rms the input as it is and 1/rms, the weight the
+ * normalized tensor (fp32, or its half cast): 8 bytes per element in every
+ * precision; its output is counted by whoever consumes it. */
 static double t5_norm(const vram_arch_shape_t *p, double tok, double h)
 {
-    return p->f32 * tok * (3 * h + 1);
+    (void)p;
+    return tok * (8 * h + 4);
 }
 
 /* Feed-forward sublayer: norm, its output into wi; relu keeps its output
- * (gated: gelu's input and output, the linear branch and the product), its
- * dropout mask and the dropped output for wo; the residual dropout mask. */
+ * (gated: gelu_new's tensors, the linear branch), its dropout mask and the
+ * dropped output for wo; the residual dropout mask. */
 static double t5_ff_acts(const vram_arch_shape_t *p, double tok, double h, double f, bool gated)
 {
-    double ff = gated ? tok * f * (5 * p->mm + MASK) : tok * f * (2 * p->mm + MASK);
+    /* gated-gelu is gelu_new (NewGELUActivation) on wi_0, times wi_1's output */
+    double ff =
+        gated ? tok * f * (gelu_new_bytes(p) + 2 * p->mm + MASK) : tok * f * (2 * p->mm + MASK);
     return t5_norm(p, tok, h) + fed(p, gated ? 2 : 1) * tok * h + ff + MASK * tok * h;
 }
 
@@ -328,14 +320,14 @@ int vram_arch_transformer_acts(const vram_model_t *m, const vram_arch_shape_t *s
         break;
     }
     case VRAM_FAMILY_LLAMA:
-        l = llama_layer(sh, b, s, h, I, a);
+        l = llama_layer(sh, b, s, h, I, a, (double)(kv_heads(m) * head_dim(m)));
         if (!sh->training) {
             *bytes = l.working;
             return 0;
         }
         /* token ids; the rotary cos and sin tables (fp32) */
         total = IDX * tok + 2 * 4.0 * s * (double)head_dim(m) + stack(&l, L, sh->checkpointing);
-        total += tok * (3 * h + 1) * sh->f32; /* final norm */
+        total += tok * rms_norm(sh, h); /* final norm */
         break;
     case VRAM_FAMILY_VIT: {
         double img = (double)sh->image, pixels = (double)m->num_channels * img * img;
@@ -375,6 +367,8 @@ int vram_arch_transformer_acts(const vram_model_t *m, const vram_arch_shape_t *s
         }
         /* relative-position bucket indices (batch independent) */
         total = IDX * (s * s + sd * sd);
+        if (m->relative_bias_all) /* UMT5: every layer buckets its own */
+            total = IDX * ((double)m->num_layers * s * s + dec * sd * sd);
         total += IDX * tok + MASK * tok * h + stack(&enc_l, L, sh->checkpointing);
         /* final encoder norm and dropout; its output feeds the k and v
          * projections of every cross-attention, which keep their outputs */

@@ -582,21 +582,8 @@ static int estimate(const vram_model_t *m, const vram_estimate_config_t *c, vram
         /* the cache after prefill and at the last decode step; the peak is
          * the larger of prefill (its working set) and the last step (one
          * token's working set over the full cache) */
-        double kvd = (double)kv_heads(m) * (double)head_dim(m);
-        double b = (double)c->batch_size, T = (double)c->max_new_tokens;
-        double layers = (double)m->num_layers, prompt_kv, full_kv;
-        if (m->family == VRAM_FAMILY_T5 || m->family == VRAM_FAMILY_WHISPER) {
-            /* decoder self-attention over the generated tokens, and the
-             * cross-attention keys/values of the encoded input */
-            double src =
-                m->family == VRAM_FAMILY_WHISPER ? (double)m->max_source_positions : (double)seq;
-            layers = (double)(m->num_decoder_layers > 0 ? m->num_decoder_layers : m->num_layers);
-            prompt_kv = 2 * layers * kvd * b * mm * src;
-            full_kv = 2 * layers * kvd * b * mm * (T + src);
-        } else {
-            prompt_kv = 2 * layers * kvd * (double)seq * b * mm;
-            full_kv = 2 * layers * kvd * ((double)seq + T) * b * mm;
-        }
+        double b = (double)c->batch_size, T = (double)c->max_new_tokens, prompt_kv, full_kv;
+        vram_arch_cache_bytes(m, b, (double)seq, T, mm, &prompt_kv, &full_kv);
         kv = full_kv;
         if (T > 0) {
             vram_arch_shape_t one = shape;

@@ -90,10 +90,8 @@ int vram_lora_linears(const vram_model_t *m, vram_lora_linears_t *l)
         mlp(l, h, I, false, L + dec);
         return 0;
     }
-    default:
-        return vram_fail(VRAM_EINVAL,
-                         "LoRA is not supported for %s models (transformer families only)",
-                         vram_family_name(m->family));
+    default: /* the third-edition families' rows (arch_lora.c) */
+        return vram_arch_lora_linears(m, l);
     }
 }
 

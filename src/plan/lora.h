@@ -21,6 +21,8 @@ typedef struct {
  * PEFT's "all-linear" adapts and what QLoRA quantizes. EINVAL for a family
  * without them (CNNs, RNNs, profiles, torchvision ViT). */
 int vram_lora_linears(const vram_model_t *m, vram_lora_linears_t *l);
+/* The same for the third-edition families (arch_lora.c). */
+int vram_arch_lora_linears(const vram_model_t *m, vram_lora_linears_t *l);
 /* Parameters of rank-r adapters (A: r x in, B: out x r) on the targets. */
 double vram_lora_adapter_params(const vram_lora_linears_t *l, unsigned targets, int64_t rank);
 /* Weights of all the linears; *largest gets the largest one's. */

@@ -10,10 +10,11 @@ static const char *const optimizers[] = {"sgd",   "momentum",  "adam",
                                          "adamw", "adafactor", "adam8bit"};
 static const char *const checkpointings[] = {"none", "full", "selective"};
 static const char *const families[] = {
-    "bert",    "gpt2",        "gpt-neox",     "llama",        "t5",      "vit",
-    "resnet",  "vgg",         "mobilenet-v2", "efficientnet", "lstm",    "gru",
-    "profile", "qwen2",       "phi",          "phi3",         "gemma",   "gemma2",
-    "opt",     "gpt-bigcode", "mixtral",      "qwen2-moe",    "whisper", "wav2vec2"};
+    "bert",      "gpt2",         "gpt-neox",     "llama",   "t5",   "vit",         "resnet",
+    "vgg",       "mobilenet-v2", "efficientnet", "lstm",    "gru",  "profile",     "qwen2",
+    "phi",       "phi3",         "gemma",        "gemma2",  "opt",  "gpt-bigcode", "mixtral",
+    "qwen2-moe", "whisper",      "wav2vec2",     "decoder", "bart", "distilbert",  "deberta-v2",
+    "clip",      "clip-vision",  "mamba"};
 static const char *const fits[] = {"fits", "tight", "will not fit"};
 
 #define COUNT(a) (sizeof(a) / sizeof((a)[0]))

@@ -297,7 +297,10 @@ static void half_precision_halves_activations(void **state)
          * (causal LMs keep their loss's fp32 logits: more) */
         assert_true(half > full / 2);
         bool lm = m.family == VRAM_FAMILY_LLAMA || m.family == VRAM_FAMILY_GPT2;
-        assert_true(half < full * (lm ? 70 : 56) / 100);
+        /* T5LayerNorm upcasts its input to fp32 and keeps the copy, 8 bytes
+         * per element in every precision */
+        int pct = lm ? 70 : m.family == VRAM_FAMILY_T5 ? 62 : 56;
+        assert_true(half < full * pct / 100);
         /* autocast keeps the residual stream, norms and softmax in fp32 and
          * adds 2-byte copies for the matmuls: in between */
         c.precision = VRAM_PREC_AMP_FP16;
