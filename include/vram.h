@@ -24,26 +24,29 @@ extern "C" {
 /* ===================================================================== */
 
 /* X(NAME, value, message): the one list of error codes. */
+/* One row per error: name, value, message, and how vramd answers it over
+ * HTTP (status and the "code" of its JSON error); vram_err_http reads the
+ * last two, so every route maps an error the same way. */
 #define VRAM_ERRORS(X)                                                                             \
-    X(OK, 0, "success")                                                                            \
-    X(EINVAL, -1, "invalid argument")                                                              \
-    X(ENOMEM, -2, "out of memory")                                                                 \
-    X(ENODEV, -3, "no such device")                                                                \
-    X(ENOTSUP, -4, "not supported")                                                                \
-    X(ENOLIB, -5, "library not found")                                                             \
-    X(EDRIVER, -6, "driver error")                                                                 \
-    X(EAGAIN, -7, "temporary failure, try again")                                                  \
-    X(EIO, -8, "input/output error")                                                               \
-    X(EPARSE, -9, "malformed input")                                                               \
-    X(ENOENT, -10, "not found")                                                                    \
-    X(EPERM, -11, "permission denied")                                                             \
-    X(EBUSY, -12, "resource busy")                                                                 \
-    X(ESTATE, -13, "invalid state")                                                                \
-    X(ETIMEDOUT, -14, "timed out")                                                                 \
-    X(ECONN, -15, "cannot connect")
+    X(OK, 0, "success", 200, "ok")                                                                 \
+    X(EINVAL, -1, "invalid argument", 422, "invalid_value")                                        \
+    X(ENOMEM, -2, "out of memory", 500, "internal")                                                \
+    X(ENODEV, -3, "no such device", 404, "not_found")                                              \
+    X(ENOTSUP, -4, "not supported", 501, "not_supported")                                          \
+    X(ENOLIB, -5, "library not found", 500, "internal")                                            \
+    X(EDRIVER, -6, "driver error", 502, "driver")                                                  \
+    X(EAGAIN, -7, "temporary failure, try again", 503, "unavailable")                              \
+    X(EIO, -8, "input/output error", 500, "internal")                                              \
+    X(EPARSE, -9, "malformed input", 400, "bad_request")                                           \
+    X(ENOENT, -10, "not found", 404, "not_found")                                                  \
+    X(EPERM, -11, "permission denied", 403, "forbidden")                                           \
+    X(EBUSY, -12, "resource busy", 429, "quota")                                                   \
+    X(ESTATE, -13, "invalid state", 409, "conflict")                                               \
+    X(ETIMEDOUT, -14, "timed out", 504, "timeout")                                                 \
+    X(ECONN, -15, "cannot connect", 503, "unavailable")
 
 enum {
-#define VRAM_ERR_ENUM_(name, value, msg) VRAM_##name = value,
+#define VRAM_ERR_ENUM_(name, value, msg, http, code) VRAM_##name = value,
     VRAM_ERRORS(VRAM_ERR_ENUM_)
 #undef VRAM_ERR_ENUM_
 };
@@ -52,8 +55,13 @@ enum {
 VRAM_API const char *vram_strerror(int err);
 /* Static name of an error code, e.g. "VRAM_ENOMEM"; "VRAM_EUNKNOWN" if unknown. */
 VRAM_API const char *vram_err_name(int err);
+/* The HTTP status vramd answers err with (500 for unknown codes) and, when
+ * code is not NULL, the static "code" of its JSON error ("internal"). */
+VRAM_API int vram_err_http(int err, const char **code);
 /* Detailed message of the last failure on this thread ("" if none). */
 VRAM_API const char *vram_last_error(void);
+/* The code of the last vram_fail on this thread (0 if none or cleared). */
+VRAM_API int vram_last_error_code(void);
 /* Records a detailed message for this thread and returns err (for `return vram_fail(...)`). */
 VRAM_API int vram_fail(int err, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 VRAM_API void vram_clear_error(void);
@@ -172,6 +180,21 @@ VRAM_API int vram_option_size(vram_option_t opt, uint64_t total, uint64_t *out);
 /* Reads KEY=VALUE lines (KEY as in vram_option_find; '#' comments). EPARSE
  * names the file, line and key; nothing is applied unless every line is valid. */
 VRAM_API int vram_options_load_file(const char *path);
+
+/* Where vramd's Unix socket is: the one answer for vramd, the CLI, Python
+ * and the Slurm plugin. VRAM_ENDPOINT_LISTEN: where a vramd started now by
+ * this user listens: VRAM_SOCKET, else /run/vram/vramd.sock for root, else
+ * $XDG_RUNTIME_DIR/vram/vramd.sock, else /tmp/vram-UID/vramd.sock.
+ * VRAM_ENDPOINT_CONNECT: VRAM_SOCKET when set (even if absent), else the
+ * first that exists (lstat, or a directory that hides it) of the socket
+ * this user's own vramd listens on and the system socket. Fills buf and,
+ * when why is not NULL, *why (a static phrase naming the choice); returns
+ * 0, VRAM_ECONN when no candidate exists (buf then holds the user's own
+ * socket, the message names every candidate), VRAM_EINVAL for a NULL or too
+ * small buf. Reads the option table and the environment; thread-safe. */
+typedef enum { VRAM_ENDPOINT_LISTEN = 0, VRAM_ENDPOINT_CONNECT = 1 } vram_endpoint_use_t;
+#define VRAM_SYSTEM_SOCKET "/run/vram/vramd.sock"
+VRAM_API int vram_endpoint(vram_endpoint_use_t use, char *buf, size_t len, const char **why);
 
 /* ===================================================================== */
 /* core: units                                                           */

@@ -39,7 +39,9 @@ static const char *option_names[] = {
     SPANK_VRAM_OPTIONS(SPANK_VRAM_NAME_)
 #undef SPANK_VRAM_NAME_
 };
-static const char *socket_path = "/run/vram/vramd.sock";
+/* socket=PATH, else NULL: libvram's vram_endpoint finds vramd (VRAM_SOCKET,
+ * the user's own vramd, the system socket), as the CLI and Python do. */
+static const char *socket_path;
 static const char *vram_bin = SPANK_VRAM_BIN;
 static bool admin_optional;
 

@@ -10,9 +10,8 @@
 #define VRAMD_MAX_BODY (64 * 1024)
 #define VRAMD_VERSION  VRAM_VERSION_STRING
 
-/* Default paths: VRAM_SOCKET / VRAM_DB when set, else the runtime or state
- * directory of the user (root: /run/vram, /var/lib/vram). */
-void vramd_socket_path(char *buf, size_t len);
+/* Default database: VRAM_DB when set, else the state directory of the user
+ * (root: /var/lib/vram). The socket: vram_endpoint(VRAM_ENDPOINT_LISTEN). */
 void vramd_db_path(char *buf, size_t len);
 
 /* Logs one line to stderr with a timestamp ("error", "warn", "info", "debug";
@@ -65,6 +64,11 @@ void vramd_reply_text(vramd_response_t *r, int status, char *body);
  * escaped: it may quote client input). */
 void vramd_error(vramd_response_t *r, int status, const char *code, const char *fmt, ...)
     __attribute__((format(printf, 4, 5)));
+
+/* Fills r with the error a libvram call returned (rc): its status and code
+ * from VRAM_ERRORS (vram_err_http), the thread's last message or else the
+ * code's. The one mapping of libvram errors to HTTP. */
+void vramd_fail(vramd_response_t *r, int rc);
 
 /* submit.c (vram submit): the spawn part of POST /v1/jobs checked and
  * serialized (malloc'd; NULL with resp filled when refused: TCP, another

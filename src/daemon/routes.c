@@ -38,30 +38,11 @@ void vramd_error(vramd_response_t *r, int status, const char *code, const char *
     reply(r, status, json_pack("{s:{s:s,s:s}}", "error", "code", code, "message", safe));
 }
 
-/* Maps a libvram error to an HTTP status and code. */
-static void vram_error(vramd_response_t *r, int rc)
+void vramd_fail(vramd_response_t *r, int rc)
 {
-    const char *msg = *vram_last_error() ? vram_last_error() : vram_strerror(rc);
-    switch (rc) {
-    case VRAM_EINVAL:
-        vramd_error(r, 422, "invalid_value", "%s", msg);
-        break;
-    case VRAM_ENOENT:
-        vramd_error(r, 404, "not_found", "%s", msg);
-        break;
-    case VRAM_EPERM:
-        vramd_error(r, 403, "forbidden", "%s", msg);
-        break;
-    case VRAM_ESTATE:
-        vramd_error(r, 409, "conflict", "%s", msg);
-        break;
-    case VRAM_EBUSY:
-        vramd_error(r, 429, "quota", "%s", msg);
-        break;
-    default:
-        vramd_error(r, 500, "internal", "%s", msg);
-        break;
-    }
+    const char *code, *msg = *vram_last_error() ? vram_last_error() : vram_strerror(rc);
+    int status = vram_err_http(rc, &code);
+    vramd_error(r, status, code, "%s", msg);
 }
 
 /* ---- handlers ------------------------------------------------------------------ */
@@ -128,7 +109,7 @@ static void submit(vramd_state_t *d, const vramd_request_t *q, vramd_response_t 
     vram_job_t job;
     int rc = vram_sched_submit(d->sched, &req, &job);
     if (rc) {
-        vram_error(r, rc);
+        vramd_fail(r, rc);
         goto out;
     }
     job_reply(d, q, r, 201, job.id);
@@ -150,7 +131,7 @@ static void finish(vramd_state_t *d, const vramd_request_t *q, vramd_response_t 
     }
     int rc = vram_sched_finish(d->sched, id, actor(q), status, err);
     if (rc) {
-        vram_error(r, rc);
+        vramd_fail(r, rc);
         return;
     }
     job_reply(d, q, r, 200, id);
@@ -169,7 +150,7 @@ static void peak(vramd_state_t *d, const vramd_request_t *q, vramd_response_t *r
     }
     int rc = vram_sched_report_peak(d->sched, id, actor(q), bytes);
     if (rc) {
-        vram_error(r, rc);
+        vramd_fail(r, rc);
         return;
     }
     job_reply(d, q, r, 200, id);
@@ -179,7 +160,7 @@ static void cancel(vramd_state_t *d, const vramd_request_t *q, vramd_response_t 
 {
     int rc = vram_sched_cancel(d->sched, id, actor(q));
     if (rc) {
-        vram_error(r, rc);
+        vramd_fail(r, rc);
         return;
     }
     job_reply(d, q, r, 200, id);
@@ -189,7 +170,7 @@ static void renew(vramd_state_t *d, const vramd_request_t *q, vramd_response_t *
 {
     int rc = vram_sched_renew(d->sched, id, actor(q));
     if (rc) {
-        vram_error(r, rc);
+        vramd_fail(r, rc);
         return;
     }
     job_reply(d, q, r, 200, id);
@@ -226,7 +207,7 @@ static void get_job(vramd_state_t *d, const vramd_request_t *q, vramd_response_t
         int rc = until ? vram_sched_wait_end(d->sched, id, (int)(s * 1000), &job)
                        : vram_sched_wait_change(d->sched, id, from, (int)(s * 1000), &job);
         if (rc) {
-            vram_error(r, rc);
+            vramd_fail(r, rc);
             return;
         }
     }
@@ -242,7 +223,7 @@ static void events(vramd_state_t *d, const vramd_request_t *q, vramd_response_t 
                        (long long)id);
     char *text = rc ? NULL : vram_sched_events_json(d->sched, id);
     if (!text) {
-        vram_error(r, rc ? rc : VRAM_ENOENT);
+        vramd_fail(r, rc ? rc : VRAM_ENOENT);
         return;
     }
     vramd_reply_text(r, 200, text);

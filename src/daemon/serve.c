@@ -350,7 +350,10 @@ int vramd_main(int argc, char **argv, const char *prog)
     struct timespec ts;
     clock_gettime(CLOCK_REALTIME, &ts);
     d.started_at = (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
-    vramd_socket_path(d.socket_path, sizeof d.socket_path);
+    if (vram_endpoint(VRAM_ENDPOINT_LISTEN, d.socket_path, sizeof d.socket_path, NULL) != 0) {
+        fprintf(stderr, "%s: %s\n", prog, vram_last_error());
+        return 2;
+    }
     char db[512];
     vramd_db_path(db, sizeof db);
     char *end;

@@ -323,8 +323,9 @@ void vramd_submit_stop(void)
 void vramd_job_output(vramd_state_t *d, const vramd_request_t *q, vramd_response_t *r, int64_t id)
 {
     vram_job_t job;
-    if (vram_sched_job(d->sched, id, &job) != 0) {
-        fail(r, 404, "not_found", vram_last_error());
+    int rc = vram_sched_job(d->sched, id, &job);
+    if (rc) {
+        vramd_fail(r, rc);
         return;
     }
     /* the files' names say where a user works: owner and root only */
