@@ -20,9 +20,22 @@ typedef struct {
     uint64_t used_bytes[VRAM_SCHED_MAX_GPUS]; /* last seen usage per placed device */
     bool over_reported;                       /* an over_reservation event was recorded */
     int queue_pos;                            /* 1-based place in s->queue while queued */
-    bool released; /* running, but its process is gone and the store could not record that
-                      yet (a full disk): the ledger no longer counts its reservation */
+    bool released;       /* running, but its process is gone and the store could not record that
+                            yet (a full disk): the ledger no longer counts its reservation */
+    int wait;            /* queued: why it waited at the last admission pass (sched_wait_t) */
+    int64_t wait_detail; /* PRIORITY: the job ahead; USER_LIMIT: the uid's running jobs */
 } sched_job_t;
+
+/* Why a queued job did not start at the last admission pass that saw it
+ * (Slurm's Reason): every pass records one for each job it considers. */
+typedef enum {
+    SCHED_WAIT_NEW,         /* not yet considered by a pass */
+    SCHED_WAIT_MEMORY,      /* not enough free memory on enough eligible GPUs */
+    SCHED_WAIT_PRIORITY,    /* without backfill: behind a job that does not fit */
+    SCHED_WAIT_USER_LIMIT,  /* its uid runs MAX_RUNNING_PER_USER jobs */
+    SCHED_WAIT_DEVICE_JOBS, /* its GPUs run MAX_CONCURRENT_JOBS jobs each */
+    SCHED_WAIT_DEVICE_DOWN, /* too few of its GPUs are available */
+} sched_wait_t;
 
 /* One device as the ledger sees it during one pass. */
 typedef struct {
@@ -77,6 +90,7 @@ struct vram_sched {
     sched_kill_t *kills; /* cancelled running jobs' processes, SIGKILLed after the grace */
     size_t nkills, kills_cap;
     uint64_t unmanaged_seen[64]; /* outside use per device the waiting jobs did not fit with */
+    uint64_t pass_free[64];      /* free memory for admission per device after the last pass */
     sched_dev_t *obs;            /* last observation of the devices (reservations not filled) */
     uint64_t obs_ns;             /* when it was made (monotonic) */
     bool obs_valid;
@@ -109,6 +123,13 @@ void vram_sched_drop_ended(vram_sched_t *s);
 /* locked_op, for spawn.c. */
 int vram_sched_locked(vram_sched_t *s, int (*fn)(vram_sched_t *, void *), void *arg);
 sched_job_t *vram_sched_find_active(vram_sched_t *s, int64_t id); /* binary search */
+
+/* reason.c: why placement found no devices for req (MEMORY, DEVICE_JOBS
+ * or DEVICE_DOWN); and the reason a queued job waits as its short code
+ * ("memory", ...) and words for people, from its last pass. Lock held. */
+sched_wait_t vram_wait_explain(const vram_sched_t *s, const sched_dev_t *devs,
+                               const vram_job_request_t *req);
+const char *vram_wait_text(const vram_sched_t *s, const sched_job_t *j, char *buf, size_t len);
 
 /* pid.c: signals to a job's processes (pidfds and liveness: core/proc.h). */
 /* Cancel of a running job: SIGTERM to its process group now, SIGKILL from
