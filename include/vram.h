@@ -842,6 +842,24 @@ typedef struct {
     char value[65];
 } vram_job_label_t;
 
+/* How a job ended besides its exit status (POST /v1/jobs/{id}/finish
+ * "reason"): "exit" (its command ended: the default) or "oom" (it ran out
+ * of GPU memory). */
+typedef enum { VRAM_END_EXIT = 0, VRAM_END_OOM = 1 } vram_end_reason_t;
+/* "exit" or "oom" (static); vram_end_reason_parse: the reason, -1 if none. */
+VRAM_API const char *vram_end_reason_name(vram_end_reason_t r);
+VRAM_API int vram_end_reason_parse(const char *name);
+
+/* The end of a job as its client reports it: exit status (-1000..1000), an
+ * optional message, the reason, and for VRAM_END_OOM the micro-batch a retry
+ * asks for (0 = none). */
+typedef struct {
+    int exit_status;
+    char error[256];
+    vram_end_reason_t reason;
+    uint32_t retry_batch;
+} vram_job_end_t;
+
 /* What a client asks for. mem_bytes is per GPU for batch_size; when
  * per_sample_bytes and min_batch_size are set the scheduler may start the job
  * with a smaller batch (>= min_batch_size) that fits, using
@@ -889,6 +907,11 @@ typedef struct {
     /* Submitted with a spawn spec (vram submit): vramd starts its process
      * when it is admitted. The spec itself stays in the store. */
     bool has_spawn;
+    /* How it ended, as the finish request said in fields of its own (never
+     * read back from the error text): VRAM_END_OOM for out of memory, and
+     * then the micro-batch the next attempt asks for (0 = not retried). */
+    vram_end_reason_t end_reason;
+    uint32_t retry_batch;
 } vram_job_t;
 
 typedef enum { VRAM_PLACE_BEST_FIT, VRAM_PLACE_LEAST_LOADED } vram_placement_t;
@@ -928,6 +951,11 @@ typedef struct {
      * e.g. to log it: must not block long; NULL = none. */
     void (*on_event)(void *arg, const vram_job_t *job, const char *kind, const char *message);
     void *event_arg;
+    /* Where the monitors of the jobs vramd starts write their exit status
+     * (vram_spawn_job; copied). The scheduler reads it when such a job's
+     * process ends, also after a restart. NULL or "": jobs end FAILED when
+     * their process ends. */
+    const char *exit_dir;
 } vram_sched_config_t;
 
 typedef struct vram_sched vram_sched_t;
@@ -951,9 +979,15 @@ VRAM_API int vram_sched_submit(vram_sched_t *s, const vram_job_request_t *req, v
  * ENOENT for an unknown id; ESTATE when it already ended. */
 VRAM_API int vram_sched_cancel(vram_sched_t *s, int64_t id, uid_t caller_uid);
 /* Ends a running job: DONE when exit_status is 0, FAILED otherwise (error
- * text optional). Same errors as cancel; a queued job is cancelled instead. */
+ * text optional). Same errors as cancel; a queued job is cancelled instead.
+ * A running job vramd started itself (vram submit) is refused with ESTATE:
+ * vramd records how its command ends; cancel stops it. */
 VRAM_API int vram_sched_finish(vram_sched_t *s, int64_t id, uid_t caller_uid, int exit_status,
                                const char *error);
+/* vram_sched_finish with the whole report: reason and retry batch are kept
+ * with the job (its JSON, the store) and told to on_event with it. */
+VRAM_API int vram_sched_finish_end(vram_sched_t *s, int64_t id, uid_t caller_uid,
+                                   const vram_job_end_t *end);
 /* Renews a running job's lease. ENOENT, EPERM, ESTATE as above. */
 VRAM_API int vram_sched_renew(vram_sched_t *s, int64_t id, uid_t caller_uid);
 /* Records the peak usage a running job measured itself (bytes per GPU): the
@@ -1011,9 +1045,14 @@ VRAM_API char *vram_sched_events_json(vram_sched_t *s, int64_t id);
  * ENOENT for an unknown id. Thread-safe. */
 VRAM_API int vram_sched_spawn_spec(vram_sched_t *s, int64_t id, char **spec);
 /* Records `pid` as the process of running job `id` started by vramd (its
- * exit releases the job, its usage is the job's). ESTATE when the job is not
- * running or already has a process. Thread-safe. */
+ * exit ends the job with the status its monitor wrote to cfg.exit_dir, its
+ * usage is the job's). ESTATE when the job is not running (cancelled
+ * meanwhile: the scheduler then kills pid's process group) or already has a
+ * process. Thread-safe. */
 VRAM_API int vram_sched_attach_pid(vram_sched_t *s, int64_t id, pid_t pid);
+/* Ends running job `id` FAILED with exit status 127 and `message`: vramd
+ * could not start its command. ESTATE when it is not running. */
+VRAM_API int vram_sched_spawn_failed(vram_sched_t *s, int64_t id, const char *message);
 /* Waits until job `id` has ended (done, failed, cancelled, timeout) or
  * timeout_ms passes or the scheduler shuts down; copies it. ENOENT if
  * unknown. Thread-safe. */
@@ -1022,29 +1061,30 @@ VRAM_API int vram_sched_wait_end(vram_sched_t *s, int64_t id, int timeout_ms, vr
  * submitting shell (PATH, LANG, LC_*, PYTHONPATH, ...; docs/cli.md). */
 VRAM_API bool vram_spawn_env_allowed(const char *name);
 
-/* A job's process started by vramd: the monitor's pid, the pipe it reports
- * the exit status on, and the pipe whose closing lets it exit. */
+/* A job's process started by vramd: its monitor's pid. */
 typedef struct {
     pid_t pid;
-    int status_fd, ack_fd;
 } vram_spawn_t;
-/* Starts running `job` (admitted, with its spec) as the job's uid: a
- * monitor process in a new session becomes the uid (vramd as root) or must
- * already be it, then runs argv in cwd with stdout/stderr to the output
- * files, stdin /dev/null, the whitelisted environment, CUDA_VISIBLE_DEVICES
- * and VRAM_JOB_ID/VRAM_BATCH_SIZE/VRAM_GRAD_ACCUM. Call from a thread that
- * may fork. EPARSE for a bad spec, ENOENT for an unknown uid, EIO. */
-VRAM_API int vram_spawn_job(const vram_job_t *job, const char *spec, vram_spawn_t *out);
-/* Non-blocking: 1 when the monitor reported (exit status, or -1 and a reason
- * if it died; message[len] gets the reason a command could not start), 0 when
- * it has not yet. */
-VRAM_API int vram_spawn_collect(vram_spawn_t *sp, int *exit_status, char *message, size_t len);
+/* Starts running `job` (admitted, with its spec) as the job's uid. A
+ * monitor process, which is not vramd's child and outlives it, leads a new
+ * session, starts argv as the uid (vramd as root; else vramd must be that
+ * uid) in cwd with stdin /dev/null, stdout/stderr to the output files
+ * (created by the uid, O_EXCL|O_NOFOLLOW, mode 0600: an existing file or
+ * link is refused), the whitelisted environment, CUDA_VISIBLE_DEVICES and
+ * VRAM_JOB_ID/VRAM_BATCH_SIZE/VRAM_GRAD_ACCUM; when argv ends it writes its
+ * exit status to exit_dir/<id> (vram_spawn_read_exit) and exits. Call from a
+ * thread that may fork. EPARSE for a bad spec, ENOENT for an unknown uid,
+ * EINVAL without exit_dir, EIO. */
+VRAM_API int vram_spawn_job(const vram_job_t *job, const char *spec, const char *exit_dir,
+                            vram_spawn_t *out);
+/* Reads (and removes) what the monitor of job `id` wrote to exit_dir:
+ * 0 with *exit_status and message[len] (why it could not start, "" when it
+ * ran), ENOENT when there is none (the monitor was killed). */
+VRAM_API int vram_spawn_read_exit(const char *exit_dir, int64_t id, int *exit_status, char *message,
+                                  size_t len);
 /* An output file name of a submitted job: "%j" becomes the job id and "%%" a
  * percent sign (as in sbatch's --output). EINVAL when out[len] is too small. */
 VRAM_API int vram_spawn_expand_path(const char *pattern, int64_t id, char *out, size_t len);
-/* After collect returned 1 (and the status is recorded): lets the monitor
- * exit, reaps it and closes the pipes. */
-VRAM_API void vram_spawn_release(vram_spawn_t *sp);
 /* Checks the ledger invariants (reserved <= usable per device, no job both
  * queued and running, per-device job counts); 0 or ESTATE with a message. */
 VRAM_API int vram_sched_check(vram_sched_t *s);
@@ -1094,10 +1134,11 @@ typedef struct {
 VRAM_API int vram_job_request_decode(const char *text, size_t len, vram_job_request_t *out,
                                      vram_request_error_t *err);
 /* Decodes the body of POST /v1/jobs/{id}/finish: {"exit_status": -1000..1000,
- * "error": "..."}, both optional (an empty body is exit status 0). `error`
- * gets the text (error_len bytes at most). Errors as above. */
-VRAM_API int vram_job_finish_decode(const char *text, size_t len, int *exit_status, char *error,
-                                    size_t error_len, vram_request_error_t *err);
+ * "error": "...", "reason": "exit" | "oom", "retry_batch": 0..2^31}, all
+ * optional (an empty body is exit status 0); retry_batch only with "oom".
+ * Errors as above. */
+VRAM_API int vram_job_finish_decode(const char *text, size_t len, vram_job_end_t *end,
+                                    vram_request_error_t *err);
 /* Decodes the body of POST /v1/jobs/{id}/peak: {"peak_bytes": N}, required,
  * an integer number of bytes up to 2^60. Errors as above. Thread-safe. */
 VRAM_API int vram_job_peak_decode(const char *text, size_t len, uint64_t *peak_bytes,

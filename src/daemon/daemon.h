@@ -78,7 +78,7 @@ void vramd_fail(vramd_response_t *r, int rc);
 #include <jansson.h>
 char *vramd_submit_spec(const vramd_state_t *d, const vramd_request_t *req, vramd_response_t *resp,
                         json_t *spawn);
-int vramd_submit_start(vram_sched_t *sched);
+int vramd_submit_start(vram_sched_t *sched, const char *exit_dir);
 void vramd_submit_stop(void);
 void vramd_submit_event(const vram_job_t *job, const char *kind);
 void vramd_job_output(vramd_state_t *d, const vramd_request_t *req, vramd_response_t *resp,

@@ -122,14 +122,13 @@ out:
 static void finish(vramd_state_t *d, const vramd_request_t *q, vramd_response_t *r, int64_t id)
 {
     if (!body_fits(q, r)) return;
-    int status;
-    char err[256];
+    vram_job_end_t end;
     vram_request_error_t e;
-    if (vram_job_finish_decode(q->body, q->body_len, &status, err, sizeof err, &e) != 0) {
+    if (vram_job_finish_decode(q->body, q->body_len, &end, &e) != 0) {
         vramd_error(r, e.status, e.code, "%s", e.message);
         return;
     }
-    int rc = vram_sched_finish(d->sched, id, actor(q), status, err);
+    int rc = vram_sched_finish_end(d->sched, id, actor(q), &end);
     if (rc) {
         vramd_fail(r, rc);
         return;

@@ -169,7 +169,8 @@ int vram_queue_admit_only(vram_sched_t *s, sched_job_t *only, double now)
         j->job.granted_batch = batch;
         j->job.grad_accum = accum;
         j->job.started_at = now;
-        j->lease_until = s->cfg.lease_s > 0 ? now + s->cfg.lease_s : 0;
+        /* vramd watches the process of a job it starts: no client renews */
+        j->lease_until = s->cfg.lease_s > 0 && !j->job.has_spawn ? now + s->cfg.lease_s : 0;
         char msg[160];
         if (batch && batch < j->job.req.batch_size)
             snprintf(msg, sizeof msg, "degraded: batch %u x %u accumulation steps (asked %u)",

@@ -91,6 +91,7 @@ struct vram_sched {
     size_t nkills, kills_cap;
     uint64_t unmanaged_seen[64]; /* outside use per device the waiting jobs did not fit with */
     uint64_t pass_free[64];      /* free memory for admission per device after the last pass */
+    char exit_dir[512];          /* cfg.exit_dir, copied; "" = none */
     sched_dev_t *obs;            /* last observation of the devices (reservations not filled) */
     uint64_t obs_ns;             /* when it was made (monotonic) */
     bool obs_valid;
@@ -136,6 +137,20 @@ const char *vram_wait_text(const vram_sched_t *s, const sched_job_t *j, char *bu
  * vram_pid_kill_overdue (each tick) once cfg.kill_grace_s has passed. */
 void vram_pid_terminate(vram_sched_t *s, const sched_job_t *j, double now);
 void vram_pid_kill_overdue(vram_sched_t *s, double now);
+/* SIGKILL to pid's group (or pid alone, as group_of decides) at once: a
+ * process vramd started for a job that was cancelled before it was attached. */
+void vram_pid_kill_now(pid_t pid);
+
+/* sched.c: ends running job j DONE (exit status 0) or FAILED with e's
+ * status, message, reason and retry batch ("finished"). spawn.c: j's
+ * process has ended: a job vramd started ends with the status its monitor
+ * wrote to exit_dir, any other (or one whose monitor wrote nothing) FAILED
+ * with kind and message. Lock held, in a transaction. */
+int vram_sched_end_running(vram_sched_t *s, sched_job_t *j, const vram_job_end_t *e);
+int vram_sched_process_ended(vram_sched_t *s, sched_job_t *j, const char *kind,
+                             const char *message);
+/* spawn.c: at open, exit files of jobs that are not running any more. */
+void vram_spawn_sweep_exits(vram_sched_t *s);
 
 /* labels.c: job labels (vram_job_label_t). parse fills r->labels from a
  * JSON object, sorted by key, and returns 0, or 400 (wrong type) / 422 (bad

@@ -82,6 +82,10 @@ static void write_job(vram_jw_t *w, const job_copy_t *c, double lease_s, int64_t
     else
         vram_jw_null(w, "exit_status");
     vram_jw_string(w, "error", j->error);
+    if (j->state != VRAM_JOB_QUEUED && j->state != VRAM_JOB_RUNNING) {
+        vram_jw_string(w, "end_reason", vram_end_reason_name(j->end_reason));
+        vram_jw_int(w, "retry_batch", j->retry_batch);
+    }
     vram_labels_write(w, "labels", r);
     if (j->has_peak)
         vram_jw_int(w, "peak_bytes", (int64_t)j->peak_bytes);

@@ -33,3 +33,70 @@ touch go
 wait_state "$held" done
 pass "a job held by MAX_RUNNING_PER_USER says so (reason_code, vram jobs), then starts"
 stop_daemon
+
+# ---- supervising started jobs ---------------------------------------------------
+export VRAM_KILL_GRACE=1
+start_daemon --socket-mode 0666
+# cancel: SIGTERM to the whole group, SIGKILL after the grace even though the
+# group's leader (the monitor, once sh is gone) has exited by then
+id=$(user_vram submit --parsable --mem 1GiB -- sh -c '(trap "" TERM; exec sleep 300) & echo $! >child.pid; wait')
+wait_line "$T/u/child.pid" ""
+wait_state "$id" running
+child=$(cat "$T/u/child.pid")
+kill -0 "$child" || fail "the child did not start"
+as_user "$VRAM" cancel "$id" >/dev/null
+wait_state "$id" cancelled
+timeout 60 tail --pid="$child" -f /dev/null || fail "a child that ignores SIGTERM survived cancel"
+pass "cancel SIGKILLs a child that ignores SIGTERM after the grace, though its group's leader is gone"
+
+# finish of a job vramd started is refused: the command would run on outside
+# its uid's running quota and its memory
+id=$(user_vram submit --parsable --mem 1GiB -- sh -c 'echo $$ >pid2; while [ ! -e go2 ]; do sleep 0.05; done')
+wait_line "$T/u/pid2" ""
+wait_state "$id" running
+b=$(as_user curl -s -w ' %{http_code}' --unix-socket "$VRAM_SOCKET" -X POST \
+    -H 'Content-Type: application/json' --data '{"exit_status":0}' "http://x/v1/jobs/$id/finish")
+[ "${b##* }" = 409 ] && grep -q "started by vramd" <<<"$b" || fail "finish of a started job: $b"
+[ "$(job_state "$id")" = running ] && kill -0 "$(cat "$T/u/pid2")" || fail "the job stopped"
+touch "$T/u/go2"
+wait_state "$id" done
+pass "finish of a job vramd started is refused (409); vramd records its end (done)"
+
+# the output file: created by the job's user, 0600, never through a planted
+# link or into a file another user made
+mkdir -m 1777 "$T/shared"
+echo precious >"$T/u/precious" && chown 65534:65534 "$T/u/precious"
+ln -s "$T/u/precious" "$T/shared/out.txt"
+id=$(user_vram submit --parsable --mem 1GiB --output "$T/shared/out.txt" -- echo overwritten)
+wait_state "$id" failed
+[ "$(cat "$T/u/precious")" = precious ] || fail "the job wrote through a planted symlink"
+grep -q "exists" <<<"$(field "$(api GET /v1/jobs/$id)" 'd["error"]')" || fail "no reason: $(api GET /v1/jobs/$id)"
+install -m 0666 /dev/null "$T/shared/planted.txt"
+id=$(user_vram submit --parsable --mem 1GiB --output "$T/shared/planted.txt" -- echo secret)
+wait_state "$id" failed
+[ ! -s "$T/shared/planted.txt" ] || fail "the job wrote into another user's file"
+id=$(user_vram submit --parsable --mem 1GiB --output "$T/shared/mine-%j.txt" -- echo mine)
+wait_state "$id" done
+[ "$(stat -c '%U %a' "$T/shared/mine-$id.txt")" = "nobody 600" ] || fail "output: $(stat -c '%U %a' "$T/shared/mine-$id.txt")"
+pass "output files: a planted symlink or another user's file is refused; a new one is the user's, 0600"
+stop_daemon
+unset VRAM_KILL_GRACE
+
+# ---- how a job ended: fields of the finish request, not words ---------------------
+start_daemon --socket-mode 0666
+metric() { api GET /metrics | awk -v m="$1" '$1 == m {print $2}'; }
+a=$(field "$(api POST /v1/jobs '{"mem_bytes":"1GiB"}')" 'd["id"]')
+api POST "/v1/jobs/$a/finish" '{"exit_status":1,"error":"out of memory; retrying with batch 4"}' >/dev/null
+[ "$(status)" = 200 ] || fail "finish: $(status)"
+[ "$(metric vram_job_oom_total)" = 0 ] || fail "words in the error text counted as an OOM"
+b=$(field "$(api POST /v1/jobs '{"mem_bytes":"1GiB"}')" 'd["id"]')
+j=$(api POST "/v1/jobs/$b/finish" '{"exit_status":1,"error":"CUDA error","reason":"oom","retry_batch":4}')
+[ "$(field "$j" 'd["end_reason"], d["retry_batch"]')" = "oom 4" ] || fail "end fields: $j"
+[ "$(metric vram_job_oom_total)" = 1 ] && [ "$(metric vram_job_oom_retries_total)" = 1 ] \
+    || fail "oom counters: $(api GET /metrics | grep oom)"
+api POST "/v1/jobs/$b/finish" '{"reason":"tired"}' >/dev/null; [ "$(status)" = 422 ] || fail "bad reason: $(status)"
+stop_daemon
+start_daemon --socket-mode 0666
+[ "$(field "$(api GET /v1/jobs/$b)" 'd["end_reason"]')" = oom ] || fail "end_reason not stored"
+pass "an OOM end is the finish request's reason/retry_batch fields (stored, counted), not its words"
+stop_daemon
