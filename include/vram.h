@@ -118,7 +118,7 @@ VRAM_API const char *vram_build_id(void);
     X(SOCKET, STRING, "", "vramd Unix socket (default: runtime dir/vram/vramd.sock)")              \
     X(LISTEN, STRING, "127.0.0.1:7878", "vramd loopback TCP address (empty: none)")                \
     X(DB, STRING, "", "vramd SQLite database (default: state dir/vram/vramd.db)")                  \
-    X(TOKEN, STRING, "", "token that allows mutations over TCP")                                   \
+    X(TOKEN, SECRET, "", "token that allows mutations over TCP")                                   \
     X(SAFETY_MARGIN, SIZE_OR_FRACTION, "0.05", "memory per device vramd never hands out")          \
     X(MAX_CONCURRENT_JOBS, INT, "0", "running jobs per device (0 = no limit)")                     \
     X(JOB_TIMEOUT, SECONDS, "0", "queued job gives up after this many seconds (0 = never)")        \
@@ -134,13 +134,15 @@ VRAM_API const char *vram_build_id(void);
     X(KILL_GRACE, SECONDS, "10", "cancel of a running job: SIGKILL this long after SIGTERM")       \
     X(MAX_CONNECTIONS_PER_PEER, INT, "32", "open connections per socket uid or TCP address")       \
     X(REQUEST_TIMEOUT, SECONDS, "10", "seconds a connection may idle or dribble a request")        \
+    X(JOB_RETENTION, SECONDS, "720h",                                                              \
+      "ended jobs and their events kept in the database (0: forever)")                             \
     /* watch: monitoring (docs/monitoring.md) */                                                   \
     X(WATCH_INTERVAL, SECONDS, "1", "vramd samples the devices this often")                        \
     X(WATCH_HISTORY, SECONDS, "1h", "full-rate history kept (older: per-minute mean and max)")     \
     X(WATCH_RETENTION, SECONDS, "168h", "per-minute history kept in the database")                 \
     X(ALERT_RULES, STRING, "", "alert rules YAML file (default: the built-in rules)")              \
-    X(ALERT_WEBHOOK, STRING, "", "URL that receives each alert as a JSON POST")                    \
-    X(ALERT_EXEC, STRING, "", "command run for each alert, the alert in VRAM_ALERT_* variables")
+    X(ALERT_WEBHOOK, SECRET, "", "URL that receives each alert as a JSON POST")                    \
+    X(ALERT_EXEC, SECRET, "", "command run for each alert, the alert in VRAM_ALERT_* variables")
 
 typedef enum {
 #define VRAM_OPT_ENUM_(name, type, def, help) VRAM_OPT_##name,
@@ -157,6 +159,10 @@ typedef enum {
     VRAM_OPTTYPE_DOUBLE,
     VRAM_OPTTYPE_BOOL,
     VRAM_OPTTYPE_SECONDS,
+    /* A string that may hold a credential (a token, a webhook URL with a
+     * password, a command with a key): /v1/config shows it to root only, and
+     * a config file that sets one must not be readable by group or others. */
+    VRAM_OPTTYPE_SECRET,
 } vram_option_type_t;
 
 /* Table metadata; name is e.g. "SAFETY_MARGIN", env is "VRAM_SAFETY_MARGIN". */
@@ -178,7 +184,9 @@ VRAM_API int vram_option_bool(vram_option_t opt, bool *out);
 /* SIZE or SIZE_OR_FRACTION; a fraction is taken of `total`. */
 VRAM_API int vram_option_size(vram_option_t opt, uint64_t total, uint64_t *out);
 /* Reads KEY=VALUE lines (KEY as in vram_option_find; '#' comments). EPARSE
- * names the file, line and key; nothing is applied unless every line is valid. */
+ * names the file, line and key; EPERM when the file sets a SECRET option
+ * and group or others may read it; nothing is applied unless every line is
+ * valid. */
 VRAM_API int vram_options_load_file(const char *path);
 
 /* Where vramd's Unix socket is: the one answer for vramd, the CLI, Python
@@ -946,6 +954,9 @@ typedef struct {
      * alone when that group is the scheduler's own), then SIGKILL after this
      * many seconds if it still runs; < 0 = signal nothing. */
     double kill_grace_s;
+    /* Ended jobs and their events are deleted from the store this long after
+     * they ended (checked each minute by the tick); 0 = kept forever. */
+    double job_retention_s;
     /* Called after each state change once its transaction has committed
      * (never for rolled-back work), outside the scheduler lock, in order,
      * e.g. to log it: must not block long; NULL = none. */

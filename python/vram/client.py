@@ -122,10 +122,17 @@ class Client:
     def cancel(self, job_id):
         return Job.from_json(self.request("DELETE", "/v1/jobs/%d" % int(job_id)))
 
-    def finish(self, job_id, exit_status=0, error=None):
+    def finish(self, job_id, exit_status=0, error=None, reason=None, retry_batch=None):
+        """Reports how a running job ended: its exit status, an optional
+        message, and reason="oom" (with retry_batch, the micro-batch the next
+        attempt asks for) when it ran out of GPU memory."""
         body = {"exit_status": int(exit_status)}
         if error:
             body["error"] = error
+        if reason:
+            body["reason"] = reason
+        if retry_batch:
+            body["retry_batch"] = int(retry_batch)
         return Job.from_json(self.request("POST", "/v1/jobs/%d/finish" % int(job_id), body))
 
     def report_peak(self, job_id, peak_bytes):

@@ -20,13 +20,6 @@ static long long int_of(json_t *job, const char *key)
     return (long long)json_integer_value(json_object_get(job, key));
 }
 
-/* A client's string made safe for the terminal (vram_escape_text). */
-static const char *escaped(const char *raw, char *buf, size_t len)
-{
-    vram_escape_text(raw, buf, len);
-    return buf;
-}
-
 static const char *str_of(json_t *job, const char *key)
 {
     const char *s = json_string_value(json_object_get(job, key));
@@ -164,7 +157,7 @@ const char *jobs_field(const jobs_ctx_t *ctx, json_t *job, char letter, char *bu
     default:
         snprintf(raw, sizeof raw, "?");
     }
-    return escaped(raw, buf, len);
+    return cli_escaped(raw, buf, len);
 }
 
 static const struct {
@@ -269,7 +262,7 @@ void jobs_print_detail(const jobs_ctx_t *ctx, json_t *job, json_t *events)
     {
         char when[32], kind[64], msg[600];
         clock_text(json_object_get(e, "at"), ctx->now, when, sizeof when);
-        printf("  %-14s %-16s %s\n", when, escaped(str_of(e, "kind"), kind, sizeof kind),
-               escaped(str_of(e, "message"), msg, sizeof msg));
+        printf("  %-14s %-16s %s\n", when, cli_escaped(str_of(e, "kind"), kind, sizeof kind),
+               cli_escaped(str_of(e, "message"), msg, sizeof msg));
     }
 }

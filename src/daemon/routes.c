@@ -276,15 +276,18 @@ static void health(vramd_state_t *d, const vramd_request_t *q, vramd_response_t 
                     "tcp", d->tcp_address));
 }
 
+/* GET /v1/config: secrets (webhook URLs, exec commands) to root only; the
+ * token to nobody. */
 static void config(vramd_state_t *d, const vramd_request_t *q, vramd_response_t *r, int64_t id)
 {
     (void)d;
-    (void)q;
     (void)id;
+    bool root = actor(q) == 0 && (q->transport == VRAMD_UNIX || q->may_mutate);
     json_t *o = json_object();
     for (int i = 0; i < VRAM_OPT_COUNT_; i++) {
         const char *v = vram_option_str((vram_option_t)i);
-        if (i == VRAM_OPT_TOKEN) v = *v ? "(set)" : "";
+        bool secret = vram_option_type((vram_option_t)i) == VRAM_OPTTYPE_SECRET;
+        if (secret && *v && (!root || i == VRAM_OPT_TOKEN)) v = "(set)";
         json_object_set_new(o, vram_option_name((vram_option_t)i), json_string(v));
     }
     reply(r, 200, json_pack("{s:o}", "options", o));

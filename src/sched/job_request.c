@@ -3,6 +3,7 @@
  * Every field is checked before anything reaches the scheduler: a wrong type
  * or malformed JSON is a 400, a bad value a 422, both naming the field. */
 #include "sched_internal.h"
+#include "core/escape.h"
 
 #include <jansson.h>
 #include <math.h>
@@ -215,6 +216,10 @@ int vram_job_request_decode(const char *text, size_t len, vram_job_request_t *q,
         refuse(&c, 422, "invalid_value", "field \"mem_bytes\" is required (bytes per GPU)");
     long long gpus = 0, prio = 0, pid = 0, batch = 0, minb = 0, maxb = 0;
     get_string(&c, o, "name", q->name, sizeof q->name);
+    /* every user's terminal shows names (vram jobs, top, history, alerts) */
+    if (!c.failed && !vram_text_printable(q->name))
+        refuse(&c, 422, "invalid_value",
+               "field \"name\" holds a control character (names are printable text)");
     get_string(&c, o, "command", q->command, sizeof q->command);
     get_size(&c, o, "mem_bytes", &q->mem_bytes);
     get_int(&c, o, "gpus", 1, VRAM_SCHED_MAX_GPUS, &gpus);

@@ -86,6 +86,7 @@ int vram_sched_config_from_options(vram_sched_config_t *cfg)
     cfg->probe_interval_s = 0.05; /* below the daemon's 100 ms tick */
     if ((rc = vram_option_double(VRAM_OPT_STATUS_CACHE, &cfg->status_cache_s)) != 0) return rc;
     if ((rc = vram_option_double(VRAM_OPT_KILL_GRACE, &cfg->kill_grace_s)) != 0) return rc;
+    if ((rc = vram_option_double(VRAM_OPT_JOB_RETENTION, &cfg->job_retention_s)) != 0) return rc;
     static const struct {
         vram_option_t opt;
         const char *name;
@@ -744,6 +745,8 @@ int vram_sched_report_peak(vram_sched_t *s, int64_t id, uid_t caller_uid, uint64
 
 /* ---- tick ----------------------------------------------------------------- */
 
+enum { PRUNE_BATCH = 500 };
+
 static int check_usage(vram_sched_t *s, double now)
 {
     sched_dev_t *devs = calloc((size_t)s->ndev + 1, sizeof *devs);
@@ -818,6 +821,14 @@ static int do_tick(vram_sched_t *s, void *arg)
     if (now - s->last_usage_check >= 1.0) {
         s->last_usage_check = now;
         if ((rc = check_usage(s, now)) < 0) return rc;
+    }
+    /* Ended jobs past the retention, a bounded batch per tick: a backlog is
+     * worked off tick by tick, the lock is never held long. */
+    if (s->cfg.job_retention_s > 0 && (s->prune_more || now - s->last_prune >= 60)) {
+        s->last_prune = now;
+        int n = vram_store_prune(s->store, now - s->cfg.job_retention_s, PRUNE_BATCH);
+        if (n < 0) return n;
+        s->prune_more = n == PRUNE_BATCH;
     }
     if (changed == 0 && !outside_use_fell(s)) return 0; /* nothing could fit now */
     if ((rc = vram_queue_admit(s, now)) < 0) return rc;

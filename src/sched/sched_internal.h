@@ -80,6 +80,8 @@ struct vram_sched {
     int *dead_fds; /* pidfds to close in tick (poll may hold them) */
     size_t ndead, dead_cap;
     double last_usage_check;
+    double last_prune;            /* when ended jobs past cfg.job_retention_s were last deleted */
+    bool prune_more;              /* the last prune hit its batch: go on at the next tick */
     bool shutting_down;           /* vram_sched_shutdown: waiters return, nothing is admitted */
     bool dirty;                   /* the current operation changed jobs in memory */
     pthread_mutex_t deliver_lock; /* keeps committed events in order outside the lock */
@@ -180,6 +182,9 @@ typedef int (*vram_store_job_fn)(void *arg, const vram_job_t *job, uint64_t pid_
 int vram_store_load_active(vram_store_t *st, vram_store_job_fn fn, void *arg);
 int vram_store_list_ended(vram_store_t *st, int limit, vram_store_job_fn fn, void *arg);
 int vram_store_get_job(vram_store_t *st, int64_t id, vram_job_t *out);
+/* Deletes up to `batch` jobs that ended before `before` (Unix seconds), with
+ * their events; returns how many, or EIO. */
+int vram_store_prune(vram_store_t *st, double before, int batch);
 typedef void (*vram_store_event_fn)(void *arg, double at, const char *kind, const char *message);
 int vram_store_list_events(vram_store_t *st, int64_t job_id, vram_store_event_fn fn, void *arg);
 /* vram submit: the spawn spec stored with a job (*spec malloc'd, NULL when

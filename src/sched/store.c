@@ -19,6 +19,8 @@ enum {
     ST_EVENTS,
     ST_SPAWN,
     ST_SET_PID,
+    ST_PRUNE_EVENTS,
+    ST_PRUNE_JOBS,
     ST_N
 };
 
@@ -51,6 +53,13 @@ static const char *const sql_text[ST_N] = {
     [ST_EVENTS] = "SELECT at, kind, message FROM events WHERE job_id=?1 ORDER BY id",
     [ST_SPAWN] = "SELECT spawn FROM jobs WHERE id=?1",
     [ST_SET_PID] = "UPDATE jobs SET pid=?2, pid_start=?3 WHERE id=?1",
+    /* the oldest ended jobs first, by the ended_at index */
+    [ST_PRUNE_EVENTS] = "DELETE FROM events WHERE job_id IN (SELECT id FROM jobs WHERE "
+                        "ended_at > 0 AND ended_at < ?1 AND state NOT IN ('queued','running') "
+                        "ORDER BY ended_at LIMIT ?2)",
+    [ST_PRUNE_JOBS] = "DELETE FROM jobs WHERE id IN (SELECT id FROM jobs WHERE ended_at > 0 AND "
+                      "ended_at < ?1 AND state NOT IN ('queued','running') ORDER BY ended_at "
+                      "LIMIT ?2)",
 };
 
 static const char schema[] =
@@ -70,6 +79,7 @@ static const char schema[] =
     " peak_bytes INTEGER, labels TEXT NOT NULL DEFAULT '{}',"
     " end_reason TEXT NOT NULL DEFAULT 'exit', retry_batch INTEGER NOT NULL DEFAULT 0);"
     "CREATE INDEX IF NOT EXISTS jobs_state ON jobs(state);"
+    "CREATE INDEX IF NOT EXISTS jobs_ended ON jobs(ended_at);"
     "CREATE TABLE IF NOT EXISTS events("
     " id INTEGER PRIMARY KEY AUTOINCREMENT, job_id INTEGER NOT NULL, at REAL NOT NULL,"
     " kind TEXT NOT NULL, message TEXT NOT NULL);"
@@ -444,4 +454,17 @@ int vram_store_set_pid(vram_store_t *st, int64_t id, pid_t pid, uint64_t pid_sta
     sqlite3_bind_int64(q, 2, pid);
     sqlite3_bind_int64(q, 3, (sqlite3_int64)pid_start);
     return step_done(st, q, "set pid");
+}
+
+int vram_store_prune(vram_store_t *st, double before, int batch)
+{
+    sqlite3_stmt *ev = st->st[ST_PRUNE_EVENTS], *jobs = st->st[ST_PRUNE_JOBS];
+    sqlite3_bind_double(ev, 1, before);
+    sqlite3_bind_int(ev, 2, batch);
+    int rc = step_done(st, ev, "prune events");
+    if (rc) return rc;
+    sqlite3_bind_double(jobs, 1, before);
+    sqlite3_bind_int(jobs, 2, batch);
+    if ((rc = step_done(st, jobs, "prune jobs"))) return rc;
+    return sqlite3_changes(st->db);
 }

@@ -15,6 +15,7 @@ static void check_all_options_readable(const char *why)
         int rc = 0;
         switch (vram_option_type(opt)) {
         case VRAM_OPTTYPE_STRING:
+        case VRAM_OPTTYPE_SECRET:
             rc = 0;
             break;
         case VRAM_OPTTYPE_INT:

@@ -100,3 +100,33 @@ start_daemon --socket-mode 0666
 [ "$(field "$(api GET /v1/jobs/$b)" 'd["end_reason"]')" = oom ] || fail "end_reason not stored"
 pass "an OOM end is the finish request's reason/retry_batch fields (stored, counted), not its words"
 stop_daemon
+
+# ---- names, secrets -----------------------------------------------------------------
+export VRAM_ALERT_WEBHOOK='http://alice:pw123@127.0.0.1:9/hook' VRAM_ALERT_EXEC='notify --key=k3y'
+start_daemon --socket-mode 0666
+tcp=$(tcp_address)
+id=$(user_vram submit --parsable --mem 1GiB -- sh -c 'echo ok --password=hunter2')
+wait_state "$id" done
+[ "$(field "$(api GET /v1/jobs/$id)" 'd["name"]')" = sh ] || fail "default name: $(api GET /v1/jobs/$id)"
+for path in /metrics /v1/watch "/v1/history?device=0"; do
+    ! curl -s "http://$tcp$path" | grep -q hunter2 || fail "the command line reached TCP $path"
+done
+pass "the default job name is the program's (sh), so no command line reaches other users"
+
+c=$(as_user curl -s --unix-socket "$VRAM_SOCKET" http://x/v1/config)
+! grep -q 'pw123\|k3y' <<<"$c" || fail "secrets shown to uid 65534: $c"
+[ "$(field "$c" 'd["options"]["ALERT_WEBHOOK"], d["options"]["ALERT_EXEC"]')" = "(set) (set)" ] \
+    || fail "masked values: $c"
+! curl -s "http://$tcp/v1/config" | grep -q 'pw123\|k3y' || fail "secrets shown on TCP"
+grep -q pw123 <<<"$(api GET /v1/config)" || fail "root does not see the webhook"
+pass "/v1/config masks webhook URLs and exec commands for everyone but root"
+stop_daemon
+unset VRAM_ALERT_WEBHOOK VRAM_ALERT_EXEC
+
+# a config file that holds the TCP token must not be readable by others
+printf 'TOKEN=%s\n' s3cret >"$T/vramd.conf"
+chmod 644 "$T/vramd.conf"
+run_rc() { local __v=$1 __rc=0; shift; "$@" || __rc=$?; printf -v "$__v" %s "$__rc"; }
+run_rc rc timeout 60 "$VRAMD" --foreground --config "$T/vramd.conf" >"$T/conf.out" 2>&1
+[ "$rc" != 0 ] && grep -q "chmod 600" "$T/conf.out" || fail "a readable token file was accepted: $rc $(cat "$T/conf.out")"
+pass "vramd refuses a --config holding TOKEN= that others can read"

@@ -102,6 +102,28 @@ static void decodes_finish_bodies(void **st)
     assert_int_equal(vram_job_finish_decode(longer, strlen(longer), &end, &e), VRAM_EINVAL);
 }
 
+/* Names are printable text: every user's terminal shows them. */
+static void names_are_printable(void **st)
+{
+    (void)st;
+    static const char *const bad[] = {
+        "{\"mem_bytes\":1024,\"name\":\"a\\u001b[2Jb\"}",
+        "{\"mem_bytes\":1024,\"name\":\"line\\nbreak\"}",
+        "{\"mem_bytes\":1024,\"name\":\"c1\\u009bcsi\"}",
+        "{\"mem_bytes\":1024,\"name\":\"del\\u007f\"}",
+    };
+    vram_job_request_t q;
+    vram_request_error_t e;
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+        assert_int_equal(vram_job_request_decode(bad[i], strlen(bad[i]), &q, &e), VRAM_EINVAL);
+        assert_int_equal(e.status, 422);
+        assert_non_null(strstr(e.message, "control character"));
+    }
+    const char *good = "{\"mem_bytes\":1024,\"name\":\"J\\u00fcrgen \\u8bad\\u7ec3 #1\"}";
+    assert_int_equal(vram_job_request_decode(good, strlen(good), &q, &e), 0);
+    assert_string_equal(q.name, "J\xc3\xbcrgen \xe8\xae\xad\xe7\xbb\x83 #1");
+}
+
 /* How a job ended travels in fields of its own, never in words of the error
  * text: an out-of-memory end and the batch its retry asks for. */
 static void decodes_structured_ends(void **st)
@@ -242,6 +264,7 @@ int main(void)
         cmocka_unit_test(refuses_bad_input_naming_the_field),
         cmocka_unit_test(decodes_finish_bodies),
         cmocka_unit_test(decodes_structured_ends),
+        cmocka_unit_test(names_are_printable),
         cmocka_unit_test(decodes_peak_bodies),
         cmocka_unit_test(decodes_labels),
         cmocka_unit_test(escapes_control_characters),

@@ -1028,6 +1028,35 @@ static void every_pass_records_why_a_job_waits(void **st)
     vram_sched_close(s);
 }
 
+/* Ended jobs and their events leave the store after JOB_RETENTION, oldest
+ * first; active and recently ended jobs stay. */
+static void ended_jobs_are_pruned_after_the_retention(void **st)
+{
+    (void)st;
+    vram_sched_config_t c = config(1, 80);
+    c.job_retention_s = 3600;
+    vram_sched_t *s;
+    assert_int_equal(vram_sched_open(&c, &s), 0);
+    vram_job_t old = submit(s, "old", 10, 1, 0), running = submit(s, "running", 10, 1, 0);
+    assert_int_equal(vram_sched_finish(s, old.id, 1000, 0, NULL), 0);
+    fake_now += 3000;
+    vram_job_t recent = submit(s, "recent", 10, 1, 0);
+    assert_int_equal(vram_sched_finish(s, recent.id, 1000, 1, "boom"), 0);
+    fake_now += 700; /* old ended 3700 s ago, recent 700 s ago */
+    assert_true(vram_sched_tick(s) >= 0);
+    vram_job_t j;
+    assert_int_equal(vram_sched_job(s, old.id, &j), VRAM_ENOENT);
+    assert_null(vram_sched_events_json(s, old.id));
+    assert_int_equal(vram_sched_job(s, recent.id, &j), 0);
+    assert_int_equal(j.state, VRAM_JOB_FAILED);
+    char *ev = vram_sched_events_json(s, recent.id);
+    assert_non_null(ev);
+    assert_non_null(strstr(ev, "boom"));
+    free(ev);
+    assert_int_equal(state_of(s, running.id), VRAM_JOB_RUNNING);
+    vram_sched_close(s);
+}
+
 static void pid_must_be_the_callers(void **st)
 {
     (void)st;
@@ -1239,6 +1268,7 @@ int main(void)
         cmocka_unit_test(events_are_told_after_commit_only),
         cmocka_unit_test(cancel_terminates_then_kills),
         cmocka_unit_test(every_pass_records_why_a_job_waits),
+        cmocka_unit_test(ended_jobs_are_pruned_after_the_retention),
     };
     return cmocka_run_group_tests(tests, setup, teardown);
 }
