@@ -16,6 +16,9 @@ chmod 755 "$T"
 mkdir "$T/u" && chown 65534:65534 "$T/u"
 cd "$T/u"
 as_user() { setpriv --reuid=65534 --regid=65534 --clear-groups "$@"; }
+# jobs vramd started outlive it: a failing check must not leave them waiting
+release_jobs() { touch "$T/u/go" "$T/u/go2" "$T/u/go5" "$T/u/go6" 2>/dev/null || true; }
+CLEANUP_HOOK=release_jobs
 user_vram() { as_user "$VRAM" "$@"; }
 
 # ---- why a job waits: a quota-held job says so in `vram jobs` ----------------
@@ -130,3 +133,31 @@ run_rc() { local __v=$1 __rc=0; shift; "$@" || __rc=$?; printf -v "$__v" %s "$__
 run_rc rc timeout 60 "$VRAMD" --foreground --config "$T/vramd.conf" >"$T/conf.out" 2>&1
 [ "$rc" != 0 ] && grep -q "chmod 600" "$T/conf.out" || fail "a readable token file was accepted: $rc $(cat "$T/conf.out")"
 pass "vramd refuses a --config holding TOKEN= that others can read"
+
+# ---- daemon strings reach terminals escaped: a name that an older vramd
+# stored with an escape sequence (names are checked at decode now) ----------------
+export VRAM_WATCH_INTERVAL=0.1
+start_daemon --socket-mode 0666
+hold=$(user_vram submit --parsable --mem 75GiB -- sh -c 'while [ ! -e go5 ]; do sleep 0.05; done')
+wait_state "$hold" running
+id=$(user_vram submit --parsable --mem 10GiB -- sh -c 'while [ ! -e go6 ]; do sleep 0.05; done')
+[ "$(job_state "$id")" = queued ] || fail "the second job should wait"
+stop_daemon
+python3 -c 'import sqlite3, sys
+db = sqlite3.connect(sys.argv[1]); db.execute("UPDATE jobs SET name=? WHERE id=?", ("evil\x1b[2Jname", int(sys.argv[2]))); db.commit()' "$VRAM_DB" "$id"
+start_daemon --socket-mode 0666
+touch "$T/u/go5"
+wait_state "$id" running
+out=
+for _ in $(seq 600); do # the watch samples the job within a few intervals
+    out=$(user_vram history --since 60 2>&1)
+    grep -q "^job $id " <<<"$out" && break
+    sleep 0.1
+done
+grep -q 'evil\\x1b\[2Jname' <<<"$out" || fail "vram history: no escaped name: $out"
+out+=$(user_vram jobs 2>&1)
+! grep -q $'\033' <<<"$out" || fail "a raw ESC from the daemon reached the terminal: $out"
+touch "$T/u/go6"
+wait_state "$id" done
+pass "vram history and vram jobs print a stored name with an escape sequence escaped"
+stop_daemon
