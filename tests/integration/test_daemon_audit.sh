@@ -16,8 +16,15 @@ chmod 755 "$T"
 mkdir "$T/u" && chown 65534:65534 "$T/u"
 cd "$T/u"
 as_user() { setpriv --reuid=65534 --regid=65534 --clear-groups "$@"; }
-# jobs vramd started outlive it: a failing check must not leave them waiting
-release_jobs() { touch "$T/u/go" "$T/u/go2" "$T/u/go5" "$T/u/go6" 2>/dev/null || true; }
+# jobs vramd started outlive it: a failing check must not leave them behind
+# (they are the processes working in $T/u)
+release_jobs() {
+    local p
+    for p in /proc/[0-9]*; do
+        [ "$(readlink "$p/cwd" 2>/dev/null)" = "$T/u" ] && kill -9 "${p#/proc/}" 2>/dev/null
+    done
+    true
+}
 CLEANUP_HOOK=release_jobs
 user_vram() { as_user "$VRAM" "$@"; }
 
@@ -145,7 +152,16 @@ id=$(user_vram submit --parsable --mem 10GiB -- sh -c 'while [ ! -e go6 ]; do sl
 stop_daemon
 python3 -c 'import sqlite3, sys
 db = sqlite3.connect(sys.argv[1]); db.execute("UPDATE jobs SET name=? WHERE id=?", ("evil\x1b[2Jname", int(sys.argv[2]))); db.commit()' "$VRAM_DB" "$id"
-start_daemon --socket-mode 0666
+printf 'rules:\n  - name: queue-wait\n    metric: queue_wait_seconds\n    above: 0\n    for: 0.2s\n    level: warning\n' >"$T/rules.yaml"
+VRAM_ALERT_RULES=$T/rules.yaml start_daemon --socket-mode 0666
+out=
+for _ in $(seq 600); do # the watch evaluates the rule within a few intervals
+    out=$(user_vram alerts 2>&1)
+    grep -q "^firing .*job $id" <<<"$out" && break
+    sleep 0.1
+done
+grep -q 'evil\\x1b\[2Jname' <<<"$out" || fail "vram alerts: no escaped name: $out"
+! grep -q $'\033' <<<"$out" || fail "a raw ESC reached the terminal through vram alerts: $out"
 touch "$T/u/go5"
 wait_state "$id" running
 out=
@@ -159,5 +175,5 @@ out+=$(user_vram jobs 2>&1)
 ! grep -q $'\033' <<<"$out" || fail "a raw ESC from the daemon reached the terminal: $out"
 touch "$T/u/go6"
 wait_state "$id" done
-pass "vram history and vram jobs print a stored name with an escape sequence escaped"
+pass "vram alerts, vram history and vram jobs print a stored name with an escape sequence escaped"
 stop_daemon
