@@ -17,11 +17,12 @@ mkdir "$T/u" && chown 65534:65534 "$T/u"
 cd "$T/u"
 as_user() { setpriv --reuid=65534 --regid=65534 --clear-groups "$@"; }
 # jobs vramd started outlive it: a failing check must not leave them behind
-# (they are the processes working in $T/u)
+# (they are uid 65534's processes working in $T/u)
 release_jobs() {
     local p
     for p in /proc/[0-9]*; do
-        [ "$(readlink "$p/cwd" 2>/dev/null)" = "$T/u" ] && kill -9 "${p#/proc/}" 2>/dev/null
+        [ "$(stat -c %u "$p" 2>/dev/null)" = 65534 ] && [ "$(readlink "$p/cwd" 2>/dev/null)" = "$T/u" ] &&
+            kill -9 "${p#/proc/}" 2>/dev/null
     done
     true
 }
