@@ -337,6 +337,9 @@ static const struct route {
     {"GET", "/v1/alerts", ANYONE, vramd_watch_alerts},
     {"GET", "/v1/peaks", ANYONE, vramd_watch_peaks},
     {"POST", "/v1/peaks/reset", MUTATOR, vramd_watch_reset_peaks},
+    /* the estimator and the planner (estimate_routes.c, docs/daemon.md) */
+    {"POST", "/v1/estimate", READER, vramd_estimate},
+    {"POST", "/v1/plan", READER, vramd_plan},
 };
 
 static bool parse_id(const char *text, size_t len, int64_t *id)
