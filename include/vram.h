@@ -1167,8 +1167,9 @@ typedef struct {
  * monitor process, which is not vramd's child and outlives it, leads a new
  * session, starts argv as the uid (vramd as root; else vramd must be that
  * uid) in cwd with stdin /dev/null, stdout/stderr to the output files
- * (created by the uid, O_EXCL|O_NOFOLLOW, mode 0600: an existing file or
- * link is refused), the whitelisted environment, CUDA_VISIBLE_DEVICES and
+ * (opened by the uid: created O_EXCL|O_NOFOLLOW with mode 0600, or the
+ * uid's own regular single-link file there truncated; a link or another
+ * user's file is refused), the whitelisted environment, CUDA_VISIBLE_DEVICES and
  * VRAM_JOB_ID/VRAM_BATCH_SIZE/VRAM_GRAD_ACCUM; when argv ends it writes its
  * exit status to exit_dir/<id> (vram_spawn_read_exit) and exits. Call from a
  * thread that may fork. EPARSE for a bad spec, ENOENT for an unknown uid,

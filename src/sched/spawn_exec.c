@@ -198,8 +198,8 @@ static const char *errno_text(int e)
     case EACCES:
         return "permission denied";
     case EEXIST:
-        return "it exists (vram submit never writes into an existing file or link: remove it "
-               "or choose another --output)";
+        return "it exists and is not your own file (vram submit never writes through a link or "
+               "into another user's file: remove it or choose another --output)";
     case ENOEXEC:
         return "not an executable";
     case ENOTDIR:
@@ -232,11 +232,22 @@ static void fail_to(int fd, const char *a, const char *b, int e, int status)
     _exit(status);
 }
 
-/* An output file, created by the job's user: never an existing file or a
- * link planted in a shared directory, readable by the user alone. */
+/* An output file, opened by the job's user: a new one (mode 0600), or the
+ * user's own earlier output at that path (a rerun, or job ids that started
+ * over), truncated; never a link planted in a shared directory, a file of
+ * another user, or a second name (hard link) of some other file. */
 static int create_output(const char *path)
 {
-    return open(path, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600);
+    int fd = open(path, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600);
+    if (fd >= 0 || errno != EEXIST) return fd;
+    fd = open(path, O_WRONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC);
+    struct stat st;
+    if (fd >= 0 && fstat(fd, &st) == 0 && S_ISREG(st.st_mode) && st.st_uid == getuid() &&
+        st.st_nlink == 1 && ftruncate(fd, 0) == 0 && fchmod(fd, 0600) == 0)
+        return fd;
+    if (fd >= 0) close(fd);
+    errno = EEXIST;
+    return -1;
 }
 
 /* The job's process: the user's identity, output files, directory,

@@ -89,7 +89,16 @@ wait_state "$id" failed
 id=$(user_vram submit --parsable --mem 1GiB --output "$T/shared/mine-%j.txt" -- echo mine)
 wait_state "$id" done
 [ "$(stat -c '%U %a' "$T/shared/mine-$id.txt")" = "nobody 600" ] || fail "output: $(stat -c '%U %a' "$T/shared/mine-$id.txt")"
-pass "output files: a planted symlink or another user's file is refused; a new one is the user's, 0600"
+# the user's own earlier output is rewritten (a rerun, job ids that started over)
+id2=$(user_vram submit --parsable --mem 1GiB --output "$T/shared/mine-$id.txt" -- echo again)
+wait_state "$id2" done
+[ "$(cat "$T/shared/mine-$id.txt")" = again ] || fail "own output not rewritten: $(cat "$T/shared/mine-$id.txt")"
+# but not a second name (hard link) of another of the user's files
+ln "$T/u/precious" "$T/shared/hard.txt"
+id=$(user_vram submit --parsable --mem 1GiB --output "$T/shared/hard.txt" -- echo overwritten)
+wait_state "$id" failed
+[ "$(cat "$T/u/precious")" = precious ] || fail "the job wrote through a hard link"
+pass "output files: a planted symlink, hard link or another user's file is refused; a new one is the user's, 0600; the user's own is rewritten"
 stop_daemon
 unset VRAM_KILL_GRACE
 
