@@ -24,26 +24,29 @@ extern "C" {
 /* ===================================================================== */
 
 /* X(NAME, value, message): the one list of error codes. */
+/* One row per error: name, value, message, and how vramd answers it over
+ * HTTP (status and the "code" of its JSON error); vram_err_http reads the
+ * last two, so every route maps an error the same way. */
 #define VRAM_ERRORS(X)                                                                             \
-    X(OK, 0, "success")                                                                            \
-    X(EINVAL, -1, "invalid argument")                                                              \
-    X(ENOMEM, -2, "out of memory")                                                                 \
-    X(ENODEV, -3, "no such device")                                                                \
-    X(ENOTSUP, -4, "not supported")                                                                \
-    X(ENOLIB, -5, "library not found")                                                             \
-    X(EDRIVER, -6, "driver error")                                                                 \
-    X(EAGAIN, -7, "temporary failure, try again")                                                  \
-    X(EIO, -8, "input/output error")                                                               \
-    X(EPARSE, -9, "malformed input")                                                               \
-    X(ENOENT, -10, "not found")                                                                    \
-    X(EPERM, -11, "permission denied")                                                             \
-    X(EBUSY, -12, "resource busy")                                                                 \
-    X(ESTATE, -13, "invalid state")                                                                \
-    X(ETIMEDOUT, -14, "timed out")                                                                 \
-    X(ECONN, -15, "cannot connect")
+    X(OK, 0, "success", 200, "ok")                                                                 \
+    X(EINVAL, -1, "invalid argument", 422, "invalid_value")                                        \
+    X(ENOMEM, -2, "out of memory", 500, "internal")                                                \
+    X(ENODEV, -3, "no such device", 404, "not_found")                                              \
+    X(ENOTSUP, -4, "not supported", 501, "not_supported")                                          \
+    X(ENOLIB, -5, "library not found", 500, "internal")                                            \
+    X(EDRIVER, -6, "driver error", 502, "driver")                                                  \
+    X(EAGAIN, -7, "temporary failure, try again", 503, "unavailable")                              \
+    X(EIO, -8, "input/output error", 500, "internal")                                              \
+    X(EPARSE, -9, "malformed input", 400, "bad_request")                                           \
+    X(ENOENT, -10, "not found", 404, "not_found")                                                  \
+    X(EPERM, -11, "permission denied", 403, "forbidden")                                           \
+    X(EBUSY, -12, "resource busy", 429, "quota")                                                   \
+    X(ESTATE, -13, "invalid state", 409, "conflict")                                               \
+    X(ETIMEDOUT, -14, "timed out", 504, "timeout")                                                 \
+    X(ECONN, -15, "cannot connect", 503, "unavailable")
 
 enum {
-#define VRAM_ERR_ENUM_(name, value, msg) VRAM_##name = value,
+#define VRAM_ERR_ENUM_(name, value, msg, http, code) VRAM_##name = value,
     VRAM_ERRORS(VRAM_ERR_ENUM_)
 #undef VRAM_ERR_ENUM_
 };
@@ -52,8 +55,13 @@ enum {
 VRAM_API const char *vram_strerror(int err);
 /* Static name of an error code, e.g. "VRAM_ENOMEM"; "VRAM_EUNKNOWN" if unknown. */
 VRAM_API const char *vram_err_name(int err);
+/* The HTTP status vramd answers err with (500 for unknown codes) and, when
+ * code is not NULL, the static "code" of its JSON error ("internal"). */
+VRAM_API int vram_err_http(int err, const char **code);
 /* Detailed message of the last failure on this thread ("" if none). */
 VRAM_API const char *vram_last_error(void);
+/* The code of the last vram_fail on this thread (0 if none or cleared). */
+VRAM_API int vram_last_error_code(void);
 /* Records a detailed message for this thread and returns err (for `return vram_fail(...)`). */
 VRAM_API int vram_fail(int err, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 VRAM_API void vram_clear_error(void);
@@ -112,7 +120,7 @@ VRAM_API const char *vram_build_id(void);
     X(LISTEN_HOSTS, STRING, "",                                                                    \
       "other names TCP clients may give in Host (comma-separated, name or name:port; a relay)")    \
     X(DB, STRING, "", "vramd SQLite database (default: state dir/vram/vramd.db)")                  \
-    X(TOKEN, STRING, "", "token that allows mutations over TCP")                                   \
+    X(TOKEN, SECRET, "", "token that allows mutations over TCP")                                   \
     X(SAFETY_MARGIN, SIZE_OR_FRACTION, "0.05", "memory per device vramd never hands out")          \
     X(MAX_CONCURRENT_JOBS, INT, "0", "running jobs per device (0 = no limit)")                     \
     X(JOB_TIMEOUT, SECONDS, "0", "queued job gives up after this many seconds (0 = never)")        \
@@ -128,13 +136,15 @@ VRAM_API const char *vram_build_id(void);
     X(KILL_GRACE, SECONDS, "10", "cancel of a running job: SIGKILL this long after SIGTERM")       \
     X(MAX_CONNECTIONS_PER_PEER, INT, "32", "open connections per socket uid or TCP address")       \
     X(REQUEST_TIMEOUT, SECONDS, "10", "seconds a connection may idle or dribble a request")        \
+    X(JOB_RETENTION, SECONDS, "720h",                                                              \
+      "ended jobs and their events kept in the database (0: forever)")                             \
     /* watch: monitoring (docs/monitoring.md) */                                                   \
     X(WATCH_INTERVAL, SECONDS, "1", "vramd samples the devices this often")                        \
     X(WATCH_HISTORY, SECONDS, "1h", "full-rate history kept (older: per-minute mean and max)")     \
     X(WATCH_RETENTION, SECONDS, "168h", "per-minute history kept in the database")                 \
     X(ALERT_RULES, STRING, "", "alert rules YAML file (default: the built-in rules)")              \
-    X(ALERT_WEBHOOK, STRING, "", "URL that receives each alert as a JSON POST")                    \
-    X(ALERT_EXEC, STRING, "", "command run for each alert, the alert in VRAM_ALERT_* variables")
+    X(ALERT_WEBHOOK, SECRET, "", "URL that receives each alert as a JSON POST")                    \
+    X(ALERT_EXEC, SECRET, "", "command run for each alert, the alert in VRAM_ALERT_* variables")
 
 typedef enum {
 #define VRAM_OPT_ENUM_(name, type, def, help) VRAM_OPT_##name,
@@ -151,6 +161,10 @@ typedef enum {
     VRAM_OPTTYPE_DOUBLE,
     VRAM_OPTTYPE_BOOL,
     VRAM_OPTTYPE_SECONDS,
+    /* A string that may hold a credential (a token, a webhook URL with a
+     * password, a command with a key): /v1/config shows it to root only, and
+     * a config file that sets one must not be readable by group or others. */
+    VRAM_OPTTYPE_SECRET,
 } vram_option_type_t;
 
 /* Table metadata; name is e.g. "SAFETY_MARGIN", env is "VRAM_SAFETY_MARGIN". */
@@ -172,8 +186,25 @@ VRAM_API int vram_option_bool(vram_option_t opt, bool *out);
 /* SIZE or SIZE_OR_FRACTION; a fraction is taken of `total`. */
 VRAM_API int vram_option_size(vram_option_t opt, uint64_t total, uint64_t *out);
 /* Reads KEY=VALUE lines (KEY as in vram_option_find; '#' comments). EPARSE
- * names the file, line and key; nothing is applied unless every line is valid. */
+ * names the file, line and key; EPERM when the file sets a SECRET option
+ * and group or others may read it; nothing is applied unless every line is
+ * valid. */
 VRAM_API int vram_options_load_file(const char *path);
+
+/* Where vramd's Unix socket is: the one answer for vramd, the CLI, Python
+ * and the Slurm plugin. VRAM_ENDPOINT_LISTEN: where a vramd started now by
+ * this user listens: VRAM_SOCKET, else /run/vram/vramd.sock for root, else
+ * $XDG_RUNTIME_DIR/vram/vramd.sock, else /tmp/vram-UID/vramd.sock.
+ * VRAM_ENDPOINT_CONNECT: VRAM_SOCKET when set (even if absent), else the
+ * first that exists (lstat, or a directory that hides it) of the socket
+ * this user's own vramd listens on and the system socket. Fills buf and,
+ * when why is not NULL, *why (a static phrase naming the choice); returns
+ * 0, VRAM_ECONN when no candidate exists (buf then holds the user's own
+ * socket, the message names every candidate), VRAM_EINVAL for a NULL or too
+ * small buf. Reads the option table and the environment; thread-safe. */
+typedef enum { VRAM_ENDPOINT_LISTEN = 0, VRAM_ENDPOINT_CONNECT = 1 } vram_endpoint_use_t;
+#define VRAM_SYSTEM_SOCKET "/run/vram/vramd.sock"
+VRAM_API int vram_endpoint(vram_endpoint_use_t use, char *buf, size_t len, const char **why);
 
 /* ===================================================================== */
 /* core: units                                                           */
@@ -970,6 +1001,24 @@ typedef struct {
     char value[65];
 } vram_job_label_t;
 
+/* How a job ended besides its exit status (POST /v1/jobs/{id}/finish
+ * "reason"): "exit" (its command ended: the default) or "oom" (it ran out
+ * of GPU memory). */
+typedef enum { VRAM_END_EXIT = 0, VRAM_END_OOM = 1 } vram_end_reason_t;
+/* "exit" or "oom" (static); vram_end_reason_parse: the reason, -1 if none. */
+VRAM_API const char *vram_end_reason_name(vram_end_reason_t r);
+VRAM_API int vram_end_reason_parse(const char *name);
+
+/* The end of a job as its client reports it: exit status (-1000..1000), an
+ * optional message, the reason, and for VRAM_END_OOM the micro-batch a retry
+ * asks for (0 = none). */
+typedef struct {
+    int exit_status;
+    char error[256];
+    vram_end_reason_t reason;
+    uint32_t retry_batch;
+} vram_job_end_t;
+
 /* What a client asks for. mem_bytes is per GPU for batch_size; when
  * per_sample_bytes and min_batch_size are set the scheduler may start the job
  * with a smaller batch (>= min_batch_size) that fits, using
@@ -1017,6 +1066,11 @@ typedef struct {
     /* Submitted with a spawn spec (vram submit): vramd starts its process
      * when it is admitted. The spec itself stays in the store. */
     bool has_spawn;
+    /* How it ended, as the finish request said in fields of its own (never
+     * read back from the error text): VRAM_END_OOM for out of memory, and
+     * then the micro-batch the next attempt asks for (0 = not retried). */
+    vram_end_reason_t end_reason;
+    uint32_t retry_batch;
 } vram_job_t;
 
 typedef enum { VRAM_PLACE_BEST_FIT, VRAM_PLACE_LEAST_LOADED } vram_placement_t;
@@ -1051,11 +1105,19 @@ typedef struct {
      * alone when that group is the scheduler's own), then SIGKILL after this
      * many seconds if it still runs; < 0 = signal nothing. */
     double kill_grace_s;
+    /* Ended jobs and their events are deleted from the store this long after
+     * they ended (checked each minute by the tick); 0 = kept forever. */
+    double job_retention_s;
     /* Called after each state change once its transaction has committed
      * (never for rolled-back work), outside the scheduler lock, in order,
      * e.g. to log it: must not block long; NULL = none. */
     void (*on_event)(void *arg, const vram_job_t *job, const char *kind, const char *message);
     void *event_arg;
+    /* Where the monitors of the jobs vramd starts write their exit status
+     * (vram_spawn_job; copied). The scheduler reads it when such a job's
+     * process ends, also after a restart. NULL or "": jobs end FAILED when
+     * their process ends. */
+    const char *exit_dir;
 } vram_sched_config_t;
 
 typedef struct vram_sched vram_sched_t;
@@ -1079,9 +1141,15 @@ VRAM_API int vram_sched_submit(vram_sched_t *s, const vram_job_request_t *req, v
  * ENOENT for an unknown id; ESTATE when it already ended. */
 VRAM_API int vram_sched_cancel(vram_sched_t *s, int64_t id, uid_t caller_uid);
 /* Ends a running job: DONE when exit_status is 0, FAILED otherwise (error
- * text optional). Same errors as cancel; a queued job is cancelled instead. */
+ * text optional). Same errors as cancel; a queued job is cancelled instead.
+ * A running job vramd started itself (vram submit) is refused with ESTATE:
+ * vramd records how its command ends; cancel stops it. */
 VRAM_API int vram_sched_finish(vram_sched_t *s, int64_t id, uid_t caller_uid, int exit_status,
                                const char *error);
+/* vram_sched_finish with the whole report: reason and retry batch are kept
+ * with the job (its JSON, the store) and told to on_event with it. */
+VRAM_API int vram_sched_finish_end(vram_sched_t *s, int64_t id, uid_t caller_uid,
+                                   const vram_job_end_t *end);
 /* Renews a running job's lease. ENOENT, EPERM, ESTATE as above. */
 VRAM_API int vram_sched_renew(vram_sched_t *s, int64_t id, uid_t caller_uid);
 /* Records the peak usage a running job measured itself (bytes per GPU): the
@@ -1139,9 +1207,14 @@ VRAM_API char *vram_sched_events_json(vram_sched_t *s, int64_t id);
  * ENOENT for an unknown id. Thread-safe. */
 VRAM_API int vram_sched_spawn_spec(vram_sched_t *s, int64_t id, char **spec);
 /* Records `pid` as the process of running job `id` started by vramd (its
- * exit releases the job, its usage is the job's). ESTATE when the job is not
- * running or already has a process. Thread-safe. */
+ * exit ends the job with the status its monitor wrote to cfg.exit_dir, its
+ * usage is the job's). ESTATE when the job is not running (cancelled
+ * meanwhile: the scheduler then kills pid's process group) or already has a
+ * process. Thread-safe. */
 VRAM_API int vram_sched_attach_pid(vram_sched_t *s, int64_t id, pid_t pid);
+/* Ends running job `id` FAILED with exit status 127 and `message`: vramd
+ * could not start its command. ESTATE when it is not running. */
+VRAM_API int vram_sched_spawn_failed(vram_sched_t *s, int64_t id, const char *message);
 /* Waits until job `id` has ended (done, failed, cancelled, timeout) or
  * timeout_ms passes or the scheduler shuts down; copies it. ENOENT if
  * unknown. Thread-safe. */
@@ -1150,29 +1223,31 @@ VRAM_API int vram_sched_wait_end(vram_sched_t *s, int64_t id, int timeout_ms, vr
  * submitting shell (PATH, LANG, LC_*, PYTHONPATH, ...; docs/cli.md). */
 VRAM_API bool vram_spawn_env_allowed(const char *name);
 
-/* A job's process started by vramd: the monitor's pid, the pipe it reports
- * the exit status on, and the pipe whose closing lets it exit. */
+/* A job's process started by vramd: its monitor's pid. */
 typedef struct {
     pid_t pid;
-    int status_fd, ack_fd;
 } vram_spawn_t;
-/* Starts running `job` (admitted, with its spec) as the job's uid: a
- * monitor process in a new session becomes the uid (vramd as root) or must
- * already be it, then runs argv in cwd with stdout/stderr to the output
- * files, stdin /dev/null, the whitelisted environment, CUDA_VISIBLE_DEVICES
- * and VRAM_JOB_ID/VRAM_BATCH_SIZE/VRAM_GRAD_ACCUM. Call from a thread that
- * may fork. EPARSE for a bad spec, ENOENT for an unknown uid, EIO. */
-VRAM_API int vram_spawn_job(const vram_job_t *job, const char *spec, vram_spawn_t *out);
-/* Non-blocking: 1 when the monitor reported (exit status, or -1 and a reason
- * if it died; message[len] gets the reason a command could not start), 0 when
- * it has not yet. */
-VRAM_API int vram_spawn_collect(vram_spawn_t *sp, int *exit_status, char *message, size_t len);
+/* Starts running `job` (admitted, with its spec) as the job's uid. A
+ * monitor process, which is not vramd's child and outlives it, leads a new
+ * session, starts argv as the uid (vramd as root; else vramd must be that
+ * uid) in cwd with stdin /dev/null, stdout/stderr to the output files
+ * (opened by the uid: created O_EXCL|O_NOFOLLOW with mode 0600, or the
+ * uid's own regular single-link file there truncated; a link or another
+ * user's file is refused), the whitelisted environment, CUDA_VISIBLE_DEVICES and
+ * VRAM_JOB_ID/VRAM_BATCH_SIZE/VRAM_GRAD_ACCUM; when argv ends it writes its
+ * exit status to exit_dir/<id> (vram_spawn_read_exit) and exits. Call from a
+ * thread that may fork. EPARSE for a bad spec, ENOENT for an unknown uid,
+ * EINVAL without exit_dir, EIO. */
+VRAM_API int vram_spawn_job(const vram_job_t *job, const char *spec, const char *exit_dir,
+                            vram_spawn_t *out);
+/* Reads (and removes) what the monitor of job `id` wrote to exit_dir:
+ * 0 with *exit_status and message[len] (why it could not start, "" when it
+ * ran), ENOENT when there is none (the monitor was killed). */
+VRAM_API int vram_spawn_read_exit(const char *exit_dir, int64_t id, int *exit_status, char *message,
+                                  size_t len);
 /* An output file name of a submitted job: "%j" becomes the job id and "%%" a
  * percent sign (as in sbatch's --output). EINVAL when out[len] is too small. */
 VRAM_API int vram_spawn_expand_path(const char *pattern, int64_t id, char *out, size_t len);
-/* After collect returned 1 (and the status is recorded): lets the monitor
- * exit, reaps it and closes the pipes. */
-VRAM_API void vram_spawn_release(vram_spawn_t *sp);
 /* Checks the ledger invariants (reserved <= usable per device, no job both
  * queued and running, per-device job counts); 0 or ESTATE with a message. */
 VRAM_API int vram_sched_check(vram_sched_t *s);
@@ -1222,10 +1297,11 @@ typedef struct {
 VRAM_API int vram_job_request_decode(const char *text, size_t len, vram_job_request_t *out,
                                      vram_request_error_t *err);
 /* Decodes the body of POST /v1/jobs/{id}/finish: {"exit_status": -1000..1000,
- * "error": "..."}, both optional (an empty body is exit status 0). `error`
- * gets the text (error_len bytes at most). Errors as above. */
-VRAM_API int vram_job_finish_decode(const char *text, size_t len, int *exit_status, char *error,
-                                    size_t error_len, vram_request_error_t *err);
+ * "error": "...", "reason": "exit" | "oom", "retry_batch": 0..2^31}, all
+ * optional (an empty body is exit status 0); retry_batch only with "oom".
+ * Errors as above. */
+VRAM_API int vram_job_finish_decode(const char *text, size_t len, vram_job_end_t *end,
+                                    vram_request_error_t *err);
 /* Decodes the body of POST /v1/jobs/{id}/peak: {"peak_bytes": N}, required,
  * an integer number of bytes up to 2^60. Errors as above. Thread-safe. */
 VRAM_API int vram_job_peak_decode(const char *text, size_t len, uint64_t *peak_bytes,

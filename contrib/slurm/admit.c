@@ -239,7 +239,7 @@ static int wait_queued(const spank_vram_step_t *step, json_t **job)
 int spank_vram_admit(const spank_vram_step_t *step, spank_vram_grant_t *g)
 {
     memset(g, 0, sizeof *g);
-    vram_option_set(VRAM_OPT_SOCKET, step->socket);
+    if (step->socket) vram_option_set(VRAM_OPT_SOCKET, step->socket);
     long long batch;
     json_t *req = request(step, &batch), *job = NULL;
     if (!req) return -1;
@@ -290,7 +290,7 @@ void spank_vram_finish(const char *socket, long long job_id, int status)
     char path[64];
     long http;
     json_t *reply = NULL, *body = json_pack("{s:i}", "exit_status", status);
-    vram_option_set(VRAM_OPT_SOCKET, socket);
+    if (socket) vram_option_set(VRAM_OPT_SOCKET, socket);
     snprintf(path, sizeof path, "/v1/jobs/%lld/finish", job_id);
     cli_daemon_call("POST", path, body, &http, &reply); /* 409: it already ended */
     json_decref(body);

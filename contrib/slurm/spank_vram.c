@@ -41,9 +41,11 @@ static const char *option_names[] = {
 };
 /* plugstack.conf's socket=, where %n stands for the node's Slurm name and
  * %h for its host name (one shared plugstack.conf for nodes that keep their
- * sockets apart); socket_path is it expanded on the node. */
-static const char *socket_template = "/run/vram/vramd.sock";
-static char socket_path[512] = "/run/vram/vramd.sock";
+ * sockets apart); socket_path is it expanded on the node. Without socket=,
+ * libvram's vram_endpoint finds vramd (VRAM_SOCKET, the user's own vramd,
+ * the system socket), as the CLI and Python do: configured_socket() is then NULL. */
+static const char *socket_template;
+static char socket_path[512];
 static const char *vram_bin = SPANK_VRAM_BIN;
 static bool admin_optional;
 
@@ -176,9 +178,17 @@ int slurm_spank_init_post_opt(spank_t sp, int ac, char **av)
     return tell_slurmctld(sp);
 }
 
+/* The socket the plugin was told, NULL for vram_endpoint's. */
+static const char *configured_socket(void)
+{
+    return socket_path[0] ? socket_path : NULL;
+}
+
 /* Expands %n (SLURMD_NODENAME), %h (host name) and %% in socket_template. */
 static int expand_socket(spank_t sp)
 {
+    socket_path[0] = 0;
+    if (!socket_template) return 0;
     char node[256] = "", host[256] = "";
     if (spank_getenv(sp, "SLURMD_NODENAME", node, sizeof node) != ESPANK_SUCCESS)
         snprintf(node, sizeof node, "%s",
@@ -259,7 +269,7 @@ static void describe_step(spank_t sp, spank_vram_step_t *step)
     for (int i = 0; i < SPANK_VRAM_OPT_COUNT_; i++)
         step->opt[i] = values[i];
     if (admin_optional) step->opt[SPANK_VRAM_OPT_OPTIONAL] = "1";
-    step->socket = socket_path;
+    step->socket = configured_socket();
     step->vram_bin = vram_bin;
     step->pid = (int)getpid();
     spank_get_item(sp, S_JOB_ID, &step->slurm_job_id);
@@ -310,7 +320,7 @@ struct finish {
 static void *report_finish(void *arg)
 {
     const struct finish *f = arg;
-    spank_vram_finish(socket_path, f->job_id, f->status);
+    spank_vram_finish(configured_socket(), f->job_id, f->status);
     return NULL;
 }
 
@@ -405,7 +415,7 @@ int slurm_spank_exit(spank_t sp, int ac, char **av)
     if (!spank_remote(sp) || !active() || id_pipe[0] < 0) return 0;
     long long job_id = 0;
     if (read(id_pipe[0], &job_id, sizeof job_id) == (ssize_t)sizeof job_id && job_id > 0)
-        spank_vram_finish(socket_path, job_id, task0_status);
+        spank_vram_finish(configured_socket(), job_id, task0_status);
     close_fd(&id_pipe[0]);
     return 0;
 }

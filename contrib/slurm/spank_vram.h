@@ -33,7 +33,7 @@ typedef enum {
  * environment in the task that registers it. */
 typedef struct {
     const char *opt[SPANK_VRAM_OPT_COUNT_]; /* option values, NULL when absent */
-    const char *socket;                     /* vramd's socket */
+    const char *socket;                     /* vramd's socket; NULL: vram_endpoint's */
     const char *vram_bin;                   /* the vram program, for --vram-model */
     char name[64];                          /* "slurm-JOB.STEP" */
     char command[512];                      /* the step's argv, for people */

@@ -92,6 +92,7 @@ _PROTOTYPES = {
     "vram_parse_size": (_I, [_S, ctypes.POINTER(_U64)]),
     "vram_option_find": (_I, [_S]),
     "vram_option_str": (_S, [_I]),
+    "vram_endpoint": (_I, [_I, ctypes.c_char_p, _SZ, ctypes.POINTER(_S)]),
 }
 for _name, (_res, _args) in _PROTOTYPES.items():
     _fn = getattr(lib, _name)

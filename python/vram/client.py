@@ -1,6 +1,7 @@
 """vram.Client: vramd's HTTP API (docs/daemon.md) over its Unix socket,
 with http.client on an AF_UNIX socket. vramd takes the caller's uid from
 the socket (SO_PEERCRED), so no token is needed there."""
+import ctypes
 import http.client
 import json
 import os
@@ -18,17 +19,15 @@ FINAL_STATES = ("done", "failed", "cancelled", "timeout")
 
 
 def default_socket_path():
-    """Where vramd listens by default: VRAM_SOCKET, else /run/vram for root,
-    else $XDG_RUNTIME_DIR/vram, else /tmp/vram-UID (as vramd decides)."""
-    opt = _lib.option("SOCKET")
-    if opt:
-        return opt
-    if os.geteuid() == 0:
-        return "/run/vram/vramd.sock"
-    rt = os.environ.get("XDG_RUNTIME_DIR")
-    if rt:
-        return os.path.join(rt, "vram", "vramd.sock")
-    return "/tmp/vram-%d/vramd.sock" % os.geteuid()
+    """Where vramd's socket is, as libvram's vram_endpoint decides for every
+    client (the CLI, the Slurm plugin): VRAM_SOCKET, else the socket this
+    user's own vramd listens on when it exists, else the system socket
+    /run/vram/vramd.sock when it exists. When neither exists, the user's own
+    socket (a connection then fails naming it)."""
+    buf = ctypes.create_string_buffer(4096)
+    why = ctypes.c_char_p()
+    _lib.lib.vram_endpoint(1, buf, len(buf), ctypes.byref(why))
+    return buf.value.decode()
 
 
 class _UnixConnection(http.client.HTTPConnection):
@@ -126,10 +125,17 @@ class Client:
     def cancel(self, job_id):
         return Job.from_json(self.request("DELETE", "/v1/jobs/%d" % int(job_id)))
 
-    def finish(self, job_id, exit_status=0, error=None):
+    def finish(self, job_id, exit_status=0, error=None, reason=None, retry_batch=None):
+        """Reports how a running job ended: its exit status, an optional
+        message, and reason="oom" (with retry_batch, the micro-batch the next
+        attempt asks for) when it ran out of GPU memory."""
         body = {"exit_status": int(exit_status)}
         if error:
             body["error"] = error
+        if reason:
+            body["reason"] = reason
+        if retry_batch:
+            body["retry_batch"] = int(retry_batch)
         return Job.from_json(self.request("POST", "/v1/jobs/%d/finish" % int(job_id), body))
 
     def report_peak(self, job_id, peak_bytes):

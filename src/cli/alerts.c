@@ -28,10 +28,12 @@ static void print_alert(json_t *a)
     time_t t = (time_t)json_number_value(at);
     strftime(when, sizeof when, "%Y-%m-%d %H:%M:%S", localtime(&t));
     const char *msg = json_string_value(json_object_get(a, "message"));
-    printf("%-9s %-9s %-19s %-24s %-8s %s\n", json_string_value(json_object_get(a, "state")),
-           json_string_value(json_object_get(a, "level")), when,
-           json_string_value(json_object_get(a, "rule")),
-           json_string_value(json_object_get(a, "subject")), msg && *msg ? msg : "-");
+    char state[64], level[64], rule[256], subject[256], text[1024];
+    printf("%-9s %-9s %-19s %-24s %-8s %s\n", cli_field_text(a, "state", "", state, sizeof state),
+           cli_field_text(a, "level", "", level, sizeof level), when,
+           cli_field_text(a, "rule", "", rule, sizeof rule),
+           cli_field_text(a, "subject", "", subject, sizeof subject),
+           cli_escaped(msg && *msg ? msg : "-", text, sizeof text));
 }
 
 int vram_cli_alerts(int argc, char **argv)

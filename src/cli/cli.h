@@ -28,6 +28,13 @@ extern bool cli_verbose;
 int cli_usage_error(const char *cmd, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 /* Prints "vram CMD: message" to stderr; returns CLI_RUNTIME. */
 int cli_runtime_error(const char *cmd, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+/* Every string from vramd reaches the terminal through these (a job name or
+ * an alert's subject may carry another user's escape sequences, `vram top`
+ * too): raw escaped into buf[len] (vram_escape_text: control bytes and
+ * invalid UTF-8 as \xNN, newlines included); a JSON object's string field
+ * escaped, `none` when it is missing or not a string. Return buf. */
+const char *cli_escaped(const char *raw, char *buf, size_t len);
+const char *cli_field_text(json_t *obj, const char *key, const char *none, char *buf, size_t len);
 /* Prints a JSON value (indented, sorted as built) to stdout and releases it. */
 void cli_print_json(json_t *value);
 /* Opens the device context; prints auto's reason on stderr unless quiet. */

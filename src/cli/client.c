@@ -1,7 +1,7 @@
 /* HTTP/JSON client of vramd: finds the daemon (VRAM_URL over TCP with a
- * token file, else VRAM_SOCKET, the user's own socket, the system socket),
- * tells a socket it may not open from a daemon that is not running, and
- * retries refused connections with backoff where asked. */
+ * token file, else the socket vram_endpoint names), tells a socket it may
+ * not open from a daemon that is not running, and retries refused
+ * connections with backoff where asked. */
 #include "cli/daemon_client.h"
 
 #include <curl/curl.h>
@@ -13,8 +13,6 @@
 #include <string.h>
 #include <sys/stat.h>
 #include <unistd.h>
-
-#define SYSTEM_SOCKET "/run/vram/vramd.sock"
 
 const char *cli_token_file; /* --token-file (main.c) */
 
@@ -79,14 +77,6 @@ static int read_token(char *auth, size_t len)
     return 0;
 }
 
-/* A socket exists when lstat finds it, or when its directory hides it. */
-static bool exists(const char *path, int *err)
-{
-    struct stat st;
-    *err = lstat(path, &st) == 0 ? 0 : errno;
-    return *err == 0 || *err == EACCES;
-}
-
 /* The group to ask for: the socket's, or its directory's when the directory
  * hides it (a system install: /run/vram is root:vram 0750). */
 static const char *group_of(const char *path)
@@ -112,26 +102,18 @@ static int find_endpoint(endpoint_t *e)
         e->why = "VRAM_URL";
         return read_token(e->auth, sizeof e->auth);
     }
-    const char *opt = vram_option_str(VRAM_OPT_SOCKET), *rt = getenv("XDG_RUNTIME_DIR");
-    char own[560] = "";
-    if (rt && *rt) snprintf(own, sizeof own, "%s/vram/vramd.sock", rt);
-    int err = 0;
-    if (*opt) {
-        snprintf(e->where, sizeof e->where, "%s", opt);
-        e->why = "VRAM_SOCKET";
-        exists(opt, &err);
-    } else if (*own && exists(own, &err)) {
-        snprintf(e->where, sizeof e->where, "%s", own);
-        e->why = "your own vramd, $XDG_RUNTIME_DIR";
-    } else if (exists(SYSTEM_SOCKET, &err)) {
-        snprintf(e->where, sizeof e->where, "%s", SYSTEM_SOCKET);
-        e->why = "the system vramd";
-    } else {
+    int rc = vram_endpoint(VRAM_ENDPOINT_CONNECT, e->where, sizeof e->where, &e->why);
+    if (rc == VRAM_ECONN) {
+        char why[400];
+        snprintf(why, sizeof why, "%s", vram_last_error());
         return vram_fail(VRAM_ECONN,
-                         "vramd is not running: no socket at %s%s%s; start it with `vramd` or "
-                         "`vram serve` (or set VRAM_SOCKET)",
-                         *own ? own : "", *own ? " or " : "", SYSTEM_SOCKET);
+                         "vramd is not running: %s; start it with `vramd` or `vram serve` (or "
+                         "set VRAM_SOCKET)",
+                         why);
     }
+    if (rc) return rc;
+    struct stat st;
+    int err = lstat(e->where, &st) == 0 ? 0 : errno;
     if (err == EACCES || (err == 0 && access(e->where, R_OK | W_OK) != 0 && errno == EACCES))
         return vram_fail(VRAM_EPERM,
                          "permission denied on %s: ask the administrator to add you to group %s",

@@ -132,3 +132,15 @@ int cli_parse_job_id(const char *cmd, const char *text, long long *id)
     *id = n;
     return 0;
 }
+
+const char *cli_escaped(const char *raw, char *buf, size_t len)
+{
+    vram_escape_text(raw, buf, len);
+    return buf;
+}
+
+const char *cli_field_text(json_t *obj, const char *key, const char *none, char *buf, size_t len)
+{
+    const char *v = json_string_value(json_object_get(obj, key));
+    return cli_escaped(v ? v : none, buf, len);
+}

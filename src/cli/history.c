@@ -86,8 +86,9 @@ int vram_cli_history(int argc, char **argv)
         return CLI_OK;
     }
     json_t *points = json_object_get(reply, "points");
+    char resolution[64];
     printf("GPU %lld, %s resolution, step %g s, %zu rows\n", device,
-           json_string_value(json_object_get(reply, "resolution")),
+           cli_field_text(reply, "resolution", "", resolution, sizeof resolution),
            json_number_value(json_object_get(reply, "step")), json_array_size(points));
     printf("%-8s  %9s  %9s  %9s  %9s  %4s  %4s  %6s\n", "TIME", "USED GiB", "MAX GiB", "FREE GiB",
            "RESV GiB", "UTIL", "TEMP", "POWER");
@@ -112,9 +113,10 @@ int vram_cli_history(int argc, char **argv)
     {
         json_t *last = json_array_get(json_object_get(j, "points"),
                                       json_array_size(json_object_get(j, "points")) - 1);
+        char name[256];
         printf("job %lld \"%s\": %zu rows, last %.2f GiB used of %.2f GiB reserved\n",
                (long long)json_integer_value(json_object_get(j, "id")),
-               json_string_value(json_object_get(j, "name")),
+               cli_field_text(j, "name", "", name, sizeof name),
                json_array_size(json_object_get(j, "points")),
                json_number_value(col(last, 1)) / (1 << 30),
                json_number_value(col(last, 3)) / (1 << 30));

@@ -163,18 +163,9 @@ static json_t *select_jobs(json_t *all, const jobs_opts_t *o)
     return out;
 }
 
-/* The views' context: free memory per device from /v1/status (none when
- * the status cannot be read: the reasons are then left out). */
 static void fetch_ctx(jobs_ctx_t *ctx)
 {
-    json_t *status = NULL;
-    long st;
-    if (cli_daemon_call("GET", "/v1/status", NULL, &st, &status) != 0 || st != 200) {
-        json_decref(status);
-        status = NULL;
-    }
-    jobs_ctx_init(ctx, status);
-    json_decref(status);
+    jobs_ctx_init(ctx);
 }
 
 /* All jobs (active and `limit` ended ones) and, with ctx, the context. */

@@ -20,33 +20,18 @@ static long long int_of(json_t *job, const char *key)
     return (long long)json_integer_value(json_object_get(job, key));
 }
 
-/* A client's string made safe for the terminal (vram_escape_text). */
-static const char *escaped(const char *raw, char *buf, size_t len)
-{
-    vram_escape_text(raw, buf, len);
-    return buf;
-}
-
 static const char *str_of(json_t *job, const char *key)
 {
     const char *s = json_string_value(json_object_get(job, key));
     return s ? s : "";
 }
 
-void jobs_ctx_init(jobs_ctx_t *ctx, json_t *status)
+void jobs_ctx_init(jobs_ctx_t *ctx)
 {
     memset(ctx, 0, sizeof *ctx);
     struct timespec ts;
     clock_gettime(CLOCK_REALTIME, &ts);
     ctx->now = (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
-    size_t i;
-    json_t *d;
-    json_array_foreach(json_object_get(status, "devices"), i, d)
-    {
-        if (i >= 64) break;
-        ctx->free_bytes[i] = (uint64_t)int_of(d, "free_for_admission_bytes");
-        ctx->ndev = (int)i + 1;
-    }
 }
 
 static void user_name(json_t *job, char *buf, size_t len)
@@ -99,31 +84,11 @@ static void int_list(json_t *a, char *buf, size_t len)
     if (!at) snprintf(buf, len, "-");
 }
 
-static void request_of(json_t *job, vram_job_request_t *r)
-{
-    memset(r, 0, sizeof *r);
-    r->mem_bytes = (uint64_t)int_of(job, "mem_bytes");
-    r->gpus = (int)int_of(job, "gpus");
-    r->batch_size = (uint32_t)int_of(job, "batch_size");
-    r->min_batch_size = (uint32_t)int_of(job, "min_batch_size");
-    r->max_batch_size = (uint32_t)int_of(job, "max_batch_size");
-    r->per_sample_bytes = (uint64_t)int_of(job, "per_sample_bytes");
-    size_t i;
-    json_t *v;
-    json_array_foreach(json_object_get(job, "pinned"), i, v)
-    {
-        if (r->npinned < VRAM_SCHED_MAX_GPUS) r->pinned[r->npinned++] = (int)json_integer_value(v);
-    }
-}
-
 static void reason(const jobs_ctx_t *ctx, json_t *job, char *buf, size_t len)
 {
-    const char *state = str_of(job, "state");
-    if (!strcmp(state, "queued") && ctx->ndev) {
-        vram_job_request_t r;
-        request_of(job, &r);
-        vram_job_pending_reason(&r, ctx->free_bytes, ctx->ndev, (int)int_of(job, "queue_position"),
-                                buf, len);
+    (void)ctx;
+    if (!strcmp(str_of(job, "state"), "queued")) {
+        snprintf(buf, len, "%s", str_of(job, "reason"));
     } else if (json_is_true(json_object_get(job, "over_reservation"))) {
         char used[32];
         snprintf(buf, len, "uses %s, above its reservation",
@@ -192,7 +157,7 @@ const char *jobs_field(const jobs_ctx_t *ctx, json_t *job, char letter, char *bu
     default:
         snprintf(raw, sizeof raw, "?");
     }
-    return escaped(raw, buf, len);
+    return cli_escaped(raw, buf, len);
 }
 
 static const struct {
@@ -297,7 +262,7 @@ void jobs_print_detail(const jobs_ctx_t *ctx, json_t *job, json_t *events)
     {
         char when[32], kind[64], msg[600];
         clock_text(json_object_get(e, "at"), ctx->now, when, sizeof when);
-        printf("  %-14s %-16s %s\n", when, escaped(str_of(e, "kind"), kind, sizeof kind),
-               escaped(str_of(e, "message"), msg, sizeof msg));
+        printf("  %-14s %-16s %s\n", when, cli_escaped(str_of(e, "kind"), kind, sizeof kind),
+               cli_escaped(str_of(e, "message"), msg, sizeof msg));
     }
 }

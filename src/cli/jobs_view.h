@@ -4,16 +4,13 @@
 
 #include "cli.h"
 
-/* What the views need besides the job: free memory per device (for the
- * pending reason) and the time of the listing. */
+/* What the views need besides the job: the time of the listing. (Why a
+ * queued job waits comes with the job: its "reason", from the scheduler.) */
 typedef struct {
-    uint64_t free_bytes[64];
-    int ndev;
     double now;
 } jobs_ctx_t;
 
-/* Fills ctx from GET /v1/status (NULL status: no pending reasons). */
-void jobs_ctx_init(jobs_ctx_t *ctx, json_t *status);
+void jobs_ctx_init(jobs_ctx_t *ctx);
 /* The text of field `letter` (see jobs_field_help) for one job, escaped. */
 const char *jobs_field(const jobs_ctx_t *ctx, json_t *job, char letter, char *buf, size_t len);
 /* Prints rows for `jobs` in the format FMT (`%i %.8u %t`: width, '.'

@@ -3,7 +3,6 @@
  * the batch after an out-of-memory failure when asked. The daemon also
  * watches this process, so the reservation ends however vram run ends. */
 #include "cli/run.h"
-#include "watch/job_end.h"
 
 #include <signal.h>
 #include <stdio.h>
@@ -100,8 +99,8 @@ static int wait_for_place(const run_opts_t *o, json_t **job)
 
 /* Tells vramd how COMMAND ended: interrupted or cancelled jobs are
  * `cancelled`, the others `done`/`failed` with the status; an out-of-memory
- * end says so, and whether it is retried with batch `retry` (job_end.h: the
- * watch counts both). */
+ * end says so in the fields "reason": "oom" and "retry_batch" (the watch
+ * counts both from them), and in words for people in "error". */
 static void report_end(const run_opts_t *o, long long id, const run_outcome_t *r, uint32_t retry)
 {
     if (r->interrupted || r->cancelled) {
@@ -110,15 +109,18 @@ static void report_end(const run_opts_t *o, long long id, const run_outcome_t *r
     }
     char path[80], why[160] = "", note[48] = "";
     snprintf(path, sizeof path, "/v1/jobs/%lld/finish", id);
-    if (retry) snprintf(note, sizeof note, VRAM_OOM_RETRY "%u", retry);
+    if (retry) snprintf(note, sizeof note, "; retrying with batch %u", retry);
     /* The message may be cut, the note never. */
     int room = (int)(sizeof why - strlen(note));
     if (r->oom)
-        snprintf(why, (size_t)room, VRAM_OOM_END ": %s", r->oom);
+        snprintf(why, (size_t)room, "out of memory: %s", r->oom);
     else if (r->oom_status)
-        snprintf(why, (size_t)room, VRAM_OOM_END ": exit status %d (--oom-exit-code)", r->code);
+        snprintf(why, (size_t)room, "out of memory: exit status %d (--oom-exit-code)", r->code);
     if (*why) strcat(why, note);
-    json_t *body = json_pack("{s:i,s:s}", "exit_status", r->code, "error", why), *reply = NULL;
+    bool oom = r->oom || r->oom_status;
+    json_t *body = json_pack("{s:i,s:s,s:s,s:i}", "exit_status", r->code, "error", why, "reason",
+                             oom ? "oom" : "exit", "retry_batch", oom ? (int)retry : 0),
+           *reply = NULL;
     long status;
     /* 409: the daemon already ended it (it saw this process die) */
     if (cli_daemon_call_patiently(o->cmd, o->quiet, "POST", path, body, &status, &reply))

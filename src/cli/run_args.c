@@ -20,7 +20,7 @@ enum { BOTH, RUN_ONLY, SUBMIT_ONLY };
     X("batch-size", 1, 'b', BOTH, "B        the batch COMMAND wants")                              \
     X("min-batch-size", 1, 'B', BOTH, "b        smallest acceptable batch (enables degradation)")  \
     X("per-sample-mem", 1, 's', BOTH, "SIZE     memory per sample of the batch (degradation)")     \
-    X("name", 1, 'n', BOTH, "NAME     job name (default: COMMAND)")                                \
+    X("name", 1, 'n', BOTH, "NAME     job name (default: the program's name)")                     \
     X("quiet", 0, 'q', BOTH, "         only COMMAND's output and errors")                          \
     X("retry-oom", 1, 'r', RUN_ONLY,                                                               \
       "N        on out-of-memory rerun with half the batch, N times")                              \
@@ -309,8 +309,13 @@ static void describe_command(run_opts_t *o)
     for (char **a = o->command; *a && at < sizeof cmdline; a++)
         at +=
             (size_t)snprintf(cmdline + at, sizeof cmdline - at, a == o->command ? "%s" : " %s", *a);
-    if (!json_object_get(o->request, "name"))
-        json_object_set_new(o->request, "name", json_stringn(cmdline, strnlen(cmdline, 63)));
+    /* The default name is the program's (every user sees names, on TCP too;
+     * the command line, which may hold a password, only its owner and root). */
+    if (!json_object_get(o->request, "name")) {
+        const char *slash = strrchr(o->command[0], '/');
+        const char *prog = slash && slash[1] ? slash + 1 : o->command[0];
+        json_object_set_new(o->request, "name", json_stringn(prog, strnlen(prog, 63)));
+    }
     json_object_set_new(o->request, "command", json_string(cmdline));
     json_object_set_new(o->request, "mem_bytes", json_integer((json_int_t)o->mem));
 }

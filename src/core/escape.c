@@ -20,6 +20,17 @@ size_t vram_utf8_length(const unsigned char *p)
     return n;
 }
 
+bool vram_text_printable(const char *s)
+{
+    const unsigned char *p = (const unsigned char *)s;
+    while (*p) {
+        size_t n = vram_utf8_length(p);
+        if (!n || *p < 0x20 || *p == 0x7f || (n == 2 && p[0] == 0xc2 && p[1] < 0xa0)) return false;
+        p += n;
+    }
+    return true;
+}
+
 size_t vram_escape_text(const char *in, char *out, size_t len)
 {
     const unsigned char *p = (const unsigned char *)(in ? in : "");

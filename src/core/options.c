@@ -7,6 +7,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
+#include <sys/stat.h>
 
 static const struct {
     const char *name, *env, *def, *help;
@@ -69,6 +70,7 @@ static int check_value(vram_option_t opt, const char *value)
     char *end;
     switch (table[opt].type) {
     case VRAM_OPTTYPE_STRING:
+    case VRAM_OPTTYPE_SECRET:
         return 0;
     case VRAM_OPTTYPE_SIZE:
         return vram_parse_size(value, &size);
@@ -210,6 +212,13 @@ int vram_options_load_file(const char *path)
         }
     }
     if (rc == 0 && ferror(f)) rc = vram_fail(VRAM_EIO, "%s: %s", path, strerror(errno));
+    struct stat st;
+    for (int i = 0; rc == 0 && i < VRAM_OPT_COUNT_; i++)
+        if (pending[i] && *pending[i] && table[i].type == VRAM_OPTTYPE_SECRET &&
+            (fstat(fileno(f), &st) != 0 || (st.st_mode & 0044)))
+            rc = vram_fail(VRAM_EPERM,
+                           "%s sets %s, a secret, and group or others may read it: chmod 600 %s",
+                           path, table[i].name, path);
     free(line);
     fclose(f);
     for (int i = 0; i < VRAM_OPT_COUNT_; i++) {

@@ -10,9 +10,8 @@
 #define VRAMD_MAX_BODY (64 * 1024)
 #define VRAMD_VERSION  VRAM_VERSION_STRING
 
-/* Default paths: VRAM_SOCKET / VRAM_DB when set, else the runtime or state
- * directory of the user (root: /run/vram, /var/lib/vram). */
-void vramd_socket_path(char *buf, size_t len);
+/* Default database: VRAM_DB when set, else the state directory of the user
+ * (root: /var/lib/vram). The socket: vram_endpoint(VRAM_ENDPOINT_LISTEN). */
 void vramd_db_path(char *buf, size_t len);
 
 /* Logs one line to stderr with a timestamp ("error", "warn", "info", "debug";
@@ -61,9 +60,6 @@ typedef struct {
 void vramd_route(vramd_state_t *d, const vramd_request_t *req, vramd_response_t *resp);
 /* Answers with a malloc'd JSON body (taken over); NULL body = 500 (out of memory). */
 void vramd_reply_text(vramd_response_t *r, int status, char *body);
-/* Fills r with the HTTP status and code of libvram error rc and
- * vram_last_error()'s message. */
-void vramd_vram_error(vramd_response_t *r, int rc);
 /* estimate_routes.c: POST /v1/estimate and /v1/plan, the bodies of
  * vram_estimate_json / vram_plan_json without what would make vramd read a
  * file or a device for a client (docs/daemon.md). */
@@ -74,6 +70,11 @@ void vramd_plan(vramd_state_t *d, const vramd_request_t *q, vramd_response_t *r,
 void vramd_error(vramd_response_t *r, int status, const char *code, const char *fmt, ...)
     __attribute__((format(printf, 4, 5)));
 
+/* Fills r with the error a libvram call returned (rc): its status and code
+ * from VRAM_ERRORS (vram_err_http), the thread's last message or else the
+ * code's. The one mapping of libvram errors to HTTP. */
+void vramd_fail(vramd_response_t *r, int rc);
+
 /* submit.c (vram submit): the spawn part of POST /v1/jobs checked and
  * serialized (malloc'd; NULL with resp filled when refused: TCP, another
  * uid than a non-root vramd's, bad fields); the starter thread of admitted
@@ -82,7 +83,7 @@ void vramd_error(vramd_response_t *r, int status, const char *code, const char *
 #include <jansson.h>
 char *vramd_submit_spec(const vramd_state_t *d, const vramd_request_t *req, vramd_response_t *resp,
                         json_t *spawn);
-int vramd_submit_start(vram_sched_t *sched);
+int vramd_submit_start(vram_sched_t *sched, const char *exit_dir);
 void vramd_submit_stop(void);
 void vramd_submit_event(const vram_job_t *job, const char *kind);
 void vramd_job_output(vramd_state_t *d, const vramd_request_t *req, vramd_response_t *resp,

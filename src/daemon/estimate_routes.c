@@ -52,7 +52,7 @@ static void answer(const vramd_request_t *q, vramd_response_t *r, bool plan)
     if (rc == VRAM_EPARSE)
         vramd_error(r, 422, "invalid_value", "%s", vram_last_error());
     else if (rc)
-        vramd_vram_error(r, rc);
+        vramd_fail(r, rc);
     else
         vramd_reply_text(r, 200, out);
 }

@@ -1,23 +1,9 @@
-/* Where vramd listens and keeps its database by default. */
+/* Where vramd keeps its database by default (its socket: vram_endpoint). */
 #include "daemon/daemon.h"
 
 #include <stdio.h>
 #include <stdlib.h>
 #include <unistd.h>
-
-void vramd_socket_path(char *buf, size_t len)
-{
-    const char *opt = vram_option_str(VRAM_OPT_SOCKET);
-    const char *rt = getenv("XDG_RUNTIME_DIR");
-    if (*opt)
-        snprintf(buf, len, "%s", opt);
-    else if (geteuid() == 0)
-        snprintf(buf, len, "/run/vram/vramd.sock");
-    else if (rt && *rt)
-        snprintf(buf, len, "%s/vram/vramd.sock", rt);
-    else
-        snprintf(buf, len, "/tmp/vram-%u/vramd.sock", (unsigned)geteuid());
-}
 
 void vramd_db_path(char *buf, size_t len)
 {

@@ -38,30 +38,11 @@ void vramd_error(vramd_response_t *r, int status, const char *code, const char *
     reply(r, status, json_pack("{s:{s:s,s:s}}", "error", "code", code, "message", safe));
 }
 
-/* Maps a libvram error to an HTTP status and code. */
-void vramd_vram_error(vramd_response_t *r, int rc)
+void vramd_fail(vramd_response_t *r, int rc)
 {
-    const char *msg = *vram_last_error() ? vram_last_error() : vram_strerror(rc);
-    switch (rc) {
-    case VRAM_EINVAL:
-        vramd_error(r, 422, "invalid_value", "%s", msg);
-        break;
-    case VRAM_ENOENT:
-        vramd_error(r, 404, "not_found", "%s", msg);
-        break;
-    case VRAM_EPERM:
-        vramd_error(r, 403, "forbidden", "%s", msg);
-        break;
-    case VRAM_ESTATE:
-        vramd_error(r, 409, "conflict", "%s", msg);
-        break;
-    case VRAM_EBUSY:
-        vramd_error(r, 429, "quota", "%s", msg);
-        break;
-    default:
-        vramd_error(r, 500, "internal", "%s", msg);
-        break;
-    }
+    const char *code, *msg = *vram_last_error() ? vram_last_error() : vram_strerror(rc);
+    int status = vram_err_http(rc, &code);
+    vramd_error(r, status, code, "%s", msg);
 }
 
 /* ---- handlers ------------------------------------------------------------------ */
@@ -128,7 +109,7 @@ static void submit(vramd_state_t *d, const vramd_request_t *q, vramd_response_t 
     vram_job_t job;
     int rc = vram_sched_submit(d->sched, &req, &job);
     if (rc) {
-        vramd_vram_error(r, rc);
+        vramd_fail(r, rc);
         goto out;
     }
     job_reply(d, q, r, 201, job.id);
@@ -141,16 +122,15 @@ out:
 static void finish(vramd_state_t *d, const vramd_request_t *q, vramd_response_t *r, int64_t id)
 {
     if (!body_fits(q, r)) return;
-    int status;
-    char err[256];
+    vram_job_end_t end;
     vram_request_error_t e;
-    if (vram_job_finish_decode(q->body, q->body_len, &status, err, sizeof err, &e) != 0) {
+    if (vram_job_finish_decode(q->body, q->body_len, &end, &e) != 0) {
         vramd_error(r, e.status, e.code, "%s", e.message);
         return;
     }
-    int rc = vram_sched_finish(d->sched, id, actor(q), status, err);
+    int rc = vram_sched_finish_end(d->sched, id, actor(q), &end);
     if (rc) {
-        vramd_vram_error(r, rc);
+        vramd_fail(r, rc);
         return;
     }
     job_reply(d, q, r, 200, id);
@@ -169,7 +149,7 @@ static void peak(vramd_state_t *d, const vramd_request_t *q, vramd_response_t *r
     }
     int rc = vram_sched_report_peak(d->sched, id, actor(q), bytes);
     if (rc) {
-        vramd_vram_error(r, rc);
+        vramd_fail(r, rc);
         return;
     }
     job_reply(d, q, r, 200, id);
@@ -179,7 +159,7 @@ static void cancel(vramd_state_t *d, const vramd_request_t *q, vramd_response_t 
 {
     int rc = vram_sched_cancel(d->sched, id, actor(q));
     if (rc) {
-        vramd_vram_error(r, rc);
+        vramd_fail(r, rc);
         return;
     }
     job_reply(d, q, r, 200, id);
@@ -189,7 +169,7 @@ static void renew(vramd_state_t *d, const vramd_request_t *q, vramd_response_t *
 {
     int rc = vram_sched_renew(d->sched, id, actor(q));
     if (rc) {
-        vramd_vram_error(r, rc);
+        vramd_fail(r, rc);
         return;
     }
     job_reply(d, q, r, 200, id);
@@ -226,7 +206,7 @@ static void get_job(vramd_state_t *d, const vramd_request_t *q, vramd_response_t
         int rc = until ? vram_sched_wait_end(d->sched, id, (int)(s * 1000), &job)
                        : vram_sched_wait_change(d->sched, id, from, (int)(s * 1000), &job);
         if (rc) {
-            vramd_vram_error(r, rc);
+            vramd_fail(r, rc);
             return;
         }
     }
@@ -242,7 +222,7 @@ static void events(vramd_state_t *d, const vramd_request_t *q, vramd_response_t 
                        (long long)id);
     char *text = rc ? NULL : vram_sched_events_json(d->sched, id);
     if (!text) {
-        vramd_vram_error(r, rc ? rc : VRAM_ENOENT);
+        vramd_fail(r, rc ? rc : VRAM_ENOENT);
         return;
     }
     vramd_reply_text(r, 200, text);
@@ -296,15 +276,18 @@ static void health(vramd_state_t *d, const vramd_request_t *q, vramd_response_t 
                     "tcp", d->tcp_address));
 }
 
+/* GET /v1/config: secrets (webhook URLs, exec commands) to root only; the
+ * token to nobody. */
 static void config(vramd_state_t *d, const vramd_request_t *q, vramd_response_t *r, int64_t id)
 {
     (void)d;
-    (void)q;
     (void)id;
+    bool root = actor(q) == 0 && (q->transport == VRAMD_UNIX || q->may_mutate);
     json_t *o = json_object();
     for (int i = 0; i < VRAM_OPT_COUNT_; i++) {
         const char *v = vram_option_str((vram_option_t)i);
-        if (i == VRAM_OPT_TOKEN) v = *v ? "(set)" : "";
+        bool secret = vram_option_type((vram_option_t)i) == VRAM_OPTTYPE_SECRET;
+        if (secret && *v && (!root || i == VRAM_OPT_TOKEN)) v = "(set)";
         json_object_set_new(o, vram_option_name((vram_option_t)i), json_string(v));
     }
     reply(r, 200, json_pack("{s:o}", "options", o));

@@ -350,7 +350,10 @@ int vramd_main(int argc, char **argv, const char *prog)
     struct timespec ts;
     clock_gettime(CLOCK_REALTIME, &ts);
     d.started_at = (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
-    vramd_socket_path(d.socket_path, sizeof d.socket_path);
+    if (vram_endpoint(VRAM_ENDPOINT_LISTEN, d.socket_path, sizeof d.socket_path, NULL) != 0) {
+        fprintf(stderr, "%s: %s\n", prog, vram_last_error());
+        return 2;
+    }
     char db[512];
     vramd_db_path(db, sizeof db);
     char *end;
@@ -420,8 +423,17 @@ int vramd_main(int argc, char **argv, const char *prog)
         vramd_log("error", "%s", vram_last_error());
         goto out;
     }
+    /* The monitors of the jobs vramd starts write their exit status here (the
+     * next vramd reads it after a restart): private, next to the database. */
+    char exit_dir[600];
+    snprintf(exit_dir, sizeof exit_dir, "%s.exits", db);
+    if (vram_private_dir(exit_dir, true, 0700) != 0) {
+        vramd_log("error", "%s", vram_last_error());
+        goto out;
+    }
     cfg.ctx = ctx;
     cfg.db_path = db;
+    cfg.exit_dir = exit_dir;
     cfg.on_event = log_event;
     cfg.event_arg = &d;
     if (vram_sched_open(&cfg, &sched) != 0) {
@@ -438,7 +450,7 @@ int vramd_main(int argc, char **argv, const char *prog)
         vramd_log("error", "%s", vram_last_error());
         goto out;
     }
-    if (vramd_submit_start(sched) != 0) {
+    if (vramd_submit_start(sched, exit_dir) != 0) {
         vramd_log("error", "%s", vram_last_error());
         goto out;
     }

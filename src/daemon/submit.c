@@ -1,7 +1,6 @@
 /* vram submit, the daemon's side: checks the spawn part of POST /v1/jobs,
- * starts admitted submitted jobs as their owner (src/sched/spawn_exec.c),
- * records their exit status, stops cancelled ones (SIGTERM to the group,
- * SIGKILL after a grace period), and GET /v1/jobs/{id}/output. */
+ * starts admitted submitted jobs as their owner (src/sched/spawn_exec.c;
+ * the scheduler supervises them from then on), and GET /v1/jobs/{id}/output. */
 #include "daemon/daemon.h"
 
 #include <errno.h>
@@ -9,21 +8,12 @@
 #include <jansson.h>
 #include <poll.h>
 #include <pthread.h>
-#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
 
 enum { MAX_SPEC_ARGS = 256, MAX_PATH_LEN = 4096 };
-
-/* KILL_GRACE: SIGKILL this long after the SIGTERM of a cancel (as sched.c). */
-static double kill_grace(void)
-{
-    double s = 10;
-    vram_option_double(VRAM_OPT_KILL_GRACE, &s);
-    return s;
-}
 
 /* ---- replies ----------------------------------------------------------------- */
 
@@ -118,58 +108,43 @@ char *vramd_submit_spec(const vramd_state_t *d, const vramd_request_t *q, vramd_
     return text;
 }
 
-/* ---- starting and watching submitted jobs ---------------------------------- */
+/* ---- starting submitted jobs ------------------------------------------------ */
 
-typedef struct {
-    int64_t id;
-    uid_t uid;
-    vram_spawn_t sp;
-    double kill_at; /* SIGKILL the group at this time (after a cancel); 0 = no */
-} started_t;
-
+/* The starter thread: forks the monitors of admitted submitted jobs (fork
+ * and the password database stay off the scheduler's and the connections'
+ * threads). Everything after the start is the scheduler's: it watches the
+ * monitor's pid, signals the job on cancel and reads the exit status the
+ * monitor writes to exit_dir. */
 static struct {
     pthread_mutex_t lock;
     int64_t *admitted; /* ids admitted since the last pass */
     size_t nadmitted, cap;
-    int64_t *cancelled;
-    size_t ncancelled, ccap;
     int wake[2];
-    started_t *started;
-    size_t nstarted, scap;
     vram_sched_t *sched;
+    char exit_dir[512];
     pthread_t thread;
     bool running, stop;
 } sp = {.lock = PTHREAD_MUTEX_INITIALIZER, .wake = {-1, -1}};
-
-static double now_s(void)
-{
-    return (double)vram_now_ns() / 1e9;
-}
-
-static void push(int64_t **a, size_t *n, size_t *cap, int64_t id)
-{
-    if (*n == *cap) {
-        size_t c = *cap ? *cap * 2 : 16;
-        int64_t *na = realloc(*a, c * sizeof *na);
-        if (!na) return; /* the job then stays unstarted until its lease/pid rules end it */
-        *a = na;
-        *cap = c;
-    }
-    (*a)[(*n)++] = id;
-}
 
 void vramd_submit_event(const vram_job_t *job, const char *kind)
 {
     /* Only jobs vramd starts itself concern the starter thread: waking it for
      * every `vram run` admission cost a thread switch and a store read each. */
-    if (!job->has_spawn) return;
-    bool admitted = !strcmp(kind, "admitted"), cancelled = !strcmp(kind, "cancelled");
-    if (!admitted && !cancelled) return;
+    if (!job->has_spawn || strcmp(kind, "admitted")) return;
     pthread_mutex_lock(&sp.lock);
-    if (admitted)
-        push(&sp.admitted, &sp.nadmitted, &sp.cap, job->id);
-    else
-        push(&sp.cancelled, &sp.ncancelled, &sp.ccap, job->id);
+    if (sp.nadmitted == sp.cap) {
+        size_t c = sp.cap ? sp.cap * 2 : 16;
+        int64_t *na = realloc(sp.admitted, c * sizeof *na);
+        if (!na) {
+            /* the job is then never started: end it rather than hold memory */
+            pthread_mutex_unlock(&sp.lock);
+            vramd_log("error", "job %lld: out of memory, not started", (long long)job->id);
+            return;
+        }
+        sp.admitted = na;
+        sp.cap = c;
+    }
+    sp.admitted[sp.nadmitted++] = job->id;
     pthread_mutex_unlock(&sp.lock);
     if (sp.wake[1] >= 0) {
         ssize_t w = write(sp.wake[1], "w", 1);
@@ -187,116 +162,49 @@ static void start_one(int64_t id)
         return;
     }
     vram_spawn_t s;
-    int rc = vram_spawn_job(&job, spec, &s);
+    int rc = vram_spawn_job(&job, spec, sp.exit_dir, &s);
     free(spec);
     if (rc) {
         char msg[300];
         snprintf(msg, sizeof msg, "vramd could not start the job: %s", vram_last_error());
         vramd_log("warn", "job %lld: %s", (long long)id, msg);
-        vram_sched_finish(sp.sched, id, 0, 127, msg);
+        vram_sched_spawn_failed(sp.sched, id, msg);
         return;
     }
-    if (vram_sched_attach_pid(sp.sched, id, s.pid) != 0) /* cancelled meanwhile */
-        kill(-s.pid, SIGKILL);
-    if (sp.nstarted == sp.scap) {
-        size_t c = sp.scap ? sp.scap * 2 : 16;
-        started_t *n = realloc(sp.started, c * sizeof *n);
-        if (!n) {
-            kill(-s.pid, SIGKILL);
-            vram_spawn_release(&s);
-            return;
-        }
-        sp.started = n;
-        sp.scap = c;
-    }
-    sp.started[sp.nstarted++] = (started_t){id, job.req.uid, s, 0};
+    /* cancelled meanwhile: the scheduler kills what was started */
+    (void)vram_sched_attach_pid(sp.sched, id, s.pid);
 }
 
-static void stop_one(int64_t id)
-{
-    for (size_t i = 0; i < sp.nstarted; i++)
-        if (sp.started[i].id == id && !sp.started[i].kill_at) {
-            kill(-sp.started[i].sp.pid, SIGTERM);
-            sp.started[i].kill_at = now_s() + kill_grace();
-        }
-}
-
-/* Records the ends the monitors reported; kills groups past their grace. */
-static void collect(void)
-{
-    size_t k = 0;
-    for (size_t i = 0; i < sp.nstarted; i++) {
-        started_t *s = &sp.started[i];
-        int status;
-        char msg[256];
-        if (s->kill_at && now_s() >= s->kill_at) {
-            kill(-s->sp.pid, SIGKILL);
-            s->kill_at = now_s() + kill_grace();
-        }
-        if (!vram_spawn_collect(&s->sp, &status, msg, sizeof msg)) {
-            sp.started[k++] = *s;
-            continue;
-        }
-        if (status < 0 || *msg)
-            vram_sched_finish(sp.sched, s->id, s->uid, status < 0 ? 1 : status, msg);
-        else
-            vram_sched_finish(sp.sched, s->id, s->uid, status, "");
-        vram_spawn_release(&s->sp);
-    }
-    sp.nstarted = k;
-}
-
-/* vramd's own jobs have no client to renew their lease: vramd does, three
- * times per lease. */
-static void renew_all(double every, double *next)
-{
-    if (every <= 0 || now_s() < *next) return;
-    *next = now_s() + every;
-    for (size_t i = 0; i < sp.nstarted; i++)
-        (void)vram_sched_renew(sp.sched, sp.started[i].id, 0);
-}
-
-static void *spawner(void *arg)
+static void *starter(void *arg)
 {
     (void)arg;
-    double lease = 0, next_renew = 0;
-    (void)vram_option_double(VRAM_OPT_LEASE, &lease);
-    int wait_ms = lease > 0 && lease < 1.5 ? (int)(lease * 1000 / 3) : 500;
     while (!sp.stop) {
-        struct pollfd fds[1 + 256];
-        nfds_t n = 0;
-        fds[n++] = (struct pollfd){.fd = sp.wake[0], .events = POLLIN};
-        for (size_t i = 0; i < sp.nstarted && n < 257; i++)
-            fds[n++] = (struct pollfd){.fd = sp.started[i].sp.status_fd, .events = POLLIN};
-        (void)poll(fds, n, wait_ms);
+        struct pollfd fd = {.fd = sp.wake[0], .events = POLLIN};
+        (void)poll(&fd, 1, -1);
         char buf[64];
         while (read(sp.wake[0], buf, sizeof buf) > 0) {
         }
         pthread_mutex_lock(&sp.lock);
-        int64_t *adm = sp.admitted, *can = sp.cancelled;
-        size_t nadm = sp.nadmitted, ncan = sp.ncancelled;
-        sp.admitted = sp.cancelled = NULL;
-        sp.nadmitted = sp.ncancelled = sp.cap = sp.ccap = 0;
+        int64_t *adm = sp.admitted;
+        size_t nadm = sp.nadmitted;
+        sp.admitted = NULL;
+        sp.nadmitted = sp.cap = 0;
         pthread_mutex_unlock(&sp.lock);
-        for (size_t i = 0; i < nadm; i++)
+        for (size_t i = 0; i < nadm && !sp.stop; i++)
             start_one(adm[i]);
-        for (size_t i = 0; i < ncan; i++)
-            stop_one(can[i]);
         free(adm);
-        free(can);
-        collect();
-        renew_all(lease / 3, &next_renew);
     }
     return NULL;
 }
 
-int vramd_submit_start(vram_sched_t *sched)
+int vramd_submit_start(vram_sched_t *sched, const char *exit_dir)
 {
     if (pipe2(sp.wake, O_CLOEXEC | O_NONBLOCK) != 0)
         return vram_fail(VRAM_EIO, "pipe: %s", strerror(errno));
     sp.sched = sched;
+    snprintf(sp.exit_dir, sizeof sp.exit_dir, "%s", exit_dir);
     sp.stop = false;
-    if (pthread_create(&sp.thread, NULL, spawner, NULL) != 0)
+    if (pthread_create(&sp.thread, NULL, starter, NULL) != 0)
         return vram_fail(VRAM_EIO, "cannot start the job starter thread");
     sp.running = true;
     return 0;
@@ -310,12 +218,11 @@ void vramd_submit_stop(void)
     (void)w;
     pthread_join(sp.thread, NULL);
     sp.running = false;
-    /* Jobs still running keep running; their monitors see vramd gone. */
-    for (size_t i = 0; i < sp.nstarted; i++) {
-        close(sp.started[i].sp.status_fd);
-        close(sp.started[i].sp.ack_fd);
-    }
-    sp.nstarted = 0;
+    /* Jobs still running keep running: their monitors record how they end
+     * for the next vramd. */
+    free(sp.admitted);
+    sp.admitted = NULL;
+    sp.nadmitted = sp.cap = 0;
 }
 
 /* ---- GET /v1/jobs/{id}/output ------------------------------------------------ */
@@ -323,8 +230,9 @@ void vramd_submit_stop(void)
 void vramd_job_output(vramd_state_t *d, const vramd_request_t *q, vramd_response_t *r, int64_t id)
 {
     vram_job_t job;
-    if (vram_sched_job(d->sched, id, &job) != 0) {
-        fail(r, 404, "not_found", vram_last_error());
+    int rc = vram_sched_job(d->sched, id, &job);
+    if (rc) {
+        vramd_fail(r, rc);
         return;
     }
     /* the files' names say where a user works: owner and root only */

@@ -14,17 +14,6 @@
 
 #define fail vramd_error /* escapes the message (it quotes client input) */
 
-static void libvram_fail(vramd_response_t *r, int rc)
-{
-    const char *msg = *vram_last_error() ? vram_last_error() : vram_strerror(rc);
-    if (rc == VRAM_EINVAL)
-        fail(r, 400, "bad_query", "%s", msg);
-    else if (rc == VRAM_ENODEV || rc == VRAM_ENOENT)
-        fail(r, 404, "not_found", "%s", msg);
-    else
-        fail(r, 500, "internal", "%s", msg);
-}
-
 /* The watch is off only in tests and fuzzers that build a daemon without it. */
 static bool watching(const vramd_state_t *d, vramd_response_t *r)
 {
@@ -74,11 +63,14 @@ void vramd_watch_history(vramd_state_t *d, const vramd_request_t *q, vramd_respo
         return;
     }
     if (from < 0) from = to + from; /* from=-3600: the last hour */
+    if (from >= to) {
+        fail(r, 400, "bad_query", "from=%g to=%g: from must be before to", from, to);
+        return;
+    }
     char *text = vram_watch_history_json(d->watch, (int)device, from, to, step);
     if (!text) {
-        libvram_fail(r, *vram_last_error() && strstr(vram_last_error(), "no such device")
-                            ? VRAM_ENODEV
-                            : VRAM_EINVAL);
+        int rc = vram_last_error_code();
+        vramd_fail(r, rc ? rc : VRAM_EIO);
         return;
     }
     vramd_reply_text(r, 200, text);
@@ -92,7 +84,7 @@ void vramd_watch_alerts(vramd_state_t *d, const vramd_request_t *q, vramd_respon
     if (!query_number(q, r, "limit", 0, 10000, 50, &limit)) return;
     char *text = vram_watch_alerts_json(d->watch, (int)limit);
     if (!text)
-        libvram_fail(r, VRAM_EIO);
+        vramd_fail(r, VRAM_EIO);
     else
         vramd_reply_text(r, 200, text);
 }
@@ -145,7 +137,7 @@ void vramd_watch_reset_peaks(vramd_state_t *d, const vramd_request_t *q, vramd_r
         vram_job_t j;
         int rc = vram_sched_job(d->sched, job_id, &j);
         if (rc) {
-            libvram_fail(r, rc);
+            vramd_fail(r, rc);
             return;
         }
         if (!admin && j.req.uid != uid) {
@@ -161,7 +153,7 @@ void vramd_watch_reset_peaks(vramd_state_t *d, const vramd_request_t *q, vramd_r
     }
     int rc = vram_watch_reset_peaks(d->watch, device, job_id);
     if (rc) {
-        libvram_fail(r, rc);
+        vramd_fail(r, rc);
         return;
     }
     vramd_reply_text(r, 200, vram_watch_peaks_json(d->watch));

@@ -3,6 +3,7 @@
  * Every field is checked before anything reaches the scheduler: a wrong type
  * or malformed JSON is a 400, a bad value a 422, both naming the field. */
 #include "sched_internal.h"
+#include "core/escape.h"
 
 #include <jansson.h>
 #include <math.h>
@@ -215,6 +216,10 @@ int vram_job_request_decode(const char *text, size_t len, vram_job_request_t *q,
         refuse(&c, 422, "invalid_value", "field \"mem_bytes\" is required (bytes per GPU)");
     long long gpus = 0, prio = 0, pid = 0, batch = 0, minb = 0, maxb = 0;
     get_string(&c, o, "name", q->name, sizeof q->name);
+    /* every user's terminal shows names (vram jobs, top, history, alerts) */
+    if (!c.failed && !vram_text_printable(q->name))
+        refuse(&c, 422, "invalid_value",
+               "field \"name\" holds a control character (names are printable text)");
     get_string(&c, o, "command", q->command, sizeof q->command);
     get_size(&c, o, "mem_bytes", &q->mem_bytes);
     get_int(&c, o, "gpus", 1, VRAM_SCHED_MAX_GPUS, &gpus);
@@ -239,22 +244,44 @@ int vram_job_request_decode(const char *text, size_t len, vram_job_request_t *q,
     return result(&c);
 }
 
-int vram_job_finish_decode(const char *text, size_t len, int *exit_status, char *error,
-                           size_t error_len, vram_request_error_t *err)
+const char *vram_end_reason_name(vram_end_reason_t r)
 {
-    static const char *const known[] = {"exit_status", "error", NULL};
+    return r == VRAM_END_OOM ? "oom" : "exit";
+}
+
+int vram_end_reason_parse(const char *name)
+{
+    if (name && !strcmp(name, "exit")) return VRAM_END_EXIT;
+    if (name && !strcmp(name, "oom")) return VRAM_END_OOM;
+    return -1;
+}
+
+int vram_job_finish_decode(const char *text, size_t len, vram_job_end_t *end,
+                           vram_request_error_t *err)
+{
+    static const char *const known[] = {"exit_status", "error", "reason", "retry_batch", NULL};
     check_t c = {err, false};
     memset(err, 0, sizeof *err);
-    *exit_status = 0;
-    if (error_len) *error = 0;
+    memset(end, 0, sizeof *end);
     json_t *o = parse_object(&c, text, len, false);
     if (!o) return result(&c);
-    long long status = 0;
+    long long status = 0, retry = 0;
+    char reason[16] = "exit";
     only_known_fields(&c, o, known);
     get_int(&c, o, "exit_status", -1000, 1000, &status);
-    get_string(&c, o, "error", error, error_len);
+    get_string(&c, o, "error", end->error, sizeof end->error);
+    get_string(&c, o, "reason", reason, sizeof reason);
+    get_int(&c, o, "retry_batch", 0, INT32_MAX, &retry);
+    int r = vram_end_reason_parse(reason);
+    if (!c.failed && r < 0)
+        refuse(&c, 422, "invalid_value", "field \"reason\" is \"%s\"; it must be exit or oom",
+               reason);
+    else if (!c.failed && retry && r != VRAM_END_OOM)
+        refuse(&c, 422, "invalid_value", "field \"retry_batch\" goes with \"reason\": \"oom\"");
     json_decref(o);
-    *exit_status = (int)status;
+    end->exit_status = (int)status;
+    end->reason = r < 0 ? VRAM_END_EXIT : (vram_end_reason_t)r;
+    end->retry_batch = (uint32_t)retry;
     return result(&c);
 }
 

@@ -29,6 +29,18 @@ static void signal_job(pid_t pid, pid_t pgid, int sig)
         (void)kill(pid, sig);
 }
 
+/* Whether a group recorded at SIGTERM is still the job's. A group's number
+ * cannot be given to a new process while any process is in the group, so it
+ * has been reused only if a process with that pid now exists that is not
+ * the leader (another start time). The leader gone and no process with its
+ * pid: the group may still hold the leader's children, and is theirs. */
+static bool still_the_jobs(const sched_kill_t *x)
+{
+    if (x->pgid <= 1) return vram_proc_alive(x->pid, x->pid_start);
+    uint64_t start = vram_proc_start_time(x->pgid);
+    return start == 0 || start == x->pid_start;
+}
+
 void vram_pid_terminate(vram_sched_t *s, const sched_job_t *j, double now)
 {
     pid_t pid = j->job.req.pid;
@@ -45,14 +57,14 @@ void vram_pid_terminate(vram_sched_t *s, const sched_job_t *j, double now)
     s->kills[s->nkills++] = (sched_kill_t){pid, pgid, j->pid_start, now + s->cfg.kill_grace_s};
 }
 
+/* SIGKILL once the grace has passed, to the whole group even when its
+ * leader has exited meanwhile (a child that ignores SIGTERM stays in it). */
 void vram_pid_kill_overdue(vram_sched_t *s, double now)
 {
     size_t k = 0;
     for (size_t i = 0; i < s->nkills; i++) {
         sched_kill_t *x = &s->kills[i];
-        /* Only while the very process (pid and start time) lives: a group
-         * whose leader is gone may be a reused number. */
-        if (!vram_proc_alive(x->pid, x->pid_start)) continue;
+        if (!still_the_jobs(x)) continue;
         if (now >= x->at) {
             signal_job(x->pid, x->pgid, SIGKILL);
             continue;
@@ -60,4 +72,12 @@ void vram_pid_kill_overdue(vram_sched_t *s, double now)
         s->kills[k++] = *x;
     }
     s->nkills = k;
+}
+
+void vram_pid_kill_now(pid_t pid)
+{
+    if (pid <= 1) return;
+    pid_t pgid = group_of(pid);
+    signal_job(pid, pgid, SIGKILL);
+    if (pgid > 1) (void)kill(pid, SIGKILL); /* raced its setsid: the pid itself */
 }

@@ -114,8 +114,8 @@ int vram_queue_admit_only(vram_sched_t *s, sched_job_t *only, double now)
      * stored) for the next start, rather than starting while it exits. */
     if (s->shutting_down) return 0;
     if (s->nqueue == 0) return 0;
-    /* Without backfill the pass stops at the first job that does not fit
-     * (cheap already), and a new job may have become the head. */
+    /* Without backfill the jobs behind the first one that does not fit only
+     * record that they wait for it, and a new job may have become the head. */
     if (!s->cfg.backfill) only = NULL;
     sched_dev_t *devs = calloc((size_t)s->ndev + 1, sizeof *devs);
     int changed = 0, rc = 0;
@@ -131,20 +131,33 @@ int vram_queue_admit_only(vram_sched_t *s, sched_job_t *only, double now)
         if (!only || devs[d].unmanaged > s->unmanaged_seen[d])
             s->unmanaged_seen[d] = devs[d].unmanaged;
     int limit = s->cfg.max_running_per_uid;
+    int64_t blocked_by = 0; /* without backfill: the first job that did not fit */
 
+    /* Every job the pass considers records why it still waits. */
     for (size_t i = 0; i < s->nqueue; i++) {
         sched_job_t *j = s->queue[i];
         if (j->job.state != VRAM_JOB_QUEUED || (only && j != only)) continue;
+        if (blocked_by) {
+            j->wait = SCHED_WAIT_PRIORITY;
+            j->wait_detail = blocked_by;
+            continue;
+        }
         int placed[VRAM_SCHED_MAX_GPUS];
         uint64_t per_gpu;
         uint32_t batch, accum;
         if (!vram_place(s, devs, &j->job.req, placed, &per_gpu, &batch, &accum)) {
-            if (!s->cfg.backfill) break;
+            j->wait = (int)vram_wait_explain(s, devs, &j->job.req);
+            if (!s->cfg.backfill) blocked_by = j->job.id;
             continue;
         }
         /* A uid at its quota waits without holding the others back. */
         uid_t uid = j->job.req.uid;
-        if (limit > 0 && uid != 0 && running_of(s, uid) >= limit) continue;
+        int running = limit > 0 && uid != 0 ? running_of(s, uid) : 0;
+        if (limit > 0 && uid != 0 && running >= limit) {
+            j->wait = SCHED_WAIT_USER_LIMIT;
+            j->wait_detail = running;
+            continue;
+        }
         int n = j->job.req.npinned > 0 ? j->job.req.npinned : j->job.req.gpus;
         j->job.ndevices = n;
         for (int k = 0; k < n; k++) {
@@ -156,7 +169,8 @@ int vram_queue_admit_only(vram_sched_t *s, sched_job_t *only, double now)
         j->job.granted_batch = batch;
         j->job.grad_accum = accum;
         j->job.started_at = now;
-        j->lease_until = s->cfg.lease_s > 0 ? now + s->cfg.lease_s : 0;
+        /* vramd watches the process of a job it starts: no client renews */
+        j->lease_until = s->cfg.lease_s > 0 && !j->job.has_spawn ? now + s->cfg.lease_s : 0;
         char msg[160];
         if (batch && batch < j->job.req.batch_size)
             snprintf(msg, sizeof msg, "degraded: batch %u x %u accumulation steps (asked %u)",
@@ -166,6 +180,8 @@ int vram_queue_admit_only(vram_sched_t *s, sched_job_t *only, double now)
         if ((rc = vram_sched_transition(s, j, VRAM_JOB_RUNNING, "admitted", msg)) != 0) goto out;
         changed++;
     }
+    for (int d = 0; d < s->ndev && d < 64; d++)
+        s->pass_free[d] = devs[d].usable > devs[d].reserved ? devs[d].usable - devs[d].reserved : 0;
 out:
     free(devs);
     return rc ? rc : changed;

@@ -86,6 +86,7 @@ int vram_sched_config_from_options(vram_sched_config_t *cfg)
     cfg->probe_interval_s = 0.05; /* below the daemon's 100 ms tick */
     if ((rc = vram_option_double(VRAM_OPT_STATUS_CACHE, &cfg->status_cache_s)) != 0) return rc;
     if ((rc = vram_option_double(VRAM_OPT_KILL_GRACE, &cfg->kill_grace_s)) != 0) return rc;
+    if ((rc = vram_option_double(VRAM_OPT_JOB_RETENTION, &cfg->job_retention_s)) != 0) return rc;
     static const struct {
         vram_option_t opt;
         const char *name;
@@ -225,7 +226,7 @@ static void resync(vram_sched_t *s)
         sched_job_t *j = s->active[i];
         if (j->job.state != VRAM_JOB_RUNNING) continue;
         if (j->job.req.pid > 0) j->pidfd = vram_pid_open_fd(j->job.req.pid);
-        j->lease_until = s->cfg.lease_s > 0 ? now + s->cfg.lease_s : 0;
+        j->lease_until = s->cfg.lease_s > 0 && !j->job.has_spawn ? now + s->cfg.lease_s : 0;
         /* The store could not record that its process ended (each tick
          * tries again): its memory is free meanwhile, in memory. */
         j->released = j->job.req.pid > 0 && !vram_proc_alive(j->job.req.pid, j->pid_start);
@@ -333,18 +334,24 @@ static int recover(vram_sched_t *s, void *arg)
         sched_job_t *j = s->active[i];
         if (j->job.state != VRAM_JOB_RUNNING) continue;
         pid_t pid = j->job.req.pid;
-        if (pid > 0 && !vram_proc_alive(pid, j->pid_start)) {
-            char msg[200];
-            snprintf(msg, sizeof msg, "process %d ended while vramd was down; reservation released",
-                     (int)pid);
-            int rc = vram_sched_transition(s, j, VRAM_JOB_FAILED, "recovered_dead", msg);
+        char msg[200];
+        int rc;
+        if (pid <= 0 && j->job.has_spawn) {
+            rc = vram_sched_transition(s, j, VRAM_JOB_FAILED, "recovered_dead",
+                                       "vramd stopped before it started the job's command");
             if (rc) return rc;
             continue;
         }
+        if (pid > 0 && !vram_proc_alive(pid, j->pid_start)) {
+            snprintf(msg, sizeof msg, "process %d ended while vramd was down; reservation released",
+                     (int)pid);
+            if ((rc = vram_sched_process_ended(s, j, "recovered_dead", msg))) return rc;
+            continue;
+        }
         if (pid > 0) j->pidfd = vram_pid_open_fd(pid);
-        j->lease_until = s->cfg.lease_s > 0 ? now + s->cfg.lease_s : 0;
-        int rc = vram_store_event(s->store, j->job.id, now, "recovered",
-                                  "still running after vramd restart; reservation kept");
+        j->lease_until = s->cfg.lease_s > 0 && !j->job.has_spawn ? now + s->cfg.lease_s : 0;
+        rc = vram_store_event(s->store, j->job.id, now, "recovered",
+                              "still running after vramd restart; reservation kept");
         if (rc) return rc;
     }
     int rc = reap_dead_queued(s);
@@ -366,6 +373,8 @@ int vram_sched_open(const vram_sched_config_t *cfg, vram_sched_t **out)
     s->cfg = *cfg;
     if (!s->cfg.safety_margin[0]) snprintf(s->cfg.safety_margin, sizeof s->cfg.safety_margin, "0");
     s->cfg.db_path = NULL; /* not kept: the caller owns the string */
+    snprintf(s->exit_dir, sizeof s->exit_dir, "%s", cfg->exit_dir ? cfg->exit_dir : "");
+    s->cfg.exit_dir = NULL;
     if (cfg->devices)
         s->dev = *cfg->devices;
     else
@@ -399,6 +408,7 @@ int vram_sched_open(const vram_sched_config_t *cfg, vram_sched_t **out)
     if ((rc = vram_store_load_active(s->store, reload_one, s)) != 0) goto fail;
     if ((rc = vram_queue_rebuild(s)) != 0) goto fail;
     if ((rc = locked_op(s, recover, NULL)) < 0) goto fail;
+    vram_spawn_sweep_exits(s);
     *out = s;
     return 0;
 fail:
@@ -592,12 +602,13 @@ int vram_sched_submit(vram_sched_t *s, const vram_job_request_t *req, vram_job_t
 
 /* ---- cancel / finish / renew -------------------------------------------- */
 
+typedef enum { END_CANCEL, END_FINISH, END_RENEW, END_PEAK, END_SPAWN_FAILED } end_kind_t;
+
 typedef struct {
     int64_t id;
     uid_t uid;
-    int exit_status;
-    const char *error;
-    int kind; /* 0 cancel, 1 finish, 2 renew, 3 peak */
+    const vram_job_end_t *end;
+    end_kind_t kind;
     uint64_t peak_bytes;
 } end_arg_t;
 
@@ -623,6 +634,20 @@ static int owned(vram_sched_t *s, int64_t id, uid_t uid, sched_job_t **out)
     return 0;
 }
 
+int vram_sched_end_running(vram_sched_t *s, sched_job_t *j, const vram_job_end_t *e)
+{
+    j->job.exit_status = e->exit_status;
+    j->job.end_reason = e->reason;
+    j->job.retry_batch = e->reason == VRAM_END_OOM ? e->retry_batch : 0;
+    char msg[300];
+    if (*e->error)
+        snprintf(msg, sizeof msg, "%s", e->error);
+    else
+        snprintf(msg, sizeof msg, "exit status %d", e->exit_status);
+    return vram_sched_transition(s, j, e->exit_status == 0 ? VRAM_JOB_DONE : VRAM_JOB_FAILED,
+                                 "finished", msg);
+}
+
 static int do_end(vram_sched_t *s, void *arg)
 {
     end_arg_t *a = arg;
@@ -630,14 +655,15 @@ static int do_end(vram_sched_t *s, void *arg)
     int rc = owned(s, a->id, a->uid, &j);
     if (rc) return rc;
     double now = vram_sched_now(s);
-    if (a->kind == 2) {
-        if (j->job.state != VRAM_JOB_RUNNING)
+    bool was_running = j->job.state == VRAM_JOB_RUNNING;
+    if (a->kind == END_RENEW) {
+        if (!was_running)
             return vram_fail(VRAM_ESTATE, "job %lld is not running", (long long)a->id);
-        if (s->cfg.lease_s > 0) j->lease_until = now + s->cfg.lease_s;
+        if (s->cfg.lease_s > 0 && !j->job.has_spawn) j->lease_until = now + s->cfg.lease_s;
         return 0;
     }
-    if (a->kind == 3) {
-        if (j->job.state != VRAM_JOB_RUNNING)
+    if (a->kind == END_PEAK) {
+        if (!was_running)
             return vram_fail(VRAM_ESTATE, "job %lld is not running", (long long)a->id);
         /* Reports may come from several processes or arrive out of order:
          * the largest one is the job's peak. */
@@ -647,57 +673,79 @@ static int do_end(vram_sched_t *s, void *arg)
         j->job.peak_bytes = a->peak_bytes;
         return vram_store_update_job(s->store, &j->job);
     }
-    bool was_running = j->job.state == VRAM_JOB_RUNNING;
-    if (a->kind == 0 || !was_running) {
+    if (a->kind == END_SPAWN_FAILED && !was_running)
+        return vram_fail(VRAM_ESTATE, "job %lld is not running", (long long)a->id);
+    /* A command vramd started ends when vramd sees it end: a finish from a
+     * client would free its memory and its uid's running slot while it runs. */
+    if (a->kind == END_FINISH && was_running && j->job.has_spawn)
+        return vram_fail(VRAM_ESTATE,
+                         "job %lld was started by vramd, which records how its command ends; "
+                         "cancel it to stop it",
+                         (long long)a->id);
+    if (a->kind == END_CANCEL || !was_running) {
         char msg[96];
         snprintf(msg, sizeof msg, "cancelled by uid %u", (unsigned)a->uid);
         rc = vram_sched_transition(s, j, VRAM_JOB_CANCELLED, "cancelled", msg);
-        if (rc == 0 && a->kind == 0 && was_running) vram_pid_terminate(s, j, now);
+        if (rc == 0 && was_running) vram_pid_terminate(s, j, now);
     } else {
-        j->job.exit_status = a->exit_status;
-        char msg[300];
-        if (a->error && *a->error)
-            snprintf(msg, sizeof msg, "%s", a->error);
-        else
-            snprintf(msg, sizeof msg, "exit status %d", a->exit_status);
-        rc = vram_sched_transition(s, j, a->exit_status == 0 ? VRAM_JOB_DONE : VRAM_JOB_FAILED,
-                                   "finished", msg);
+        rc = vram_sched_end_running(s, j, a->end);
     }
     if (rc) return rc;
     /* Freed memory (or a removed head of the queue) lets the queue advance at once. */
     return vram_queue_admit(s, now);
 }
 
+static int end_op(vram_sched_t *s, end_arg_t *a)
+{
+    if (!s) return vram_fail(VRAM_EINVAL, "NULL scheduler");
+    int rc = locked_op(s, do_end, a);
+    return rc < 0 ? rc : 0;
+}
+
 int vram_sched_cancel(vram_sched_t *s, int64_t id, uid_t caller_uid)
 {
-    end_arg_t a = {id, caller_uid, 0, NULL, 0, 0};
-    int rc = locked_op(s, do_end, &a);
-    return rc < 0 ? rc : 0;
+    end_arg_t a = {id, caller_uid, NULL, END_CANCEL, 0};
+    return end_op(s, &a);
+}
+
+int vram_sched_finish_end(vram_sched_t *s, int64_t id, uid_t caller_uid, const vram_job_end_t *end)
+{
+    if (!end) return vram_fail(VRAM_EINVAL, "NULL end");
+    end_arg_t a = {id, caller_uid, end, END_FINISH, 0};
+    return end_op(s, &a);
 }
 
 int vram_sched_finish(vram_sched_t *s, int64_t id, uid_t caller_uid, int exit_status,
                       const char *error)
 {
-    end_arg_t a = {id, caller_uid, exit_status, error, 1, 0};
-    int rc = locked_op(s, do_end, &a);
-    return rc < 0 ? rc : 0;
+    vram_job_end_t end = {.exit_status = exit_status};
+    snprintf(end.error, sizeof end.error, "%s", error ? error : "");
+    return vram_sched_finish_end(s, id, caller_uid, &end);
+}
+
+int vram_sched_spawn_failed(vram_sched_t *s, int64_t id, const char *message)
+{
+    vram_job_end_t end = {.exit_status = 127};
+    snprintf(end.error, sizeof end.error, "%s", message ? message : "");
+    end_arg_t a = {id, 0, &end, END_SPAWN_FAILED, 0};
+    return end_op(s, &a);
 }
 
 int vram_sched_renew(vram_sched_t *s, int64_t id, uid_t caller_uid)
 {
-    end_arg_t a = {id, caller_uid, 0, NULL, 2, 0};
-    int rc = locked_op(s, do_end, &a);
-    return rc < 0 ? rc : 0;
+    end_arg_t a = {id, caller_uid, NULL, END_RENEW, 0};
+    return end_op(s, &a);
 }
 
 int vram_sched_report_peak(vram_sched_t *s, int64_t id, uid_t caller_uid, uint64_t peak_bytes)
 {
-    end_arg_t a = {id, caller_uid, 0, NULL, 3, peak_bytes};
-    int rc = locked_op(s, do_end, &a);
-    return rc < 0 ? rc : 0;
+    end_arg_t a = {id, caller_uid, NULL, END_PEAK, peak_bytes};
+    return end_op(s, &a);
 }
 
 /* ---- tick ----------------------------------------------------------------- */
+
+enum { PRUNE_BATCH = 500 };
 
 static int check_usage(vram_sched_t *s, double now)
 {
@@ -756,8 +804,7 @@ static int do_tick(vram_sched_t *s, void *arg)
             (j->pidfd >= 0 ? vram_pid_fd_exited(j->pidfd) : !vram_proc_alive(pid, j->pid_start))) {
             snprintf(msg, sizeof msg, "process %d exited without reporting; reservation released",
                      (int)pid);
-            if ((rc = vram_sched_transition(s, j, VRAM_JOB_FAILED, "process_exited", msg)))
-                return rc;
+            if ((rc = vram_sched_process_ended(s, j, "process_exited", msg))) return rc;
             changed++;
         } else if (j->lease_until > 0 && now > j->lease_until) {
             snprintf(msg, sizeof msg, "lease of %.0f s expired; reservation released",
@@ -774,6 +821,14 @@ static int do_tick(vram_sched_t *s, void *arg)
     if (now - s->last_usage_check >= 1.0) {
         s->last_usage_check = now;
         if ((rc = check_usage(s, now)) < 0) return rc;
+    }
+    /* Ended jobs past the retention, a bounded batch per tick: a backlog is
+     * worked off tick by tick, the lock is never held long. */
+    if (s->cfg.job_retention_s > 0 && (s->prune_more || now - s->last_prune >= 60)) {
+        s->last_prune = now;
+        int n = vram_store_prune(s->store, now - s->cfg.job_retention_s, PRUNE_BATCH);
+        if (n < 0) return n;
+        s->prune_more = n == PRUNE_BATCH;
     }
     if (changed == 0 && !outside_use_fell(s)) return 0; /* nothing could fit now */
     if ((rc = vram_queue_admit(s, now)) < 0) return rc;

@@ -20,9 +20,22 @@ typedef struct {
     uint64_t used_bytes[VRAM_SCHED_MAX_GPUS]; /* last seen usage per placed device */
     bool over_reported;                       /* an over_reservation event was recorded */
     int queue_pos;                            /* 1-based place in s->queue while queued */
-    bool released; /* running, but its process is gone and the store could not record that
-                      yet (a full disk): the ledger no longer counts its reservation */
+    bool released;       /* running, but its process is gone and the store could not record that
+                            yet (a full disk): the ledger no longer counts its reservation */
+    int wait;            /* queued: why it waited at the last admission pass (sched_wait_t) */
+    int64_t wait_detail; /* PRIORITY: the job ahead; USER_LIMIT: the uid's running jobs */
 } sched_job_t;
+
+/* Why a queued job did not start at the last admission pass that saw it
+ * (Slurm's Reason): every pass records one for each job it considers. */
+typedef enum {
+    SCHED_WAIT_NEW,         /* not yet considered by a pass */
+    SCHED_WAIT_MEMORY,      /* not enough free memory on enough eligible GPUs */
+    SCHED_WAIT_PRIORITY,    /* without backfill: behind a job that does not fit */
+    SCHED_WAIT_USER_LIMIT,  /* its uid runs MAX_RUNNING_PER_USER jobs */
+    SCHED_WAIT_DEVICE_JOBS, /* its GPUs run MAX_CONCURRENT_JOBS jobs each */
+    SCHED_WAIT_DEVICE_DOWN, /* too few of its GPUs are available */
+} sched_wait_t;
 
 /* One device as the ledger sees it during one pass. */
 typedef struct {
@@ -67,6 +80,8 @@ struct vram_sched {
     int *dead_fds; /* pidfds to close in tick (poll may hold them) */
     size_t ndead, dead_cap;
     double last_usage_check;
+    double last_prune;            /* when ended jobs past cfg.job_retention_s were last deleted */
+    bool prune_more;              /* the last prune hit its batch: go on at the next tick */
     bool shutting_down;           /* vram_sched_shutdown: waiters return, nothing is admitted */
     bool dirty;                   /* the current operation changed jobs in memory */
     pthread_mutex_t deliver_lock; /* keeps committed events in order outside the lock */
@@ -77,6 +92,8 @@ struct vram_sched {
     sched_kill_t *kills; /* cancelled running jobs' processes, SIGKILLed after the grace */
     size_t nkills, kills_cap;
     uint64_t unmanaged_seen[64]; /* outside use per device the waiting jobs did not fit with */
+    uint64_t pass_free[64];      /* free memory for admission per device after the last pass */
+    char exit_dir[512];          /* cfg.exit_dir, copied; "" = none */
     sched_dev_t *obs;            /* last observation of the devices (reservations not filled) */
     uint64_t obs_ns;             /* when it was made (monotonic) */
     bool obs_valid;
@@ -110,11 +127,32 @@ void vram_sched_drop_ended(vram_sched_t *s);
 int vram_sched_locked(vram_sched_t *s, int (*fn)(vram_sched_t *, void *), void *arg);
 sched_job_t *vram_sched_find_active(vram_sched_t *s, int64_t id); /* binary search */
 
+/* reason.c: why placement found no devices for req (MEMORY, DEVICE_JOBS
+ * or DEVICE_DOWN); and the reason a queued job waits as its short code
+ * ("memory", ...) and words for people, from its last pass. Lock held. */
+sched_wait_t vram_wait_explain(const vram_sched_t *s, const sched_dev_t *devs,
+                               const vram_job_request_t *req);
+const char *vram_wait_text(const vram_sched_t *s, const sched_job_t *j, char *buf, size_t len);
+
 /* pid.c: signals to a job's processes (pidfds and liveness: core/proc.h). */
 /* Cancel of a running job: SIGTERM to its process group now, SIGKILL from
  * vram_pid_kill_overdue (each tick) once cfg.kill_grace_s has passed. */
 void vram_pid_terminate(vram_sched_t *s, const sched_job_t *j, double now);
 void vram_pid_kill_overdue(vram_sched_t *s, double now);
+/* SIGKILL to pid's group (or pid alone, as group_of decides) at once: a
+ * process vramd started for a job that was cancelled before it was attached. */
+void vram_pid_kill_now(pid_t pid);
+
+/* sched.c: ends running job j DONE (exit status 0) or FAILED with e's
+ * status, message, reason and retry batch ("finished"). spawn.c: j's
+ * process has ended: a job vramd started ends with the status its monitor
+ * wrote to exit_dir, any other (or one whose monitor wrote nothing) FAILED
+ * with kind and message. Lock held, in a transaction. */
+int vram_sched_end_running(vram_sched_t *s, sched_job_t *j, const vram_job_end_t *e);
+int vram_sched_process_ended(vram_sched_t *s, sched_job_t *j, const char *kind,
+                             const char *message);
+/* spawn.c: at open, exit files of jobs that are not running any more. */
+void vram_spawn_sweep_exits(vram_sched_t *s);
 
 /* labels.c: job labels (vram_job_label_t). parse fills r->labels from a
  * JSON object, sorted by key, and returns 0, or 400 (wrong type) / 422 (bad
@@ -144,6 +182,9 @@ typedef int (*vram_store_job_fn)(void *arg, const vram_job_t *job, uint64_t pid_
 int vram_store_load_active(vram_store_t *st, vram_store_job_fn fn, void *arg);
 int vram_store_list_ended(vram_store_t *st, int limit, vram_store_job_fn fn, void *arg);
 int vram_store_get_job(vram_store_t *st, int64_t id, vram_job_t *out);
+/* Deletes up to `batch` jobs that ended before `before` (Unix seconds), with
+ * their events; returns how many, or EIO. */
+int vram_store_prune(vram_store_t *st, double before, int batch);
 typedef void (*vram_store_event_fn)(void *arg, double at, const char *kind, const char *message);
 int vram_store_list_events(vram_store_t *st, int64_t job_id, vram_store_event_fn fn, void *arg);
 /* vram submit: the spawn spec stored with a job (*spec malloc'd, NULL when

@@ -19,11 +19,16 @@ typedef struct {
     int queue_pos;
     uint64_t used;
     bool over;
+    const char *wait_code; /* queued: why it waits (reason.c); NULL otherwise */
+    char wait_text[240];
 } job_copy_t;
 
-static void copy_active(const sched_job_t *j, job_copy_t *c)
+static void copy_active(const vram_sched_t *s, const sched_job_t *j, job_copy_t *c)
 {
     c->job = j->job;
+    c->wait_code = j->job.state == VRAM_JOB_QUEUED
+                       ? vram_wait_text(s, j, c->wait_text, sizeof c->wait_text)
+                       : NULL;
     c->queue_pos = j->job.state == VRAM_JOB_QUEUED ? j->queue_pos : 0;
     c->used = 0;
     for (int k = 0; k < j->job.ndevices; k++)
@@ -77,12 +82,20 @@ static void write_job(vram_jw_t *w, const job_copy_t *c, double lease_s, int64_t
     else
         vram_jw_null(w, "exit_status");
     vram_jw_string(w, "error", j->error);
+    if (j->state != VRAM_JOB_QUEUED && j->state != VRAM_JOB_RUNNING) {
+        vram_jw_string(w, "end_reason", vram_end_reason_name(j->end_reason));
+        vram_jw_int(w, "retry_batch", j->retry_batch);
+    }
     vram_labels_write(w, "labels", r);
     if (j->has_peak)
         vram_jw_int(w, "peak_bytes", (int64_t)j->peak_bytes);
     else
         vram_jw_null(w, "peak_bytes");
     vram_jw_int(w, "queue_position", c->queue_pos);
+    if (c->wait_code) {
+        vram_jw_string(w, "reason_code", c->wait_code);
+        vram_jw_string(w, "reason", c->wait_text);
+    }
     if (j->state == VRAM_JOB_RUNNING) {
         vram_jw_int(w, "used_bytes", (int64_t)c->used);
         vram_jw_bool(w, "over_reservation", c->over);
@@ -106,7 +119,7 @@ char *vram_sched_job_json_for(vram_sched_t *s, int64_t id, int64_t viewer)
     pthread_mutex_lock(&s->lock);
     sched_job_t *j = vram_sched_find_active(s, id);
     if (j)
-        copy_active(j, &c);
+        copy_active(s, j, &c);
     else
         rc = vram_store_get_job(s->store, id, &c.job);
     double lease_s = s->cfg.lease_s;
@@ -154,7 +167,7 @@ char *vram_sched_jobs_json_for(vram_sched_t *s, int limit, int64_t viewer)
     size_t n = s->nactive;
     job_copy_t *copies = malloc((n ? n : 1) * sizeof *copies);
     for (size_t i = 0; copies && i < n; i++)
-        copy_active(s->active[i], &copies[i]);
+        copy_active(s, s->active[i], &copies[i]);
     /* The ended jobs come from the store, which only this lock guards. */
     if (copies && limit > 0) (void)vram_store_list_ended(s->store, limit, append_ended, &ended);
     double lease_s = s->cfg.lease_s;
@@ -198,7 +211,7 @@ char *vram_sched_status_json_for(vram_sched_t *s, int64_t viewer)
     size_t nq = s->nqueue, shown = nq < STATUS_PENDING_MAX ? nq : STATUS_PENDING_MAX;
     job_copy_t *head = malloc((shown ? shown : 1) * sizeof *head);
     for (size_t i = 0; head && i < shown; i++)
-        copy_active(s->queue[i], &head[i]);
+        copy_active(s, s->queue[i], &head[i]);
     uint64_t pending_bytes = 0;
     for (size_t i = 0; i < nq; i++)
         pending_bytes += s->queue[i]->job.req.mem_bytes * (uint64_t)s->queue[i]->job.req.gpus;

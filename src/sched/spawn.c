@@ -1,10 +1,15 @@
 /* vram submit, the scheduler's side: the spawn spec stored with a job, the
- * pid of the process vramd started for it, and the environment variables a
- * submitted job may carry. */
+ * pid of the process vramd started for it, how it ended (the exit file its
+ * monitor wrote, read when its process is gone, also after a restart), and
+ * the environment variables a submitted job may carry. */
 #include "sched_internal.h"
 
+#include <dirent.h>
+#include <signal.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 /* What `vram submit` passes from the submitting shell (docs/cli.md). HOME,
  * USER, LOGNAME and SHELL come from the password database instead, and
@@ -59,8 +64,11 @@ static int do_attach(vram_sched_t *s, void *arg)
 {
     attach_arg_t *a = arg;
     sched_job_t *j = vram_sched_find_active(s, a->id);
-    if (!j || j->job.state != VRAM_JOB_RUNNING)
+    if (!j || j->job.state != VRAM_JOB_RUNNING) {
+        /* cancelled before its process was known: nobody else may stop it */
+        vram_pid_kill_now(a->pid);
         return vram_fail(VRAM_ESTATE, "job %lld is not running", (long long)a->id);
+    }
     if (j->job.req.pid > 0)
         return vram_fail(VRAM_ESTATE, "job %lld already has process %d", (long long)a->id,
                          (int)j->job.req.pid);
@@ -83,4 +91,38 @@ int vram_sched_attach_pid(vram_sched_t *s, int64_t id, pid_t pid)
     attach_arg_t a = {id, pid};
     int rc = vram_sched_locked(s, do_attach, &a);
     return rc < 0 ? rc : 0;
+}
+
+int vram_sched_process_ended(vram_sched_t *s, sched_job_t *j, const char *kind, const char *message)
+{
+    vram_job_end_t end = {0};
+    if (j->job.has_spawn && s->exit_dir[0] &&
+        vram_spawn_read_exit(s->exit_dir, j->job.id, &end.exit_status, end.error,
+                             sizeof end.error) == 0)
+        return vram_sched_end_running(s, j, &end);
+    char msg[300];
+    if (j->job.has_spawn)
+        snprintf(msg, sizeof msg, "%s; its monitor recorded no exit status (killed?)", message);
+    else
+        snprintf(msg, sizeof msg, "%s", message);
+    return vram_sched_transition(s, j, VRAM_JOB_FAILED, kind, msg);
+}
+
+void vram_spawn_sweep_exits(vram_sched_t *s)
+{
+    if (!s->exit_dir[0]) return;
+    DIR *d = opendir(s->exit_dir);
+    if (!d) return;
+    struct dirent *e;
+    while ((e = readdir(d))) {
+        char *end;
+        long long id = strtoll(e->d_name, &end, 10);
+        if (e->d_name[0] == '.' || id <= 0) continue;
+        pthread_mutex_lock(&s->lock);
+        sched_job_t *j = vram_sched_find_active(s, id);
+        bool running = j && j->job.state == VRAM_JOB_RUNNING;
+        pthread_mutex_unlock(&s->lock);
+        if (!running) (void)unlinkat(dirfd(d), e->d_name, 0);
+    }
+    closedir(d);
 }

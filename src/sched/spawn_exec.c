@@ -1,9 +1,16 @@
 /* vram submit, the process side: vramd starts an admitted job as the user
- * who submitted it. A small monitor process (the job's registered pid) leaves
- * vramd's session, takes the user's uid and groups, starts COMMAND in the
- * submitting directory with the whitelisted environment and the output
- * files, waits for it, reports the exit status on a pipe and stays alive
- * until vramd has recorded it (so vramd never mistakes the end for a crash).
+ * who submitted it. A small monitor process (the job's registered pid)
+ * leaves vramd's session and family (it is a grandchild whose parent exits
+ * at once, so it is never vramd's child and outlives a restart of vramd),
+ * starts COMMAND as the user in the submitting directory with the
+ * whitelisted environment and the output files, waits for it and writes its
+ * exit status to a file in vramd's exit directory before it exits. Whichever
+ * vramd then sees the monitor's end (the one that started it, or the next
+ * after a restart) reads the file: a pipe to the vramd that started it was
+ * lost with that vramd, so a job that exited 0 after a restart was recorded
+ * failed. The monitor keeps vramd's identity, so the user can neither kill it
+ * (losing the status) nor forge the file; COMMAND drops to the user before it
+ * creates its output files, so they are created with the user's rights.
  * Everything that allocates happens before fork: vramd has threads. */
 #include "sched_internal.h"
 
@@ -24,10 +31,7 @@
 
 enum { MAX_ARGS = 256, MAX_ENV = 96, MAX_PATHS = 64, MAX_GROUPS = 256 };
 
-typedef struct {
-    int status;
-    char message[200];
-} report_t;
+enum { MESSAGE_MAX = 200 };
 
 /* Everything the child needs, prepared in the parent. */
 typedef struct {
@@ -41,6 +45,7 @@ typedef struct {
     char *paths[MAX_PATHS]; /* candidates for argv[0], tried in order */
     int npaths;
     char cwd[4096], output[4096], error[4096];
+    char exit_tmp[4096], exit_path[4096]; /* the monitor writes tmp, then renames it */
     json_t *spec;
 } plan_t;
 
@@ -192,6 +197,9 @@ static const char *errno_text(int e)
         return "no such file or directory";
     case EACCES:
         return "permission denied";
+    case EEXIST:
+        return "it exists and is not your own file (vram submit never writes through a link or "
+               "into another user's file: remove it or choose another --output)";
     case ENOEXEC:
         return "not an executable";
     case ENOTDIR:
@@ -205,93 +213,116 @@ static const char *errno_text(int e)
     }
 }
 
-/* Closes (or, cloexec, marks close-on-exec) every descriptor from 3 but a
- * and b: vramd's sockets, database and other jobs' pipes stay out of a job. */
-static void close_except(int a, int b, bool cloexec)
+/* Closes every descriptor from 3 up: vramd's sockets, database and other
+ * jobs' descriptors stay out of a job. */
+static void close_from_3(void)
 {
-    int lo = a < b ? a : b, hi = a < b ? b : a;
-    unsigned flags = cloexec ? 4u /* CLOSE_RANGE_CLOEXEC */ : 0u;
-    int ranges[3][2] = {{3, lo - 1}, {lo + 1, hi - 1}, {hi + 1, -1}};
-    for (int i = 0; i < 3; i++) {
-        unsigned first = (unsigned)ranges[i][0];
-        unsigned last = ranges[i][1] < 0 ? ~0u : (unsigned)ranges[i][1];
-        if (ranges[i][1] >= 0 && ranges[i][1] < ranges[i][0]) continue;
-        if (syscall(SYS_close_range, first, last, flags) == 0) continue;
-        for (unsigned fd = first; fd <= last && fd < 4096; fd++) /* older kernels */
-            cloexec ? fcntl((int)fd, F_SETFD, FD_CLOEXEC) : close((int)fd);
-    }
+    if (syscall(SYS_close_range, 3u, ~0u, 0u) == 0) return;
+    for (int fd = 3; fd < 4096; fd++) /* older kernels */
+        close(fd);
 }
 
-static void fail_to(int fd, const char *a, const char *b, int e)
+static void fail_to(int fd, const char *a, const char *b, int e, int status)
 {
-    char msg[sizeof(((report_t *)0)->message)], what[160];
+    char msg[MESSAGE_MAX], what[160];
     put(what, sizeof what, a, b, ": ");
     put(msg, sizeof msg, what, errno_text(e), NULL);
     ssize_t w = write(fd, msg, strlen(msg));
     (void)w;
-    _exit(127);
+    _exit(status);
 }
 
-/* The job's process: output files, directory, environment, exec. */
+/* An output file, opened by the job's user: a new one (mode 0600), or the
+ * user's own earlier output at that path (a rerun, or job ids that started
+ * over), truncated; never a link planted in a shared directory, a file of
+ * another user, or a second name (hard link) of some other file. */
+static int create_output(const char *path)
+{
+    int fd = open(path, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600);
+    if (fd >= 0 || errno != EEXIST) return fd;
+    fd = open(path, O_WRONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC);
+    struct stat st;
+    if (fd >= 0 && fstat(fd, &st) == 0 && S_ISREG(st.st_mode) && st.st_uid == getuid() &&
+        st.st_nlink == 1 && ftruncate(fd, 0) == 0 && fchmod(fd, 0600) == 0)
+        return fd;
+    if (fd >= 0) close(fd);
+    errno = EEXIST;
+    return -1;
+}
+
+/* The job's process: the user's identity, output files, directory,
+ * environment, exec. */
 static void run_command(const plan_t *p, int errfd)
 {
     static const int defaults[] = {SIGPIPE, SIGINT, SIGTERM, SIGHUP, SIGQUIT, SIGTTOU, SIGCHLD};
     for (size_t i = 0; i < sizeof defaults / sizeof defaults[0]; i++)
         signal(defaults[i], SIG_DFL);
+    if (geteuid() == 0 && p->uid != 0) {
+        if (setgroups((size_t)p->ngroups, p->groups) != 0 || setgid(p->gid) != 0 ||
+            setuid(p->uid) != 0 || getuid() != p->uid || geteuid() != p->uid)
+            fail_to(errfd, "vramd could not take the submitting user's identity", "", errno, 126);
+    } else if (geteuid() != p->uid) {
+        fail_to(errfd, "vramd runs as another user and cannot start this job", "", EPERM, 126);
+    }
     umask(022);
-    if (chdir(p->cwd) != 0) fail_to(errfd, "cannot enter the submitting directory", "", errno);
-    int null = open("/dev/null", O_RDONLY);
-    int out = open(p->output, O_WRONLY | O_CREAT | O_TRUNC, 0666);
-    if (out < 0) fail_to(errfd, "cannot open the output file ", p->output, errno);
-    int err =
-        strcmp(p->output, p->error) ? open(p->error, O_WRONLY | O_CREAT | O_TRUNC, 0666) : dup(out);
-    if (err < 0) fail_to(errfd, "cannot open the error file ", p->error, errno);
+    if (chdir(p->cwd) != 0) fail_to(errfd, "cannot enter the submitting directory", "", errno, 127);
+    int null = open("/dev/null", O_RDONLY | O_CLOEXEC);
+    int out = create_output(p->output);
+    if (out < 0) fail_to(errfd, "cannot create the output file ", p->output, errno, 127);
+    int err = strcmp(p->output, p->error) ? create_output(p->error) : dup(out);
+    if (err < 0) fail_to(errfd, "cannot create the error file ", p->error, errno, 127);
     if (null < 0 || dup2(null, 0) < 0 || dup2(out, 1) < 0 || dup2(err, 2) < 0)
-        fail_to(errfd, "cannot set up stdio", "", errno);
-    close_except(errfd, errfd, true);
+        fail_to(errfd, "cannot set up stdio", "", errno, 127);
     int e = ENOENT;
     for (int i = 0; i < p->npaths; i++) {
         execve(p->paths[i], p->argv, p->envp);
         if (errno != ENOENT) e = errno;
     }
-    fail_to(errfd, "cannot run ", p->argv[0], e);
+    fail_to(errfd, "cannot run ", p->argv[0], e, 127);
 }
 
-static void report(int fd, int status, const char *message)
+/* "STATUS\nMESSAGE" to exit_path, through a temporary file and a rename,
+ * so that a reader sees all of it or nothing. */
+static void write_exit(const plan_t *p, int status, const char *message)
 {
-    report_t r = {.status = status};
-    put(r.message, sizeof r.message, message, NULL, NULL);
-    ssize_t w = write(fd, &r, sizeof r);
-    (void)w;
+    char text[32 + MESSAGE_MAX], digits[16];
+    unsigned v = status < 0 ? (unsigned)-status : (unsigned)status;
+    int n = 0;
+    do {
+        digits[n++] = (char)('0' + v % 10);
+        v /= 10;
+    } while (v && n < 12);
+    size_t at = 0;
+    if (status < 0) text[at++] = '-';
+    while (n)
+        text[at++] = digits[--n];
+    text[at++] = '\n';
+    for (const char *c = message; *c && at + 1 < sizeof text; c++)
+        text[at++] = *c;
+    int fd = open(p->exit_tmp, O_WRONLY | O_CREAT | O_TRUNC | O_NOFOLLOW | O_CLOEXEC, 0600);
+    if (fd < 0) return;
+    bool ok = write(fd, text, at) == (ssize_t)at && fsync(fd) == 0;
+    close(fd);
+    if (!ok || rename(p->exit_tmp, p->exit_path) != 0) unlink(p->exit_tmp);
 }
 
-/* The monitor: the user's identity, a new session, COMMAND, its status. */
-static void monitor(const plan_t *p, int status_fd, int ack_fd)
+/* The monitor: a new session, COMMAND as the user, its exit status. */
+static void monitor(const plan_t *p)
 {
     sigset_t none;
     sigemptyset(&none);
     sigprocmask(SIG_SETMASK, &none, NULL);
     signal(SIGPIPE, SIG_IGN);
-    /* a cancel signals the whole group; the monitor stays to report */
+    /* a cancel signals the whole group: the monitor stays to record */
     signal(SIGTERM, SIG_IGN);
     signal(SIGINT, SIG_IGN);
     signal(SIGHUP, SIG_IGN);
+    signal(SIGCHLD, SIG_DFL);
     setsid();
-    /* Other jobs' pipes must not stay open here: their monitors wait for EOF. */
-    close_except(status_fd, ack_fd, false);
-    if (geteuid() == 0 && p->uid != 0) {
-        if (setgroups((size_t)p->ngroups, p->groups) != 0 || setgid(p->gid) != 0 ||
-            setuid(p->uid) != 0 || getuid() != p->uid || geteuid() != p->uid) {
-            report(status_fd, 126, "vramd could not take the submitting user's identity");
-            _exit(1);
-        }
-    } else if (geteuid() != p->uid) {
-        report(status_fd, 126, "vramd runs as another user and cannot start this job");
-        _exit(1);
-    }
+    close_from_3();
     int errp[2];
     if (pipe2(errp, O_CLOEXEC) != 0) {
-        report(status_fd, 126, "pipe failed");
+        write_exit(p, 126, "vramd could not start the job: pipe failed");
         _exit(1);
     }
     pid_t child = fork();
@@ -300,84 +331,99 @@ static void monitor(const plan_t *p, int status_fd, int ack_fd)
         run_command(p, errp[1]);
     }
     close(errp[1]);
-    int st = 0;
     if (child < 0) {
-        report(status_fd, 126, "fork failed");
+        write_exit(p, 126, "vramd could not start the job: fork failed");
         _exit(1);
     }
+    int st = 0;
     while (waitpid(child, &st, 0) < 0 && errno == EINTR) {
     }
-    char msg[sizeof(((report_t *)0)->message)] = "";
+    char msg[MESSAGE_MAX] = "";
     ssize_t n = read(errp[0], msg, sizeof msg - 1);
     msg[n > 0 ? n : 0] = 0;
-    report(status_fd, WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st), msg);
-    char ack;
-    while (read(ack_fd, &ack, 1) < 0 && errno == EINTR) {
-    }
+    write_exit(p, WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st), msg);
     _exit(0);
 }
 
 /* ---- the parent's side ---------------------------------------------------- */
 
-int vram_spawn_job(const vram_job_t *job, const char *spec, vram_spawn_t *out)
+static int exit_paths(const char *dir, int64_t id, char *tmp, char *path, size_t len)
+{
+    if (!dir || !*dir) return vram_fail(VRAM_EINVAL, "no exit directory for started jobs");
+    int a = snprintf(tmp, len, "%s/%lld.tmp", dir, (long long)id);
+    int b = snprintf(path, len, "%s/%lld", dir, (long long)id);
+    return a < 0 || b < 0 || (size_t)a >= len || (size_t)b >= len
+               ? vram_fail(VRAM_EINVAL, "exit directory path is too long")
+               : 0;
+}
+
+int vram_spawn_job(const vram_job_t *job, const char *spec, const char *exit_dir, vram_spawn_t *out)
 {
     if (!job || !spec || !out) return vram_fail(VRAM_EINVAL, "NULL argument");
     plan_t *p = calloc(1, sizeof *p);
     if (!p) return vram_fail(VRAM_ENOMEM, "out of memory");
-    int status[2] = {-1, -1}, ack[2] = {-1, -1};
-    int rc = plan_job(p, job, spec);
+    int pp[2] = {-1, -1};
+    int rc = exit_paths(exit_dir, job->id, p->exit_tmp, p->exit_path, sizeof p->exit_path);
+    if (!rc) rc = plan_job(p, job, spec);
     if (rc) goto out;
-    if (pipe2(status, O_CLOEXEC) != 0 || pipe2(ack, O_CLOEXEC) != 0) {
+    (void)unlink(p->exit_path); /* a stale one from a database that was reset */
+    if (pipe2(pp, O_CLOEXEC) != 0) {
         rc = vram_fail(VRAM_EIO, "pipe: %s", strerror(errno));
         goto out;
     }
-    pid_t pid = fork();
-    if (pid < 0) {
+    pid_t mid = fork();
+    if (mid < 0) {
         rc = vram_fail(VRAM_EIO, "fork: %s", strerror(errno));
         goto out;
     }
-    if (pid == 0) {
-        close(status[0]);
-        close(ack[1]);
-        monitor(p, status[1], ack[0]);
+    if (mid == 0) {
+        /* The intermediate: forks the monitor, tells its pid and exits, so
+         * the monitor is reparented away from vramd. */
+        close(pp[0]);
+        pid_t m = fork();
+        if (m == 0) monitor(p);
+        ssize_t w = write(pp[1], &m, sizeof m);
+        (void)w;
+        _exit(0);
     }
-    fcntl(status[0], F_SETFL, O_NONBLOCK);
-    *out = (vram_spawn_t){.pid = pid, .status_fd = status[0], .ack_fd = ack[1]};
-    status[0] = ack[1] = -1;
+    close(pp[1]);
+    pp[1] = -1;
+    pid_t m = -1;
+    ssize_t n;
+    while ((n = read(pp[0], &m, sizeof m)) < 0 && errno == EINTR) {
+    }
+    while (waitpid(mid, NULL, 0) < 0 && errno == EINTR) {
+    }
+    if (n != (ssize_t)sizeof m || m <= 0) {
+        rc = vram_fail(VRAM_EIO, "fork of the job's monitor failed");
+        goto out;
+    }
+    *out = (vram_spawn_t){.pid = m};
 out:
-    for (int i = 0; i < 2; i++) {
-        if (status[i] >= 0) close(status[i]);
-        if (ack[i] >= 0) close(ack[i]);
-    }
+    for (int i = 0; i < 2; i++)
+        if (pp[i] >= 0) close(pp[i]);
     plan_free(p);
     free(p);
     return rc;
 }
 
-int vram_spawn_collect(vram_spawn_t *sp, int *exit_status, char *message, size_t len)
+int vram_spawn_read_exit(const char *exit_dir, int64_t id, int *exit_status, char *message,
+                         size_t len)
 {
-    report_t r;
-    ssize_t n = read(sp->status_fd, &r, sizeof r);
-    if (n < 0 && (errno == EAGAIN || errno == EINTR)) return 0;
-    if (n == (ssize_t)sizeof r) {
-        r.message[sizeof r.message - 1] = 0;
-        *exit_status = r.status;
-        snprintf(message, len, "%s", r.message);
-    } else {
-        *exit_status = -1;
-        snprintf(message, len, "the job's monitor process ended without a report");
-    }
-    return 1;
-}
-
-void vram_spawn_release(vram_spawn_t *sp)
-{
-    if (sp->ack_fd >= 0) close(sp->ack_fd);
-    if (sp->status_fd >= 0) close(sp->status_fd);
-    sp->ack_fd = sp->status_fd = -1;
-    if (sp->pid > 0) {
-        while (waitpid(sp->pid, NULL, 0) < 0 && errno == EINTR) {
-        }
-        sp->pid = 0;
-    }
+    char tmp[4096], path[4096], text[512];
+    int rc = exit_paths(exit_dir, id, tmp, path, sizeof path);
+    if (rc) return rc;
+    int fd = open(path, O_RDONLY | O_NOFOLLOW | O_CLOEXEC);
+    if (fd < 0) return vram_fail(VRAM_ENOENT, "job %lld: no exit status recorded", (long long)id);
+    ssize_t n = read(fd, text, sizeof text - 1);
+    close(fd);
+    text[n > 0 ? n : 0] = 0;
+    char *end;
+    long status = strtol(text, &end, 10);
+    if (n <= 0 || end == text || *end != '\n' || status < -1000 || status > 1000)
+        return vram_fail(VRAM_EPARSE, "%s: malformed exit status", path);
+    (void)unlink(path);
+    *exit_status = (int)status;
+    if (len) snprintf(message, len, "%s", end + 1);
+    return 0;
 }

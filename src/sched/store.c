@@ -19,6 +19,8 @@ enum {
     ST_EVENTS,
     ST_SPAWN,
     ST_SET_PID,
+    ST_PRUNE_EVENTS,
+    ST_PRUNE_JOBS,
     ST_N
 };
 
@@ -27,19 +29,20 @@ enum {
 #define JOB_COLUMNS                                                                                \
     "id,name,command,uid,pid,pid_start,mem_bytes,gpus,priority,timeout_s,pinned,batch_size,"       \
     "min_batch_size,per_sample_bytes,state,devices,reserved_bytes,granted_batch,grad_accum,"       \
-    "submitted_at,started_at,ended_at,exit_status,error,max_batch_size,spawn,peak_bytes,labels"
+    "submitted_at,started_at,ended_at,exit_status,error,max_batch_size,spawn,peak_bytes,labels,"   \
+    "end_reason,retry_batch"
 
 static const char *const sql_text[ST_N] = {
     [ST_INSERT] =
         "INSERT INTO jobs(name,command,uid,pid,pid_start,mem_bytes,gpus,priority,"
         "timeout_s,pinned,batch_size,min_batch_size,per_sample_bytes,state,devices,"
         "reserved_bytes,granted_batch,grad_accum,submitted_at,started_at,ended_at,"
-        "exit_status,error,max_batch_size,spawn,peak_bytes,labels) VALUES(?1,?2,?3,?4,?5,?6,"
-        "?7,?8,?9,?10,?11,?12,?13,?14,?15,?16,?17,?18,?19,?20,?21,?22,?23,?25,?26,?27,"
-        "?28)",
+        "exit_status,error,max_batch_size,spawn,peak_bytes,labels,end_reason,retry_batch) "
+        "VALUES(?1,?2,?3,?4,?5,?6,?7,?8,?9,?10,?11,?12,?13,?14,?15,?16,?17,?18,?19,?20,?21,"
+        "?22,?23,?25,?26,?27,?28,?29,?30)",
     [ST_UPDATE] = "UPDATE jobs SET state=?14,devices=?15,reserved_bytes=?16,granted_batch=?17,"
                   "grad_accum=?18,started_at=?20,ended_at=?21,exit_status=?22,error=?23,"
-                  "peak_bytes=?27 "
+                  "peak_bytes=?27,end_reason=?29,retry_batch=?30 "
                   "WHERE id=?24",
     [ST_EVENT] = "INSERT INTO events(job_id,at,kind,message) VALUES(?1,?2,?3,?4)",
     [ST_GET] = "SELECT " JOB_COLUMNS " FROM jobs WHERE id=?1",
@@ -50,6 +53,13 @@ static const char *const sql_text[ST_N] = {
     [ST_EVENTS] = "SELECT at, kind, message FROM events WHERE job_id=?1 ORDER BY id",
     [ST_SPAWN] = "SELECT spawn FROM jobs WHERE id=?1",
     [ST_SET_PID] = "UPDATE jobs SET pid=?2, pid_start=?3 WHERE id=?1",
+    /* the oldest ended jobs first, by the ended_at index */
+    [ST_PRUNE_EVENTS] = "DELETE FROM events WHERE job_id IN (SELECT id FROM jobs WHERE "
+                        "ended_at > 0 AND ended_at < ?1 AND state NOT IN ('queued','running') "
+                        "ORDER BY ended_at LIMIT ?2)",
+    [ST_PRUNE_JOBS] = "DELETE FROM jobs WHERE id IN (SELECT id FROM jobs WHERE ended_at > 0 AND "
+                      "ended_at < ?1 AND state NOT IN ('queued','running') ORDER BY ended_at "
+                      "LIMIT ?2)",
 };
 
 static const char schema[] =
@@ -66,8 +76,10 @@ static const char schema[] =
     " submitted_at REAL NOT NULL, started_at REAL NOT NULL, ended_at REAL NOT NULL,"
     " exit_status INTEGER NOT NULL, error TEXT NOT NULL,"
     " max_batch_size INTEGER NOT NULL DEFAULT 0, spawn TEXT NOT NULL DEFAULT '',"
-    " peak_bytes INTEGER, labels TEXT NOT NULL DEFAULT '{}');"
+    " peak_bytes INTEGER, labels TEXT NOT NULL DEFAULT '{}',"
+    " end_reason TEXT NOT NULL DEFAULT 'exit', retry_batch INTEGER NOT NULL DEFAULT 0);"
     "CREATE INDEX IF NOT EXISTS jobs_state ON jobs(state);"
+    "CREATE INDEX IF NOT EXISTS jobs_ended ON jobs(ended_at);"
     "CREATE TABLE IF NOT EXISTS events("
     " id INTEGER PRIMARY KEY AUTOINCREMENT, job_id INTEGER NOT NULL, at REAL NOT NULL,"
     " kind TEXT NOT NULL, message TEXT NOT NULL);"
@@ -94,6 +106,8 @@ static const struct {
     {"spawn", "TEXT NOT NULL DEFAULT ''"},
     {"peak_bytes", "INTEGER"}, /* NULL: never reported */
     {"labels", "TEXT NOT NULL DEFAULT '{}'"},
+    {"end_reason", "TEXT NOT NULL DEFAULT 'exit'"},
+    {"retry_batch", "INTEGER NOT NULL DEFAULT 0"},
 };
 
 static int migrate(vram_store_t *st)
@@ -237,6 +251,8 @@ static void bind_state(sqlite3_stmt *q, const vram_job_t *j)
     sqlite3_bind_double(q, 21, j->ended_at);
     sqlite3_bind_int(q, 22, j->exit_status);
     sqlite3_bind_text(q, 23, j->error, -1, SQLITE_TRANSIENT);
+    sqlite3_bind_text(q, 29, vram_end_reason_name(j->end_reason), -1, SQLITE_STATIC);
+    sqlite3_bind_int64(q, 30, j->retry_batch);
     if (j->has_peak)
         sqlite3_bind_int64(q, 27, (sqlite3_int64)j->peak_bytes);
     else
@@ -352,6 +368,9 @@ static void row_to_job(sqlite3_stmt *q, vram_job_t *j, uint64_t *pid_start)
     j->has_peak = sqlite3_column_type(q, 26) != SQLITE_NULL;
     j->peak_bytes = (uint64_t)sqlite3_column_int64(q, 26);
     vram_labels_load(col_text(q, 27), &j->req);
+    int end = vram_end_reason_parse(col_text(q, 28));
+    j->end_reason = end < 0 ? VRAM_END_EXIT : (vram_end_reason_t)end;
+    j->retry_batch = (uint32_t)sqlite3_column_int64(q, 29);
 }
 
 static int for_rows(vram_store_t *st, sqlite3_stmt *q, vram_store_job_fn fn, void *arg)
@@ -435,4 +454,17 @@ int vram_store_set_pid(vram_store_t *st, int64_t id, pid_t pid, uint64_t pid_sta
     sqlite3_bind_int64(q, 2, pid);
     sqlite3_bind_int64(q, 3, (sqlite3_int64)pid_start);
     return step_done(st, q, "set pid");
+}
+
+int vram_store_prune(vram_store_t *st, double before, int batch)
+{
+    sqlite3_stmt *ev = st->st[ST_PRUNE_EVENTS], *jobs = st->st[ST_PRUNE_JOBS];
+    sqlite3_bind_double(ev, 1, before);
+    sqlite3_bind_int(ev, 2, batch);
+    int rc = step_done(st, ev, "prune events");
+    if (rc) return rc;
+    sqlite3_bind_double(jobs, 1, before);
+    sqlite3_bind_int(jobs, 2, batch);
+    if ((rc = step_done(st, jobs, "prune jobs"))) return rc;
+    return sqlite3_changes(st->db);
 }

@@ -2,7 +2,6 @@
  * and the JSON of the last sample. */
 #include "core/proc.h"
 #include "watch_internal.h"
-#include "watch/job_end.h"
 #include "device/source.h"
 
 #include <curl/curl.h>
@@ -283,16 +282,17 @@ int vram_watch_on_alert(vram_watch_t *w, vram_alert_fn fn, void *arg)
 void vram_watch_job_event(vram_watch_t *w, const vram_job_t *job, const char *kind,
                           const char *message)
 {
+    (void)message; /* how a job ended is in its fields */
     if (!w || !job || !kind) return;
     if (!strcmp(kind, "admitted")) atomic_fetch_add(&w->admissions, 1);
     if (!strcmp(kind, "timeout")) atomic_fetch_add(&w->timeouts, 1);
     bool ended = job->state != VRAM_JOB_QUEUED && job->state != VRAM_JOB_RUNNING;
     if (ended && job->ndevices > 0) atomic_fetch_add(&w->releases, 1);
-    /* `vram run` words an attempt that ran out of memory so (job_end.h). */
-    if (!strcmp(kind, "finished") && message &&
-        !strncmp(message, VRAM_OOM_END, strlen(VRAM_OOM_END))) {
+    /* An attempt that ran out of memory says so in its finish request's
+     * fields (reason "oom", retry_batch), never only in the words. */
+    if (!strcmp(kind, "finished") && job->end_reason == VRAM_END_OOM) {
         atomic_fetch_add(&w->ooms, 1);
-        if (strstr(message, VRAM_OOM_RETRY)) atomic_fetch_add(&w->oom_retries, 1);
+        if (job->retry_batch) atomic_fetch_add(&w->oom_retries, 1);
     }
 }
 

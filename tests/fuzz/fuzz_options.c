@@ -15,6 +15,7 @@ static void check_all_options_readable(const char *why)
         int rc = 0;
         switch (vram_option_type(opt)) {
         case VRAM_OPTTYPE_STRING:
+        case VRAM_OPTTYPE_SECRET:
             rc = 0;
             break;
         case VRAM_OPTTYPE_INT:
@@ -111,6 +112,17 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
                        "%s is \"%s\" though the file does not set it",
                        vram_option_name((vram_option_t)i), got);
         }
+    } else if (rc == VRAM_EPERM) {
+        /* the memfd is readable by others: only a file that sets a secret
+         * (TOKEN, ALERT_WEBHOOK, ALERT_EXEC) may be refused for it */
+        bool secret = false;
+        for (int i = 0; i < VRAM_OPT_COUNT_; i++)
+            secret |=
+                want[i] && *want[i] && vram_option_type((vram_option_t)i) == VRAM_OPTTYPE_SECRET;
+        FUZZ_CHECK(valid_bytes && secret, "EPERM for a file that sets no secret: %s",
+                   vram_last_error());
+        FUZZ_CHECK(!strcmp(vram_option_str(VRAM_OPT_LOG_LEVEL), "sentinel"),
+                   "a refused file changed LOG_LEVEL");
     } else {
         FUZZ_CHECK(rc == VRAM_EPARSE, "vram_options_load_file returned %d", rc);
         FUZZ_CHECK(strstr(vram_last_error(), path), "error message does not name the file \"%s\"",

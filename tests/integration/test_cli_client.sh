@@ -1,6 +1,7 @@
 #!/bin/bash
-# How clients find vramd: VRAM_SOCKET, then $XDG_RUNTIME_DIR/vram/vramd.sock,
-# then /run/vram/vramd.sock (-v names it); a socket the user may not open is
+# How clients find vramd: VRAM_SOCKET, then the user's own vramd's socket
+# ($XDG_RUNTIME_DIR/vram or /tmp/vram-UID), then /run/vram/vramd.sock (-v
+# names it; libvram's vram_endpoint); a socket the user may not open is
 # "permission denied", never "not running"; vram run rides out a daemon that
 # is not up yet; over TCP the token comes from a 0600 file.
 source "$(dirname "$0")/daemon_lib.sh"
@@ -28,20 +29,29 @@ grep -q "permission denied on $T/hidden/vramd.sock" "$T/err" || fail "hidden soc
 pass "a socket the user may not open: permission denied and the group to ask for"
 stop_daemon
 
-# ---- $XDG_RUNTIME_DIR, and nothing at all ---------------------------------------------
+# ---- $XDG_RUNTIME_DIR, /tmp, and nothing at all -------------------------------------
+# A user's own socket is where vramd started by that user listens
+# (vram_endpoint): $XDG_RUNTIME_DIR/vram, else /tmp/vram-UID; root's is
+# /run/vram. The client runs as uid 65534 when the test is root.
+as_user() { if [ "$(id -u)" = 0 ]; then setpriv --reuid=65534 --regid=65534 --clear-groups "$@"; else "$@"; fi; }
+uid=$(as_user id -u)
 mkdir -p "$T/xdg/vram"
-VRAM_SOCKET=$T/xdg/vram/vramd.sock start_daemon
-env -u VRAM_SOCKET XDG_RUNTIME_DIR="$T/xdg" "$VRAM" -v status 2>"$T/err" >/dev/null \
+VRAM_SOCKET=$T/xdg/vram/vramd.sock start_daemon --socket-mode 0666
+as_user env -u VRAM_SOCKET XDG_RUNTIME_DIR="$T/xdg" "$VRAM" -v status 2>"$T/err" >/dev/null \
     || fail "status through XDG_RUNTIME_DIR: $(cat "$T/err")"
 grep -qx "vram: using socket $T/xdg/vram/vramd.sock (your own vramd, \$XDG_RUNTIME_DIR)" "$T/err" \
     || fail "-v said: $(cat "$T/err")"
 stop_daemon
 if [ ! -e /run/vram/vramd.sock ]; then
-    run_rc rc env -u VRAM_SOCKET XDG_RUNTIME_DIR="$T/xdg" "$VRAM" status 2>"$T/err"
+    run_rc rc as_user env -u VRAM_SOCKET XDG_RUNTIME_DIR="$T/xdg" "$VRAM" status 2>"$T/err"
     [ "$rc" = 1 ] && grep -q "vramd is not running: no socket at $T/xdg/vram/vramd.sock or /run/vram/vramd.sock" "$T/err" \
         || fail "no daemon: $(cat "$T/err")"
+    # without XDG_RUNTIME_DIR the user's vramd listens in /tmp: the client looks there too
+    run_rc rc as_user env -u VRAM_SOCKET -u XDG_RUNTIME_DIR "$VRAM" status 2>"$T/err"
+    [ "$rc" = 1 ] && grep -q "no socket at /tmp/vram-$uid/vramd.sock or /run/vram/vramd.sock" "$T/err" \
+        || fail "no daemon, no XDG_RUNTIME_DIR: $(cat "$T/err")"
 fi
-pass "the user's own socket under \$XDG_RUNTIME_DIR; none: not running, both places named"
+pass "the user's own socket under \$XDG_RUNTIME_DIR or /tmp/vram-UID; none: not running, both places named"
 
 # ---- vram run retries a refused connection with backoff ---------------------------------
 "$VRAM" run --mem 1GiB -- sh -c 'echo ran' >"$T/run.out" 2>"$T/run.err" &

@@ -14,7 +14,11 @@ me=$(id -un)
 # a running job that holds 64 GiB, one that ended, one queued behind it
 hold=$("$VRAM" submit --parsable --mem 64GiB --name holder -- sh -c 'while [ ! -e go ]; do sleep 0.05; done')
 "$VRAM" run --quiet --mem 1GiB --name quick -- true
-queued=$("$VRAM" submit --parsable --mem 50GiB --name "$(printf 'evil\033[2Jname')" -- true)
+# a name must be printable text (every user's terminal shows it); a command
+# line, shown to its owner, may hold anything and is escaped when printed
+run_rc rc "$VRAM" submit --parsable --mem 50GiB --name "$(printf 'evil\033[2Jname')" -- true 2>"$T/err"
+[ "$rc" != 0 ] && grep -q "control character" "$T/err" || fail "a name with ESC was accepted: $rc $(cat "$T/err")"
+queued=$("$VRAM" submit --parsable --mem 50GiB --name evilname -- echo "$(printf 'evil\033[2Jarg')")
 [ "$(job_state "$queued")" = queued ] || fail "job should queue"
 
 table=$("$VRAM" jobs)
@@ -24,8 +28,9 @@ head -1 <<<"$table" | grep -q '^ *ID  USER .*STATE .*NAME .*GPUS .*MEM/GPU .*BAT
 grep -q "^ *$hold  $me .*running .*holder" <<<"$table" || fail "user name or state: $table"
 grep -q "waiting for 50.00 GiB on 1 GPU; GPU 0 has 16.00 GiB free for admission" <<<"$table" \
     || fail "pending reason: $table"
-grep -q 'evil\\x1b\[2Jname' <<<"$table" || fail "escape sequence not escaped: $table"
-! grep -q $'\033' <<<"$table" || fail "raw ESC reached the terminal"
+commands=$("$VRAM" jobs --format '%i %c')
+grep -q 'evil\\x1b\[2Jarg' <<<"$commands" || fail "escape sequence not escaped: $commands"
+! grep -q $'\033' <<<"$table$commands" || fail "raw ESC reached the terminal"
 pass "table: user names, sorted by id, pending reason, escaped names"
 
 [ "$("$VRAM" jobs --state queued --noheader --format '%i')" = "$queued" ] || fail "--state queued"

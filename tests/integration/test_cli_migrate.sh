@@ -3,6 +3,8 @@
 # (max_batch_size, spawn) keeps working: vramd adds them when it opens it, old
 # jobs stay visible, new ones use them.
 source "$(dirname "$0")/daemon_lib.sh"
+# the old job ended in 2023: kept here (JOB_RETENTION would delete it)
+export VRAM_JOB_RETENTION=0
 sqlite3 "$VRAM_DB" <<'SQL'
 CREATE TABLE jobs(id INTEGER PRIMARY KEY AUTOINCREMENT, name TEXT NOT NULL, command TEXT NOT NULL,
  uid INTEGER NOT NULL, pid INTEGER NOT NULL, pid_start INTEGER NOT NULL,

@@ -74,6 +74,13 @@ pass "bad input: malformed JSON (line/column), wrong types, bad values, routes, 
 expect 400 bad_path "NUL" DELETE "/v1/jobs/$id%00/x"
 expect 400 bad_path "NUL" POST "/v1/jobs%00x" '{"mem_bytes":1024}'
 expect 400 bad_path "NUL" GET "/v1/jobs/$id%00"
+# One table maps libvram's errors to HTTP (VRAM_ERRORS): a value libvram
+# rejects (EINVAL) is 422 invalid_value on the monitoring routes as on
+# /v1/jobs, a device that does not exist (ENODEV) 404 on both.
+expect 422 invalid_value "at most" GET '/v1/history?device=0&from=0&to=100000000&step=0.001'
+expect 422 invalid_value "mem_bytes" POST /v1/jobs '{"mem_bytes":"lots"}'
+expect 404 not_found "no such device" GET '/v1/history?device=9'
+expect 404 not_found "no such device" POST /v1/peaks/reset '{"device": 9}'
 raw=$(python3 - "$VRAM_SOCKET" "$id" <<'PY'
 import socket, sys
 s = socket.socket(socket.AF_UNIX); s.connect(sys.argv[1]); s.settimeout(30)

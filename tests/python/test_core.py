@@ -353,6 +353,34 @@ def test_client_submit_wait_cancel(vramd):
     assert "devices" in c.status()
 
 
+def test_default_socket_follows_vram_endpoint(tmp_path, monkeypatch):
+    """One order for every client, libvram's vram_endpoint (as vramd listens
+    and the CLI looks): VRAM_SOCKET, else the socket of the user's own vramd
+    when it exists, else the system socket."""
+    monkeypatch.setenv("VRAM_SOCKET", str(tmp_path / "x.sock"))
+    assert vram.default_socket_path() == str(tmp_path / "x.sock")
+    monkeypatch.delenv("VRAM_SOCKET")
+    monkeypatch.setenv("XDG_RUNTIME_DIR", str(tmp_path))
+    if os.geteuid() == 0:
+        assert vram.default_socket_path() == "/run/vram/vramd.sock"
+        return
+    own = tmp_path / "vram" / "vramd.sock"
+    own.parent.mkdir()
+    import socket
+    s = socket.socket(socket.AF_UNIX)
+    s.bind(str(own))
+    try:
+        assert vram.default_socket_path() == str(own)
+    finally:
+        s.close()
+    own.unlink()
+    if not os.path.exists("/run/vram/vramd.sock"):  # neither: the user's own, to name it
+        assert vram.default_socket_path() == str(own)
+    monkeypatch.delenv("XDG_RUNTIME_DIR")
+    if not os.path.exists("/run/vram/vramd.sock"):
+        assert vram.default_socket_path() == "/tmp/vram-%d/vramd.sock" % os.geteuid()
+
+
 def test_client_without_daemon(tmp_path):
     with pytest.raises(vram.ConnectionError, match=str(tmp_path / "none.sock")):
         vram.Client(str(tmp_path / "none.sock")).health()

@@ -86,21 +86,71 @@ static void refuses_bad_input_naming_the_field(void **st)
 static void decodes_finish_bodies(void **st)
 {
     (void)st;
-    int status;
-    char err[16];
+    vram_job_end_t end;
     vram_request_error_t e;
-    assert_int_equal(vram_job_finish_decode("", 0, &status, err, sizeof err, &e), 0);
-    assert_int_equal(status, 0);
+    assert_int_equal(vram_job_finish_decode("", 0, &end, &e), 0);
+    assert_int_equal(end.exit_status, 0);
+    assert_int_equal(end.reason, VRAM_END_EXIT);
     const char *b = "{\"exit_status\":3,\"error\":\"boom\"}";
-    assert_int_equal(vram_job_finish_decode(b, strlen(b), &status, err, sizeof err, &e), 0);
-    assert_int_equal(status, 3);
-    assert_string_equal(err, "boom");
+    assert_int_equal(vram_job_finish_decode(b, strlen(b), &end, &e), 0);
+    assert_int_equal(end.exit_status, 3);
+    assert_string_equal(end.error, "boom");
     b = "{\"exit_status\":5000}";
-    assert_int_equal(vram_job_finish_decode(b, strlen(b), &status, err, sizeof err, &e),
-                     VRAM_EINVAL);
-    b = "{\"error\":\"far too long for sixteen\"}";
-    assert_int_equal(vram_job_finish_decode(b, strlen(b), &status, err, sizeof err, &e),
-                     VRAM_EINVAL);
+    assert_int_equal(vram_job_finish_decode(b, strlen(b), &end, &e), VRAM_EINVAL);
+    char longer[400];
+    snprintf(longer, sizeof longer, "{\"error\":\"%0300d\"}", 0);
+    assert_int_equal(vram_job_finish_decode(longer, strlen(longer), &end, &e), VRAM_EINVAL);
+}
+
+/* Names are printable text: every user's terminal shows them. */
+static void names_are_printable(void **st)
+{
+    (void)st;
+    static const char *const bad[] = {
+        "{\"mem_bytes\":1024,\"name\":\"a\\u001b[2Jb\"}",
+        "{\"mem_bytes\":1024,\"name\":\"line\\nbreak\"}",
+        "{\"mem_bytes\":1024,\"name\":\"c1\\u009bcsi\"}",
+        "{\"mem_bytes\":1024,\"name\":\"del\\u007f\"}",
+    };
+    vram_job_request_t q;
+    vram_request_error_t e;
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+        assert_int_equal(vram_job_request_decode(bad[i], strlen(bad[i]), &q, &e), VRAM_EINVAL);
+        assert_int_equal(e.status, 422);
+        assert_non_null(strstr(e.message, "control character"));
+    }
+    const char *good = "{\"mem_bytes\":1024,\"name\":\"J\\u00fcrgen \\u8bad\\u7ec3 #1\"}";
+    assert_int_equal(vram_job_request_decode(good, strlen(good), &q, &e), 0);
+    assert_string_equal(q.name, "J\xc3\xbcrgen \xe8\xae\xad\xe7\xbb\x83 #1");
+}
+
+/* How a job ended travels in fields of its own, never in words of the error
+ * text: an out-of-memory end and the batch its retry asks for. */
+static void decodes_structured_ends(void **st)
+{
+    (void)st;
+    vram_job_end_t end;
+    vram_request_error_t e;
+    const char *b = "{\"exit_status\":1,\"reason\":\"oom\",\"retry_batch\":4,"
+                    "\"error\":\"CUDA out of memory\"}";
+    assert_int_equal(vram_job_finish_decode(b, strlen(b), &end, &e), 0);
+    assert_int_equal(end.reason, VRAM_END_OOM);
+    assert_int_equal(end.retry_batch, 4);
+    /* words in the text mean nothing: this end is a plain exit */
+    b = "{\"exit_status\":1,\"error\":\"out of memory; retrying with batch 4\"}";
+    assert_int_equal(vram_job_finish_decode(b, strlen(b), &end, &e), 0);
+    assert_int_equal(end.reason, VRAM_END_EXIT);
+    assert_int_equal(end.retry_batch, 0);
+    b = "{\"reason\":\"tired\"}";
+    assert_int_equal(vram_job_finish_decode(b, strlen(b), &end, &e), VRAM_EINVAL);
+    assert_non_null(strstr(e.message, "reason"));
+    b = "{\"retry_batch\":4}";
+    assert_int_equal(vram_job_finish_decode(b, strlen(b), &end, &e), VRAM_EINVAL);
+    assert_non_null(strstr(e.message, "oom"));
+    b = "{\"reason\":\"oom\",\"retry_batch\":-1}";
+    assert_int_equal(vram_job_finish_decode(b, strlen(b), &end, &e), VRAM_EINVAL);
+    assert_string_equal(vram_end_reason_name(VRAM_END_OOM), "oom");
+    assert_int_equal(vram_end_reason_parse("exit"), VRAM_END_EXIT);
 }
 
 /* Labels: sorted by key, bounded in number, key syntax and value bytes. */
@@ -213,6 +263,8 @@ int main(void)
         cmocka_unit_test(decodes_every_field),
         cmocka_unit_test(refuses_bad_input_naming_the_field),
         cmocka_unit_test(decodes_finish_bodies),
+        cmocka_unit_test(decodes_structured_ends),
+        cmocka_unit_test(names_are_printable),
         cmocka_unit_test(decodes_peak_bodies),
         cmocka_unit_test(decodes_labels),
         cmocka_unit_test(escapes_control_characters),

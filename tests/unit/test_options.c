@@ -6,6 +6,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <unistd.h>
 #include <cmocka.h>
 
@@ -84,14 +85,52 @@ static void config_file_is_all_or_nothing(void **state)
     unlink(path);
 }
 
+/* A config file that sets a secret (the TCP token, a webhook URL, an exec
+ * command) is refused while group or others may read it. */
+static void secrets_need_a_private_config_file(void **state)
+{
+    (void)state;
+    char path[] = "/tmp/vram-options-XXXXXX";
+    int fd = mkstemp(path);
+    assert_true(fd >= 0);
+    FILE *f = fdopen(fd, "w");
+    fprintf(f, "LOG_LEVEL=warn\nTOKEN=hunter2\n");
+    fclose(f);
+    static const mode_t loose[] = {0644, 0640, 0604};
+    for (size_t i = 0; i < sizeof loose / sizeof loose[0]; i++) {
+        assert_int_equal(chmod(path, loose[i]), 0);
+        assert_int_equal(vram_options_load_file(path), VRAM_EPERM);
+        assert_non_null(strstr(vram_last_error(), "TOKEN"));
+        assert_non_null(strstr(vram_last_error(), "chmod 600"));
+        assert_string_equal(vram_option_str(VRAM_OPT_TOKEN), ""); /* nothing applied */
+    }
+    assert_int_equal(chmod(path, 0600), 0);
+    assert_int_equal(vram_options_load_file(path), 0);
+    assert_string_equal(vram_option_str(VRAM_OPT_TOKEN), "hunter2");
+    assert_int_equal(vram_option_type(VRAM_OPT_ALERT_WEBHOOK), VRAM_OPTTYPE_SECRET);
+    assert_int_equal(vram_option_type(VRAM_OPT_ALERT_EXEC), VRAM_OPTTYPE_SECRET);
+    /* a file without secrets may be read by anyone */
+    f = fopen(path, "w");
+    fprintf(f, "LOG_LEVEL=warn\n");
+    fclose(f);
+    assert_int_equal(chmod(path, 0644), 0);
+    assert_int_equal(vram_options_load_file(path), 0);
+    assert_int_equal(vram_option_set(VRAM_OPT_TOKEN, ""), 0);
+    assert_int_equal(vram_option_set(VRAM_OPT_LOG_LEVEL, "info"), 0);
+    unlink(path);
+}
+
 int main(void)
 {
     unsetenv("VRAM_MAX_CONCURRENT_JOBS");
     unsetenv("VRAM_LOG_LEVEL");
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(error_names_and_messages),      cmocka_unit_test(lookup_by_any_spelling),
-        cmocka_unit_test(environment_then_override),     cmocka_unit_test(sizes_and_fractions),
+        cmocka_unit_test(error_names_and_messages),
+        cmocka_unit_test(lookup_by_any_spelling),
+        cmocka_unit_test(environment_then_override),
+        cmocka_unit_test(sizes_and_fractions),
         cmocka_unit_test(config_file_is_all_or_nothing),
+        cmocka_unit_test(secrets_need_a_private_config_file),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -977,6 +977,86 @@ static void per_uid_quotas(void **st)
     vram_sched_close(s);
 }
 
+/* Why a job waits (Slurm's Reason): every admission pass records it, and the
+ * job's JSON shows it. A job held by its uid's running quota or by
+ * MAX_CONCURRENT_JOBS says so instead of "fits now". */
+static void expect_reason(vram_sched_t *s, int64_t id, const char *code, const char *words)
+{
+    char *text = vram_sched_job_json_for(s, id, 0), want[80];
+    assert_non_null(text);
+    snprintf(want, sizeof want, "\"reason_code\":\"%s\"", code);
+    if (!strstr(text, want) || !strstr(text, words)) fail_msg("job %lld: %s", (long long)id, text);
+    free(text);
+}
+
+static void every_pass_records_why_a_job_waits(void **st)
+{
+    (void)st;
+    vram_sched_config_t c = config(2, 80);
+    c.max_running_per_uid = 1;
+    c.max_concurrent_jobs = 1;
+    c.backfill = true;
+    vram_sched_t *s;
+    assert_int_equal(vram_sched_open(&c, &s), 0);
+    vram_job_t a = submit(s, "a", 10, 1, 0), q = submit(s, "q", 10, 1, 0);
+    assert_int_equal(a.state, VRAM_JOB_RUNNING);
+    assert_int_equal(q.state, VRAM_JOB_QUEUED);
+    expect_reason(s, q.id, "user_running_limit", "MAX_RUNNING_PER_USER");
+    vram_job_request_t r = req_of("b", 10, 1, 0);
+    r.uid = 2000;
+    vram_job_t b, other;
+    assert_int_equal(vram_sched_submit(s, &r, &b), 0);
+    assert_int_equal(b.state, VRAM_JOB_RUNNING);
+    r.uid = 3000;
+    assert_int_equal(vram_sched_submit(s, &r, &other), 0);
+    expect_reason(s, other.id, "device_job_limit", "MAX_CONCURRENT_JOBS");
+    /* b's end: the next pass admits uid 3000 and records q's reason again */
+    assert_int_equal(vram_sched_finish(s, b.id, 2000, 0, NULL), 0);
+    assert_int_equal(state_of(s, other.id), VRAM_JOB_RUNNING);
+    expect_reason(s, q.id, "user_running_limit", "runs 1 job");
+    vram_sched_close(s);
+
+    c = config(1, 80);
+    assert_int_equal(vram_sched_open(&c, &s), 0);
+    vram_job_t big = submit(s, "big", 70, 1, 0), mid = submit(s, "mid", 20, 1, 0),
+               small = submit(s, "small", 5, 1, 0);
+    assert_int_equal(big.state, VRAM_JOB_RUNNING);
+    expect_reason(s, mid.id, "memory", "waiting for 20.00 GiB");
+    char behind[40];
+    snprintf(behind, sizeof behind, "behind job %lld", (long long)mid.id);
+    expect_reason(s, small.id, "priority", behind);
+    vram_sched_close(s);
+}
+
+/* Ended jobs and their events leave the store after JOB_RETENTION, oldest
+ * first; active and recently ended jobs stay. */
+static void ended_jobs_are_pruned_after_the_retention(void **st)
+{
+    (void)st;
+    vram_sched_config_t c = config(1, 80);
+    c.job_retention_s = 3600;
+    vram_sched_t *s;
+    assert_int_equal(vram_sched_open(&c, &s), 0);
+    vram_job_t old = submit(s, "old", 10, 1, 0), running = submit(s, "running", 10, 1, 0);
+    assert_int_equal(vram_sched_finish(s, old.id, 1000, 0, NULL), 0);
+    fake_now += 3000;
+    vram_job_t recent = submit(s, "recent", 10, 1, 0);
+    assert_int_equal(vram_sched_finish(s, recent.id, 1000, 1, "boom"), 0);
+    fake_now += 700; /* old ended 3700 s ago, recent 700 s ago */
+    assert_true(vram_sched_tick(s) >= 0);
+    vram_job_t j;
+    assert_int_equal(vram_sched_job(s, old.id, &j), VRAM_ENOENT);
+    assert_null(vram_sched_events_json(s, old.id));
+    assert_int_equal(vram_sched_job(s, recent.id, &j), 0);
+    assert_int_equal(j.state, VRAM_JOB_FAILED);
+    char *ev = vram_sched_events_json(s, recent.id);
+    assert_non_null(ev);
+    assert_non_null(strstr(ev, "boom"));
+    free(ev);
+    assert_int_equal(state_of(s, running.id), VRAM_JOB_RUNNING);
+    vram_sched_close(s);
+}
+
 static void pid_must_be_the_callers(void **st)
 {
     (void)st;
@@ -1187,6 +1267,8 @@ int main(void)
         cmocka_unit_test(queue_positions_follow_the_order),
         cmocka_unit_test(events_are_told_after_commit_only),
         cmocka_unit_test(cancel_terminates_then_kills),
+        cmocka_unit_test(every_pass_records_why_a_job_waits),
+        cmocka_unit_test(ended_jobs_are_pruned_after_the_retention),
     };
     return cmocka_run_group_tests(tests, setup, teardown);
 }
