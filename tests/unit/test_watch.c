@@ -148,6 +148,10 @@ static void test_lifecycle(void **state)
     assert_int_equal(seen.resolved, 1);
     assert_true(seen.last.resolved_at > seen.last.fired_at);
     assert_true(seen.last.fired_at - seen.last.pending_since >= 10);
+    /* the resolution says why, with the value then, in people's numbers */
+    assert_string_equal(seen.last.reason, "cleared");
+    assert_non_null(
+        strstr(seen.last.message, "memory_used_ratio back to 80% (clears at or below 85%)"));
     j = vram_watch_alerts_json(w, 10);
     json_t *o = json_loads(j, 0, NULL);
     free(j);
@@ -236,10 +240,19 @@ static void test_rules_errors(void **state)
     expect_rules_error("webhooks: [ftp://x]\nrules: []\n", "webhooks: \"ftp://x\" is not");
     char *text = NULL;
     assert_int_equal(vram_watch_check_rules(NULL, &text), 0);
-    assert_non_null(strstr(text, "gpu-memory-high: memory_used_ratio above 0.9 (clear 0.85)"));
+    assert_non_null(strstr(text, "gpu-memory-high: memory_used_ratio above 90% (clear 85%)"));
     assert_non_null(strstr(text, "gpu-memory-critical"));
     assert_non_null(strstr(text, "job-over-reservation"));
     assert_non_null(strstr(text, "gpu-error: device_error above 0.5"));
+    free(text);
+    /* numbers as people write them: 8GiB, not 8.58993e+09 */
+    char path[128];
+    snprintf(path, sizeof path, "%s/free.yaml", dir);
+    write_file(path, "rules:\n  - name: free-low\n    metric: memory_free_bytes\n"
+                     "    below: 8GiB\n    clear: 12.5GiB\n    for: 1.5s\n");
+    assert_int_equal(vram_watch_check_rules(path, &text), 0);
+    assert_non_null(
+        strstr(text, "free-low: memory_free_bytes below 8GiB (clear 12.5GiB) for 1.5s"));
     free(text);
 }
 
