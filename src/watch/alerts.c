@@ -214,12 +214,15 @@ static void observe(vram_watch_t *w, size_t ri, const subject_t *sub, double val
     }
     if (now - st->alert.pending_since < r->for_s) return;
     vram_alert_t *a = &st->alert;
-    char v[48], t[48];
+    char v[48], t[48], held[48];
     vram_watch_describe(r->metric, value, v, sizeof v);
     vram_watch_describe(r->metric, r->threshold, t, sizeof t);
-    snprintf(a->message, sizeof a->message, "%.47s%s%.95s: %.28s %.20s %s %.20s for %.0f s",
-             sub->subject, *sub->detail ? " " : "", sub->detail, vram_watch_metric_name(r->metric),
-             v, r->below ? "<" : ">", t, now - a->pending_since);
+    vram_watch_describe(WATCH_M_QUEUE_WAIT, now - a->pending_since, held,
+                        sizeof held); /* seconds */
+    int n = snprintf(a->message, sizeof a->message, "%.47s%s%.95s: %.28s %.20s %s %.20s for %.20s",
+                     sub->subject, *sub->detail ? " " : "", sub->detail,
+                     vram_watch_metric_name(r->metric), v, r->below ? "<" : ">", t, held);
+    (void)n; /* long names are cut */
     a->fired_at = now;
     st->pending = false;
     st->firing = true;
