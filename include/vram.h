@@ -1566,6 +1566,11 @@ VRAM_API int vram_alert_level_parse(const char *name);
 /* Active (queued and running) jobs, copied under the scheduler lock
  * (malloc'd array; caller frees). */
 VRAM_API int vram_sched_active_jobs(vram_sched_t *s, vram_job_t **jobs, size_t *count);
+/* Per device (out[0..n)), what a new job may still reserve: the figure of
+ * /v1/status's free_for_admission_bytes, from a device probe at most
+ * max_age_s old; VRAM_UNKNOWN_U64 for a device that does not answer.
+ * EINVAL; driver errors. Thread-safe. */
+VRAM_API int vram_sched_free_for_admission(vram_sched_t *s, double max_age_s, uint64_t *out, int n);
 
 #ifdef __cplusplus
 }

@@ -223,7 +223,7 @@ char *vram_sched_status_json_for(vram_sched_t *s, int64_t viewer)
     uint64_t total_reserved = 0;
     for (int d = 0; d < s->ndev; d++) {
         const sched_dev_t *v = &devs[d];
-        uint64_t free_adm = v->usable > v->reserved ? v->usable - v->reserved : 0;
+        uint64_t free_adm = sched_dev_free_for_admission(v);
         total_reserved += v->reserved;
         json_t *o = json_object();
         json_object_set_new(o, "index", json_integer(d));

@@ -376,6 +376,7 @@ static json_t *devices_json(const vram_watch_t *w, const watch_sample_t *s)
         json_object_set_new(o, "used_bytes", u64_or_null(i->used_bytes));
         json_object_set_new(o, "free_bytes", u64_or_null(i->free_bytes));
         json_object_set_new(o, "reserved_bytes", json_integer((json_int_t)s->reserved[d]));
+        json_object_set_new(o, "free_for_admission_bytes", u64_or_null(s->free_adm[d]));
         json_object_set_new(o, "peak_used_bytes", json_integer((json_int_t)w->peaks.device[d]));
         json_object_set_new(o, "utilization_pct", int_or_null(i->utilization_pct));
         json_object_set_new(o, "temperature_c", int_or_null(i->temperature_c));

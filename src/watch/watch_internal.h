@@ -34,6 +34,8 @@ typedef struct {
     int ndev;
     vram_device_info_t *devs;
     uint64_t *reserved; /* per device: running jobs' reservations */
+    uint64_t *free_adm; /* per device: free for admission (the scheduler's figure);
+                           VRAM_UNKNOWN_U64 without a scheduler or an answer */
     watch_proc_t *procs;
     size_t nprocs;
     vram_job_t *jobs; /* active jobs (queued and running) */
@@ -224,6 +226,15 @@ typedef struct {
 } watch_peaks_t;
 
 void vram_watch_peaks_add(watch_peaks_t *p, const watch_sample_t *s);
+
+/* ---- the process itself (self.c) ------------------------------------------------ */
+
+/* Figures of this process; negative when unknown. */
+typedef struct {
+    double cpu_seconds, resident_bytes, virtual_bytes, threads, start_time_seconds;
+    double open_fds, max_fds;
+} watch_self_t;
+int vram_watch_self(watch_self_t *out);
 
 /* ---- the watch ---------------------------------------------------------------------- */
 

@@ -17,6 +17,12 @@ metric() {
     curl -s --unix-socket "$VRAM_SOCKET" http://x/metrics | K="$1" awk '$1 == ENVIRON["K"] { print $2 }'
 }
 
+# gpu_uuid N: the uuid of GPU N (the label of its series in /metrics)
+gpu_uuid() {
+    curl -s --unix-socket "$VRAM_SOCKET" http://x/v1/watch |
+        python3 -c "import json,sys; print(json.load(sys.stdin)['devices'][$1]['uuid'])"
+}
+
 # wait_samples N: waits until the sampler has taken N more samples
 samples_at_least() { [ "$(metric vram_watch_samples_total)" -ge "$1" ]; }
 wait_samples() {

@@ -40,6 +40,7 @@ static int dev_info(void *arg, int i, vram_device_info_t *out)
     memset(out, 0, sizeof *out);
     out->index = i;
     snprintf(out->name, sizeof out->name, "Fake\"GPU\\%d", i); /* needs escaping */
+    snprintf(out->uuid, sizeof out->uuid, "GPU-fake-%d", i);
     out->total_bytes = (uint64_t)(80 * GiB);
     out->used_bytes = (uint64_t)(used_frac[i] * 80 * GiB);
     out->free_bytes = out->total_bytes - out->used_bytes;
@@ -451,11 +452,21 @@ static void test_peaks_and_metrics(void **state)
     char *m = vram_watch_metrics_text(w);
     assert_non_null(m);
     char expect[200];
-    snprintf(expect, sizeof expect,
-             "vram_device_memory_peak_bytes{gpu=\"0\",name=\"Fake\\\"GPU\\\\0\"} %llu\n",
-             (unsigned long long)(uint64_t)(0.2 * 80 * GiB));
+    snprintf(
+        expect, sizeof expect,
+        "vram_device_memory_peak_bytes{gpu=\"0\",name=\"Fake\\\"GPU\\\\0\",uuid=\"GPU-fake-0\"} "
+        "%llu\n",
+        (unsigned long long)(uint64_t)(0.2 * 80 * GiB));
     if (!strstr(m, expect)) fail_msg("missing %s in\n%s", expect, m);
-    assert_non_null(strstr(m, "vram_device_health{gpu=\"1\",state=\"error\"} 1\n"));
+    assert_non_null(strstr(m, "vram_device_health{gpu=\"1\",name=\"Fake\\\"GPU\\\\1\",uuid=\"GPU-"
+                              "fake-1\",state=\"error\"} 1\n"));
+    /* without a scheduler there is no admission figure: no series, not 0 */
+    assert_null(strstr(m, "vram_device_memory_free_for_admission_bytes{"));
+    assert_non_null(strstr(m, "vram_build_info{version=\"" VRAM_VERSION_STRING "\""));
+    assert_non_null(strstr(m, "\nprocess_cpu_seconds_total "));
+    assert_non_null(strstr(m, "\nprocess_open_fds "));
+    assert_non_null(
+        strstr(m, "\nvram_process_memory_used_bytes{gpu=\"0\",uuid=\"GPU-fake-0\",pid=\""));
     assert_non_null(strstr(m, "# TYPE vram_job_admissions_total counter\n"));
     assert_non_null(strstr(m, "vram_alerts_firing{level=\"error\"} 1\n")); /* gpu-error, for 0 */
     free(m);
