@@ -169,6 +169,7 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *c, const cha
     MHD_add_response_header(resp, "Content-Type",
                             r.content_type ? r.content_type : "application/json");
     if (r.allow) MHD_add_response_header(resp, "Allow", r.allow);
+    if (r.cache_control) MHD_add_response_header(resp, "Cache-Control", r.cache_control);
     if (r.close) MHD_add_response_header(resp, "Connection", "close");
     if (r.status >= 400 && strcmp(method, "GET"))
         vramd_log("debug", "%s %s -> %d", method, url, r.status);
