@@ -228,7 +228,7 @@ static void draw_jobs(top_t *t, int y, int lines, int cols)
     char note[48], head[256];
     range_note(note, sizeof note, t->job_top, shown, n);
     snprintf(head, sizeof head, "%-6s %-20s %-10s %-8s %-6s %10s %10s%s", "JOB", "NAME", "USER",
-             "STATE", "GPUS", "RESERVED", "USED", wide ? "  TIME" : "");
+             "STATE", "ON GPU", "RESERVED", "USED", wide ? "  TIME" : "");
     header(y++, cols, head, note, t->focus == FOCUS_JOBS);
     if (!n) put(y, 0, cols, "(no queued or running jobs)");
     double now = (double)time(NULL);
@@ -243,6 +243,9 @@ static void draw_jobs(top_t *t, int y, int lines, int cols)
                      (long long)json_integer_value(g));
         const char *state = json_string_value(json_object_get(j, "state"));
         bool queued = state && !strcmp(state, "queued");
+        if (queued) /* where it will run is not known yet: how many it wants */
+            snprintf(gpus, sizeof gpus, "want %lld",
+                     (long long)json_integer_value(json_object_get(j, "gpus")));
         double since =
             json_number_value(json_object_get(j, queued ? "submitted_at" : "started_at"));
         if (wide && since > 0)

@@ -280,8 +280,7 @@ void vram_watch_close(vram_watch_t *w)
     free(w->alerts);
     free(w->peaks.device);
     free(w->peaks.device_since);
-    vram_map_clear(&w->peaks.process);
-    vram_map_clear(&w->peaks.job);
+    vram_watch_peaks_free(&w->peaks);
     pthread_mutex_destroy(&w->lock);
     pthread_mutex_destroy(&w->sample_lock);
     pthread_mutex_destroy(&w->stop_lock);

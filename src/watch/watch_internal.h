@@ -223,9 +223,14 @@ typedef struct {
     vram_map_t process;   /* (device << 32 | pid) + 1 -> bytes */
     vram_map_t job;       /* job id -> bytes over its devices */
     double since;         /* last reset of everything */
+    /* the name each process had (it outlives the process, for `vram peaks`) */
+    vram_map_t process_name; /* process key -> index + 1 into names */
+    char (*names)[64];
+    size_t nnames, names_cap;
 } watch_peaks_t;
 
 void vram_watch_peaks_add(watch_peaks_t *p, const watch_sample_t *s);
+void vram_watch_peaks_free(watch_peaks_t *p);
 
 /* ---- the process itself (self.c) ------------------------------------------------ */
 

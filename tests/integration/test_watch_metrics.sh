@@ -141,6 +141,12 @@ kill -TERM $ALLOC; wait $ALLOC || true
 free_again() { [ "$(metric "vram_device_memory_used_bytes{gpu=\"1\",name=\"H100-80GB\",uuid=\"$(gpu_uuid 1)\"}")" = 0 ]; }
 wait_for "GPU 1 free again" free_again
 "$VRAM" peaks | grep -q "^1 *12.00" || fail "vram peaks: $("$VRAM" peaks)"
+# the exited process keeps its peak and its name; processes largest first
+out=$("$VRAM" peaks)
+grep -qE "^1 +$ALLOC +12\.00  exited +vram" <<<"$out" || fail "exited process in vram peaks: $out"
+awk '/^GPU +PID/ { p = 1; next } p && NF { print $3 }' <<<"$out" | sort -rnc || fail "not sorted: $out"
+awk '/^JOB +PEAK/ { p = 1; next } /^$/ { p = 0 } p { print $2 }' <<<"$out" | sort -rnc \
+    || fail "jobs not sorted: $out"
 "$VRAM" peaks --reset -i 1 >/dev/null || fail "peaks --reset"
 field "$(api GET /v1/peaks)" "d['devices'][1]['peak_used_bytes'] == 0 and d['devices'][0]['peak_used_bytes'] == 8 * $GiB" \
     | grep -qx True || fail "reset of GPU 1 only: $(api GET /v1/peaks)"

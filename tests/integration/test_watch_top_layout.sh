@@ -75,7 +75,7 @@ YAML
             screen | grep -qiE "^GPU$d +H100-80GB.*available" || shows "\.\.\. [0-9]+ more GPU" \
                 || fail "GPU $d at $size: $(screen)"
         done
-        shows "^2 +queued-one +$(id -un) +queued " || fail "queued row at $size: $(screen)"
+        shows "^2 +queued-one +$(id -un) +queued +want 1 " || fail "queued row at $size: $(screen)"
         shows "^GPU9" && fail "a newline in a command line moved the cursor at $size"
         if [ "$size" = 200x50 ]; then
             shows 'evil( |\\n)GPU9 forged' || fail "the escaped command line at $size: $(screen)"

@@ -96,7 +96,8 @@ function drawJobs(watch) {
   const now = watch.t || Date.now() / 1000;
   for (const j of watch.jobs) {
     const since = j.state === "running" ? now - j.started_at : now - j.submitted_at;
-    row(body, [[j.id], [j.name, "name"], [j.user], [j.state], [j.devices.join(",") || "–"],
+    const where = j.state === "queued" ? "wants " + j.gpus : j.devices.join(",");
+    row(body, [[j.id], [j.name, "name"], [j.user], [j.state], [where],
                [gib(j.reserved_bytes || null)], [gib(j.state === "running" ? j.used_bytes : null)], [ago(since)]],
         {id: "job" + j.id, class: "job " + j.state});
   }
