@@ -30,15 +30,7 @@ $AM --config.file="$T/am.yml" --storage.path="$T/am" --web.listen-address="127.0
 am_ready() { curl -sf "http://127.0.0.1:$AM_PORT/-/ready"; }
 wait_for "Alertmanager ready" am_ready
 
-cat >"$T/rules.yaml" <<YAML
-rules:
-  - name: memory-high
-    metric: memory_used_ratio
-    above: 90%
-    clear: 85%
-    for: 0.3s
-    level: warning
-YAML
+memory_rule "$T/rules.yaml" 90% 0.3s 85%
 VRAM_ALERT_ALERTMANAGER="http://127.0.0.1:$AM_PORT/" VRAM_ALERT_CLUSTER=lab \
     start_daemon --watch-interval 0.1 --alert-rules "$T/rules.yaml"
 TCP=$(tcp_address)

@@ -12,14 +12,7 @@ PY=/usr/bin/python3 # Debian's, with python3-selenium
 $PY -c 'import selenium' 2>/dev/null || fail "python3-selenium missing"
 [ -x /usr/bin/chromedriver ] || fail "chromium-driver missing"
 
-cat >"$T/rules.yaml" <<YAML
-rules:
-  - name: memory-high
-    metric: memory_used_ratio
-    above: 90%
-    for: 0.5s
-    level: warning
-YAML
+memory_rule "$T/rules.yaml" 90% 0.5s
 start_daemon --watch-interval 0.2 --alert-rules "$T/rules.yaml"
 TCP=$(tcp_address)
 "$VRAM" run --mem 10GiB --devices 0 --name dashjob -- "$VRAM" sim alloc --mem 6GiB >/dev/null 2>&1 &

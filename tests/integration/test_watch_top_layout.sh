@@ -7,13 +7,9 @@
 # a process's command line is shown escaped instead of moving the cursor.
 source "$(dirname "$0")/daemon_lib.sh"
 source "$(dirname "$0")/watch_lib.sh"
-command -v tmux >/dev/null || fail "tmux missing"
-TMUX_SOCK="vram-topl-$$"
-tmx() { tmux -L "$TMUX_SOCK" "$@"; }
-trap 'rc=$?; tmx kill-server >/dev/null 2>&1 || true; (exit $rc); cleanup' EXIT
+use_tmux
 
 screen() { tmx capture-pane -p -t top; }
-job_is() { [ "$(job_state "$1")" = "$2" ]; }
 shows() { screen | grep -qE -- "$1"; }
 start_top() { # COLS ROWS
     tmx new-session -d -s top -x "$1" -y "$2" \
@@ -39,14 +35,7 @@ run_case() { # NGPUS
     local n=$1
     export VRAM_SIM="${n}xH100-80GB" VRAM_DB="$T/vramd-$n.db" # job ids from 1 again
     rm -f "$VRAM_SIM_STATE"
-    cat >"$T/rules.yaml" <<YAML
-rules:
-  - name: memory-high
-    metric: memory_used_ratio
-    above: 50%
-    for: 0.2s
-    level: warning
-YAML
+    memory_rule "$T/rules.yaml" 50% 0.2s
     start_daemon --watch-interval 0.2 --alert-rules "$T/rules.yaml"
     "$VRAM" run --mem 10GiB --devices 0 --name 'a-training-job-with-a-long-name' -- \
         "$VRAM" sim alloc --mem 6GiB >/dev/null 2>&1 &
