@@ -259,6 +259,7 @@ static void renew_all(double every, double *next)
 static void *spawner(void *arg)
 {
     (void)arg;
+    pthread_setname_np(pthread_self(), "vramd-spawner"); /* for top -H, ps -L */
     double lease = 0, next_renew = 0;
     (void)vram_option_double(VRAM_OPT_LEASE, &lease);
     int wait_ms = lease > 0 && lease < 1.5 ? (int)(lease * 1000 / 3) : 500;

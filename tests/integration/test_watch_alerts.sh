@@ -67,6 +67,13 @@ wait_for "the webhook gets the firing alert" grep -q '"state":"firing"' "$T/hook
 grep -q open "$T/hang.log" || fail "the hanging receiver was not called"
 grep -q closed "$T/hang.log" && fail "the healthy webhook waited for the hanging one"
 pass "a hanging receiver does not delay another"
+# operators' tools see what each thread is (top -H, ps -L)
+names=$(cat /proc/"$DAEMON_PID"/task/*/comm | sort | uniq -c)
+for t in vramd-sampler vramd-sched vramd-alerts vramd-exec; do
+    grep -q " $t\$" <<<"$names" || fail "thread $t missing: $names"
+done
+grep -q "^ *2 vramd-webhook$" <<<"$names" || fail "one thread per webhook: $names"
+pass "threads are named, one per receiver"
 wait_for "the exec hook ran" test -s "$T/exec.firing"
 a=$(api GET /v1/alerts)
 field "$a" '[x["rule"] for x in d["firing"]] == ["memory-high"]' | grep -qx True || fail "firing: $a"
