@@ -29,6 +29,7 @@ import urllib.request
 from selenium import webdriver
 from selenium.webdriver.chrome.service import Service
 from selenium.webdriver.common.by import By
+from selenium.common.exceptions import StaleElementReferenceException
 from selenium.webdriver.support.ui import WebDriverWait
 
 base, out_dir, job_name, rule, vramd_pid = sys.argv[1:6]
@@ -70,7 +71,12 @@ for a in ("--headless=new", "--no-sandbox", "--disable-gpu", "--disable-dev-shm-
     opts.add_argument(a)
 opts.set_capability("goog:loggingPrefs", {"browser": "ALL"})
 driver = webdriver.Chrome(service=Service("/usr/bin/chromedriver"), options=opts)
-wait = WebDriverWait(driver, 60)
+# A state polled through vramd's API may meet a busy moment on a loaded
+# machine (a reset connection, an error body): the poll asks again until
+# its 60 s bound, and a real failure still ends in a timeout that names it.
+wait = WebDriverWait(driver, 60, ignored_exceptions=(
+    OSError, KeyError, http.client.HTTPException, json.JSONDecodeError,
+    StaleElementReferenceException))
 console = []  # every console entry the page wrote
 
 
