@@ -161,7 +161,10 @@ function chart(id, data, labels, opts) {
 async function loadHistory(index, interval, now) {
   const step = Math.max(interval, HISTORY_S / POINTS);
   let h = hist[index];
-  if (!h || h.step !== step) h = hist[index] = {step: step, points: [], jobs: new Map(), next: null};
+  // a first load, another sampling period, or a page back from a long sleep
+  // (its gap is larger than the window): the whole window again
+  if (!h || h.step !== step || (h.next != null && now - h.next > HISTORY_S))
+    h = hist[index] = {step: step, points: [], jobs: new Map(), next: null};
   const key = (t) => Math.round(t / step);
   const from = h.next != null ? h.next : Math.floor((now - HISTORY_S) / step) * step;
   const r = await get("/v1/history?device=" + index + "&from=" + from + "&step=" + step);
