@@ -13,7 +13,7 @@ DEPS := cmake make gcc pkg-config libcmocka-dev libjansson-dev \
         libcurl4-openssl-dev libsqlite3-dev libncurses-dev libyaml-dev sqlite3 \
         procps python3 python3-venv curl \
         python3-pytest python3-setuptools python3-pip \
-        libjs-dygraphs prometheus tmux chromium chromium-driver python3-selenium
+        libjs-dygraphs prometheus prometheus-alertmanager tmux chromium chromium-driver python3-selenium
 # Installing and its test (packaging/, docs/install.md); Slurm's SPANK plugin
 # and its one-node cluster test (contrib/slurm/, docs/slurm.md).
 DEPS += scdoc man-db systemd bash-completion libslurm-dev slurmctld slurmd munge

@@ -144,7 +144,9 @@ VRAM_API const char *vram_build_id(void);
     X(WATCH_RETENTION, SECONDS, "168h", "per-minute history kept in the database")                 \
     X(ALERT_RULES, STRING, "", "alert rules YAML file (default: the built-in rules)")              \
     X(ALERT_WEBHOOK, SECRET, "", "URL that receives each alert as a JSON POST")                    \
-    X(ALERT_EXEC, SECRET, "", "command run for each alert, the alert in VRAM_ALERT_* variables")
+    X(ALERT_EXEC, SECRET, "", "command run for each alert, the alert in VRAM_ALERT_* variables")   \
+    X(ALERT_ALERTMANAGER, SECRET, "", "Alertmanager base URL that receives each alert (v2 API)")   \
+    X(ALERT_CLUSTER, STRING, "", "cluster label on every alert (the host is always there)")
 
 typedef enum {
 #define VRAM_OPT_ENUM_(name, type, def, help) VRAM_OPT_##name,
@@ -1718,7 +1720,9 @@ typedef struct {
     int64_t job_id;   /* 0 when not about a job */
     double value, threshold;
     double pending_since, fired_at, resolved_at; /* Unix seconds */
-    char message[256];
+    char message[256]; /* firing: what holds; resolved: why it ended, the value then */
+    char reason[16];   /* resolved: "cleared" (the value came back) or "gone" (its
+                          job or device left); "" while firing */
 } vram_alert_t;
 
 /* Called once when an alert fires and once when it resolves (alert->
@@ -1737,6 +1741,9 @@ typedef struct {
     const char *rules_path;              /* YAML rules; NULL/"" = built-in rules */
     const char *webhook_url;             /* extra webhook; NULL/"" = none */
     const char *exec_command;            /* extra exec hook (sh -c); NULL/"" = none */
+    const char *alertmanager_url;        /* extra Alertmanager (base URL); NULL/"" = none */
+    const char *cluster;                 /* `cluster` label of every alert; NULL/"" = none */
+    const char *generator_url;           /* link back (the dashboard); NULL/"" = none */
     double (*clock)(void);               /* Unix seconds; NULL = real time (tests) */
     /* Log lines of the watch (alerts, delivery failures); NULL = stderr. */
     void (*log)(void *arg, const char *level, const char *message);
@@ -1794,6 +1801,11 @@ VRAM_API int vram_alert_level_parse(const char *name);
 /* Active (queued and running) jobs, copied under the scheduler lock
  * (malloc'd array; caller frees). */
 VRAM_API int vram_sched_active_jobs(vram_sched_t *s, vram_job_t **jobs, size_t *count);
+/* Per device (out[0..n)), what a new job may still reserve: the figure of
+ * /v1/status's free_for_admission_bytes, from a device probe at most
+ * max_age_s old; VRAM_UNKNOWN_U64 for a device that does not answer.
+ * EINVAL; driver errors. Thread-safe. */
+VRAM_API int vram_sched_free_for_admission(vram_sched_t *s, double max_age_s, uint64_t *out, int n);
 
 #ifdef __cplusplus
 }

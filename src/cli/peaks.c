@@ -11,7 +11,8 @@
 static void usage(FILE *out)
 {
     fprintf(out, "usage: vram peaks [--reset [-i|--id N | --job ID]] [--json]\n\n"
-                 "Peak memory per GPU, process and job since vramd started or the last reset.\n\n"
+                 "Peak memory per GPU, process and job since vramd started or the last reset,\n"
+                 "largest first; a process that has exited keeps its peak and its name.\n\n"
                  "  --reset       reset the peaks: all (root or vramd's user), one GPU (-i N)\n"
                  "                or one of your jobs (--job ID)\n"
                  "  --json        the /v1/peaks document (docs/monitoring.md)\n");
@@ -20,6 +21,29 @@ static void usage(FILE *out)
 static double gib(json_t *o, const char *key)
 {
     return vram_gib((uint64_t)json_integer_value(json_object_get(o, key)));
+}
+
+static int by_peak_desc(const void *a, const void *b)
+{
+    json_int_t x = json_integer_value(json_object_get(*(json_t *const *)a, "peak_used_bytes"));
+    json_int_t y = json_integer_value(json_object_get(*(json_t *const *)b, "peak_used_bytes"));
+    return (x < y) - (x > y);
+}
+
+/* A new array of the same objects, largest peak first. */
+static json_t *sorted_by_peak(json_t *list)
+{
+    size_t n = json_array_size(list);
+    json_t **items = calloc(n + 1, sizeof *items);
+    json_t *out = json_array();
+    if (!items) return out;
+    for (size_t i = 0; i < n; i++)
+        items[i] = json_array_get(list, i);
+    qsort(items, n, sizeof *items, by_peak_desc);
+    for (size_t i = 0; i < n; i++)
+        json_array_append(out, items[i]);
+    free(items);
+    return out;
 }
 
 int vram_cli_peaks(int argc, char **argv)
@@ -85,14 +109,24 @@ int vram_cli_peaks(int argc, char **argv)
     json_array_foreach(json_object_get(reply, "devices"), i, o)
         printf("%-8lld %10.2f\n", (long long)json_integer_value(json_object_get(o, "index")),
                gib(o, "peak_used_bytes"));
+    json_t *jobs = sorted_by_peak(json_object_get(reply, "jobs"));
     printf("\n%-8s %10s\n", "JOB", "PEAK GiB");
-    json_array_foreach(json_object_get(reply, "jobs"), i, o)
+    json_array_foreach(jobs, i, o)
         printf("%-8lld %10.2f\n", (long long)json_integer_value(json_object_get(o, "id")),
                gib(o, "peak_used_bytes"));
-    printf("\n%-4s %8s %10s\n", "GPU", "PID", "PEAK GiB");
-    json_array_foreach(json_object_get(reply, "processes"), i, o)
-        printf("%-4lld %8lld %10.2f\n", (long long)json_integer_value(json_object_get(o, "device")),
-               (long long)json_integer_value(json_object_get(o, "pid")), gib(o, "peak_used_bytes"));
+    json_t *procs = sorted_by_peak(json_object_get(reply, "processes"));
+    printf("\n%-4s %8s %10s  %-8s %s\n", "GPU", "PID", "PEAK GiB", "STATE", "NAME");
+    json_array_foreach(procs, i, o)
+    {
+        char name[200];
+        vram_escape_text(json_string_value(json_object_get(o, "name")), name, sizeof name);
+        printf("%-4lld %8lld %10.2f  %-8s %s\n",
+               (long long)json_integer_value(json_object_get(o, "device")),
+               (long long)json_integer_value(json_object_get(o, "pid")), gib(o, "peak_used_bytes"),
+               json_is_false(json_object_get(o, "running")) ? "exited" : "running", name);
+    }
+    json_decref(jobs);
+    json_decref(procs);
     if (reset) printf("\n(peaks reset)\n");
     json_decref(reply);
     return CLI_OK;

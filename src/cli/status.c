@@ -157,6 +157,16 @@ static int cluster_status(const char *list, bool as_json)
     return unreachable ? CLI_RUNTIME : CLI_OK;
 }
 
+/* A device's figure in a 10-column cell: "-" where vramd has none (the
+ * device does not answer). */
+static const char *gib_cell(json_t *o, const char *key, char *buf, size_t len)
+{
+    json_t *v = json_object_get(o, key);
+    if (!json_is_integer(v)) return "-";
+    snprintf(buf, len, "%.2f GiB", vram_gib((uint64_t)json_integer_value(v)));
+    return buf;
+}
+
 int vram_cli_status(int argc, char **argv)
 {
     bool as_json = false;
@@ -193,11 +203,15 @@ int vram_cli_status(int argc, char **argv)
     json_t *d;
     json_array_foreach(json_object_get(reply, "devices"), i, d)
     {
-        printf("%3lld  %-16.16s %7.2f GiB %6.2f GiB %6.2f GiB %6.2f GiB %6.2f GiB %5lld\n",
+        char c[5][24];
+        const char *name = json_string_value(json_object_get(d, "name"));
+        printf("%3lld  %-16.16s %10s %10s %10s %10s %10s %5lld\n",
                (long long)json_integer_value(json_object_get(d, "index")),
-               json_string_value(json_object_get(d, "name")), gib_of(d, "total_bytes"),
-               gib_of(d, "used_bytes"), gib_of(d, "unmanaged_bytes"), gib_of(d, "reserved_bytes"),
-               gib_of(d, "free_for_admission_bytes"),
+               name ? name : "(unavailable)", gib_cell(d, "total_bytes", c[0], sizeof c[0]),
+               gib_cell(d, "used_bytes", c[1], sizeof c[1]),
+               gib_cell(d, "unmanaged_bytes", c[2], sizeof c[2]),
+               gib_cell(d, "reserved_bytes", c[3], sizeof c[3]),
+               gib_cell(d, "free_for_admission_bytes", c[4], sizeof c[4]),
                (long long)json_integer_value(json_object_get(d, "running_jobs")));
     }
     printf("\nrunning jobs: %lld   queued jobs: %lld   reserved: %.2f GiB   pending: %.2f GiB\n",

@@ -40,9 +40,10 @@ typedef struct {
 
 typedef struct {
     int status;
-    char *body;               /* malloc'd JSON */
-    const char *allow;        /* Allow header for 405 */
-    const char *content_type; /* NULL = application/json */
+    char *body;                /* malloc'd JSON */
+    const char *allow;         /* Allow header for 405 */
+    const char *content_type;  /* NULL = application/json */
+    const char *cache_control; /* NULL: none (the dashboard's static files set one) */
     char allow_buf[64];
     bool close; /* answer, then close the connection */
 } vramd_response_t;

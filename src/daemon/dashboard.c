@@ -27,6 +27,10 @@ bool vramd_dashboard_route(vramd_state_t *d, const vramd_request_t *q, vramd_res
         memcpy(r->body, a->data, a->size + 1);
         r->status = 200;
         r->content_type = a->content_type;
+        /* The page itself is checked on every load; the script, the style
+         * and dygraphs are kept 10 minutes (a new vramd's are picked up
+         * within that), so a reload moves only the page and the data. */
+        r->cache_control = strncmp(a->url, "/static/", 8) ? "no-cache" : "max-age=600";
         return true;
     }
     return false;

@@ -71,6 +71,7 @@ static void *reaper(void *arg)
 {
     vramd_guard_t *g = arg;
     pthread_mutex_lock(&g->lock);
+    pthread_setname_np(pthread_self(), "vramd-reaper"); /* for top -H, ps -L */
     while (!g->stopping) {
         uint64_t now = vram_now_ns();
         for (conn_t *c = g->conns; c; c = c->next) {

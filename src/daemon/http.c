@@ -214,10 +214,13 @@ static char *serialize(const vramd_response_t *r, bool head_only, bool close, si
     size_t blen = r->body ? strlen(r->body) : 0;
     char head[512];
     int hl = snprintf(head, sizeof head,
-                      "HTTP/1.1 %d %s\r\nContent-Type: %s\r\nContent-Length: %zu\r\n%s%s%s%s\r\n",
+                      "HTTP/1.1 %d %s\r\nContent-Type: %s\r\nContent-Length: %zu\r\n%s%s%s%s%s%s%s"
+                      "\r\n",
                       r->status, vramd_status_text(r->status),
                       r->content_type ? r->content_type : "application/json", blen,
                       r->allow ? "Allow: " : "", r->allow ? r->allow : "", r->allow ? "\r\n" : "",
+                      r->cache_control ? "Cache-Control: " : "",
+                      r->cache_control ? r->cache_control : "", r->cache_control ? "\r\n" : "",
                       close ? "Connection: close\r\n" : "");
     if (hl < 0 || (size_t)hl >= sizeof head) return NULL;
     size_t total = (size_t)hl + (head_only ? 0 : blen);

@@ -167,6 +167,7 @@ static void *relay(void *arg)
 {
     job_t *r = arg;
     vramd_screen_t *s = r->s;
+    pthread_setname_np(pthread_self(), "vramd-conn"); /* for top -H, ps -L */
     char why[320] = "";
     int verdict = 0;
     bool client_eof = false, done = false;
@@ -213,6 +214,7 @@ static void *acceptor(void *arg)
 {
     vramd_screen_t *s = arg;
     while (!s->stopping) {
+        pthread_setname_np(pthread_self(), "vramd-accept"); /* for top -H, ps -L */
         struct pollfd pfd[2] = {{.fd = s->listen_fd, .events = POLLIN},
                                 {.fd = s->wake[0], .events = POLLIN}};
         if (poll(pfd, 2, -1) < 0 && errno != EINTR) break;

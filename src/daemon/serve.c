@@ -164,6 +164,7 @@ static void *scheduler_thread(void *arg)
 {
     vram_sched_t *s = arg;
     uint64_t last_report = 0, failures = 0;
+    pthread_setname_np(pthread_self(), "vramd-sched"); /* for top -H, ps -L */
     while (!stopping) {
         int rc = vram_sched_run_once(s, 100);
         uint64_t now = vram_now_ns();

@@ -178,6 +178,7 @@ static void start_one(int64_t id)
 static void *starter(void *arg)
 {
     (void)arg;
+    pthread_setname_np(pthread_self(), "vramd-spawner"); /* for top -H, ps -L */
     while (!sp.stop) {
         struct pollfd fd = {.fd = sp.wake[0], .events = POLLIN};
         (void)poll(&fd, 1, -1);

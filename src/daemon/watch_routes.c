@@ -199,6 +199,10 @@ int vramd_watch_start(vramd_state_t *d, vram_ctx_t *ctx, vram_sched_t *sched, co
     cfg.sched = sched;
     cfg.db_path = db;
     cfg.log = watch_log_line;
+    /* alerts link back to the dashboard (Alertmanager's generatorURL) */
+    char dashboard[sizeof d->tcp_address + 16] = "";
+    if (*d->tcp_address) snprintf(dashboard, sizeof dashboard, "http://%s/", d->tcp_address);
+    cfg.generator_url = dashboard;
     vram_watch_t *w = NULL;
     if ((rc = vram_watch_open(&cfg, &w)) != 0) return rc;
     if ((rc = vram_watch_start(w)) != 0) {

@@ -143,3 +143,17 @@ int vram_ledger_probe(vram_sched_t *s, sched_dev_t *devs, double max_age_s)
     }
     return 0;
 }
+
+int vram_sched_free_for_admission(vram_sched_t *s, double max_age_s, uint64_t *out, int n)
+{
+    if (!s || !out || n < 0) return vram_fail(VRAM_EINVAL, "NULL argument");
+    pthread_mutex_lock(&s->lock);
+    sched_dev_t *devs = calloc((size_t)s->ndev + 1, sizeof *devs);
+    int rc = devs ? vram_ledger_probe(s, devs, max_age_s) : vram_fail(VRAM_ENOMEM, "out of memory");
+    for (int d = 0; rc == 0 && d < n; d++)
+        out[d] =
+            d < s->ndev && devs[d].ok ? sched_dev_free_for_admission(&devs[d]) : VRAM_UNKNOWN_U64;
+    pthread_mutex_unlock(&s->lock);
+    free(devs);
+    return rc;
+}

@@ -50,6 +50,12 @@ typedef struct {
     int jobs;           /* running jobs placed here */
 } sched_dev_t;
 
+/* What a new job may still reserve on a device: /v1/status and /metrics. */
+static inline uint64_t sched_dev_free_for_admission(const sched_dev_t *v)
+{
+    return v->usable > v->reserved ? v->usable - v->reserved : 0;
+}
+
 /* A state change waiting for its transaction to commit before it is told. */
 typedef struct {
     vram_job_t job;

@@ -199,6 +199,11 @@ char *vram_sched_jobs_json(vram_sched_t *s, int limit)
  * under the lock) must not grow with a queue of tens of thousands. */
 #define STATUS_PENDING_MAX 100
 
+static json_t *known(bool ok, uint64_t bytes)
+{
+    return ok ? json_integer((json_int_t)bytes) : json_null();
+}
+
 char *vram_sched_status_json_for(vram_sched_t *s, int64_t viewer)
 {
     pthread_mutex_lock(&s->lock);
@@ -231,20 +236,20 @@ char *vram_sched_status_json_for(vram_sched_t *s, int64_t viewer)
     uint64_t total_reserved = 0;
     for (int d = 0; d < s->ndev; d++) {
         const sched_dev_t *v = &devs[d];
-        uint64_t free_adm = v->usable > v->reserved ? v->usable - v->reserved : 0;
+        uint64_t free_adm = sched_dev_free_for_admission(v);
         total_reserved += v->reserved;
         json_t *o = json_object();
         json_object_set_new(o, "index", json_integer(d));
-        json_object_set_new(o, "name", json_string(v->name));
+        /* A device that does not answer has no figures: null, never 0 or "". */
+        json_object_set_new(o, "name", v->ok || *v->name ? json_string(v->name) : json_null());
         json_object_set_new(o, "available", json_boolean(v->ok));
-        json_object_set_new(o, "total_bytes", json_integer((json_int_t)v->total));
-        json_object_set_new(o, "used_bytes", json_integer((json_int_t)v->used));
-        json_object_set_new(o, "unmanaged_bytes", json_integer((json_int_t)v->unmanaged));
-        json_object_set_new(o, "safety_margin_bytes", json_integer((json_int_t)v->margin));
-        json_object_set_new(o, "usable_bytes", json_integer((json_int_t)v->usable));
+        json_object_set_new(o, "total_bytes", known(v->ok, v->total));
+        json_object_set_new(o, "used_bytes", known(v->ok, v->used));
+        json_object_set_new(o, "unmanaged_bytes", known(v->ok, v->unmanaged));
+        json_object_set_new(o, "safety_margin_bytes", known(v->ok, v->margin));
+        json_object_set_new(o, "usable_bytes", known(v->ok, v->usable));
         json_object_set_new(o, "reserved_bytes", json_integer((json_int_t)v->reserved));
-        json_object_set_new(o, "free_for_admission_bytes",
-                            json_integer((json_int_t)(v->ok ? free_adm : 0)));
+        json_object_set_new(o, "free_for_admission_bytes", known(v->ok, free_adm));
         json_object_set_new(o, "running_jobs", json_integer(v->jobs));
         json_array_append_new(dl, o);
     }

@@ -50,29 +50,49 @@ int vram_watch_metric_parse(const char *name)
     return -1;
 }
 
-/* A value for people: 92.3%, 1.50 GiB, 85 C, 300 W, 120 s. */
-static void describe(watch_metric_t m, double v, char *buf, size_t len)
+/* A number with at most `decimals` decimals and no trailing zeros: 90, 91.2. */
+static void tidy(double v, int decimals, const char *unit, char *buf, size_t len)
 {
-    switch (m) {
+    int n = snprintf(buf, len, "%.*f", decimals, v);
+    if (n > 0 && (size_t)n < len && strchr(buf, '.')) {
+        while (n > 0 && buf[n - 1] == '0')
+            buf[--n] = 0;
+        if (n > 0 && buf[n - 1] == '.') buf[--n] = 0;
+    }
+    if (!strcmp(buf, "-0")) snprintf(buf, len, "0");
+    size_t at = strlen(buf);
+    snprintf(buf + at, len - at, "%s", unit);
+}
+
+void vram_watch_describe(int metric, double v, char *buf, size_t len)
+{
+    static const char *const units[] = {"B", "KiB", "MiB", "GiB", "TiB", "PiB"};
+    switch (metric) {
     case WATCH_M_MEMORY_USED_RATIO:
     case WATCH_M_UTILIZATION:
     case WATCH_M_JOB_OVER_RESERVATION:
-        snprintf(buf, len, "%.1f%%", v * 100);
+        tidy(v * 100, 1, "%", buf, len);
         break;
-    case WATCH_M_MEMORY_FREE_BYTES:
-        vram_format_size(v < 0 ? 0 : (uint64_t)v, buf, len);
+    case WATCH_M_MEMORY_FREE_BYTES: {
+        size_t u = 0;
+        while (fabs(v) >= 1024 && u + 1 < sizeof units / sizeof units[0]) {
+            v /= 1024;
+            u++;
+        }
+        tidy(v, 2, units[u], buf, len); /* 8GiB, 7.5GiB, 512MiB */
         break;
+    }
     case WATCH_M_TEMPERATURE:
-        snprintf(buf, len, "%.0f C", v);
+        tidy(v, 1, " C", buf, len);
         break;
     case WATCH_M_POWER:
-        snprintf(buf, len, "%.0f W", v);
+        tidy(v, 1, " W", buf, len);
         break;
     case WATCH_M_QUEUE_WAIT:
-        snprintf(buf, len, "%.0f s", v);
+        tidy(v, 1, " s", buf, len);
         break;
     default:
-        snprintf(buf, len, "%g", v);
+        tidy(v, 3, "", buf, len);
     }
 }
 
@@ -88,23 +108,47 @@ static bool cleared(const watch_rule_t *r, double v)
 
 static void transition(vram_watch_t *w, const vram_alert_t *a)
 {
-    char value[48];
-    describe((watch_metric_t)vram_watch_metric_parse(a->metric), a->value, value, sizeof value);
     vram_watch_log(w,
                    a->level >= VRAM_ALERT_ERROR     ? "error"
                    : a->level == VRAM_ALERT_WARNING ? "warn"
                                                     : "info",
                    "alert %s %s [%s] on %s: %s", a->rule,
                    a->resolved_at > 0 ? "resolved" : "firing", vram_alert_level_name(a->level),
-                   a->subject, a->resolved_at > 0 ? value : a->message);
-    vram_watch_outbox_push(w->local, a);
-    vram_watch_outbox_push(w->webhook, a);
+                   a->subject, a->message);
+    for (size_t i = 0; i < w->nsinks; i++)
+        vram_watch_outbox_push(w->sinks[i], a);
 }
 
-static void resolve(vram_watch_t *w, watch_alert_state_t *st, double now, double value)
+/* Resolves a firing alert. `gone`: its subject left the sample (a job that
+ * ended, a device that no longer answers) rather than the value clearing;
+ * `value` is then the last one seen. The message says which, with the
+ * value at resolution, instead of repeating the firing text. */
+static void resolve(vram_watch_t *w, watch_alert_state_t *st, double now, double value, bool gone)
 {
-    st->alert.resolved_at = now;
-    st->alert.value = value;
+    const watch_rule_t *r = &w->rules.rules[st->rule];
+    vram_alert_t *a = &st->alert;
+    char v[48], c[48];
+    vram_watch_describe(r->metric, value, v, sizeof v);
+    vram_watch_describe(r->metric, r->clear, c, sizeof c);
+    const char *sep = *st->detail ? " " : "";
+    int n; /* long names are cut: the message has 256 bytes */
+    if (!gone)
+        n = snprintf(a->message, sizeof a->message,
+                     "%.47s%s%.60s: %.28s back to %.20s (clears %s %.20s) after %d s firing",
+                     a->subject, sep, st->detail, a->metric, v,
+                     r->below ? "at or above" : "at or below", c, (int)(now - a->fired_at));
+    else
+        n = snprintf(a->message, sizeof a->message,
+                     "%.47s%s%.60s: %s; %.28s was %.20s when last seen, after %d s firing",
+                     a->subject, sep, st->detail,
+                     r->metric == WATCH_M_QUEUE_WAIT ? "the job left the queue"
+                     : st->job_id                    ? "the job is no longer running"
+                                                     : "the device no longer reports it",
+                     a->metric, v, (int)(now - a->fired_at));
+    (void)n;
+    snprintf(a->reason, sizeof a->reason, "%s", gone ? "gone" : "cleared");
+    a->resolved_at = now;
+    a->value = value;
     if (w->store && vram_watch_store_alert_resolve(w->store, &st->alert) != 0)
         vram_watch_log(w, "warn", "alerts: %s", vram_last_error());
     transition(w, &st->alert);
@@ -155,9 +199,10 @@ static void observe(vram_watch_t *w, size_t ri, const subject_t *sub, double val
     }
     st->seen = true;
     st->alert.value = value;
+    snprintf(st->detail, sizeof st->detail, "%s", sub->detail);
     if (st->firing) {
         if (cleared(r, value)) {
-            resolve(w, st, now, value);
+            resolve(w, st, now, value, false);
             st->firing = false;
             st->seen = false; /* dropped below */
         }
@@ -169,12 +214,15 @@ static void observe(vram_watch_t *w, size_t ri, const subject_t *sub, double val
     }
     if (now - st->alert.pending_since < r->for_s) return;
     vram_alert_t *a = &st->alert;
-    char v[48], t[48];
-    describe(r->metric, value, v, sizeof v);
-    describe(r->metric, r->threshold, t, sizeof t);
-    snprintf(a->message, sizeof a->message, "%.47s%s%.95s: %.28s %.20s %s %.20s for %.0f s",
-             sub->subject, *sub->detail ? " " : "", sub->detail, vram_watch_metric_name(r->metric),
-             v, r->below ? "<" : ">", t, now - a->pending_since);
+    char v[48], t[48], held[48];
+    vram_watch_describe(r->metric, value, v, sizeof v);
+    vram_watch_describe(r->metric, r->threshold, t, sizeof t);
+    vram_watch_describe(WATCH_M_QUEUE_WAIT, now - a->pending_since, held,
+                        sizeof held); /* seconds */
+    int n = snprintf(a->message, sizeof a->message, "%.47s%s%.95s: %.28s %.20s %s %.20s for %.20s",
+                     sub->subject, *sub->detail ? " " : "", sub->detail,
+                     vram_watch_metric_name(r->metric), v, r->below ? "<" : ">", t, held);
+    (void)n; /* long names are cut */
     a->fired_at = now;
     st->pending = false;
     st->firing = true;
@@ -258,7 +306,7 @@ void vram_watch_alerts_eval(vram_watch_t *w, const watch_sample_t *s)
     size_t k = 0;
     for (size_t i = 0; i < w->nalerts; i++) {
         watch_alert_state_t *st = &w->alerts[i];
-        if (!st->seen && st->firing) resolve(w, st, s->t, st->alert.value);
+        if (!st->seen && st->firing) resolve(w, st, s->t, st->alert.value, true);
         if (st->seen) w->alerts[k++] = *st;
     }
     w->nalerts = k;
@@ -327,9 +375,12 @@ static json_t *alert_json(const vram_alert_t *a, const char *state)
     return o;
 }
 
-char *vram_watch_alert_json_text(const vram_alert_t *a)
+char *vram_watch_alert_json_text(vram_watch_t *w, const vram_alert_t *a)
 {
     json_t *o = alert_json(a, a->resolved_at > 0 ? "resolved" : "firing");
+    if (a->resolved_at > 0) json_object_set_new(o, "reason", json_string(a->reason));
+    json_object_set_new(o, "host", json_string(w->host));
+    json_object_set_new(o, "cluster", w->cluster ? json_string(w->cluster) : json_null());
     char *text = json_dumps(o, JSON_COMPACT | JSON_PRESERVE_ORDER);
     json_decref(o);
     return text;

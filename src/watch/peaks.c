@@ -3,6 +3,7 @@
 #include "watch_internal.h"
 
 #include <jansson.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -24,6 +25,31 @@ static void raise_to(vram_map_t *m, uint64_t key, uint64_t v, size_t cap)
     (void)vram_map_put(m, key, v);
 }
 
+/* Keeps the name a process had when first seen: once it exits, its peak
+ * still says what it was. Bounded like the peaks. */
+static void remember_name(watch_peaks_t *p, uint64_t key, const char *name)
+{
+    if (vram_map_get(&p->process_name, key, NULL)) return;
+    if (p->nnames >= MAX_PROCESS_PEAKS) {
+        vram_map_clear(&p->process_name);
+        p->nnames = 0;
+    }
+    if (!vram_watch_grow((void **)&p->names, &p->names_cap, p->nnames + 1, sizeof *p->names))
+        return;
+    snprintf(p->names[p->nnames], sizeof p->names[0], "%s", name);
+    if (vram_map_put(&p->process_name, key, p->nnames + 1)) p->nnames++;
+}
+
+void vram_watch_peaks_free(watch_peaks_t *p)
+{
+    vram_map_clear(&p->process);
+    vram_map_clear(&p->job);
+    vram_map_clear(&p->process_name);
+    free(p->names);
+    p->names = NULL;
+    p->nnames = p->names_cap = 0;
+}
+
 void vram_watch_peaks_add(watch_peaks_t *p, const watch_sample_t *s)
 {
     for (int d = 0; d < s->ndev; d++) {
@@ -31,9 +57,11 @@ void vram_watch_peaks_add(watch_peaks_t *p, const watch_sample_t *s)
         if (u != VRAM_UNKNOWN_U64 && u > p->device[d]) p->device[d] = u;
     }
     for (size_t i = 0; i < s->nprocs; i++)
-        if (s->procs[i].used_bytes != VRAM_UNKNOWN_U64)
-            raise_to(&p->process, process_key(s->procs[i].device, s->procs[i].pid),
-                     s->procs[i].used_bytes, MAX_PROCESS_PEAKS);
+        if (s->procs[i].used_bytes != VRAM_UNKNOWN_U64) {
+            uint64_t key = process_key(s->procs[i].device, s->procs[i].pid);
+            raise_to(&p->process, key, s->procs[i].used_bytes, MAX_PROCESS_PEAKS);
+            remember_name(p, key, s->procs[i].name);
+        }
     for (size_t i = 0; i < s->njobs; i++)
         if (s->jobs[i].state == VRAM_JOB_RUNNING)
             raise_to(&p->job, (uint64_t)s->jobs[i].id, vram_watch_job_used(s, s->jobs[i].id),
@@ -84,11 +112,29 @@ int vram_watch_reset_peaks(vram_watch_t *w, int device, int64_t job_id)
     return rc;
 }
 
+typedef struct {
+    json_t *list;
+    const watch_peaks_t *peaks;
+    const watch_sample_t *last;
+} process_list_t;
+
+/* A process's peak with the name it had and whether it still runs (is in
+ * the last sample). */
 static void process_json(uint64_t key, uint64_t value, void *arg)
 {
-    json_array_append_new(arg, json_pack("{s:i,s:i,s:I}", "device", (int)((key - 1) >> 32), "pid",
-                                         (int)(uint32_t)(key - 1), "peak_used_bytes",
-                                         (json_int_t)value));
+    process_list_t *l = arg;
+    int device = (int)((key - 1) >> 32);
+    pid_t pid = (pid_t)(uint32_t)(key - 1);
+    uint64_t at = 0;
+    const char *name = vram_map_get(&l->peaks->process_name, key, &at) && at <= l->peaks->nnames
+                           ? l->peaks->names[at - 1]
+                           : "";
+    bool alive = false;
+    for (size_t i = 0; i < l->last->nprocs && !alive; i++)
+        alive = l->last->procs[i].pid == pid && l->last->procs[i].device == device;
+    json_array_append_new(l->list, json_pack("{s:i,s:i,s:s,s:b,s:I}", "device", device, "pid",
+                                             (int)pid, "name", name, "running", alive,
+                                             "peak_used_bytes", (json_int_t)value));
 }
 
 static void job_json(uint64_t key, uint64_t value, void *arg)
@@ -110,7 +156,8 @@ char *vram_watch_peaks_json(vram_watch_t *w)
         json_array_append_new(devs,
                               json_pack("{s:i,s:I,s:f}", "index", d, "peak_used_bytes",
                                         (json_int_t)p->device[d], "since", p->device_since[d]));
-    vram_map_each(&p->process, process_json, procs);
+    process_list_t pl = {procs, p, &w->last};
+    vram_map_each(&p->process, process_json, &pl);
     vram_map_each(&p->job, job_json, jobs);
     double since = p->since;
     pthread_mutex_unlock(&w->lock);

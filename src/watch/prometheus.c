@@ -70,6 +70,16 @@ static void escaped(char *dst, size_t len, const char *src)
     dst[k] = 0;
 }
 
+/* gpu, name and uuid: every device series carries the uuid, to join with
+ * other exporters' (DCGM's UUID label, docs/monitoring.md). */
+static void device_labels(const watch_sample_t *s, int d, char *dst, size_t len)
+{
+    char name[200], uuid[200];
+    escaped(name, sizeof name, s->devs[d].name);
+    escaped(uuid, sizeof uuid, s->devs[d].uuid);
+    snprintf(dst, len, "gpu=\"%d\",name=\"%s\",uuid=\"%s\"", d, name, uuid);
+}
+
 static void device_gauge(out_t *o, const watch_sample_t *s, const char *name, const char *help,
                          double (*get)(const watch_sample_t *, const vram_watch_t *, int),
                          const vram_watch_t *w)
@@ -78,9 +88,9 @@ static void device_gauge(out_t *o, const watch_sample_t *s, const char *name, co
     for (int d = 0; d < s->ndev; d++) {
         double v = get(s, w, d);
         if (v < 0) continue; /* unknown: no sample rather than a made-up one */
-        char label[200];
-        escaped(label, sizeof label, s->devs[d].name);
-        put(o, "%s{gpu=\"%d\",name=\"%s\"} %.17g\n", name, d, label, v);
+        char labels[512];
+        device_labels(s, d, labels, sizeof labels);
+        put(o, "%s{%s} %.17g\n", name, labels, v);
     }
 }
 
@@ -102,6 +112,11 @@ static double free_of(const watch_sample_t *s, const vram_watch_t *w, int d)
 {
     (void)w;
     return u64_figure(s->devs[d].free_bytes);
+}
+static double free_adm_of(const watch_sample_t *s, const vram_watch_t *w, int d)
+{
+    (void)w;
+    return u64_figure(s->free_adm[d]);
 }
 static double reserved_of(const watch_sample_t *s, const vram_watch_t *w, int d)
 {
@@ -173,10 +188,85 @@ static void job_gauge(out_t *o, const watch_sample_t *s, users_t *users, const c
         escaped(jname, sizeof jname, j->req.name);
         escaped(user, sizeof user, user_of(users, j->req.uid));
         extra_labels(extra, sizeof extra, &j->req);
-        for (; k < s->nuses && s->uses[k].job_id == j->id; k++)
-            put(o, "%s{job_id=\"%lld\",job_name=\"%s\",user=\"%s\",gpu=\"%d\"%s} %llu\n", name,
-                (long long)j->id, jname, user, s->uses[k].device, extra,
+        for (; k < s->nuses && s->uses[k].job_id == j->id; k++) {
+            int d = s->uses[k].device;
+            char uuid[200] = "";
+            if (d >= 0 && d < s->ndev) escaped(uuid, sizeof uuid, s->devs[d].uuid);
+            put(o,
+                "%s{job_id=\"%lld\",job_name=\"%s\",user=\"%s\",gpu=\"%d\",uuid=\"%s\"%s} %llu\n",
+                name, (long long)j->id, jname, user, d, uuid, extra,
                 (unsigned long long)(used ? s->uses[k].used_bytes : s->uses[k].reserved_bytes));
+        }
+    }
+}
+
+/* The most a running job used at once over all its devices since it
+ * started (or its peak was reset). */
+static void job_peaks(out_t *o, const vram_watch_t *w, const watch_sample_t *s, users_t *users)
+{
+    family(o, "vram_job_memory_peak_bytes", "gauge",
+           "Most memory a running job used at once over its devices (since its last reset).");
+    for (size_t i = 0; i < s->njobs; i++) {
+        const vram_job_t *j = &s->jobs[i];
+        uint64_t peak;
+        if (j->state != VRAM_JOB_RUNNING || !vram_map_get(&w->peaks.job, (uint64_t)j->id, &peak))
+            continue;
+        char jname[200], user[140], extra[VRAM_JOB_MAX_LABELS * 192];
+        escaped(jname, sizeof jname, j->req.name);
+        escaped(user, sizeof user, user_of(users, j->req.uid));
+        extra_labels(extra, sizeof extra, &j->req);
+        put(o, "vram_job_memory_peak_bytes{job_id=\"%lld\",job_name=\"%s\",user=\"%s\"%s} %llu\n",
+            (long long)j->id, jname, user, extra, (unsigned long long)peak);
+    }
+}
+
+/* Every process holding device memory: its short name (never its command
+ * line), user and job. */
+static void process_gauge(out_t *o, const watch_sample_t *s, users_t *users)
+{
+    family(o, "vram_process_memory_used_bytes", "gauge",
+           "Device memory a process uses (job_id when it belongs to a vramd job).");
+    for (size_t i = 0; i < s->nprocs; i++) {
+        const watch_proc_t *p = &s->procs[i];
+        if (p->used_bytes == VRAM_UNKNOWN_U64 || p->device < 0 || p->device >= s->ndev) continue;
+        char uuid[200], pname[140], user[140], job[40] = "";
+        escaped(uuid, sizeof uuid, s->devs[p->device].uuid);
+        escaped(pname, sizeof pname, p->name);
+        escaped(user, sizeof user, p->uid == (uid_t)-1 ? "" : user_of(users, p->uid));
+        if (p->job_id) snprintf(job, sizeof job, ",job_id=\"%lld\"", (long long)p->job_id);
+        put(o,
+            "vram_process_memory_used_bytes{gpu=\"%d\",uuid=\"%s\",pid=\"%d\",process=\"%s\",user="
+            "\"%s\"%s} %llu\n",
+            p->device, uuid, (int)p->pid, pname, user, job, (unsigned long long)p->used_bytes);
+    }
+}
+
+/* build info and the process_* family of this process (vramd) */
+static void self_metrics(out_t *o)
+{
+    family(o, "vram_build_info", "gauge", "Always 1: the version and build of libvram.");
+    char build[140];
+    escaped(build, sizeof build, vram_build_id());
+    put(o, "vram_build_info{version=\"%s\",build=\"%s\",api=\"%d\"} 1\n", vram_version(), build,
+        vram_api_version());
+    watch_self_t me;
+    if (vram_watch_self(&me) != 0) return;
+    struct {
+        const char *name, *type, *help;
+        double v;
+    } m[] = {
+        {"process_cpu_seconds_total", "counter", "User and system CPU time spent.", me.cpu_seconds},
+        {"process_resident_memory_bytes", "gauge", "Resident memory.", me.resident_bytes},
+        {"process_virtual_memory_bytes", "gauge", "Virtual memory.", me.virtual_bytes},
+        {"process_open_fds", "gauge", "Open file descriptors.", me.open_fds},
+        {"process_max_fds", "gauge", "Limit of open file descriptors.", me.max_fds},
+        {"process_threads", "gauge", "Threads.", me.threads},
+        {"process_start_time_seconds", "gauge", "Start time, Unix seconds.", me.start_time_seconds},
+    };
+    for (size_t i = 0; i < sizeof m / sizeof m[0]; i++) {
+        if (m[i].v < 0) continue;
+        family(o, m[i].name, m[i].type, m[i].help);
+        put(o, "%s %.17g\n", m[i].name, m[i].v);
     }
 }
 
@@ -203,6 +293,9 @@ char *vram_watch_metrics_text(vram_watch_t *w)
     device_gauge(&o, s, "vram_device_memory_used_bytes", "Device memory in use by any process.",
                  used_of, w);
     device_gauge(&o, s, "vram_device_memory_free_bytes", "Device memory free.", free_of, w);
+    device_gauge(&o, s, "vram_device_memory_free_for_admission_bytes",
+                 "Device memory a new job may still reserve (vram status' FREE-ADM).", free_adm_of,
+                 w);
     device_gauge(&o, s, "vram_device_memory_reserved_bytes",
                  "Device memory reserved by vramd for running jobs.", reserved_of, w);
     device_gauge(&o, s, "vram_device_memory_peak_bytes",
@@ -214,14 +307,19 @@ char *vram_watch_metrics_text(vram_watch_t *w)
     family(&o, "vram_device_health", "gauge",
            "Device health: 1 for the current state (available, busy, error, disabled).");
     static const char *const states[] = {"available", "busy", "error", "disabled"};
-    for (int d = 0; d < s->ndev; d++)
+    for (int d = 0; d < s->ndev; d++) {
+        char labels[512];
+        device_labels(s, d, labels, sizeof labels);
         for (int h = VRAM_HEALTH_AVAILABLE; h <= VRAM_HEALTH_DISABLED; h++)
-            put(&o, "vram_device_health{gpu=\"%d\",state=\"%s\"} %d\n", d, states[h],
+            put(&o, "vram_device_health{%s,state=\"%s\"} %d\n", labels, states[h],
                 (int)s->devs[d].health == h);
+    }
+    process_gauge(&o, s, &users);
     job_gauge(&o, s, &users, "vram_job_memory_reserved_bytes",
               "Memory vramd reserved for a running job on a device.", false);
     job_gauge(&o, s, &users, "vram_job_memory_used_bytes",
               "Memory a running job's processes use on a device.", true);
+    job_peaks(&o, w, s, &users);
     int queued = 0, running = 0;
     for (size_t i = 0; i < s->njobs; i++) {
         queued += s->jobs[i].state == VRAM_JOB_QUEUED;
@@ -257,6 +355,7 @@ char *vram_watch_metrics_text(vram_watch_t *w)
     family(&o, "vram_watch_last_sample_timestamp_seconds", "gauge",
            "Unix time of the last sample.");
     put(&o, "vram_watch_last_sample_timestamp_seconds %.3f\n", sample_t);
+    self_metrics(&o);
     family(&o, "vram_scrape_duration_seconds", "gauge", "Time spent rendering this page.");
     put(&o, "vram_scrape_duration_seconds %.9f\n", (double)(vram_now_ns() - t0) / 1e9);
     if (o.failed) {

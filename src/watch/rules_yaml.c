@@ -27,6 +27,9 @@ void vram_watch_rules_free(watch_rules_t *r)
         free(r->webhooks[i]);
     for (size_t i = 0; i < r->nexecs; i++)
         free(r->execs[i]);
+    for (size_t i = 0; i < r->nalertmanagers; i++)
+        free(r->alertmanagers[i]);
+    free(r->alertmanagers);
     free(r->webhooks);
     free(r->execs);
     free(r->rules);
@@ -212,7 +215,7 @@ static int parse_rule(const file_t *f, yaml_node_t *node, watch_rule_t *r)
     return 0;
 }
 
-/* A list of text items (webhook URLs, exec commands). */
+/* A list of text items (webhook and Alertmanager URLs, exec commands). */
 static int text_list(const file_t *f, yaml_node_t *seq, const char *key, char ***out, size_t *n)
 {
     if (!seq || seq->type != YAML_SEQUENCE_NODE) return bad(f, seq, key, "expected a list");
@@ -225,7 +228,7 @@ static int text_list(const file_t *f, yaml_node_t *seq, const char *key, char **
         yaml_node_t *item = yaml_document_get_node((yaml_document_t *)&f->doc, *it);
         const char *s = scalar(item);
         if (!s || !*s) return bad(f, item, key, "entries must be non-empty text");
-        if (!strcmp(key, "webhooks") && strncmp(s, "http://", 7) && strncmp(s, "https://", 8))
+        if (strcmp(key, "exec") && strncmp(s, "http://", 7) && strncmp(s, "https://", 8))
             return bad(f, item, key, "\"%s\" is not an http:// or https:// URL", s);
         if (!((*out)[(*n)++] = strdup(s))) return vram_fail(VRAM_ENOMEM, "out of memory");
     }
@@ -234,8 +237,8 @@ static int text_list(const file_t *f, yaml_node_t *seq, const char *key, char **
 
 static int parse_root(file_t *f, watch_rules_t *out)
 {
-    static const char *const known[] = {"rules",           "webhooks",        "exec",
-                                        "webhook_retries", "webhook_timeout", NULL};
+    static const char *const known[] = {
+        "rules", "webhooks", "alertmanagers", "exec", "webhook_retries", "webhook_timeout", NULL};
     yaml_node_t *root = yaml_document_get_root_node(&f->doc);
     if (!root) return bad(f, NULL, NULL, "the file is empty (expected \"rules:\")");
     pair_t p[8];
@@ -261,6 +264,9 @@ static int parse_root(file_t *f, watch_rules_t *out)
     }
     if ((v = get(p, n, "webhooks")) &&
         (rc = text_list(f, v, "webhooks", &out->webhooks, &out->nwebhooks)))
+        return rc;
+    if ((v = get(p, n, "alertmanagers")) &&
+        (rc = text_list(f, v, "alertmanagers", &out->alertmanagers, &out->nalertmanagers)))
         return rc;
     if ((v = get(p, n, "exec")) && (rc = text_list(f, v, "exec", &out->execs, &out->nexecs)))
         return rc;
@@ -325,9 +331,13 @@ int vram_watch_check_rules(const char *path, char **text_out)
         t[0] = 0;
         for (size_t i = 0; i < r.nrules; i++) {
             const watch_rule_t *x = &r.rules[i];
-            at += (size_t)snprintf(t + at, cap - at, "%s: %s %s %g (clear %g) for %gs -> %s\n",
+            char th[48], cl[48], dur[48];
+            vram_watch_describe(x->metric, x->threshold, th, sizeof th);
+            vram_watch_describe(x->metric, x->clear, cl, sizeof cl);
+            vram_watch_number_text(x->for_s, dur, sizeof dur);
+            at += (size_t)snprintf(t + at, cap - at, "%s: %s %s %s (clear %s) for %ss -> %s\n",
                                    x->name, vram_watch_metric_name(x->metric),
-                                   x->below ? "below" : "above", x->threshold, x->clear, x->for_s,
+                                   x->below ? "below" : "above", th, cl, dur,
                                    vram_alert_level_name(x->level));
             if (at >= cap) at = cap - 1;
         }

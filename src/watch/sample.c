@@ -88,6 +88,7 @@ void vram_watch_sample_free(watch_sample_t *s)
 {
     free(s->devs);
     free(s->reserved);
+    free(s->free_adm);
     free(s->procs);
     free(s->jobs);
     free(s->uses);
@@ -163,8 +164,9 @@ int vram_watch_take_sample(vram_watch_t *w, watch_sample_t *out)
     int rc = 0;
     s.devs = calloc((size_t)s.ndev + 1, sizeof *s.devs);
     s.reserved = calloc((size_t)s.ndev + 1, sizeof *s.reserved);
+    s.free_adm = malloc(((size_t)s.ndev + 1) * sizeof *s.free_adm);
     buf = malloc(MAX_PROCS_PER_DEVICE * sizeof *buf);
-    if (!s.devs || !s.reserved || !buf) {
+    if (!s.devs || !s.reserved || !s.free_adm || !buf) {
         rc = vram_fail(VRAM_ENOMEM, "out of memory");
         goto out;
     }
@@ -191,6 +193,12 @@ int vram_watch_take_sample(vram_watch_t *w, watch_sample_t *out)
             goto out;
     }
     pids_sweep(&w->pids);
+    /* The scheduler owns the admission figure; a probe of /v1/status younger
+     * than a sample period is reused. */
+    if (!w->cfg.sched ||
+        vram_sched_free_for_admission(w->cfg.sched, w->cfg.interval_s, s.free_adm, s.ndev) != 0)
+        for (int d = 0; d < s.ndev; d++)
+            s.free_adm[d] = VRAM_UNKNOWN_U64;
 out:
     free(buf);
     s.duration_s = (double)(vram_now_ns() - t0) / 1e9;

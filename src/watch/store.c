@@ -42,7 +42,7 @@ static const char *const sql_text[Q_N] = {
     [Q_ALERT_INSERT] = "INSERT INTO watch_alerts(rule,level,metric,subject,device,job_id,value,"
                        "threshold,pending_since,fired_at,resolved_at,message) "
                        "VALUES(?1,?2,?3,?4,?5,?6,?7,?8,?9,?10,?11,?12)",
-    [Q_ALERT_RESOLVE] = "UPDATE watch_alerts SET resolved_at=?1, value=?2 WHERE id=?3",
+    [Q_ALERT_RESOLVE] = "UPDATE watch_alerts SET resolved_at=?1, value=?2, message=?4 WHERE id=?3",
     [Q_ALERTS_FIRING] = "SELECT " ALERT_COLUMNS " FROM watch_alerts WHERE resolved_at = 0 "
                         "ORDER BY id DESC",
     [Q_ALERTS_RESOLVED] = "SELECT " ALERT_COLUMNS " FROM watch_alerts WHERE resolved_at > 0 "
@@ -301,6 +301,7 @@ int vram_watch_store_alert_resolve(watch_store_t *st, const vram_alert_t *a)
     sqlite3_bind_double(q, 1, a->resolved_at);
     sqlite3_bind_double(q, 2, a->value);
     sqlite3_bind_int64(q, 3, a->id);
+    sqlite3_bind_text(q, 4, a->message, -1, SQLITE_TRANSIENT);
     return step_done(st, q, "resolve alert");
 }
 

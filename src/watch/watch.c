@@ -13,8 +13,13 @@
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
+#include <unistd.h>
 
 #define JOB_ROWS_PER_DEVICE 4 /* job history rows kept per device row */
+/* At close, alert sinks may deliver what is queued this long; then what is
+ * in flight is abandoned (vramd's stop stays within systemd's
+ * TimeoutStopSec, packaging/vramd.service.in). */
+#define WATCH_STOP_GRACE_S 2.0
 
 static double real_clock(void)
 {
@@ -80,10 +85,15 @@ int vram_watch_config_from_options(vram_watch_config_t *cfg)
     cfg->rules_path = vram_option_str(VRAM_OPT_ALERT_RULES);
     cfg->webhook_url = vram_option_str(VRAM_OPT_ALERT_WEBHOOK);
     cfg->exec_command = vram_option_str(VRAM_OPT_ALERT_EXEC);
-    if (*cfg->webhook_url && strncmp(cfg->webhook_url, "http://", 7) &&
-        strncmp(cfg->webhook_url, "https://", 8))
-        return vram_fail(VRAM_EINVAL, "VRAM_ALERT_WEBHOOK: \"%s\" is not an http(s) URL",
-                         cfg->webhook_url);
+    cfg->alertmanager_url = vram_option_str(VRAM_OPT_ALERT_ALERTMANAGER);
+    cfg->cluster = vram_option_str(VRAM_OPT_ALERT_CLUSTER);
+    const vram_option_t urls[] = {VRAM_OPT_ALERT_WEBHOOK, VRAM_OPT_ALERT_ALERTMANAGER};
+    for (size_t i = 0; i < sizeof urls / sizeof urls[0]; i++) {
+        const char *u = vram_option_str(urls[i]);
+        if (*u && strncmp(u, "http://", 7) && strncmp(u, "https://", 8))
+            return vram_fail(VRAM_EINVAL, "%s: \"%s\" is not an http(s) URL",
+                             vram_option_env(urls[i]), u);
+    }
     return 0;
 }
 
@@ -104,6 +114,14 @@ int vram_watch_open(const vram_watch_config_t *cfg, vram_watch_t **out)
     if (!w) return vram_fail(VRAM_ENOMEM, "out of memory");
     w->cfg = *cfg;
     w->cfg.db_path = w->cfg.rules_path = NULL; /* not kept: the caller owns them */
+    if (gethostname(w->host, sizeof w->host - 1) != 0) snprintf(w->host, sizeof w->host, "unknown");
+    if ((cfg->cluster && *cfg->cluster && !(w->cluster = strdup(cfg->cluster))) ||
+        (cfg->generator_url && *cfg->generator_url &&
+         !(w->generator_url = strdup(cfg->generator_url)))) {
+        free(w->cluster);
+        free(w);
+        return vram_fail(VRAM_ENOMEM, "out of memory");
+    }
     w->dev = cfg->devices ? *cfg->devices : vram_ctx_device_source(cfg->ctx);
     pthread_mutex_init(&w->lock, NULL);
     pthread_mutex_init(&w->sample_lock, NULL);
@@ -169,9 +187,42 @@ bool vram_watch_sleep(vram_watch_t *w, double seconds)
     return vram_watch_wait_until(w, monotonic_ns() + (uint64_t)(seconds * 1e9));
 }
 
+/* The sinks of alert transitions: the callbacks, then each receiver of the
+ * rules file and of the options, each with its own thread. */
+static int start_sinks(vram_watch_t *w)
+{
+    const watch_rules_t *r = &w->rules;
+    struct {
+        watch_sink_kind_t kind;
+        char *const *targets;
+        size_t n;
+        const char *option;
+    } lists[] = {
+        {WATCH_SINK_WEBHOOK, r->webhooks, r->nwebhooks, w->cfg.webhook_url},
+        {WATCH_SINK_ALERTMANAGER, r->alertmanagers, r->nalertmanagers, w->cfg.alertmanager_url},
+        {WATCH_SINK_EXEC, r->execs, r->nexecs, w->cfg.exec_command},
+    };
+    size_t total = 1;
+    for (size_t l = 0; l < 3; l++)
+        total += lists[l].n + (lists[l].option && *lists[l].option);
+    if (!(w->sinks = calloc(total, sizeof *w->sinks)))
+        return vram_fail(VRAM_ENOMEM, "out of memory");
+    int rc = vram_watch_outbox_start(w, WATCH_SINK_CALLBACKS, NULL, &w->sinks[w->nsinks]);
+    if (rc == 0) w->nsinks++;
+    for (size_t l = 0; rc == 0 && l < 3; l++)
+        for (size_t i = 0; rc == 0 && i <= lists[l].n; i++) {
+            const char *target = i < lists[l].n ? lists[l].targets[i] : lists[l].option;
+            if (!target || !*target) continue;
+            rc = vram_watch_outbox_start(w, lists[l].kind, target, &w->sinks[w->nsinks]);
+            if (rc == 0) w->nsinks++;
+        }
+    return rc;
+}
+
 static void *sampler_thread(void *arg)
 {
     vram_watch_t *w = arg;
+    pthread_setname_np(pthread_self(), "vramd-sampler");
     uint64_t period = (uint64_t)(w->cfg.interval_s * 1e9), next = monotonic_ns();
     /* vram_watch_start took the first sample. A fixed schedule, so samples do
      * not drift by their own cost; one that fell behind skips ahead instead
@@ -191,8 +242,7 @@ int vram_watch_start(vram_watch_t *w)
     if (!w) return vram_fail(VRAM_EINVAL, "NULL watch");
     if (w->started) return vram_fail(VRAM_ESTATE, "the watch is already started");
     curl_global_init(CURL_GLOBAL_DEFAULT);
-    int rc = vram_watch_outbox_start(w, vram_watch_deliver_local, &w->local);
-    if (rc == 0) rc = vram_watch_outbox_start(w, vram_watch_deliver_webhooks, &w->webhook);
+    int rc = start_sinks(w);
     /* One sample before returning: /metrics and /v1/watch have data at once. */
     if (rc == 0 && vram_watch_sample(w) != 0)
         vram_watch_log(w, "warn", "sampler: %s", vram_last_error());
@@ -211,8 +261,10 @@ void vram_watch_close(vram_watch_t *w)
     pthread_cond_broadcast(&w->stop_cond);
     pthread_mutex_unlock(&w->stop_lock);
     if (w->started) pthread_join(w->thread, NULL);
-    vram_watch_outbox_stop(w->local);
-    vram_watch_outbox_stop(w->webhook);
+    vram_watch_outbox_stop(w->sinks, w->nsinks, WATCH_STOP_GRACE_S);
+    free(w->sinks);
+    free(w->cluster);
+    free(w->generator_url);
     pthread_mutex_lock(&w->lock);
     (void)vram_watch_history_flush(w, true);
     pthread_mutex_unlock(&w->lock);
@@ -227,8 +279,7 @@ void vram_watch_close(vram_watch_t *w)
     free(w->alerts);
     free(w->peaks.device);
     free(w->peaks.device_since);
-    vram_map_clear(&w->peaks.process);
-    vram_map_clear(&w->peaks.job);
+    vram_watch_peaks_free(&w->peaks);
     pthread_mutex_destroy(&w->lock);
     pthread_mutex_destroy(&w->sample_lock);
     pthread_mutex_destroy(&w->stop_lock);
@@ -260,7 +311,10 @@ int vram_watch_flush(vram_watch_t *w, int timeout_ms)
 {
     if (!w) return vram_fail(VRAM_EINVAL, "NULL watch");
     for (int waited = 0;; waited += 5) {
-        if (vram_watch_outbox_idle(w->local) && vram_watch_outbox_idle(w->webhook)) return 0;
+        bool idle = true;
+        for (size_t i = 0; i < w->nsinks; i++)
+            idle = idle && vram_watch_outbox_idle(w->sinks[i]);
+        if (idle) return 0;
         if (waited >= timeout_ms) return vram_fail(VRAM_ETIMEDOUT, "alert delivery still busy");
         nanosleep(&(struct timespec){0, 5 * 1000 * 1000}, NULL);
     }
@@ -321,6 +375,7 @@ static json_t *devices_json(const vram_watch_t *w, const watch_sample_t *s)
         json_object_set_new(o, "used_bytes", u64_or_null(i->used_bytes));
         json_object_set_new(o, "free_bytes", u64_or_null(i->free_bytes));
         json_object_set_new(o, "reserved_bytes", json_integer((json_int_t)s->reserved[d]));
+        json_object_set_new(o, "free_for_admission_bytes", u64_or_null(s->free_adm[d]));
         json_object_set_new(o, "peak_used_bytes", json_integer((json_int_t)w->peaks.device[d]));
         json_object_set_new(o, "utilization_pct", int_or_null(i->utilization_pct));
         json_object_set_new(o, "temperature_c", int_or_null(i->temperature_c));

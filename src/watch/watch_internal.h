@@ -34,6 +34,8 @@ typedef struct {
     int ndev;
     vram_device_info_t *devs;
     uint64_t *reserved; /* per device: running jobs' reservations */
+    uint64_t *free_adm; /* per device: free for admission (the scheduler's figure);
+                           VRAM_UNKNOWN_U64 without a scheduler or an answer */
     watch_proc_t *procs;
     size_t nprocs;
     vram_job_t *jobs; /* active jobs (queued and running) */
@@ -156,6 +158,8 @@ typedef struct {
     size_t nrules;
     char **webhooks;
     size_t nwebhooks;
+    char **alertmanagers; /* base URLs of Prometheus Alertmanagers (v2 API) */
+    size_t nalertmanagers;
     char **execs;
     size_t nexecs;
     int webhook_retries;
@@ -163,6 +167,8 @@ typedef struct {
 } watch_rules_t;
 
 const char *vram_watch_metric_name(watch_metric_t m);
+/* A value of a metric as people write it: 90%, 8GiB, 7.5GiB, 85 C, 120 s. */
+void vram_watch_describe(int metric, double v, char *buf, size_t len);
 int vram_watch_metric_parse(const char *name); /* -1 if unknown */
 void vram_watch_rules_free(watch_rules_t *r);
 /* rules_yaml.c: the built-in rules, or a YAML file's. */
@@ -177,6 +183,7 @@ typedef struct {
     bool seen;    /* present in the current evaluation */
     bool pending; /* condition holds, not yet for long enough */
     bool firing;
+    char detail[96]; /* the subject's name as last seen ("(H100-80GB)", "\"train\"") */
     vram_alert_t alert;
 } watch_alert_state_t;
 
@@ -186,18 +193,27 @@ void vram_watch_alerts_eval(vram_watch_t *w, const watch_sample_t *s);
 int vram_watch_alerts_reload(vram_watch_t *w);
 int vram_watch_alerts_firing_by_level(vram_watch_t *w, int counts[4]);
 
-/* deliver.c: queues of alert transitions, each drained by its own thread so
- * a slow webhook never holds the sampler or the other sinks. */
+/* deliver.c: one queue of alert transitions per sink, each drained by its
+ * own thread, so a slow receiver never holds the sampler or another sink. */
+typedef enum {
+    WATCH_SINK_CALLBACKS,    /* vram_watch_on_alert's callbacks */
+    WATCH_SINK_WEBHOOK,      /* target: URL; the alert's JSON POSTed */
+    WATCH_SINK_ALERTMANAGER, /* target: Alertmanager's base URL (API v2) */
+    WATCH_SINK_EXEC,         /* target: sh -c command */
+} watch_sink_kind_t;
 typedef struct vram_watch_outbox watch_outbox_t;
-typedef void (*vram_watch_deliver_fn)(vram_watch_t *w, const vram_alert_t *a);
-int vram_watch_outbox_start(vram_watch_t *w, vram_watch_deliver_fn fn, watch_outbox_t **out);
-void vram_watch_outbox_stop(watch_outbox_t *o);
+int vram_watch_outbox_start(vram_watch_t *w, watch_sink_kind_t kind, const char *target,
+                            watch_outbox_t **out);
+/* Stops n sinks together: each may deliver what is queued for grace_s, then
+ * transfers in flight are aborted and the rest dropped. Frees them. */
+void vram_watch_outbox_stop(watch_outbox_t **sinks, size_t n, double grace_s);
 void vram_watch_outbox_push(watch_outbox_t *o, const vram_alert_t *a);
 bool vram_watch_outbox_idle(watch_outbox_t *o);
-void vram_watch_deliver_local(vram_watch_t *w, const vram_alert_t *a);
-void vram_watch_deliver_webhooks(vram_watch_t *w, const vram_alert_t *a);
-/* The alert as the JSON object webhooks receive (malloc'd). */
-char *vram_watch_alert_json_text(const vram_alert_t *a);
+/* The alert as the JSON object webhooks and exec hooks receive, with the
+ * host and cluster (malloc'd). */
+char *vram_watch_alert_json_text(vram_watch_t *w, const vram_alert_t *a);
+/* The shortest decimal text that reads back as v (0.6, 8589934592). */
+void vram_watch_number_text(double v, char *buf, size_t len);
 
 /* ---- peaks ---------------------------------------------------------------------- */
 
@@ -207,9 +223,23 @@ typedef struct {
     vram_map_t process;   /* (device << 32 | pid) + 1 -> bytes */
     vram_map_t job;       /* job id -> bytes over its devices */
     double since;         /* last reset of everything */
+    /* the name each process had (it outlives the process, for `vram peaks`) */
+    vram_map_t process_name; /* process key -> index + 1 into names */
+    char (*names)[64];
+    size_t nnames, names_cap;
 } watch_peaks_t;
 
 void vram_watch_peaks_add(watch_peaks_t *p, const watch_sample_t *s);
+void vram_watch_peaks_free(watch_peaks_t *p);
+
+/* ---- the process itself (self.c) ------------------------------------------------ */
+
+/* Figures of this process; negative when unknown. */
+typedef struct {
+    double cpu_seconds, resident_bytes, virtual_bytes, threads, start_time_seconds;
+    double open_fds, max_fds;
+} watch_self_t;
+int vram_watch_self(watch_self_t *out);
 
 /* ---- the watch ---------------------------------------------------------------------- */
 
@@ -242,7 +272,11 @@ struct vram_watch {
     size_t nalerts, alerts_cap;
     watch_callback_t callbacks[WATCH_MAX_CALLBACKS];
     int ncallbacks;
-    watch_outbox_t *local, *webhook;
+    watch_outbox_t **sinks; /* the callbacks' first, then one per receiver */
+    size_t nsinks;
+    char host[256];      /* gethostname: on every alert sent out */
+    char *cluster;       /* cfg.cluster, or NULL */
+    char *generator_url; /* cfg.generator_url, or NULL */
     pthread_t thread;
     bool started;
     pthread_mutex_t stop_lock;

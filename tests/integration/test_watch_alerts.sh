@@ -2,13 +2,19 @@
 # Alerts end to end: a sim GPU driven over 90 % with `vram sim alloc` fires the
 # WARNING once after its `for` duration, does not flap while the memory stays
 # between the clear threshold and the threshold, reaches a loopback webhook
-# (after a retry) and an exec hook, and resolves below the clear threshold.
+# (after a retry) and an exec hook while another webhook hangs, and resolves
+# below the clear threshold with a message of its own. vramd stops within
+# seconds although the hanging receiver never answers.
 source "$(dirname "$0")/daemon_lib.sh"
 source "$(dirname "$0")/watch_lib.sh"
 
 python3 "$(dirname "$0")/webhook_server.py" "$T/hooks" "$T/hook.port" 1 &
 wait_for "webhook server" test -s "$T/hook.port"
 HOOK_PORT=$(cat "$T/hook.port")
+python3 "$(dirname "$0")/hang_server.py" "$T/hang.log" "$T/hang.port" &
+wait_for "hanging receiver" test -s "$T/hang.port"
+HANG_PORT=$(cat "$T/hang.port")
+export VRAM_ALERT_CLUSTER=test-cluster
 
 cat >"$T/rules.yaml" <<YAML
 rules:
@@ -29,13 +35,20 @@ rules:
     for: 0.5s
     level: warning
 webhooks:
+  - http://127.0.0.1:$HANG_PORT/never-answers
   - http://127.0.0.1:$HOOK_PORT/alert
 webhook_retries: 3
+webhook_timeout: 60s
 exec:
   - env | grep ^VRAM_ALERT_ | sort > "$T/exec.\$VRAM_ALERT_STATE"
 YAML
-"$VRAM" alerts --check "$T/rules.yaml" | grep -q "memory-high: memory_used_ratio above 0.9 (clear 0.85) for 1s -> warning" \
-    || fail "alerts --check did not list the rule"
+check=$("$VRAM" alerts --check "$T/rules.yaml")
+grep -q "memory-high: memory_used_ratio above 90% (clear 85%) for 1s -> warning" <<<"$check" \
+    || fail "alerts --check did not list the rule: $check"
+printf 'rules:\n  - name: free-low\n    metric: memory_free_bytes\n    below: 8GiB\n    clear: 12.5GiB\n    for: 1.5s\n    level: info\n' >"$T/free.yaml"
+check=$("$VRAM" alerts --check "$T/free.yaml")
+grep -q "free-low: memory_free_bytes below 8GiB (clear 12.5GiB) for 1.5s -> info" <<<"$check" \
+    || fail "alerts --check: sizes as people write them: $check"
 printf 'rules:\n  - name: x\n    metric: memory_used_ratio\n    above: 1\n    fr: 1s\n' >"$T/bad.yaml"
 out=$("$VRAM" alerts --check "$T/bad.yaml" 2>&1) && fail "a bad rules file was accepted"
 grep -q "bad.yaml:5: fr: unknown key" <<<"$out" || fail "bad rules message: $out"
@@ -49,6 +62,18 @@ A=$!
 "$VRAM" sim alloc --mem 5GiB --device 0 >/dev/null &
 B=$!
 wait_for "the webhook gets the firing alert" grep -q '"state":"firing"' "$T/hooks"
+# the hanging receiver has the same alert and has not been given up on (its
+# timeout is 60 s): the healthy webhook did not wait for it
+grep -q open "$T/hang.log" || fail "the hanging receiver was not called"
+grep -q closed "$T/hang.log" && fail "the healthy webhook waited for the hanging one"
+pass "a hanging receiver does not delay another"
+# operators' tools see what each thread is (top -H, ps -L)
+names=$(cat /proc/"$DAEMON_PID"/task/*/comm | sort | uniq -c)
+for t in vramd-sampler vramd-sched vramd-alerts vramd-exec; do
+    grep -q " $t\$" <<<"$names" || fail "thread $t missing: $names"
+done
+grep -q "^ *2 vramd-webhook$" <<<"$names" || fail "one thread per webhook: $names"
+pass "threads are named, one per receiver"
 wait_for "the exec hook ran" test -s "$T/exec.firing"
 a=$(api GET /v1/alerts)
 field "$a" '[x["rule"] for x in d["firing"]] == ["memory-high"]' | grep -qx True || fail "firing: $a"
@@ -60,6 +85,16 @@ field "$a" 'd["firing"][0]["level"] == "warning" and d["firing"][0]["subject"] =
 grep -qx "VRAM_ALERT_RULE=memory-high" "$T/exec.firing" || fail "exec env: $(cat "$T/exec.firing")"
 grep -qx "VRAM_ALERT_LEVEL=warning" "$T/exec.firing" || fail "exec env level"
 grep -q "^VRAM_ALERT_JSON={" "$T/exec.firing" || fail "exec env json"
+grep -qx "VRAM_ALERT_THRESHOLD=0.9" "$T/exec.firing" || fail "exec env threshold: $(cat "$T/exec.firing")"
+grep -qx "VRAM_ALERT_DEVICE=0" "$T/exec.firing" || fail "exec env device"
+grep -q "^VRAM_ALERT_JOB=" "$T/exec.firing" && fail "exec env: VRAM_ALERT_JOB set for a GPU alert"
+grep -qx "VRAM_ALERT_HOST=$(hostname)" "$T/exec.firing" || fail "exec env host"
+grep -qx "VRAM_ALERT_CLUSTER=test-cluster" "$T/exec.firing" || fail "exec env cluster"
+hook=$(grep -m1 '"state":"firing"' "$T/hooks")
+field "$hook" "d['host'] == '$(hostname)' and d['cluster'] == 'test-cluster'" | grep -qx True \
+    || fail "webhook payload host/cluster: $hook"
+grep -q "alert memory-high firing on gpu0: webhook http://127.0.0.1:$HOOK_PORT/alert took 2 attempts" \
+    "$T/vramd.log" || fail "attempts not logged: $(grep attempt "$T/vramd.log")"
 [ "$(metric 'vram_alerts_firing{level="warning"}')" = 1 ] || fail "metric alerts firing"
 pass "WARNING fired after its duration; webhook (after a retry) and exec hook got it"
 
@@ -74,6 +109,10 @@ kill -TERM $A; wait $A || true
 wait_for "the webhook gets the resolution" grep -q '"state":"resolved"' "$T/hooks"
 wait_for "the exec hook ran for the resolution" test -s "$T/exec.resolved"
 grep -qx "VRAM_ALERT_STATE=resolved" "$T/exec.resolved" || fail "exec resolved env"
+grep -qx "VRAM_ALERT_REASON=cleared" "$T/exec.resolved" || fail "exec resolved reason"
+resolved=$(grep -m1 '"state":"resolved"' "$T/hooks")
+field "$resolved" '"back to" in d["message"] and d["reason"] == "cleared"' | grep -qx True \
+    || fail "the resolved message: $resolved"
 a=$(api GET /v1/alerts?limit=10)
 field "$a" 'd["firing"] == [] and len(d["resolved"]) == 1 and d["resolved"][0]["resolved_at"] > d["resolved"][0]["fired_at"]' \
     | grep -qx True || fail "resolved: $a"
@@ -82,8 +121,18 @@ field "$a" 'd["firing"] == [] and len(d["resolved"]) == 1 and d["resolved"][0]["
 [ "$(grep -c '"state":"firing"' "$T/hooks")" = 1 ] || fail "fired more than once"
 pass "resolved below the clear threshold, stored with its timestamps"
 
-# the history of an alert survives a restart
-stop_daemon
+# the history of an alert survives a restart; the stop does not wait for the
+# receiver that never answers (vramd holds the database lock until it exits)
+t0=$(date +%s%N)
+kill -TERM "$DAEMON_PID"
+for _ in $(seq 1 200); do kill -0 "$DAEMON_PID" 2>/dev/null || break; sleep 0.05; done
+if kill -0 "$DAEMON_PID" 2>/dev/null; then
+    kill -9 "$DAEMON_PID"; fail "vramd still running 10 s after SIGTERM (a receiver hangs)"
+fi
+wait "$DAEMON_PID" || true
+DAEMON_PID=
+echo "vramd stopped $(( ($(date +%s%N) - t0) / 1000000 )) ms after SIGTERM"
+pass "vramd stops within seconds while a receiver hangs"
 start_daemon --watch-interval 0.1 --alert-rules "$T/rules.yaml"
 field "$(api GET /v1/alerts?limit=10)" 'len(d["resolved"]) == 1' | grep -qx True || fail "alert lost"
 pass "alerts are kept across a restart"
@@ -98,4 +147,6 @@ field "$(api GET /v1/alerts)" '[x for x in d["firing"] if x["rule"] == "job-over
 kill -TERM $RUN; wait $RUN || true
 job_over_resolved() { field "$(api GET /v1/alerts?limit=10)" 'd["firing"] == [] and any(x["rule"] == "job-over" for x in d["resolved"])' | grep -qx True; }
 wait_for "job-over resolves when the job ends" job_over_resolved
+field "$(api GET /v1/alerts?limit=10)" '"the job is no longer running" in [x for x in d["resolved"] if x["rule"] == "job-over"][0]["message"]' \
+    | grep -qx True || fail "job-over resolution message: $(api GET /v1/alerts?limit=10)"
 pass "a job over its reservation fires, and resolves when the job ends"

@@ -1,38 +1,36 @@
 #!/usr/bin/env bash
 # The dashboard in a real browser (headless Chromium through selenium) on a
-# live vramd: charts, per-GPU figures equal to /v1/status, a `vram run` job,
-# a firing alert; a screenshot lands in the build directory.
+# live vramd with two GPUs and a failed one: figures equal to /v1/status,
+# a `vram run` job, a firing alert, a hostile job name; then the page kept
+# open VRAM_DASHBOARD_SOAK_S seconds (default 60) while jobs start and end on
+# both GPUs; screenshots at desktop and phone widths land in the build
+# directory (docs/dashboard.png and docs/dashboard-phone.png are copies).
+export VRAM_SIM="2xH100-80GB,H100-80GB@fail"
 source "$(dirname "$0")/daemon_lib.sh"
 source "$(dirname "$0")/watch_lib.sh"
 PY=/usr/bin/python3 # Debian's, with python3-selenium
 $PY -c 'import selenium' 2>/dev/null || fail "python3-selenium missing"
 [ -x /usr/bin/chromedriver ] || fail "chromium-driver missing"
 
-cat >"$T/rules.yaml" <<YAML
-rules:
-  - name: memory-high
-    metric: memory_used_ratio
-    above: 90%
-    for: 0.5s
-    level: warning
-YAML
+memory_rule "$T/rules.yaml" 90% 0.5s
 start_daemon --watch-interval 0.2 --alert-rules "$T/rules.yaml"
 TCP=$(tcp_address)
-"$VRAM" run --mem 10GiB --name dashjob -- "$VRAM" sim alloc --mem 6GiB >/dev/null 2>&1 &
-"$VRAM" sim alloc --mem 75GiB --device 1 >/dev/null &
+"$VRAM" run --mem 10GiB --devices 0 --name dashjob -- "$VRAM" sim alloc --mem 6GiB >/dev/null 2>&1 &
+"$VRAM" sim alloc --mem 73GiB --device 1 >/dev/null &
 # a hostile job name: shown as text everywhere, never run as HTML
-"$VRAM" run --mem 1GiB --name '<img id=pwn src=x onerror=document.title="pwned">' -- \
+"$VRAM" run --mem 1GiB --devices 0 --name '<img id=pwn src=x onerror=document.title="pwned">' -- \
     "$VRAM" sim alloc --mem 512MiB >/dev/null 2>&1 &
 firing() { field "$(api GET /v1/alerts)" 'len(d["firing"]) == 1' | grep -qx True; }
 wait_for "the alert on GPU 1" firing
 wait_samples 5 # some history for the charts
 
-$PY "$(dirname "$0")/watch_dashboard.py" "http://$TCP" "$VRAM_BUILD_DIR/dashboard.png" dashjob memory-high \
-    || fail "dashboard checks"
 size=$(curl -s "http://$TCP/" "http://$TCP/static/dashboard.js" "http://$TCP/static/dashboard.css" \
     "http://$TCP/static/dygraph.min.js" "http://$TCP/static/dygraph.min.css" | wc -c)
 echo "dashboard payload: $size bytes"
 [ "$(curl -s -o /dev/null -w '%{http_code}' --unix-socket "$VRAM_SOCKET" http://x/)" = 404 ] \
     || fail "the dashboard is served on the socket"
 grep -rq "https\?://" <(curl -s "http://$TCP/") && fail "the page references another site"
-pass "dashboard in headless Chromium; screenshot in $VRAM_BUILD_DIR/dashboard.png"
+
+VRAM_BIN=$VRAM $PY "$(dirname "$0")/watch_dashboard.py" "http://$TCP" "$VRAM_BUILD_DIR" dashjob \
+    memory-high "$DAEMON_PID" || fail "dashboard checks"
+pass "dashboard in headless Chromium; screenshots in $VRAM_BUILD_DIR/dashboard*.png"

@@ -12,7 +12,7 @@ TCP=$(tcp_address)
 
 # a job with a name that needs escaping, using 8 GiB of its 10 GiB on GPU 0
 "$VRAM" run --mem 10GiB --name 'tr"ain\er' -- "$VRAM" sim alloc --mem 8GiB >/dev/null 2>&1 &
-job_used() { [ "$(metric 'vram_job_memory_used_bytes{job_id="1",job_name="tr\"ain\\er",user="'"$(id -un)"'",gpu="0"}')" = $((8 * GiB)) ]; }
+job_used() { [ "$(metric 'vram_job_memory_used_bytes{job_id="1",job_name="tr\"ain\\er",user="'"$(id -un)"'",gpu="0",uuid="'"$(gpu_uuid 0)"'"}')" = $((8 * GiB)) ]; }
 wait_for "the job's usage in /metrics" job_used
 [ "$(metric 'vram_jobs{state="running"}')" = 1 ] || fail "running jobs"
 [ "$(metric vram_job_admissions_total)" = 1 ] || fail "admissions counter"
@@ -27,6 +27,42 @@ ctype=$(curl -s -o /dev/null -w '%{content_type}' "http://$TCP/metrics")
 [ "$(curl -s -o /dev/null -w '%{http_code}' -X POST "http://$TCP/metrics")" = 405 ] || fail "POST /metrics"
 pass "promtool accepts /metrics on TCP and the socket; job labels escaped, no command lines"
 
+# what a fleet needs: free for admission equal to vram status' (a job
+# admitted and memory used outside vramd on GPU 1 make it differ from
+# total - reserved), a uuid on every device series, the job's peak, the
+# process, vramd's own process_* and its build
+"$VRAM" sim alloc --mem 30GiB --device 1 >/dev/null &
+OUTSIDE=$!
+adm_matches() {
+    local st; st=$(api GET /v1/status)
+    for g in 0 1; do
+        [ "$(metric "vram_device_memory_free_for_admission_bytes{gpu=\"$g\",name=\"H100-80GB\",uuid=\"$(gpu_uuid $g)\"}")" \
+            = "$(field "$st" "d['devices'][$g]['free_for_admission_bytes']")" ] || return 1
+    done
+    # 30 GiB outside vramd on GPU 1: admission has at most 50 of 80 GiB left
+    [ "$(field "$st" "d['devices'][1]['free_for_admission_bytes'] <= 50 * $GiB")" = True ]
+}
+wait_for "free for admission in /metrics equal to /v1/status" adm_matches
+curl -s "http://$TCP/metrics" >"$T/fleet.prom"
+promtool check metrics <"$T/fleet.prom" || fail "promtool rejected /metrics"
+grep '^vram_device_' "$T/fleet.prom" | grep -v 'uuid="SIM-' && fail "a device series without its uuid"
+grep -q '^vram_device_health{gpu="0",name="H100-80GB",uuid="SIM-.*",state="available"} 1$' "$T/fleet.prom" \
+    || fail "vram_device_health without name and uuid"
+grep -q "^vram_job_memory_peak_bytes{job_id=\"1\",job_name=\"tr\\\\\"ain\\\\\\\\er\",user=\"$(id -un)\"} $((8 * GiB))\$" "$T/fleet.prom" \
+    || fail "job peak: $(grep peak "$T/fleet.prom")"
+grep -q "^vram_process_memory_used_bytes{gpu=\"1\",uuid=\"$(gpu_uuid 1)\",pid=\"$OUTSIDE\",process=\"vram\",user=\"$(id -un)\"} $((30 * GiB))\$" "$T/fleet.prom" \
+    || fail "process series: $(grep vram_process "$T/fleet.prom")"
+for m in process_cpu_seconds_total process_resident_memory_bytes process_open_fds process_max_fds \
+    process_start_time_seconds process_threads; do
+    grep -q "^$m [0-9]" "$T/fleet.prom" || fail "$m missing"
+done
+grep -q '^vram_build_info{version="[0-9.]*",build=".*",api="[0-9]*"} 1$' "$T/fleet.prom" || fail "build info"
+kill -TERM $OUTSIDE; wait $OUTSIDE || true
+gpu1_empty() { [ "$(metric "vram_device_memory_used_bytes{gpu=\"1\",name=\"H100-80GB\",uuid=\"$(gpu_uuid 1)\"}")" = 0 ]; }
+wait_for "GPU 1 empty" gpu1_empty
+api POST /v1/peaks/reset '{"device": 1}' >/dev/null # the peak checks below start from here
+pass "free for admission as vram status has it, uuid on every device series, job peak, processes, process_*, build info"
+
 # a job's own labels (the Slurm plugin's ids, a value that needs escaping)
 # become label_<key> on its series; promtool still accepts the text
 sleep 600 &
@@ -36,7 +72,7 @@ LJOB=$(field "$(api POST /v1/jobs "$body")" "d['id']")
 [ "$(status)" = 201 ] || fail "labelled job: $(status) $(cat "$T/body")"
 field "$(api GET /v1/jobs/$LJOB)" "d['labels'] == {'note': 'a\"b\\\\c', 'slurm_job_id': '123', 'slurm_step_id': '0'}" \
     | grep -qx True || fail "labels in the job JSON: $(cat "$T/body")"
-labelled='vram_job_memory_reserved_bytes{job_id="'$LJOB'",job_name="labelled",user="'"$(id -un)"'",gpu="1",label_note="a\"b\\c",label_slurm_job_id="123",label_slurm_step_id="0"}'
+labelled='vram_job_memory_reserved_bytes{job_id="'$LJOB'",job_name="labelled",user="'"$(id -un)"'",gpu="1",uuid="'"$(gpu_uuid 1)"'",label_note="a\"b\\c",label_slurm_job_id="123",label_slurm_step_id="0"}'
 labels_shown() { [ "$(metric "$labelled")" = "$GiB" ]; }
 wait_for "the job's labels in /metrics" labels_shown
 curl -s "http://$TCP/metrics" >"$T/labels.prom"
@@ -102,9 +138,15 @@ pass "a real Prometheus scraped the used bytes vram sim alloc changed"
 # peaks
 field "$(api GET /v1/peaks)" "d['devices'][1]['peak_used_bytes'] == 12 * $GiB" | grep -qx True || fail "peak"
 kill -TERM $ALLOC; wait $ALLOC || true
-free_again() { [ "$(metric 'vram_device_memory_used_bytes{gpu="1",name="H100-80GB"}')" = 0 ]; }
+free_again() { [ "$(metric "vram_device_memory_used_bytes{gpu=\"1\",name=\"H100-80GB\",uuid=\"$(gpu_uuid 1)\"}")" = 0 ]; }
 wait_for "GPU 1 free again" free_again
 "$VRAM" peaks | grep -q "^1 *12.00" || fail "vram peaks: $("$VRAM" peaks)"
+# the exited process keeps its peak and its name; processes largest first
+out=$("$VRAM" peaks)
+grep -qE "^1 +$ALLOC +12\.00  exited +vram" <<<"$out" || fail "exited process in vram peaks: $out"
+awk '/^GPU +PID/ { p = 1; next } p && NF { print $3 }' <<<"$out" | sort -rnc || fail "not sorted: $out"
+awk '/^JOB +PEAK/ { p = 1; next } /^$/ { p = 0 } p { print $2 }' <<<"$out" | sort -rnc \
+    || fail "jobs not sorted: $out"
 "$VRAM" peaks --reset -i 1 >/dev/null || fail "peaks --reset"
 field "$(api GET /v1/peaks)" "d['devices'][1]['peak_used_bytes'] == 0 and d['devices'][0]['peak_used_bytes'] == 8 * $GiB" \
     | grep -qx True || fail "reset of GPU 1 only: $(api GET /v1/peaks)"

@@ -3,14 +3,10 @@
 # with confirmation and quitting with q; then without vramd (devices only).
 source "$(dirname "$0")/daemon_lib.sh"
 source "$(dirname "$0")/watch_lib.sh"
-command -v tmux >/dev/null || fail "tmux missing"
-TMUX_SOCK="vram-top-$$"
-tmx() { tmux -L "$TMUX_SOCK" "$@"; }
-trap 'rc=$?; tmx kill-server >/dev/null 2>&1; (exit $rc); cleanup' EXIT
+use_tmux
 
 start_daemon
 "$VRAM" run --mem 10GiB --name topjob -- "$VRAM" sim alloc --mem 6GiB >/dev/null 2>&1 &
-job_is() { [ "$(job_state "$1")" = "$2" ]; }
 wait_for "job 1 running" job_is 1 running
 "$VRAM" run --mem 5GiB --devices 1 --name otherjob -- "$VRAM" sim alloc --mem 1GiB >/dev/null 2>&1 &
 wait_for "job 2 running" job_is 2 running

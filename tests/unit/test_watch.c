@@ -40,6 +40,7 @@ static int dev_info(void *arg, int i, vram_device_info_t *out)
     memset(out, 0, sizeof *out);
     out->index = i;
     snprintf(out->name, sizeof out->name, "Fake\"GPU\\%d", i); /* needs escaping */
+    snprintf(out->uuid, sizeof out->uuid, "GPU-fake-%d", i);
     out->total_bytes = (uint64_t)(80 * GiB);
     out->used_bytes = (uint64_t)(used_frac[i] * 80 * GiB);
     out->free_bytes = out->total_bytes - out->used_bytes;
@@ -148,6 +149,10 @@ static void test_lifecycle(void **state)
     assert_int_equal(seen.resolved, 1);
     assert_true(seen.last.resolved_at > seen.last.fired_at);
     assert_true(seen.last.fired_at - seen.last.pending_since >= 10);
+    /* the resolution says why, with the value then, in people's numbers */
+    assert_string_equal(seen.last.reason, "cleared");
+    assert_non_null(
+        strstr(seen.last.message, "memory_used_ratio back to 80% (clears at or below 85%)"));
     j = vram_watch_alerts_json(w, 10);
     json_t *o = json_loads(j, 0, NULL);
     free(j);
@@ -236,10 +241,19 @@ static void test_rules_errors(void **state)
     expect_rules_error("webhooks: [ftp://x]\nrules: []\n", "webhooks: \"ftp://x\" is not");
     char *text = NULL;
     assert_int_equal(vram_watch_check_rules(NULL, &text), 0);
-    assert_non_null(strstr(text, "gpu-memory-high: memory_used_ratio above 0.9 (clear 0.85)"));
+    assert_non_null(strstr(text, "gpu-memory-high: memory_used_ratio above 90% (clear 85%)"));
     assert_non_null(strstr(text, "gpu-memory-critical"));
     assert_non_null(strstr(text, "job-over-reservation"));
     assert_non_null(strstr(text, "gpu-error: device_error above 0.5"));
+    free(text);
+    /* numbers as people write them: 8GiB, not 8.58993e+09 */
+    char path[128];
+    snprintf(path, sizeof path, "%s/free.yaml", dir);
+    write_file(path, "rules:\n  - name: free-low\n    metric: memory_free_bytes\n"
+                     "    below: 8GiB\n    clear: 12.5GiB\n    for: 1.5s\n");
+    assert_int_equal(vram_watch_check_rules(path, &text), 0);
+    assert_non_null(
+        strstr(text, "free-low: memory_free_bytes below 8GiB (clear 12.5GiB) for 1.5s"));
     free(text);
 }
 
@@ -438,11 +452,21 @@ static void test_peaks_and_metrics(void **state)
     char *m = vram_watch_metrics_text(w);
     assert_non_null(m);
     char expect[200];
-    snprintf(expect, sizeof expect,
-             "vram_device_memory_peak_bytes{gpu=\"0\",name=\"Fake\\\"GPU\\\\0\"} %llu\n",
-             (unsigned long long)(uint64_t)(0.2 * 80 * GiB));
+    snprintf(
+        expect, sizeof expect,
+        "vram_device_memory_peak_bytes{gpu=\"0\",name=\"Fake\\\"GPU\\\\0\",uuid=\"GPU-fake-0\"} "
+        "%llu\n",
+        (unsigned long long)(uint64_t)(0.2 * 80 * GiB));
     if (!strstr(m, expect)) fail_msg("missing %s in\n%s", expect, m);
-    assert_non_null(strstr(m, "vram_device_health{gpu=\"1\",state=\"error\"} 1\n"));
+    assert_non_null(strstr(m, "vram_device_health{gpu=\"1\",name=\"Fake\\\"GPU\\\\1\",uuid=\"GPU-"
+                              "fake-1\",state=\"error\"} 1\n"));
+    /* without a scheduler there is no admission figure: no series, not 0 */
+    assert_null(strstr(m, "vram_device_memory_free_for_admission_bytes{"));
+    assert_non_null(strstr(m, "vram_build_info{version=\"" VRAM_VERSION_STRING "\""));
+    assert_non_null(strstr(m, "\nprocess_cpu_seconds_total "));
+    assert_non_null(strstr(m, "\nprocess_open_fds "));
+    assert_non_null(
+        strstr(m, "\nvram_process_memory_used_bytes{gpu=\"0\",uuid=\"GPU-fake-0\",pid=\""));
     assert_non_null(strstr(m, "# TYPE vram_job_admissions_total counter\n"));
     assert_non_null(strstr(m, "vram_alerts_firing{level=\"error\"} 1\n")); /* gpu-error, for 0 */
     free(m);
