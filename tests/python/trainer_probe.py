@@ -1,0 +1,114 @@
+"""Run as a subprocess by test_integrations.py: the trainers' integrations
+against REAL out-of-memory errors on the CPU. As in rlimit_probe.py, the
+process's data limit (RLIMIT_DATA) is set to what it uses plus CAP bytes
+once the model and the trainer exist, so PyTorch's CPU allocator fails
+("DefaultCPUAllocator: can't allocate memory") when a batch needs more.
+Each run trains a small random-init model of transformers twice from the
+same weights: without a limit (the reference) and under the limit with
+vram; it prints JSON with both runs' weights' largest difference and what
+vram did.
+
+usage: trainer_probe.py hf|lightning|accelerate CAP_BYTES BATCH
+(MALLOC_MMAP_THRESHOLD_ set by the caller, as for rlimit_probe.py)"""
+import json
+import os
+import resource
+import sys
+
+import torch
+
+import vram  # noqa: F401  (libvram loads before the limit)
+
+SEQ, VOCAB = 64, 512
+
+
+def vm_data():
+    with open("/proc/self/status") as f:
+        for line in f:
+            if line.startswith("VmData:"):
+                return int(line.split()[1]) * 1024
+    raise RuntimeError("no VmData")
+
+
+def set_cap(cap):
+    """RLIMIT_DATA = what the process uses now + cap (None: no limit)."""
+    inf = resource.RLIM_INFINITY
+    resource.setrlimit(resource.RLIMIT_DATA, (inf if cap is None else vm_data() + cap, inf))
+
+
+def gpt2():
+    from transformers import GPT2Config, GPT2LMHeadModel
+    torch.manual_seed(0)
+    cfg = GPT2Config(vocab_size=VOCAB, n_positions=SEQ, n_embd=32, n_layer=2, n_head=2,
+                     resid_pdrop=0.0, embd_pdrop=0.0, attn_pdrop=0.0)
+    return GPT2LMHeadModel(cfg)
+
+
+def samples(n):
+    g = torch.Generator().manual_seed(1)
+    ids = torch.randint(0, VOCAB, (n, SEQ), generator=g)
+    return [{"input_ids": ids[i], "labels": ids[i]} for i in range(n)]
+
+
+def max_diff(a, b):
+    return max(float((a[k] - b[k]).abs().max()) for k in a)
+
+
+def hf(cap, batch):
+    from transformers import Trainer, TrainerCallback, TrainingArguments
+
+    from vram.integrations.huggingface import attach
+
+    class Cap(TrainerCallback):
+        """The limit arrives after the first batch of an accumulation
+        cycle, so the second runs out of memory with gradients already
+        accumulated: vram must run the first again in the new split."""
+        done = False
+
+        def on_substep_end(self, args, state, control, **kw):
+            if not self.done:
+                set_cap(cap)
+                self.done = True
+
+    def train(with_vram, out):
+        model = gpt2()
+        args = TrainingArguments(output_dir=out, per_device_train_batch_size=batch,
+                                 gradient_accumulation_steps=2, max_steps=3, optim="sgd",
+                                 learning_rate=0.5, lr_scheduler_type="constant",
+                                 logging_steps=1, save_strategy="no", report_to="none",
+                                 use_cpu=True, seed=0, dataloader_num_workers=0,
+                                 disable_tqdm=True)
+        trainer = Trainer(model=model, args=args, train_dataset=samples(8 * batch))
+        cb = None
+        if with_vram:
+            cb = attach(trainer, memory_bytes=cap)
+            trainer.add_callback(Cap())
+        trainer.train()
+        set_cap(None)
+        weights = {k: v.detach().clone() for k, v in model.state_dict().items()}
+        return weights, trainer.state.log_history, cb
+
+    ref, _, _ = train(False, "/tmp/vram-probe-ref")
+    got, logs, cb = train(True, "/tmp/vram-probe-vram")
+    return {"max_diff": max_diff(ref, got), "errors": cb.guard.errors,
+            "micro_batch_size": cb.guard.micro_batch_size, "ooms": cb.guard.ooms,
+            "predicted": cb.predicted_batch, "estimated": cb.estimated_bytes,
+            "job": cb.reservation.job.id if cb.reservation.job else None,
+            "logs": [{k: v for k, v in e.items() if k.startswith("vram/") or k == "loss"}
+                     for e in logs]}
+
+
+def main():
+    which, cap, batch = sys.argv[1], int(sys.argv[2]), int(sys.argv[3])
+    torch.set_num_threads(1)
+    torch.backends.mkldnn.enabled = False  # rlimit_probe.py says why
+    run = {"hf": hf}.get(which)
+    if run is None:
+        raise SystemExit("trainer_probe.py: unknown integration %r" % which)
+    out, sys.stdout = sys.stdout, sys.stderr  # the trainers print; stdout is the JSON
+    result = run(cap, batch)
+    json.dump(result, out)
+
+
+if __name__ == "__main__":
+    main()
