@@ -98,11 +98,136 @@ def hf(cap, batch):
                      for e in logs]}
 
 
+def lightning(cap, batch):
+    import lightning.pytorch as pl
+
+    from vram.integrations.lightning import VramCallback
+
+    class Cap(pl.Callback):
+        """After the first batch of the first accumulation cycle (as in hf())."""
+        def on_train_batch_end(self, trainer, module, outputs, b, batch_idx):
+            if batch_idx == 0:
+                set_cap(cap)
+
+    LitLM = _lit_module()
+
+    def train(with_vram):
+        module = LitLM(batch)
+        cbs = [VramCallback(memory_bytes=cap), Cap()] if with_vram else []
+        trainer = pl.Trainer(accelerator="cpu", devices=1, max_steps=3,
+                             accumulate_grad_batches=2, logger=False, callbacks=cbs,
+                             enable_checkpointing=False, enable_progress_bar=False,
+                             enable_model_summary=False, num_sanity_val_steps=0)
+        trainer.fit(module)
+        set_cap(None)
+        weights = {k: v.detach().clone() for k, v in module.model.state_dict().items()}
+        metrics = {k: float(v) for k, v in trainer.callback_metrics.items()}
+        return weights, metrics, cbs[0] if cbs else None
+
+    ref, _, _ = train(False)
+    got, metrics, cb = train(True)
+    return {"max_diff": max_diff(ref, got), "errors": cb.guard.errors,
+            "micro_batch_size": cb.guard.micro_batch_size, "ooms": cb.guard.ooms,
+            "predicted": cb.predicted_batch, "job": cb.reservation.job.id
+            if cb.reservation.job else None, "metrics": metrics}
+
+
+def _lit_module():
+    import lightning.pytorch as pl
+    from torch.utils.data import DataLoader
+
+    class LitLM(pl.LightningModule):
+        """GPT-2 (gpt2()) with its batch size where Lightning's tuner looks."""
+        def __init__(self, batch_size):
+            super().__init__()
+            self.model, self.batch_size = gpt2(), batch_size
+
+        def training_step(self, b, batch_idx):
+            loss = self.model(**b).loss
+            self.log("train_loss", loss)
+            return loss
+
+        def configure_optimizers(self):
+            return torch.optim.SGD(self.parameters(), lr=0.5)
+
+        def train_dataloader(self):
+            return DataLoader(samples(8 * max(8, self.batch_size)), batch_size=self.batch_size)
+    return LitLM
+
+
+def lightning_finder(cap, batch):
+    """VramBatchSizeFinder under the limit: trials, the batch it sets."""
+    import lightning.pytorch as pl
+
+    from vram.integrations.lightning import VramBatchSizeFinder
+
+    import vram.torch as vt
+    module = _lit_module()(batch)
+    params = sum(p.numel() * p.element_size() for p in module.parameters())
+    data = samples(2)
+    example = {k: torch.stack([d[k] for d in data]) for k in data[0]}
+    # measured before the limit: the profiler cannot start its threads under it
+    prof = vt.analyze(module.model, example, loss_fn=lambda out, _: out.loss, optimizer="sgd")
+    finder = VramBatchSizeFinder(memory_bytes=cap + 2 * params, max_val=4096, profile=prof,
+                                 margin=0.1)
+    trainer = pl.Trainer(accelerator="cpu", devices=1, max_steps=1, logger=False,
+                         callbacks=[finder], enable_checkpointing=False,
+                         enable_progress_bar=False, enable_model_summary=False,
+                         default_root_dir="/tmp/vram-probe-lightning")
+    set_cap(cap)
+    trainer.fit(module)
+    set_cap(None)
+    s = finder.search
+    return {"maximum": s.maximum, "exact": s.exact, "set": module.batch_size,
+            "predicted": finder.predicted,
+            "trials": [[t.batch_size, t.ok, t.error] for t in s.trials]}
+
+
+def accelerate(cap, batch):
+    """vram's drop-in and Accelerate's own, each on one real training step."""
+    from accelerate.utils import find_executable_batch_size as accelerate_find
+
+    from vram.integrations.accelerate import find_executable_batch_size
+    import vram.torch as vt
+
+    model = gpt2()
+    opt = torch.optim.SGD(model.parameters(), lr=0.1)
+    data = samples(1024)
+
+    def step(b):
+        ids = torch.stack([data[i]["input_ids"] for i in range(b)])
+        vt.training_step(model, opt, {"input_ids": ids, "labels": ids},
+                         lambda out, _: out.loss)
+        return b
+
+    example = {"input_ids": torch.stack([data[0]["input_ids"]] * 2)}
+    example["labels"] = example["input_ids"]
+    prof = vt.analyze(model, example, loss_fn=lambda out, _: out.loss, optimizer="sgd")
+    resident = prof.parameter_bytes + prof.gradient_bytes
+    step(1)  # gradients exist
+    calls = {"vram": [], "accelerate": []}
+
+    def counted(name):
+        def run(b):
+            calls[name].append(b)
+            return step(b)
+        return run
+
+    set_cap(cap)
+    ours = find_executable_batch_size(counted("vram"), profile=prof,
+                                      memory_bytes=cap + resident)()
+    theirs = accelerate_find(counted("accelerate"), starting_batch_size=batch)()
+    set_cap(None)
+    return {"vram": ours, "vram_tried": calls["vram"], "accelerate": theirs,
+            "accelerate_tried": calls["accelerate"]}
+
+
 def main():
     which, cap, batch = sys.argv[1], int(sys.argv[2]), int(sys.argv[3])
     torch.set_num_threads(1)
     torch.backends.mkldnn.enabled = False  # rlimit_probe.py says why
-    run = {"hf": hf}.get(which)
+    run = {"hf": hf, "lightning": lightning, "lightning-finder": lightning_finder,
+           "accelerate": accelerate}.get(which)
     if run is None:
         raise SystemExit("trainer_probe.py: unknown integration %r" % which)
     out, sys.stdout = sys.stdout, sys.stderr  # the trainers print; stdout is the JSON

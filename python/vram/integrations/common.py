@@ -127,15 +127,29 @@ def peak_bytes(device=None):
     return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024  # KiB on Linux
 
 
-def predict(profile, memory_bytes=None, device=0):
-    """(largest batch, model bytes) the planner predicts for training with
-    `profile` on memory_bytes of memory, or on vram device `device` (its
-    free memory now); the whole budget, no rounding to powers of two and no
-    CUDA context (memory_bytes is what the process may still use)."""
+def predict(profile, memory_bytes=None, device=0, host=False):
+    """(largest batch, model bytes) predicted for training with `profile`
+    on memory_bytes of memory (the model included), or on vram device
+    `device` (its free memory now): the whole budget, no rounding to powers
+    of two, no CUDA context. host=True (memory of the CPU): the estimate's
+    allocated peak against the budget, without the CUDA caching allocator's
+    rounding that the planner adds (2 MiB blocks and 20 MiB segments, which
+    rule small models and do not exist on the CPU)."""
     target = {"gpu_mem": int(memory_bytes)} if memory_bytes else {"gpu": int(device or 0)}
     p = api.plan(profile=profile, target=1.0, power_of_two=False, overhead_bytes=0,
                  optimizer=profile.optimizer or None, **target)
-    return p.largest_fitting, p.model_bytes
+    if not host:
+        return p.largest_fitting, p.model_bytes
+
+    def peak(b):
+        return api.estimate(profile=profile, batch_size=b, optimizer=profile.optimizer or None,
+                            overhead_bytes=0).allocated_peak
+    budget, base = p.total_bytes, peak(1)
+    slope = max(1, peak(65) - base) / 64  # memory is affine in the batch for a profile
+    b = max(0, int((budget - base) // slope) + 1)
+    while b > 0 and peak(b) > budget:  # the line's rounding, at most a step or two
+        b -= 1
+    return b, base - int(slope)
 
 
 def estimate_bytes(profile, batch_size, device=None):

@@ -1,0 +1,240 @@
+"""vram in Lightning (lightning 2.x).
+
+    from vram.integrations.lightning import VramCallback, VramBatchSizeFinder
+    trainer = L.Trainer(callbacks=[VramCallback()])
+    trainer = L.Trainer(callbacks=[VramBatchSizeFinder(memory_bytes="2GiB")])
+
+VramCallback: at the start of fit it measures the module on two samples of
+its training set (vram.torch.analyze, through its own training_step), logs
+the memory analysis, reserves the estimated memory with vramd when one
+answers, and logs vram's figures (vram/*) every step. Each training step
+runs through the shared MicroBatchGuard (common.py): after an
+out-of-memory error the batch, and the earlier batches of the
+accumulation cycle, run again as 2, 4, ... micro-batches with gradient
+accumulation, so every sample is trained exactly once and the optimizer
+sees the same gradient. For that the callback does the backward of each
+micro-batch itself (through the strategy, so precision plugins and the
+on_before/after_backward hooks run) and zeroes the gradients at the start
+of each cycle; Lightning's own backward then gets the loss as a leaf and
+has nothing left to do. Automatic optimization only; the loss must be a
+mean over the batch's samples (it is weighted by each micro-batch's
+share); what training_step logs is logged once per micro-batch.
+
+VramBatchSizeFinder: Lightning's BatchSizeFinder whose trials (real fit
+steps, run by Lightning's own tuner code) are chosen by
+vram.torch.find_batch_size, starting from the planner's prediction instead
+of doubling from 2."""
+import io
+import logging
+
+import lightning.pytorch as pl
+from lightning.pytorch.callbacks import BatchSizeFinder
+from lightning.pytorch.tuner import batch_size_scaling as _scaling
+from lightning.pytorch.utilities.memory import garbage_collection_cuda
+from lightning.pytorch.utilities.parsing import lightning_getattr, lightning_setattr
+
+from .. import api
+from ..torch.analyze import analyze
+from ..torch.batch import find_batch_size
+from ..torch.report import print_memory_analysis
+from .common import MicroBatchGuard, Reservation, estimate_bytes, peak_bytes, predict
+
+log = logging.getLogger("vram")
+
+ANALYSIS_SAMPLES = 2
+
+
+def _loss_of(output):
+    return output["loss"] if isinstance(output, dict) else output
+
+
+def _training_loader(trainer):
+    loop = trainer.fit_loop
+    loop.setup_data()
+    loaders = loop._combined_loader.flattened
+    if len(loaders) != 1:
+        raise ValueError("vram: one training DataLoader expected, found %d" % len(loaders))
+    return loaders[0]
+
+
+def measure(trainer, module):
+    """analyze() of `module` through its own training_step on the first
+    samples of its training DataLoader (self.log is silenced meanwhile)."""
+    step = getattr(module, "_vram_training_step", module.training_step)
+    loader = _training_loader(trainer)
+    example = loader.collate_fn([loader.dataset[i] for i in
+                                 range(min(ANALYSIS_SAMPLES, len(loader.dataset)))])
+    module.log, module.log_dict = (lambda *a, **k: None), (lambda *a, **k: None)
+    try:
+        dev = module.device
+        return analyze(module, example, loss_fn=lambda out, batch: out,
+                       forward=lambda m, b: _loss_of(step(b, 0)), name=type(module).__name__,
+                       device="cpu" if dev.type == "cpu" else "meta")
+    finally:
+        del module.log, module.log_dict
+
+
+def _device_index(module):
+    dev = module.device
+    return (dev.index or 0) if dev.type == "cuda" else 0
+
+
+class VramCallback(pl.Callback):
+    """vram's view of a Lightning fit (see the module's docstring).
+    memory_bytes: the memory the run may use, model included (default: the
+    free memory of the vram device the module is on); batch_arg_name: where
+    the batch size is (module, hparams or datamodule; for the analysis'
+    report only); the other options as in the Hugging Face VramCallback."""
+
+    def __init__(self, memory_bytes=None, analysis=True, reserve=True, client=None,
+                 wait_timeout=None, max_splits=3, batch_arg_name="batch_size", logger=None):
+        self.memory_bytes = api.parse_size(memory_bytes) if memory_bytes else None
+        self.analysis, self.reserve = analysis, reserve
+        self.batch_arg_name = batch_arg_name
+        self.logger = logger or log
+        self.reservation = Reservation(client=client, wait_timeout=wait_timeout,
+                                       logger=self.logger)
+        self.guard = MicroBatchGuard(self._zero_grad, max_splits=max_splits, logger=self.logger)
+        self.profile = self.predicted_batch = self.estimated_bytes = None
+        self._module = None
+
+    def _zero_grad(self):
+        self._module.zero_grad(set_to_none=True)
+
+    def setup(self, trainer, pl_module, stage):
+        if stage != "fit" or self._module is not None:
+            return
+        if not pl_module.automatic_optimization:
+            self.logger.warning("vram: manual optimization does its own backward; the "
+                                "micro-batch recovery is off")
+            return
+        self._module = pl_module
+        step = pl_module._vram_training_step = pl_module.training_step
+
+        def training_step(batch, batch_idx, *args, **kwargs):
+            acc = trainer.accumulate_grad_batches
+            if batch_idx % acc == 0:  # a new accumulation cycle; Lightning's zero_grad is off
+                self._zero_grad()
+                self.guard.end_cycle()
+            optimizer = trainer.optimizers[0] if trainer.optimizers else None
+
+            def piece(part, share):
+                loss = _loss_of(step(part, batch_idx, *args, **kwargs)) * (share / acc)
+                trainer.strategy.backward(loss, optimizer)
+                return loss.detach() * acc
+
+            total = self.guard.run(batch, piece)
+            # Lightning's backward of a leaf: the gradients are already there
+            return total.detach().requires_grad_()
+
+        pl_module.training_step = training_step
+        pl_module.optimizer_zero_grad = lambda *a, **k: None
+
+    def teardown(self, trainer, pl_module, stage):
+        if stage == "fit" and self._module is not None:
+            del pl_module.training_step, pl_module.optimizer_zero_grad
+            del pl_module._vram_training_step
+            self._module = None
+
+    def on_fit_start(self, trainer, pl_module):
+        if not self.analysis:
+            return
+        self.profile = measure(trainer, pl_module)
+        try:
+            batch_size = int(lightning_getattr(pl_module, self.batch_arg_name))
+        except AttributeError:
+            batch_size = _training_loader(trainer).batch_size or 1
+        index = _device_index(pl_module)
+        out = io.StringIO()
+        target = {"gpu_memory_gb": self.memory_bytes / (1 << 30)} if self.memory_bytes else {
+            "device": index}
+        print_memory_analysis(pl_module, batch_size, profile=self.profile, file=out,
+                              optimizer=self.profile.optimizer, **target)
+        for line in out.getvalue().rstrip().splitlines():
+            self.logger.info("vram: %s", line)
+        self.predicted_batch, _ = predict(self.profile, self.memory_bytes, index,
+                                              host=pl_module.device.type == "cpu")
+        self.estimated_bytes = estimate_bytes(self.profile, batch_size, pl_module.device)
+        if self.reserve:
+            self.reservation.reserve(self.estimated_bytes, name=type(pl_module).__name__,
+                                     batch_size=batch_size)
+
+    def on_train_batch_end(self, trainer, pl_module, outputs, batch, batch_idx):
+        pl_module.log_dict({k: float(v) for k, v in self.figures().items()}, on_step=True,
+                           on_epoch=False, batch_size=1)
+
+    def on_fit_end(self, trainer, pl_module):
+        self.reservation.release(peak_bytes(pl_module.device))
+
+    def figures(self):
+        out = {"vram/peak_bytes": peak_bytes(self._module.device if self._module else None)}
+        if self.estimated_bytes:
+            out["vram/estimated_bytes"] = self.estimated_bytes
+            out["vram/predicted_batch"] = self.predicted_batch
+        out.update(self.guard.figures())
+        out.update(self.reservation.figures())
+        return out
+
+
+class VramBatchSizeFinder(BatchSizeFinder):
+    """Lightning's BatchSizeFinder (same arguments; mode is ignored) whose
+    trials are chosen by vram.torch.find_batch_size from the planner's
+    prediction for memory_bytes (the memory the run may use, model
+    included; default: the free memory of the module's vram device) and
+    `profile` (vram.torch.analyze(); default: measured through the
+    module's training_step at the start of fit). The
+    found batch, less `margin`, is set where batch_arg_name says; the search
+    is in self.search (a vram.torch.BatchSearch), the size in
+    self.optimal_batch_size."""
+
+    def __init__(self, memory_bytes=None, steps_per_trial=1, max_val=8192, margin=0.0,
+                 batch_arg_name="batch_size", min_val=1, profile=None, logger=None, **kwargs):
+        kwargs.setdefault("mode", "binsearch")
+        super().__init__(steps_per_trial=steps_per_trial, max_val=max_val, margin=margin,
+                         batch_arg_name=batch_arg_name, **kwargs)
+        self.memory_bytes = api.parse_size(memory_bytes) if memory_bytes else None
+        self.min_val = min_val
+        self.logger = logger or log
+        self.profile = profile  # measured at the start of fit when not given
+        self.search = self.predicted = None
+
+    def scale_batch_size(self, trainer, pl_module):
+        self.profile = self.profile or measure(trainer, pl_module)
+        self.predicted, _ = predict(self.profile, self.memory_bytes, _device_index(pl_module),
+                                    host=pl_module.device.type == "cpu")
+        self.logger.info("vram: the planner predicts batch %d", self.predicted)
+        # Lightning's tuner code around the trials: a checkpoint, its
+        # parameters saved and reset, the dataloaders rebuilt per size
+        # a VramCallback's micro-batches would hide the OOMs: plain steps here
+        hidden = {k: pl_module.__dict__.pop(k) for k in ("training_step", "optimizer_zero_grad")
+                  if k in pl_module.__dict__}
+        ckpt = trainer.default_root_dir + "/.vram_batch_size.ckpt"
+        trainer.save_checkpoint(ckpt)
+        params = getattr(_scaling, "__scale_batch_dump_params")(trainer)
+        getattr(_scaling, "__scale_batch_reset_params")(trainer, self._steps_per_trial)
+        if trainer.progress_bar_callback:
+            trainer.progress_bar_callback.disable()
+
+        def trial(b):
+            _scaling._reset_progress(trainer)
+            lightning_setattr(pl_module, self._batch_arg_name, b)
+            _scaling._reset_dataloaders(trainer)
+            _scaling._try_loop_run(trainer, params)
+
+        try:
+            self.search = find_batch_size(trial, predicted=self.predicted or self.min_val,
+                                          min_batch_size=self.min_val,
+                                          max_batch_size=self._max_val,
+                                          safety_margin=self._margin,
+                                          cleanup=garbage_collection_cuda, logger=self.logger)
+            size = self.search.batch_size
+        finally:
+            getattr(_scaling, "__scale_batch_restore_params")(trainer, params)
+            if trainer.progress_bar_callback:
+                trainer.progress_bar_callback.enable()
+            trainer._checkpoint_connector.restore(ckpt)
+            trainer.strategy.remove_checkpoint(ckpt)
+            pl_module.__dict__.update(hidden)
+        lightning_setattr(pl_module, self._batch_arg_name, size)
+        _scaling._reset_dataloaders(trainer)
+        self.optimal_batch_size = size
