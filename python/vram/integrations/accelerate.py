@@ -66,7 +66,7 @@ def find_executable_batch_size(function=None, starting_batch_size=None,
                            forward=forward)
         mem = api.parse_size(memory_bytes) if memory_bytes else None
         on_host = host if host is not None else not torch.cuda.is_available()
-        predicted = predict(prof, mem, device, host=on_host)[0]
+        predicted = predict(prof, mem, device, host=on_host)
         logger.info("vram: the planner predicts batch %d", predicted)
         return max(min_batch_size, predicted)
 

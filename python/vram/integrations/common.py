@@ -22,7 +22,8 @@ from ..torch.runtime import _length, _slice
 
 log = logging.getLogger("vram")
 
-ORDER = ("free-cache", "micro-batch")  # the chain's strategies a trainer's step can use
+ORDER = ("free-cache", "micro-batch")
+MAX_BATCH = 1 << 24  # the estimator's largest batch  # the chain's strategies a trainer's step can use
 
 
 def _empty_cuda_cache():
@@ -128,28 +129,32 @@ def peak_bytes(device=None):
 
 
 def predict(profile, memory_bytes=None, device=0, host=False):
-    """(largest batch, model bytes) predicted for training with `profile`
-    on memory_bytes of memory (the model included), or on vram device
-    `device` (its free memory now): the whole budget, no rounding to powers
-    of two, no CUDA context. host=True (memory of the CPU): the estimate's
-    allocated peak against the budget, without the CUDA caching allocator's
-    rounding that the planner adds (2 MiB blocks and 20 MiB segments, which
-    rule small models and do not exist on the CPU)."""
+    """The largest batch predicted for training with `profile` on
+    memory_bytes of memory (the model included), or on vram device `device`
+    (its free memory now): the whole budget, no rounding to powers of two,
+    no CUDA context. host=True (memory of the CPU): the estimate's allocated
+    peak against the budget, without the CUDA caching allocator's rounding
+    that the planner adds (2 MiB blocks, 20 MiB segments: they rule small
+    models and do not exist on the CPU)."""
     target = {"gpu_mem": int(memory_bytes)} if memory_bytes else {"gpu": int(device or 0)}
     p = api.plan(profile=profile, target=1.0, power_of_two=False, overhead_bytes=0,
                  optimizer=profile.optimizer or None, **target)
     if not host:
-        return p.largest_fitting, p.model_bytes
+        return p.largest_fitting
 
-    def peak(b):
+    def fits(b):
         return api.estimate(profile=profile, batch_size=b, optimizer=profile.optimizer or None,
-                            overhead_bytes=0).allocated_peak
-    budget, base = p.total_bytes, peak(1)
-    slope = max(1, peak(65) - base) / 64  # memory is affine in the batch for a profile
-    b = max(0, int((budget - base) // slope) + 1)
-    while b > 0 and peak(b) > budget:  # the line's rounding, at most a step or two
-        b -= 1
-    return b, base - int(slope)
+                            overhead_bytes=0).allocated_peak <= p.total_bytes
+    # the peak grows with the batch but is not affine (at small batches the
+    # optimizer step's temporaries rule it): double, then bisect
+    lo, hi = 0, 1
+    while hi <= MAX_BATCH and fits(hi):
+        lo, hi = hi, 2 * hi
+    hi = min(hi, MAX_BATCH + 1)
+    while hi - lo > 1:
+        mid = (lo + hi) // 2
+        lo, hi = (mid, hi) if fits(mid) else (lo, mid)
+    return lo
 
 
 def estimate_bytes(profile, batch_size, device=None):

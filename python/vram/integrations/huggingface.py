@@ -94,7 +94,7 @@ class VramCallback(TrainerCallback):
                               optimizer=self.profile.optimizer, **target)
         for line in out.getvalue().rstrip().splitlines():
             self.logger.info("vram: %s", line)
-        self.predicted_batch, _ = predict(self.profile, self.memory_bytes, index,
+        self.predicted_batch = predict(self.profile, self.memory_bytes, index,
                                               host=dev.type == "cpu")
         self.estimated_bytes = estimate_bytes(self.profile, batch_size, dev)
         self.logger.info("vram: per-device batch %d, estimated %d bytes; the largest batch "

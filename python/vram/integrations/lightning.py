@@ -26,9 +26,12 @@ vram.torch.find_batch_size, starting from the planner's prediction instead
 of doubling from 2."""
 import io
 import logging
+import os
+import uuid
 
 import lightning.pytorch as pl
 from lightning.pytorch.callbacks import BatchSizeFinder
+from lightning.pytorch.utilities.exceptions import _TunerExitException
 from lightning.pytorch.tuner import batch_size_scaling as _scaling
 from lightning.pytorch.utilities.memory import garbage_collection_cuda
 from lightning.pytorch.utilities.parsing import lightning_getattr, lightning_setattr
@@ -152,7 +155,7 @@ class VramCallback(pl.Callback):
                               optimizer=self.profile.optimizer, **target)
         for line in out.getvalue().rstrip().splitlines():
             self.logger.info("vram: %s", line)
-        self.predicted_batch, _ = predict(self.profile, self.memory_bytes, index,
+        self.predicted_batch = predict(self.profile, self.memory_bytes, index,
                                               host=pl_module.device.type == "cpu")
         self.estimated_bytes = estimate_bytes(self.profile, batch_size, pl_module.device)
         if self.reserve:
@@ -200,7 +203,7 @@ class VramBatchSizeFinder(BatchSizeFinder):
 
     def scale_batch_size(self, trainer, pl_module):
         self.profile = self.profile or measure(trainer, pl_module)
-        self.predicted, _ = predict(self.profile, self.memory_bytes, _device_index(pl_module),
+        self.predicted = predict(self.profile, self.memory_bytes, _device_index(pl_module),
                                     host=pl_module.device.type == "cpu")
         self.logger.info("vram: the planner predicts batch %d", self.predicted)
         # Lightning's tuner code around the trials: a checkpoint, its
@@ -208,7 +211,7 @@ class VramBatchSizeFinder(BatchSizeFinder):
         # a VramCallback's micro-batches would hide the OOMs: plain steps here
         hidden = {k: pl_module.__dict__.pop(k) for k in ("training_step", "optimizer_zero_grad")
                   if k in pl_module.__dict__}
-        ckpt = trainer.default_root_dir + "/.vram_batch_size.ckpt"
+        ckpt = os.path.join(trainer.default_root_dir, ".vram_batch_size_%s.ckpt" % uuid.uuid4())
         trainer.save_checkpoint(ckpt)
         params = getattr(_scaling, "__scale_batch_dump_params")(trainer)
         getattr(_scaling, "__scale_batch_reset_params")(trainer, self._steps_per_trial)
@@ -238,3 +241,5 @@ class VramBatchSizeFinder(BatchSizeFinder):
         lightning_setattr(pl_module, self._batch_arg_name, size)
         _scaling._reset_dataloaders(trainer)
         self.optimal_batch_size = size
+        if self._early_exit:  # set by Lightning's Tuner: stop after the search
+            raise _TunerExitException()
