@@ -11,23 +11,15 @@ vram did.
 usage: trainer_probe.py hf|lightning|accelerate CAP_BYTES BATCH
 (MALLOC_MMAP_THRESHOLD_ set by the caller, as for rlimit_probe.py)"""
 import json
-import os
 import resource
 import sys
 
 import torch
 
 import vram  # noqa: F401  (libvram loads before the limit)
+from rlimit_probe import vm_data
 
 SEQ, VOCAB = 64, 512
-
-
-def vm_data():
-    with open("/proc/self/status") as f:
-        for line in f:
-            if line.startswith("VmData:"):
-                return int(line.split()[1]) * 1024
-    raise RuntimeError("no VmData")
 
 
 def set_cap(cap):
@@ -92,8 +84,8 @@ def hf(cap, batch):
     got, logs, cb = train(True, "/tmp/vram-probe-vram")
     return {"max_diff": max_diff(ref, got), "errors": cb.guard.errors,
             "micro_batch_size": cb.guard.micro_batch_size, "ooms": cb.guard.ooms,
-            "predicted": cb.predicted_batch, "estimated": cb.estimated_bytes,
-            "job": cb.reservation.job.id if cb.reservation.job else None,
+            "predicted": cb.session.predicted_batch, "estimated": cb.session.estimated_bytes,
+            "job": cb.session.reservation.job.id if cb.session.reservation.job else None,
             "logs": [{k: v for k, v in e.items() if k.startswith("vram/") or k == "loss"}
                      for e in logs]}
 
@@ -128,8 +120,8 @@ def lightning(cap, batch):
     got, metrics, cb = train(True)
     return {"max_diff": max_diff(ref, got), "errors": cb.guard.errors,
             "micro_batch_size": cb.guard.micro_batch_size, "ooms": cb.guard.ooms,
-            "predicted": cb.predicted_batch, "job": cb.reservation.job.id
-            if cb.reservation.job else None, "metrics": metrics}
+            "predicted": cb.session.predicted_batch, "job": cb.session.reservation.job.id
+            if cb.session.reservation.job else None, "metrics": metrics}
 
 
 def _lit_module():

@@ -7,6 +7,7 @@ The decisions stay in libvram: how many micro-batches after each
 out-of-memory error is vram.tune.OOMChain (src/tune/oomchain.c), the batch
 prediction is vram.plan, the search is vram.torch.find_batch_size."""
 import gc
+import io
 import logging
 import os
 import resource
@@ -18,6 +19,7 @@ from ..client import Client
 from ..errors import Error, OutOfMemoryError
 from ..job import job as _job_from_env
 from ..torch.oom import is_oom
+from ..torch.report import print_memory_analysis
 from ..torch.runtime import _length, _slice
 
 log = logging.getLogger("vram")
@@ -228,3 +230,54 @@ class Reservation:
         if self.job is not None:
             return {"vram/job": self.job.id, "vram/reserved_bytes": self.job.reserved_bytes}
         return {}
+
+
+class Session:
+    """What a trainer's callback keeps for one run: the MicroBatchGuard,
+    the analysis (profile, prediction, estimate), the Reservation, and the
+    figures logged from them. memory_bytes: what the run may use, model
+    included (int or "2GiB"; default: the free memory of the vram device the
+    model is on)."""
+
+    def __init__(self, zero_grad, memory_bytes=None, client=None, wait_timeout=None,
+                 max_splits=3, logger=None):
+        self.memory_bytes = api.parse_size(memory_bytes) if memory_bytes else None
+        self.logger = logger or log
+        self.guard = MicroBatchGuard(zero_grad, max_splits=max_splits, logger=self.logger)
+        self.reservation = Reservation(client=client, wait_timeout=wait_timeout,
+                                       logger=self.logger)
+        self.profile = self.predicted_batch = self.estimated_bytes = None
+        self.device = None
+
+    def start(self, model, profile, batch_size, device, reserve=True, name=None):
+        """Logs the memory analysis of `profile` at batch_size (INFO), keeps
+        the prediction and the estimate, and reserves the estimate."""
+        dev = self.device = torch.device(device)
+        self.profile = profile
+        index = (dev.index or 0) if dev.type == "cuda" else 0
+        target = {"gpu_memory_gb": self.memory_bytes / (1 << 30)} if self.memory_bytes else {
+            "device": index}
+        out = io.StringIO()
+        print_memory_analysis(model, batch_size, profile=profile, file=out,
+                              optimizer=profile.optimizer, **target)
+        for line in out.getvalue().rstrip().splitlines():
+            self.logger.info("vram: %s", line)
+        self.predicted_batch = predict(profile, self.memory_bytes, index, host=dev.type == "cpu")
+        self.estimated_bytes = estimate_bytes(profile, batch_size, dev)
+        self.logger.info("vram: batch %d, estimated %d bytes; the largest batch predicted to "
+                         "fit is %d", batch_size, self.estimated_bytes, self.predicted_batch)
+        if reserve:
+            self.reservation.reserve(self.estimated_bytes, name=name, batch_size=batch_size)
+
+    def figures(self):
+        """The vram/* figures for the trainer's log."""
+        out = {"vram/peak_bytes": peak_bytes(self.device)}
+        if self.estimated_bytes:
+            out["vram/estimated_bytes"] = self.estimated_bytes
+            out["vram/predicted_batch"] = self.predicted_batch
+        out.update(self.guard.figures())
+        out.update(self.reservation.figures())
+        return out
+
+    def finish(self):
+        self.reservation.release(peak_bytes(self.device))

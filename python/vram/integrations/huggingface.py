@@ -18,14 +18,12 @@ change.
 VramCallback alone (TrainerCallback(callbacks=[VramCallback()])) does the
 analysis, the reservation and the figures, not the OOM recovery: a
 callback cannot catch an error inside the Trainer's step."""
-import io
 import logging
 
 from transformers import TrainerCallback
 
 from ..torch.analyze import analyze
-from ..torch.report import print_memory_analysis
-from .common import MicroBatchGuard, Reservation, estimate_bytes, peak_bytes, predict
+from .common import Session
 
 log = logging.getLogger("vram")
 
@@ -42,28 +40,23 @@ def _hf_loss(output, batch):
 class VramCallback(TrainerCallback):
     """vram's view of a Trainer's run (see the module's docstring).
 
-    memory_bytes: the memory the run may use (default: the free memory of
-    the vram device the model is on); analysis=False skips the measurement
-    (and the prediction and reservation with it); reserve=False never asks
-    vramd; client: a vram.Client (default: vramd's socket); wait_timeout:
-    how long to wait while vramd queues the job (None: as long as it takes).
-    max_splits: how often a batch may be halved after out-of-memory errors.
-    Figures: self.figures() (also in the Trainer's logs)."""
+    memory_bytes: the memory the run may use, model included (default: the
+    free memory of the vram device the model is on); analysis=False skips
+    the measurement (and the prediction and reservation with it);
+    reserve=False never asks vramd; client: a vram.Client (default: vramd's
+    socket); wait_timeout: how long to wait while vramd queues the job
+    (None: as long as it takes); max_splits: how often a batch may be
+    halved after out-of-memory errors. self.session (common.Session) holds
+    the guard, the analysis and the reservation; self.figures() what is
+    logged."""
 
     def __init__(self, trainer=None, memory_bytes=None, analysis=True, reserve=True,
                  client=None, wait_timeout=None, max_splits=3, logger=None):
         self.trainer = trainer
-        self.memory_bytes = memory_bytes
-        self.analysis = analysis
-        self.reserve = reserve
-        self.logger = logger or log
-        self.reservation = Reservation(client=client, wait_timeout=wait_timeout,
-                                       logger=self.logger)
-        self.guard = MicroBatchGuard(self._zero_grad, max_splits=max_splits, logger=self.logger)
-        self.profile = None
-        self.predicted_batch = None
-        self.estimated_bytes = None
-        self.device = None
+        self.analysis, self.reserve = analysis, reserve
+        self.session = Session(self._zero_grad, memory_bytes, client, wait_timeout, max_splits,
+                               logger)
+        self.guard = self.session.guard
         self._model = None
 
     def _zero_grad(self):
@@ -72,34 +65,15 @@ class VramCallback(TrainerCallback):
 
     def on_train_begin(self, args, state, control, model=None, train_dataloader=None, **kwargs):
         self._model = model
-        self.device = args.device
-        batch_size = args.per_device_train_batch_size
+        self.session.device = args.device
         if self.analysis and model is not None and train_dataloader is not None:
-            self._analyze(model, train_dataloader, batch_size)
-        if self.reserve and self.estimated_bytes:
-            self.reservation.reserve(self.estimated_bytes, name=args.run_name or "hf-trainer",
-                                     batch_size=batch_size)
-
-    def _analyze(self, model, loader, batch_size):
-        dataset, collate = loader.dataset, loader.collate_fn
-        example = collate([dataset[i] for i in range(min(ANALYSIS_SAMPLES, len(dataset)))])
-        dev = next(model.parameters()).device
-        self.profile = analyze(model, example, loss_fn=_hf_loss, name=type(model).__name__,
-                               device="cpu" if dev.type == "cpu" else "meta")
-        index = (dev.index or 0) if dev.type == "cuda" else 0
-        out = io.StringIO()
-        target = {"gpu_memory_gb": self.memory_bytes / (1 << 30)} if self.memory_bytes else {
-            "device": index}
-        print_memory_analysis(model, batch_size, profile=self.profile, file=out,
-                              optimizer=self.profile.optimizer, **target)
-        for line in out.getvalue().rstrip().splitlines():
-            self.logger.info("vram: %s", line)
-        self.predicted_batch = predict(self.profile, self.memory_bytes, index,
-                                              host=dev.type == "cpu")
-        self.estimated_bytes = estimate_bytes(self.profile, batch_size, dev)
-        self.logger.info("vram: per-device batch %d, estimated %d bytes; the largest batch "
-                         "predicted to fit is %d", batch_size, self.estimated_bytes,
-                         self.predicted_batch)
+            dataset, collate = train_dataloader.dataset, train_dataloader.collate_fn
+            example = collate([dataset[i] for i in range(min(ANALYSIS_SAMPLES, len(dataset)))])
+            dev = next(model.parameters()).device
+            profile = analyze(model, example, loss_fn=_hf_loss, name=type(model).__name__,
+                              device="cpu" if dev.type == "cpu" else "meta")
+            self.session.start(model, profile, args.per_device_train_batch_size, dev,
+                               reserve=self.reserve, name=args.run_name or "hf-trainer")
 
     def on_step_end(self, args, state, control, **kwargs):
         self.guard.end_cycle()  # the optimizer stepped
@@ -112,16 +86,10 @@ class VramCallback(TrainerCallback):
             logs.update(self.figures())
 
     def on_train_end(self, args, state, control, **kwargs):
-        self.reservation.release(peak_bytes(self.device))
+        self.session.finish()
 
     def figures(self):
-        out = {"vram/peak_bytes": peak_bytes(self.device)}
-        if self.estimated_bytes:
-            out["vram/estimated_bytes"] = self.estimated_bytes
-            out["vram/predicted_batch"] = self.predicted_batch
-        out.update(self.guard.figures())
-        out.update(self.reservation.figures())
-        return out
+        return self.session.figures()
 
 
 def attach(trainer, **options):

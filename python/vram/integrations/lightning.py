@@ -24,7 +24,6 @@ VramBatchSizeFinder: Lightning's BatchSizeFinder whose trials (real fit
 steps, run by Lightning's own tuner code) are chosen by
 vram.torch.find_batch_size, starting from the planner's prediction instead
 of doubling from 2."""
-import io
 import logging
 import os
 import uuid
@@ -39,8 +38,7 @@ from lightning.pytorch.utilities.parsing import lightning_getattr, lightning_set
 from .. import api
 from ..torch.analyze import analyze
 from ..torch.batch import find_batch_size
-from ..torch.report import print_memory_analysis
-from .common import MicroBatchGuard, Reservation, estimate_bytes, peak_bytes, predict
+from .common import Session, predict
 
 log = logging.getLogger("vram")
 
@@ -86,19 +84,18 @@ class VramCallback(pl.Callback):
     """vram's view of a Lightning fit (see the module's docstring).
     memory_bytes: the memory the run may use, model included (default: the
     free memory of the vram device the module is on); batch_arg_name: where
-    the batch size is (module, hparams or datamodule; for the analysis'
-    report only); the other options as in the Hugging Face VramCallback."""
+    the batch size is (module, hparams or datamodule; for the analysis
+    only); the other options as in the Hugging Face VramCallback.
+    self.session (common.Session) holds the guard, the analysis and the
+    reservation; self.figures() what is logged."""
 
     def __init__(self, memory_bytes=None, analysis=True, reserve=True, client=None,
                  wait_timeout=None, max_splits=3, batch_arg_name="batch_size", logger=None):
-        self.memory_bytes = api.parse_size(memory_bytes) if memory_bytes else None
         self.analysis, self.reserve = analysis, reserve
         self.batch_arg_name = batch_arg_name
-        self.logger = logger or log
-        self.reservation = Reservation(client=client, wait_timeout=wait_timeout,
-                                       logger=self.logger)
-        self.guard = MicroBatchGuard(self._zero_grad, max_splits=max_splits, logger=self.logger)
-        self.profile = self.predicted_batch = self.estimated_bytes = None
+        self.session = Session(self._zero_grad, memory_bytes, client, wait_timeout, max_splits,
+                               logger)
+        self.guard, self.logger = self.session.guard, self.session.logger
         self._module = None
 
     def _zero_grad(self):
@@ -140,43 +137,25 @@ class VramCallback(pl.Callback):
             self._module = None
 
     def on_fit_start(self, trainer, pl_module):
+        self.session.device = pl_module.device
         if not self.analysis:
             return
-        self.profile = measure(trainer, pl_module)
         try:
             batch_size = int(lightning_getattr(pl_module, self.batch_arg_name))
         except AttributeError:
             batch_size = _training_loader(trainer).batch_size or 1
-        index = _device_index(pl_module)
-        out = io.StringIO()
-        target = {"gpu_memory_gb": self.memory_bytes / (1 << 30)} if self.memory_bytes else {
-            "device": index}
-        print_memory_analysis(pl_module, batch_size, profile=self.profile, file=out,
-                              optimizer=self.profile.optimizer, **target)
-        for line in out.getvalue().rstrip().splitlines():
-            self.logger.info("vram: %s", line)
-        self.predicted_batch = predict(self.profile, self.memory_bytes, index,
-                                              host=pl_module.device.type == "cpu")
-        self.estimated_bytes = estimate_bytes(self.profile, batch_size, pl_module.device)
-        if self.reserve:
-            self.reservation.reserve(self.estimated_bytes, name=type(pl_module).__name__,
-                                     batch_size=batch_size)
+        self.session.start(pl_module, measure(trainer, pl_module), batch_size, pl_module.device,
+                           reserve=self.reserve, name=type(pl_module).__name__)
 
     def on_train_batch_end(self, trainer, pl_module, outputs, batch, batch_idx):
         pl_module.log_dict({k: float(v) for k, v in self.figures().items()}, on_step=True,
                            on_epoch=False, batch_size=1)
 
     def on_fit_end(self, trainer, pl_module):
-        self.reservation.release(peak_bytes(pl_module.device))
+        self.session.finish()
 
     def figures(self):
-        out = {"vram/peak_bytes": peak_bytes(self._module.device if self._module else None)}
-        if self.estimated_bytes:
-            out["vram/estimated_bytes"] = self.estimated_bytes
-            out["vram/predicted_batch"] = self.predicted_batch
-        out.update(self.guard.figures())
-        out.update(self.reservation.figures())
-        return out
+        return self.session.figures()
 
 
 class VramBatchSizeFinder(BatchSizeFinder):
