@@ -93,3 +93,82 @@ def test_accelerate_drop_in_starts_at_the_prediction():
     assert len(d["vram_tried"]) < len(d["accelerate_tried"]), d
     # what the drop-in returns ran; it is not below 80 % of what Accelerate found
     assert d["vram"] >= 0.8 * d["accelerate"], d
+
+
+# ---- in process: the edges (the OOM is injected here, the rest is real) ----
+
+def _injected_oom():
+    return RuntimeError("DefaultCPUAllocator: can't allocate memory: injected")
+
+
+def test_guard_gives_up_with_a_message_and_no_gradients():
+    """A batch that does not fit even as 2**max_splits micro-batches: the
+    chain's message (vram.OutOfMemoryError), one error per attempt, and
+    no partial gradient left behind."""
+    import torch
+
+    import vram
+    from vram.integrations.common import MicroBatchGuard
+
+    model = torch.nn.Linear(4, 1)
+    guard = MicroBatchGuard(lambda: model.zero_grad(set_to_none=True), max_splits=2)
+    sizes = []
+
+    def piece(x, share):
+        sizes.append(len(x))
+        model(x).pow(2).mean().mul(share).backward()  # a gradient exists, then the OOM
+        raise _injected_oom()
+
+    with pytest.raises(vram.OutOfMemoryError, match="even as 4 micro-batches of 2"):
+        guard.run(torch.randn(8, 4), piece)
+    assert sizes == [8, 4, 2] and len(guard.errors) == 3 and guard.ooms == 3
+    assert all(p.grad is None for p in model.parameters())
+
+
+def test_guard_matches_the_whole_batch_gradient():
+    """Micro-batches of 3 (after an OOM at 6 and more) give the gradient of
+    the whole batch of 6, with the batch before it in the cycle run again."""
+    import torch
+
+    from vram.integrations.common import MicroBatchGuard
+
+    torch.manual_seed(0)
+    model = torch.nn.Linear(4, 1)
+    a, b = torch.randn(6, 4), torch.randn(6, 4)
+    model.zero_grad()
+    (model(a).pow(2).mean() / 2 + model(b).pow(2).mean() / 2).backward()
+    want = [p.grad.clone() for p in model.parameters()]
+    model.zero_grad(set_to_none=True)
+    guard = MicroBatchGuard(lambda: model.zero_grad(set_to_none=True))
+    seen = []
+
+    def piece(x, share):
+        seen.append(len(x))
+        if len(x) > 3 and len(seen) > 1:  # the limit arrives during the second batch
+            raise _injected_oom()
+        loss = model(x).pow(2).mean() * share / 2
+        loss.backward()
+        return loss.detach()
+
+    guard.run(a, piece)
+    guard.run(b, piece)
+    assert seen == [6, 6, 3, 3, 3, 3] and guard.micro_batch_size == 3
+    for p, g in zip(model.parameters(), want):
+        assert torch.allclose(p.grad, g, atol=1e-6)
+
+
+def test_accelerate_drop_in_edges():
+    """No way to predict: a clear error; even min_batch_size failing:
+    BatchSizeError; starting_batch_size wins over the prediction."""
+    import vram.torch as vt
+    from vram.integrations.accelerate import find_executable_batch_size
+
+    with pytest.raises(ValueError, match="starting_batch_size=, profile= or model="):
+        find_executable_batch_size(lambda b: b)()
+
+    def never(b):
+        raise _injected_oom()
+    with pytest.raises(vt.BatchSizeError, match="minimum batch size 1"):
+        find_executable_batch_size(never, starting_batch_size=4)()
+    fn = find_executable_batch_size(lambda b, x: (b, x), starting_batch_size=7)
+    assert fn("x") == (7, "x") and fn.batch_size == 7 and fn.trials == 1
