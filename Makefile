@@ -3,17 +3,23 @@ BUILD     ?= build
 ASAN      ?= build-asan
 TSAN      ?= build-tsan
 JOBS      ?= $(shell nproc)
+# Recursive makes (cmake --build runs make in build/) would print two
+# "Entering/Leaving directory" lines each; what a newcomer reads is the output.
+MAKEFLAGS += --no-print-directory
 CMAKE_FLAGS ?= -DVRAM_WERROR=ON
 
 # Debian packages the build and the tests need (installed by `make deps`).
-DEPS := cmake make gcc pkg-config libcmocka-dev libjansson-dev libmicrohttpd-dev \
+DEPS := cmake make gcc pkg-config libcmocka-dev libjansson-dev \
         libcurl4-openssl-dev libsqlite3-dev libncurses-dev libyaml-dev sqlite3 \
         procps python3 python3-venv curl \
-        python3-torch python3-torchvision python3-pytest python3-setuptools python3-pip \
+        python3-pytest python3-setuptools python3-pip \
         libjs-dygraphs prometheus tmux chromium chromium-driver python3-selenium
 # Installing and its test (packaging/, docs/install.md); Slurm's SPANK plugin
 # and its one-node cluster test (contrib/slurm/, docs/slurm.md).
 DEPS += scdoc man-db systemd bash-completion libslurm-dev slurmctld slurmd munge
+# The multi-node test cluster (contrib/slurm/vram-testcluster): iproute2 and
+# util-linux for the namespaces, socat to reach each node's loopback vramd.
+DEPS += iproute2 util-linux socat
 
 # The project's Python environment: a venv on the machine's Python with the
 # PyPI packages of python/requirements-dev.txt (torch on the CPU, transformers,
@@ -97,8 +103,11 @@ install: $(BUILD)/CMakeCache.txt
 uninstall:
 	cmake --build $(BUILD) --target uninstall
 
-run: deps build
-	bash scripts/run-demo.sh $(BUILD)
+# The build's progress goes to a log: the demo's output is what to read.
+run: deps $(BUILD)/CMakeCache.txt
+	@echo "run: building in $(BUILD)/ (log: $(BUILD)/build.log)"
+	@cmake --build $(BUILD) -j $(JOBS) >$(BUILD)/build.log 2>&1 || { tail -n 40 $(BUILD)/build.log; exit 1; }
+	@bash scripts/run-demo.sh $(BUILD)
 
 bench: build
 	cmake --build $(BUILD) --target bench -j $(JOBS)

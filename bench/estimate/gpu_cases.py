@@ -152,6 +152,28 @@ def zeroes_grads(t):
     return False
 
 
+def sharding_flags(case, t):
+    """--zero/--gpus/--sharding from the case's `zero` field (a stage, or
+    text such as "ZeRO-3", "FSDP FULL_SHARD", "SHARD_GRAD_OP") and its
+    text: FSDP keeps every tensor in the dtype it was given (pure bf16 in
+    torchtune), DeepSpeed adds fp32 master weights (docs/estimation.md)."""
+    z = str(case.get("zero") or "").lower()
+    fsdp = "fsdp" in z or "full_shard" in z or "shard_grad_op" in z or (
+        not z and stated(t, r"fsdp", r"\bfsdp|fully_shard|fullyshardeddataparallel") is True)
+    if not z and not fsdp:
+        return []
+    if "shard_grad_op" in z or "zero-2" in z or "stage 2" in z or z.strip() == "2":
+        stage = "2"
+    elif "zero-1" in z or "stage 1" in z or z.strip() == "1":
+        stage = "1"
+    elif fsdp or "full_shard" in z or "zero-3" in z or "stage 3" in z or z.strip() == "3":
+        stage = "3"
+    else:
+        stage = (re.findall(r"\d", z) or ["3"])[0]
+    return ["--zero", stage, "--gpus", str(case.get("gpus") or 1)] + (
+        ["--sharding", "fsdp"] if fsdp else [])
+
+
 def flags_for(case):
     """The `vram estimate` flags that describe the case, from its fields."""
     t = text(case)
@@ -223,7 +245,7 @@ def flags_for(case):
             f += ["--optimizer", "momentum" if "momentum" in opt else "sgd"]
         if "adamw_hf" in opt or "for-loop" in opt or "foreach=false" in opt:
             f += ["--optimizer-impl", "for-loop"]  # transformers' own AdamW: one tensor at a time
-        elif "fused=true" in opt:
+        elif "fused=true" in opt or "adamw_torch_fused" in opt or re.search(r"fused adam", opt):
             f += ["--optimizer-impl", "fused"]
         if case.get("checkpointing"):
             f += ["--checkpointing", "full"]
@@ -247,8 +269,8 @@ def flags_for(case):
         f += ["--attention", "fused"]
     peft = (case.get("peft") or "").lower()
     if peft:
-        r = re.search(r"rank (\d+)", peft)
-        a = re.search(r"alpha (\d+)", peft)
+        r = re.search(r"(?:rank|\br|lora_r|lora_rank)[ =:]*(\d+)", peft)
+        a = re.search(r"alpha[ =:]*(\d+)", peft)
         if r:
             f += ["--lora-rank", r.group(1)]
         if a:
@@ -266,11 +288,11 @@ def flags_for(case):
             f += ["--lora-targets", ",".join(targets)]
         if "qlora" in peft or "nf4" in peft:
             f += ["--quantize-base", "nf4"]
-    if case.get("zero"):
-        f += ["--zero", str(case["zero"]), "--gpus", str(case.get("gpus") or 1)]
-    gpu = (case.get("gpu_model") or "").lower()
-    for name in ("h100", "a100", "v100", "l40s", "l4", "a10", "t4", "rtx4090", "rtx3090"):
-        if re.search(r"\b" + name + r"\b", gpu.replace("-", " ")):
+    f += sharding_flags(case, t)
+    gpu = re.sub(r"\brtx ", "rtx", (case.get("gpu_model") or "").lower().replace("-", " "))
+    for name in ("h200", "h100", "b200", "a100", "v100", "l40s", "l4", "a6000", "a40", "a10",
+                 "t4", "rtx4090", "rtx3090"):
+        if re.search(r"\b" + name + r"\b", gpu):
             f += ["--gpu-name", name.upper()]
             break
     # PyTorch before 1.13 (transformers before ~4.24, 2022) loads every kernel eagerly

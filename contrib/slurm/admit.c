@@ -2,19 +2,16 @@
 #include "spank_vram.h"
 
 #include "cli/daemon_client.h"
+#include "vram.h"
 
 #include <errno.h>
-#include <spawn.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
 #include <wordexp.h>
-
-extern char **environ;
 
 /* How long a waiting step keeps trying to reach a restarting vramd. */
 #define RESTART_GRACE_S 30.0
@@ -31,85 +28,43 @@ static int say(const char *fmt, ...)
     return -1;
 }
 
-/* Runs `vram estimate --model M ARGS [--batch-size B] --json` (B < 0: the
- * ARGS' own) and reads the total and the batch size. vram's own messages go
- * to the step's stderr. */
-static int estimate(const spank_vram_step_t *step, long long batch, uint64_t *total,
-                    long long *batch_out)
+/* The estimate settings of --vram-estimate-args ("--flag value" or
+ * "--flag=value", the flags of `vram estimate`) applied to cfg through
+ * libvram's settings table, in this process. */
+static int estimate_settings(const spank_vram_step_t *step, vram_estimate_config_t *cfg)
 {
-    wordexp_t words = {0};
     const char *args = step->opt[SPANK_VRAM_OPT_ESTIMATE_ARGS];
-    if (args && wordexp(args, &words, WRDE_NOCMD | WRDE_UNDEF) != 0)
+    if (!args) return 0;
+    wordexp_t words = {0};
+    if (wordexp(args, &words, WRDE_NOCMD | WRDE_UNDEF) != 0)
         return say("--vram-estimate-args \"%s\": not a list of flags (no $(...) or undefined "
                    "variables)",
                    args);
-    char batch_text[32];
-    snprintf(batch_text, sizeof batch_text, "%lld", batch);
-    const char *argv[128];
-    size_t n = 0;
-    argv[n++] = step->vram_bin;
-    argv[n++] = "estimate";
-    argv[n++] = "--model";
-    argv[n++] = step->opt[SPANK_VRAM_OPT_MODEL];
-    for (size_t i = 0; i < words.we_wordc && n < 120; i++) {
-        const char *w = words.we_wordv[i];
-        if (batch >= 0 && !strncmp(w, "--batch-size", 12)) {
-            if (!strchr(w, '=')) i++; /* skip its value too */
-            continue;
+    int rc = 0;
+    for (size_t i = 0; i < words.we_wordc && !rc; i++) {
+        char flag[64];
+        const char *w = words.we_wordv[i], *eq = strchr(w, '='), *value;
+        size_t len = eq ? (size_t)(eq - w) : strlen(w);
+        if (len >= sizeof flag) len = sizeof flag - 1;
+        memcpy(flag, w, len);
+        flag[len] = '\0';
+        if (eq)
+            value = eq + 1;
+        else if (i + 1 < words.we_wordc)
+            value = words.we_wordv[++i];
+        else {
+            rc = say("--vram-estimate-args: %s needs a value", flag);
+            break;
         }
-        argv[n++] = w;
+        if (vram_estimate_set(cfg, flag, value) != 0)
+            rc = say("--vram-estimate-args: %s", vram_last_error());
     }
-    if (batch >= 0) {
-        argv[n++] = "--batch-size";
-        argv[n++] = batch_text;
-    }
-    argv[n++] = "--json";
-    argv[n] = NULL;
-
-    int rc = -1, out[2];
-    pid_t pid;
-    posix_spawn_file_actions_t fa;
-    if (pipe(out) != 0) {
-        wordfree(&words);
-        return say("pipe: %s", strerror(errno));
-    }
-    posix_spawn_file_actions_init(&fa);
-    posix_spawn_file_actions_adddup2(&fa, out[1], 1);
-    posix_spawn_file_actions_addclose(&fa, out[0]);
-    int err = posix_spawn(&pid, step->vram_bin, &fa, NULL, (char **)argv, environ);
-    posix_spawn_file_actions_destroy(&fa);
-    close(out[1]);
-    if (err) {
-        say("cannot run %s: %s (plugstack.conf: vram=PATH)", step->vram_bin, strerror(err));
-        goto out;
-    }
-    json_error_t je;
-    FILE *f = fdopen(out[0], "r");
-    json_t *est = f ? json_loadf(f, JSON_DISABLE_EOF_CHECK, &je) : NULL;
-    if (f) fclose(f);
-    out[0] = -1;
-    int status = 0;
-    while (waitpid(pid, &status, 0) < 0 && errno == EINTR) {
-    }
-    if (!WIFEXITED(status) || WEXITSTATUS(status) != 0) {
-        say("the estimate of --vram-model %s failed (see vram's message above)",
-            step->opt[SPANK_VRAM_OPT_MODEL]);
-    } else if (!json_is_integer(json_object_get(json_object_get(est, "bytes"), "total"))) {
-        say("vram estimate gave no bytes.total");
-    } else {
-        *total =
-            (uint64_t)json_integer_value(json_object_get(json_object_get(est, "bytes"), "total"));
-        *batch_out = json_integer_value(json_object_get(est, "batch_size"));
-        rc = 0;
-    }
-    json_decref(est);
-out:
-    if (out[0] >= 0) close(out[0]);
     wordfree(&words);
     return rc;
 }
 
-/* mem_bytes, and the batch fields when the step may degrade. */
+/* mem_bytes, and the batch fields when the step may degrade: full
+ * estimates of --vram-model with those settings (vram_estimate_at_batch). */
 static int memory_fields(const spank_vram_step_t *step, json_t *req, long long *batch)
 {
     *batch = 0;
@@ -121,19 +76,28 @@ static int memory_fields(const spank_vram_step_t *step, json_t *req, long long *
         json_object_set_new(req, "mem_bytes", json_integer((json_int_t)mem));
         return 0;
     }
-    uint64_t at_b, at_other;
-    long long b, ignored;
-    if (estimate(step, -1, &at_b, &b) != 0) return -1;
-    json_object_set_new(req, "mem_bytes", json_integer((json_int_t)at_b));
+    vram_model_t model;
+    vram_estimate_config_t cfg;
+    vram_estimate_config_init(&cfg);
+    if (vram_model_find(step->opt[SPANK_VRAM_OPT_MODEL], &model) != 0)
+        return say("--vram-model: %s", vram_last_error());
+    if (estimate_settings(step, &cfg) != 0) return -1;
+    uint64_t mem, per_sample = 0;
+    long long b = cfg.batch_size;
+    if (vram_estimate_at_batch(&model, &cfg, b, &mem) != 0)
+        return say("the estimate of --vram-model %s: %s", step->opt[SPANK_VRAM_OPT_MODEL],
+                   vram_last_error());
+    json_object_set_new(req, "mem_bytes", json_integer((json_int_t)mem));
     *batch = b;
     const char *min = step->opt[SPANK_VRAM_OPT_MIN_BATCH];
     if (!min || b <= 1) return 0;
-    /* Every term of the estimate is affine in the batch: one more estimate
-     * gives the memory of a sample. */
-    if (estimate(step, b - 1, &at_other, &ignored) != 0) return -1;
+    long long lo = atoll(min);
+    if (vram_estimate_degrade_slope(&model, &cfg, lo >= 1 && lo < b ? lo : 1, b, &per_sample) != 0)
+        return say("the estimate of --vram-model %s: %s", step->opt[SPANK_VRAM_OPT_MODEL],
+                   vram_last_error());
     json_object_set_new(req, "batch_size", json_integer(b));
-    json_object_set_new(req, "min_batch_size", json_integer(atoll(min)));
-    json_object_set_new(req, "per_sample_bytes", json_integer((json_int_t)(at_b - at_other)));
+    json_object_set_new(req, "min_batch_size", json_integer(lo));
+    json_object_set_new(req, "per_sample_bytes", json_integer((json_int_t)per_sample));
     return 0;
 }
 

@@ -39,7 +39,11 @@ static const char *option_names[] = {
     SPANK_VRAM_OPTIONS(SPANK_VRAM_NAME_)
 #undef SPANK_VRAM_NAME_
 };
-static const char *socket_path = "/run/vram/vramd.sock";
+/* plugstack.conf's socket=, where %n stands for the node's Slurm name and
+ * %h for its host name (one shared plugstack.conf for nodes that keep their
+ * sockets apart); socket_path is it expanded on the node. */
+static const char *socket_template = "/run/vram/vramd.sock";
+static char socket_path[512] = "/run/vram/vramd.sock";
 static const char *vram_bin = SPANK_VRAM_BIN;
 static bool admin_optional;
 
@@ -101,10 +105,17 @@ static bool active(void)
 /* plugstack.conf arguments: socket=PATH, vram=PATH, optional. */
 int slurm_spank_init(spank_t sp, int ac, char **av)
 {
-    (void)sp;
+    /* sbatch and salloc ignore a static spank_options table (Slurm loads it
+     * in every context but the allocator's): register the options there. */
+    if (spank_context() == S_CTX_ALLOCATOR)
+        for (int i = 0; i < SPANK_VRAM_OPT_COUNT_; i++)
+            if (spank_option_register(sp, &spank_options[i]) != ESPANK_SUCCESS) {
+                slurm_error("spank_vram: cannot register --%s", spank_options[i].name);
+                return -1;
+            }
     for (int i = 0; i < ac; i++) {
         if (!strncmp(av[i], "socket=", 7))
-            socket_path = av[i] + 7;
+            socket_template = av[i] + 7;
         else if (!strncmp(av[i], "vram=", 5))
             vram_bin = av[i] + 5;
         else if (!strcmp(av[i], "optional"))
@@ -116,6 +127,29 @@ int slurm_spank_init(spank_t sp, int ac, char **av)
             return -1;
         }
     }
+    return 0;
+}
+
+/* sbatch/salloc/srun: the memory the job asks for goes with the job to
+ * slurmctld as VRAM_GRES_MIB (per node: MiB per GPU times GPUs) and
+ * VRAM_GPU_MIB (per GPU), where job_submit.lua turns them into
+ * --gres=vram:N and a constraint to nodes whose GPUs can each hold the job,
+ * so that Slurm places it where the memory is (docs/slurm.md). */
+static int tell_slurmctld(spank_t sp)
+{
+    spank_context_t ctx = spank_context();
+    uint64_t mem;
+    if ((ctx != S_CTX_LOCAL && ctx != S_CTX_ALLOCATOR) || !values[SPANK_VRAM_OPT_MEM] ||
+        vram_parse_size(values[SPANK_VRAM_OPT_MEM], &mem) != 0)
+        return 0;
+    long long gpus = values[SPANK_VRAM_OPT_GPUS] ? atoll(values[SPANK_VRAM_OPT_GPUS]) : 1;
+    unsigned long long per_gpu = (mem + (1u << 20) - 1) >> 20;
+    char mib[32], gpu_mib[32];
+    snprintf(mib, sizeof mib, "%llu", per_gpu * (unsigned long long)gpus);
+    snprintf(gpu_mib, sizeof gpu_mib, "%llu", per_gpu);
+    if (spank_job_control_setenv(sp, "VRAM_GRES_MIB", mib, 1) != ESPANK_SUCCESS ||
+        spank_job_control_setenv(sp, "VRAM_GPU_MIB", gpu_mib, 1) != ESPANK_SUCCESS)
+        slurm_debug("spank_vram: cannot pass VRAM_GRES_MIB/VRAM_GPU_MIB to slurmctld");
     return 0;
 }
 
@@ -139,6 +173,37 @@ int slurm_spank_init_post_opt(spank_t sp, int ac, char **av)
             slurm_error("--%s needs --vram-mem or --vram-model", option_names[i]);
             return -1;
         }
+    return tell_slurmctld(sp);
+}
+
+/* Expands %n (SLURMD_NODENAME), %h (host name) and %% in socket_template. */
+static int expand_socket(spank_t sp)
+{
+    char node[256] = "", host[256] = "";
+    if (spank_getenv(sp, "SLURMD_NODENAME", node, sizeof node) != ESPANK_SUCCESS)
+        snprintf(node, sizeof node, "%s",
+                 getenv("SLURMD_NODENAME") ? getenv("SLURMD_NODENAME") : "");
+    if (gethostname(host, sizeof host) != 0) host[0] = 0;
+    host[sizeof host - 1] = 0;
+    size_t at = 0;
+    for (const char *p = socket_template; *p && at + 1 < sizeof socket_path; p++) {
+        const char *put = NULL;
+        if (p[0] == '%' && (p[1] == 'n' || p[1] == 'h' || p[1] == '%')) {
+            put = p[1] == 'n' ? node : p[1] == 'h' ? host : "%";
+            if (!*put) {
+                slurm_error("spank_vram: socket=%s: the node's %s is unknown", socket_template,
+                            p[1] == 'n' ? "Slurm name (SLURMD_NODENAME)" : "host name");
+                return -1;
+            }
+            p++;
+        }
+        at += (size_t)snprintf(socket_path + at, sizeof socket_path - at, "%.*s",
+                               put ? (int)strlen(put) : 1, put ? put : p);
+    }
+    if (at + 1 >= sizeof socket_path) {
+        slurm_error("spank_vram: socket=%s is too long once expanded", socket_template);
+        return -1;
+    }
     return 0;
 }
 
@@ -146,6 +211,7 @@ int slurm_spank_user_init(spank_t sp, int ac, char **av)
 {
     (void)ac, (void)av;
     if (!spank_remote(sp) || !active()) return 0;
+    if (expand_socket(sp) != 0) return -1;
     if (spank_get_item(sp, S_JOB_LOCAL_TASK_COUNT, &local_tasks) != ESPANK_SUCCESS) local_tasks = 1;
     if (pipe2(grant_pipe, O_CLOEXEC) != 0 || pipe2(id_pipe, O_CLOEXEC) != 0) {
         slurm_error("spank_vram: pipe: %s", strerror(errno));

@@ -1,9 +1,12 @@
 """Devices, the estimator and the planner: thin calls into libvram."""
 import ctypes
+import math
+import numbers
 import sys
 
 from . import _lib
 from ._lib import lib, check
+from .errors import InvalidArgumentError
 from .types import Device, Estimate, Plan, gib
 
 
@@ -34,7 +37,8 @@ class Context:
     def select(self, need_bytes=0):
         """Index of the best device for need_bytes (vram_device_select)."""
         idx = ctypes.c_int()
-        check(lib.vram_device_select(self.handle, int(need_bytes), ctypes.byref(idx)))
+        check(lib.vram_device_select(self.handle, parse_size(need_bytes, "need_bytes"),
+                                     ctypes.byref(idx)))
         return idx.value
 
     def close(self):
@@ -96,45 +100,77 @@ def _model_request(model, hf_config, profile, settings):
     return req
 
 
-def estimate(model=None, *, hf_config=None, profile=None, mode=None, batch_size=None,
-             seq_len=None, image_size=None, precision=None, optimizer=None,
-             checkpointing=None, attention=None, zero_stage=None, gpus=None,
-             max_new_tokens=None, overhead_bytes=None, accumulation_steps=None):
-    """One GPU's memory for a workload (the knobs of `vram estimate`).
+def estimate(model=None, *, hf_config=None, profile=None, **settings):
+    """One GPU's memory for a workload: the bytes `vram estimate` gives for
+    the same settings.
 
     model: a catalog name; or hf_config: a config.json path; or profile: a
-    measured profile (vram.torch.analyze(), a dict, or a JSON file path)."""
-    req = _model_request(model, hf_config, profile, dict(
-        mode=mode, batch_size=batch_size, seq_len=seq_len, image_size=image_size,
-        precision=precision, optimizer=optimizer, checkpointing=checkpointing,
-        attention=attention, zero_stage=zero_stage, gpus=gpus, max_new_tokens=max_new_tokens,
-        overhead_bytes=overhead_bytes, accumulation_steps=accumulation_steps))
+    measured profile (vram.torch.analyze(), a dict, or a JSON file path).
+    settings: every estimate setting of libvram's table, by its JSON key
+    (`vram estimate --help` lists them as flags: --lora-rank is
+    lora_rank=16, --zero is zero_stage=3, --quantize-base is
+    quantize_base="nf4", --gpu-name is gpu_name="H100"). None leaves a
+    setting at its default; an unknown key raises VramError naming it."""
+    req = _model_request(model, hf_config, profile, _sized(settings))
     return Estimate.from_json(_lib.call_json(lib.vram_estimate_json, _lib.encode(req)))
 
 
 def plan(model=None, *, hf_config=None, profile=None, gpu=None, gpu_mem=None, gpu_name=None,
-         target=None, power_of_two=None, mode=None, batch_size=None, seq_len=None,
-         image_size=None, precision=None, optimizer=None, checkpointing=None, attention=None,
-         zero_stage=None, gpus=None, max_new_tokens=None, overhead_bytes=None,
-         accumulation_steps=None):
+         target=None, power_of_two=None, **settings):
     """Batch-size recommendations (the knobs of `vram plan`). The device is
     one of gpu= (an index: its free memory now), gpu_mem= (bytes or "24GiB")
-    or gpu_name= ("A100-80GB"); gpu=0 is the default."""
+    or gpu_name= ("A100-80GB", "L40S"); gpu=0 is the default. settings: as
+    estimate(). Plan.bytes_at(b) is the full estimate at batch b."""
     if gpu is None and gpu_mem is None and gpu_name is None:
         gpu = 0
-    req = _model_request(model, hf_config, profile, dict(
-        gpu=gpu, gpu_mem=gpu_mem, gpu_name=gpu_name, target=target, power_of_two=power_of_two,
-        mode=mode, batch_size=batch_size, seq_len=seq_len, image_size=image_size,
-        precision=precision, optimizer=optimizer, checkpointing=checkpointing,
-        attention=attention, zero_stage=zero_stage, gpus=gpus, max_new_tokens=max_new_tokens,
-        overhead_bytes=overhead_bytes, accumulation_steps=accumulation_steps))
-    return Plan.from_json(_lib.call_json(lib.vram_plan_json, _lib.encode(req)))
+    est = _model_request(model, hf_config, profile, dict(_sized(settings), gpu_name=gpu_name))
+    req = dict(est, gpu=gpu, gpu_mem=optional_size(gpu_mem, "gpu_mem"), target=target,
+               power_of_two=power_of_two)
+    req = {k: v for k, v in req.items() if v is not None}
+    p = Plan.from_json(_lib.call_json(lib.vram_plan_json, _lib.encode(req)))
+    p.estimate_request = est
+    return p
 
 
-def parse_size(text):
-    """"24GiB" -> bytes (vram_parse_size); ints pass through."""
-    if isinstance(text, int):
-        return text
+def _sized(settings):
+    """The size settings through the one size parser (errors name the argument)."""
+    return {k: optional_size(v, k) if k == "overhead_bytes" else v for k, v in settings.items()}
+
+
+_U64_MAX = (1 << 64) - 1
+
+
+def parse_size(value, name="size"):
+    """Bytes from a size argument: an int (or a float holding a whole
+    number, such as 2e9) of bytes, or text libvram's parser reads
+    (vram_parse_size: "512", "64KiB", "20GiB", "1.5GB"). Every size argument
+    of the package comes through here; `name` is the argument's, and every
+    error (vram.InvalidArgumentError, a ValueError) starts with it: a bool,
+    a negative or fractional number, a value past 2^64 - 1 bytes, text that
+    is not a size, anything else."""
+    if isinstance(value, bool) or not isinstance(value, (numbers.Real, str, bytes)):
+        raise InvalidArgumentError("%s: %r is not a size (give bytes as an int, or text such "
+                                   "as \"24GiB\")" % (name, value))
+    if isinstance(value, numbers.Real) and not isinstance(value, numbers.Integral):
+        if not math.isfinite(value) or value != int(value):
+            raise InvalidArgumentError("%s: %r is not a whole number of bytes (write units as "
+                                       "text: \"%sGiB\")" % (name, value, value))
+        value = int(value)
+    if isinstance(value, numbers.Integral):
+        value = int(value)
+        if value < 0:
+            raise InvalidArgumentError("%s: %d bytes is negative" % (name, value))
+        if value > _U64_MAX:
+            raise InvalidArgumentError("%s: %d bytes is too large (at most 2^64 - 1)" %
+                                       (name, value))
+        return value
+    text = value.decode("utf-8", "replace") if isinstance(value, bytes) else value
     out = ctypes.c_uint64()
-    check(lib.vram_parse_size(str(text).encode(), ctypes.byref(out)))
+    lib.vram_clear_error()
+    check(lib.vram_parse_size(text.encode("utf-8", "replace"), ctypes.byref(out)), name)
     return out.value
+
+
+def optional_size(value, name):
+    """parse_size, passing None through (an argument left unset)."""
+    return None if value is None else parse_size(value, name)

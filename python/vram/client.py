@@ -9,6 +9,7 @@ import time
 import urllib.parse
 
 from . import _lib
+from .api import optional_size, parse_size
 from .errors import ConnectionError as VramConnectionError
 from .errors import DaemonError, TimeoutError as VramTimeoutError
 from .types import Job
@@ -103,9 +104,11 @@ class Client:
         """POST /v1/jobs. mem_bytes per GPU (int or "20GiB"); returns the Job
         (already "running" when it fits now)."""
         body = {k: v for k, v in dict(
-            mem_bytes=mem_bytes, gpus=gpus, name=name, command=command, priority=priority,
+            mem_bytes=parse_size(mem_bytes, "mem_bytes"), gpus=gpus, name=name, command=command,
+            priority=priority,
             timeout_s=timeout_s, pid=pid, devices=devices, batch_size=batch_size,
-            min_batch_size=min_batch_size, per_sample_bytes=per_sample_bytes).items()
+            min_batch_size=min_batch_size,
+            per_sample_bytes=optional_size(per_sample_bytes, "per_sample_bytes")).items()
             if v is not None}
         return Job.from_json(self.request("POST", "/v1/jobs", body))
 
@@ -132,7 +135,7 @@ class Client:
     def report_peak(self, job_id, peak_bytes):
         """Reports the job's measured peak usage in bytes per GPU (vramd keeps
         the largest report); returns the Job."""
-        body = {"peak_bytes": int(peak_bytes)}
+        body = {"peak_bytes": parse_size(peak_bytes, "peak_bytes")}
         return Job.from_json(self.request("POST", "/v1/jobs/%d/peak" % int(job_id), body))
 
     def renew(self, job_id):

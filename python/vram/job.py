@@ -5,6 +5,7 @@ import logging
 import os
 import threading
 
+from .api import parse_size
 from .client import Client
 from .errors import Error
 
@@ -84,7 +85,7 @@ class JobInfo:
 
     def record_peak(self, nbytes):
         """Notes a peak usage (kept as the maximum seen)."""
-        self.peak_bytes = max(self.peak_bytes, int(nbytes))
+        self.peak_bytes = max(self.peak_bytes, parse_size(nbytes, "nbytes"))
 
     def stop(self):
         """Stops renewing and reports the peak usage seen by record_peak() or

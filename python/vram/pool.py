@@ -5,6 +5,7 @@ import json
 from . import _lib
 from ._lib import lib, check
 from .api import Context, parse_size
+from .errors import InvalidArgumentError
 from .types import PoolStats
 
 
@@ -45,8 +46,12 @@ class Pool:
         if limit is not None:
             if isinstance(limit, float) and 0 < limit <= 1:
                 cfg.limit_bytes, cfg.limit_fraction = 0, limit
+            elif isinstance(limit, float) and limit != int(limit):
+                raise InvalidArgumentError(
+                    "limit: %r is neither a fraction of the device in (0, 1] nor a whole "
+                    "number of bytes (write units as text: \"%sGiB\")" % (limit, limit))
             else:
-                cfg.limit_bytes, cfg.limit_fraction = parse_size(limit), 0.0
+                cfg.limit_bytes, cfg.limit_fraction = parse_size(limit, "limit"), 0.0
         self._trace = trace_path.encode() if trace_path else None  # kept alive with the pool
         if trace_path is not None:
             cfg.trace_path = self._trace
@@ -62,10 +67,14 @@ class Pool:
         return self._h
 
     def alloc(self, size, stream=None):
-        """Allocates `size` bytes; returns the address (int; 0 for size 0)."""
+        """Allocates `size` bytes (an int, or text such as "256MiB");
+        returns the address (int; 0 for size 0)."""
+        size = parse_size(size, "size")
+        if size > ctypes.c_size_t(-1).value:
+            raise InvalidArgumentError("size: %d bytes does not fit a size_t" % size)
         p = ctypes.c_void_p()
-        check(lib.vram_pool_alloc(self.handle, int(size), stream, ctypes.byref(p)),
-              "pool alloc of %d bytes" % int(size))
+        check(lib.vram_pool_alloc(self.handle, size, stream, ctypes.byref(p)),
+              "pool alloc of %d bytes" % size)
         if p.value:
             self._live.add(p.value)
         return p.value or 0
@@ -88,7 +97,7 @@ class Pool:
 
     def set_limit(self, limit):
         """Caps the reserved bytes (0 = no limit)."""
-        check(lib.vram_pool_set_limit(self.handle, parse_size(limit)))
+        check(lib.vram_pool_set_limit(self.handle, parse_size(limit, "limit")))
 
     def reset_peaks(self):
         lib.vram_pool_reset_peaks(self.handle)

@@ -8,9 +8,11 @@ for Python: thin ctypes wrappers, the logic stays in C.
 BatchIteratorPolicy, OOMChain and SwapLRU are the bookkeeping under
 vram.torch.runtime's AdaptiveBatchIterator, oom_guard and SwapCache."""
 import ctypes
+import numbers
 import os
 
-from . import _lib
+from . import _lib, errors
+from .api import parse_size
 from ._lib import lib, check
 
 _I, _D, _B, _V = ctypes.c_int, ctypes.c_double, ctypes.c_bool, ctypes.c_void_p
@@ -142,6 +144,7 @@ _PROTOTYPES = {
     "vram_swap_destroy": (None, [_V]),
     "vram_swap_get": (_I, [_V, _U64, _U64, _P(_I), _P(_I), _P(_SZ)]),
     "vram_swap_move": (_I, [_V, _SZ, _P(_Move)]),
+    "vram_swap_set_gpu_budget": (_I, [_V, _U64, _P(_SZ)]),
     "vram_swap_remove": (_I, [_V, _U64]),
     "vram_swap_where": (_I, [_V, _U64]),
     "vram_swap_stats": (_I, [_V, _P(_SwapStats)]),
@@ -151,13 +154,31 @@ for _name, (_res, _args) in _PROTOTYPES.items():
     _fn = getattr(lib, _name)
     _fn.restype, _fn.argtypes = _res, _args
 
-# YAML keys (docs/runtime.md) -> fields of vram_batchopt_config_t
-_YAML_KEYS = {"enabled": "enabled", "target_vram_usage": "target_usage",
-              "safety_margin": "safety_margin", "adjustment_frequency": "adjustment_frequency",
-              "min_batch_size": "min_batch", "max_batch_size": "max_batch",
-              "min_lq_size": "min_lq", "max_lq_size": "max_lq",
-              "vram_history_size": "history_size", "max_adjustments": "max_adjustments",
-              "oom_cooldown_windows": "oom_cooldown_windows"}
+_KEY_CHARS = frozenset("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789_")
+
+
+def config_text(config):
+    """The training_automations YAML of a dict of DynamicBatchSizeOptimizer
+    keys, so that a dict goes through libvram's one reader (its key table,
+    types and ranges; docs/runtime.md) like a file does. Values must be
+    bools or numbers: nothing else belongs in the section, and text could
+    smuggle in other keys."""
+    lines = ["training_automations:", "  enabled: true", "  DynamicBatchSizeOptimizer:"]
+    for key, value in config.items():
+        if not isinstance(key, str) or not key or not set(key) <= _KEY_CHARS:
+            raise errors.InvalidArgumentError("vram: optimizer config key %r is not a key name"
+                                              % (key,))
+        if isinstance(value, bool):
+            text = "true" if value else "false"
+        elif isinstance(value, numbers.Integral):
+            text = str(int(value))
+        elif isinstance(value, numbers.Real):
+            text = repr(float(value))
+        else:
+            raise errors.InvalidArgumentError(
+                "vram: optimizer config %s: %r is not a number or a bool" % (key, value))
+        lines.append("    %s: %s" % (key, text))
+    return "\n".join(lines) + "\n"
 
 
 def _struct_dict(s):
@@ -204,16 +225,18 @@ class BatchSizeOptimizer(_Handle):
     _destroy = "vram_batchopt_destroy"
 
     def __init__(self, config=None, batch=8, lq=0, policy="model"):
-        cfg = _OptConfig()
-        lib.vram_batchopt_config_init(ctypes.byref(cfg))
+        cfg = config if isinstance(config, _OptConfig) else _OptConfig()
+        if not isinstance(config, _OptConfig):
+            lib.vram_batchopt_config_init(ctypes.byref(cfg))
         if isinstance(config, (str, os.PathLike)):
             check(lib.vram_batchopt_config_load(os.fsencode(config), ctypes.byref(cfg)))
-        elif config:
-            for key, value in config.items():
-                if key not in _YAML_KEYS:
-                    raise ValueError("vram: unknown optimizer key %r (known: %s)" %
-                                     (key, ", ".join(sorted(_YAML_KEYS))))
-                setattr(cfg, _YAML_KEYS[key], value)
+        elif isinstance(config, dict):
+            check(lib.vram_batchopt_config_parse(config_text(config).encode(), b"config dict",
+                                                 ctypes.byref(cfg)))
+        elif config is not None and not isinstance(config, _OptConfig):
+            raise errors.InvalidArgumentError(
+                "vram: config must be a YAML path, a dict or None, not %s" %
+                type(config).__name__)
         if policy not in ("model", "fixed-step"):
             raise ValueError("vram: policy must be 'model' or 'fixed-step', not %r" % (policy,))
         cfg.policy = 0 if policy == "model" else 1
@@ -224,12 +247,11 @@ class BatchSizeOptimizer(_Handle):
         self.last_reason = "none"
 
     @classmethod
-    def from_yaml_text(cls, text, batch=8, lq=0, origin="<config>"):
+    def from_yaml_text(cls, text, batch=8, lq=0, origin="<config>", policy="model"):
         cfg = _OptConfig()
         lib.vram_batchopt_config_init(ctypes.byref(cfg))
         check(lib.vram_batchopt_config_parse(text.encode(), origin.encode(), ctypes.byref(cfg)))
-        conf = {y: getattr(cfg, f) for y, f in _YAML_KEYS.items()}
-        return cls(conf, batch, lq)
+        return cls(cfg, batch, lq, policy)
 
     def update(self, usage):
         """One iteration's reading (fraction of the device); returns
@@ -420,7 +442,8 @@ class SwapLRU(_Handle):
 
     def __init__(self, gpu_budget, host_budget=0):
         h = ctypes.c_void_p()
-        check(lib.vram_swap_create(int(gpu_budget), int(host_budget), ctypes.byref(h)))
+        check(lib.vram_swap_create(parse_size(gpu_budget, "gpu_budget"),
+                                   parse_size(host_budget, "host_budget"), ctypes.byref(h)))
         super().__init__(h.value)
 
     def get(self, key, size):
@@ -429,12 +452,23 @@ class SwapLRU(_Handle):
         found, now, n = _I(), _I(), _SZ()
         check(lib.vram_swap_get(self.handle, key, int(size), ctypes.byref(found),
                                 ctypes.byref(now), ctypes.byref(n)))
+        return TIERS[found.value], TIERS[now.value], self._moves(n.value)
+
+    def _moves(self, n):
         moves = []
-        for i in range(n.value):
+        for i in range(n):
             m = _Move()
             check(lib.vram_swap_move(self.handle, i, ctypes.byref(m)))
             moves.append((m.key, m.size, TIERS[m.from_], TIERS[m.to]))
-        return TIERS[found.value], TIERS[now.value], moves
+        return moves
+
+    def set_gpu_budget(self, gpu_budget):
+        """A new GPU budget; a smaller one demotes the least recently used
+        items: returns the moves to carry out, as get() does."""
+        n = _SZ()
+        check(lib.vram_swap_set_gpu_budget(self.handle, parse_size(gpu_budget, "gpu_budget"),
+                                           ctypes.byref(n)))
+        return self._moves(n.value)
 
     def remove(self, key):
         check(lib.vram_swap_remove(self.handle, key))

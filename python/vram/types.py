@@ -78,6 +78,8 @@ class Estimate:
     allocated_peak: int = 0
     reserved: int = 0
     nvidia_smi: int = 0
+    # the same parts as they are at the peak: they add up to total
+    at_peak: dict = field(default_factory=dict)
     raw: dict = field(repr=False, default_factory=dict)
 
     @classmethod
@@ -85,7 +87,7 @@ class Estimate:
         kw = {k: d[k] for k in ("model", "family", "parameters_count", "mode", "batch_size",
                                 "seq_len", "image_size", "precision", "optimizer")}
         kw.update(d["bytes"])
-        return cls(raw=d, **kw)
+        return cls(raw=d, at_peak=dict(d.get("at_peak", {})), **kw)
 
 
 @dataclass
@@ -106,8 +108,7 @@ class Plan:
     free_bytes: int
     target: float
     budget_bytes: int
-    model_bytes: int
-    per_sample_bytes: int
+    model_bytes: int  # at batch 1, the peak without what the batch scales
     maximum: int
     recommended: int
     safe: int
@@ -119,7 +120,10 @@ class Plan:
     micro_batch_size: Optional[int] = None
     accumulation_steps: Optional[int] = None
     suggestions: List[Suggestion] = field(default_factory=list)
+    shown_batch: Optional[int] = None  # the batch `vram plan` shows, and its full estimate
+    shown_bytes: Optional[int] = None
     raw: dict = field(repr=False, default_factory=dict)
+    estimate_request: Optional[dict] = field(repr=False, default=None)
 
     @classmethod
     def from_json(cls, d):
@@ -127,19 +131,25 @@ class Plan:
         return cls(model=d["model"], gpu=g["name"], total_bytes=g["total_bytes"],
                    used_bytes=g["used_bytes"], free_bytes=g["free_bytes"], target=d["target"],
                    budget_bytes=d["budget_bytes"], model_bytes=d["model_bytes"],
-                   per_sample_bytes=d["per_sample_bytes"], maximum=r["maximum"],
+                   maximum=r["maximum"],
                    recommended=r["recommended"], safe=r["safe"],
                    largest_fitting=r["largest_fitting"], batch_size=cur.get("batch_size"),
                    fits=cur.get("fits"), verdict=cur.get("verdict"),
                    current_bytes=cur.get("total_bytes"),
                    micro_batch_size=cur.get("micro_batch_size"),
                    accumulation_steps=cur.get("accumulation_steps"),
-                   suggestions=[Suggestion(**s) for s in d.get("suggestions", [])], raw=d)
+                   suggestions=[Suggestion(**s) for s in d.get("suggestions", [])],
+                   shown_batch=d.get("shown", {}).get("batch_size"),
+                   shown_bytes=d.get("shown", {}).get("total_bytes"), raw=d)
 
     def bytes_at(self, batch):
-        """The planner's affine summary of memory at `batch` (model bytes plus
-        per-sample bytes); vram.estimate() gives the exact figure."""
-        return self.model_bytes + batch * self.per_sample_bytes
+        """The memory at `batch`: the full estimate there with the plan's
+        settings (vram_estimate_at_batch's figure), never a slope."""
+        if self.estimate_request is None:
+            raise ValueError("vram: this plan was not made by vram.plan(); use vram.estimate()")
+        from .api import estimate
+        req = dict(self.estimate_request, batch_size=int(batch))
+        return estimate(**req).total
 
 
 @dataclass

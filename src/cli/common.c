@@ -47,7 +47,14 @@ int cli_open_ctx(const char *cmd, bool quiet, vram_ctx_t **ctx)
         if (rc == VRAM_EINVAL) return cli_usage_error(cmd, "%s", vram_last_error());
         return cli_runtime_error(cmd, "%s", vram_last_error());
     }
-    if (!quiet && *vram_ctx_reason(*ctx)) fprintf(stderr, "vram: %s\n", vram_ctx_reason(*ctx));
+    /* Which backend auto chose and why is a note (-v/--verbose, or
+     * VRAM_LOG_LEVEL=debug; `vram info --json` has it as "reason"): stderr is
+     * for what the user must act on. Falling back to host memory is said
+     * always: what follows is not a GPU's memory. */
+    bool note = cli_verbose || !strcmp(vram_option_str(VRAM_OPT_LOG_LEVEL), "debug");
+    bool host = !strcmp(vram_ctx_backend(*ctx), "cpu");
+    if (!quiet && *vram_ctx_reason(*ctx) && (note || host))
+        fprintf(stderr, "vram: %s\n", vram_ctx_reason(*ctx));
     return 0;
 }
 

@@ -20,7 +20,7 @@ static void usage(FILE *out)
 static json_t *estimate_json(const vram_model_t *m, const cli_model_args_t *a,
                              const vram_estimate_t *e)
 {
-    json_t *o = vram_estimate_to_json(m, &a->est, e, a->accumulation_steps);
+    json_t *o = vram_estimate_to_json(m, &a->est, e);
     if (o && a->gpu_note) json_object_set_new(o, "gpu_note", json_string(a->gpu_note));
     return o;
 }
@@ -57,9 +57,9 @@ static void cli_print_estimate(const vram_model_t *m, const cli_model_args_t *a,
            : c->mode == VRAM_MODE_INFER ? "inference"
                                         : "weights loaded",
            (long long)c->batch_size);
-    if (a->accumulation_steps > 1)
-        printf(" x %lld accumulation steps (effective %lld)", (long long)a->accumulation_steps,
-               (long long)(c->batch_size * a->accumulation_steps));
+    if (c->accumulation_steps > 1)
+        printf(" x %lld accumulation steps (effective %lld)", (long long)c->accumulation_steps,
+               (long long)(c->batch_size * c->accumulation_steps));
     if (e->seq_len) printf(", sequence %lld", (long long)e->seq_len);
     if (e->image_size) printf(", image %lld px", (long long)e->image_size);
     if (c->mode == VRAM_MODE_INFER && c->max_new_tokens)
@@ -79,26 +79,44 @@ static void cli_print_estimate(const vram_model_t *m, const cli_model_args_t *a,
     }
     printf(", attention %s", e->fused_attention ? "fused" : "eager");
     if (a->gpu_note) printf("\nGPU          %s", a->gpu_note);
-    printf("\n\nMemory per GPU\n");
-    print_row("Parameters", e->parameters, e->total);
-    print_row("Buffers", e->buffers, e->total);
-    print_row("Gradients", e->gradients, e->total);
-    print_row("Optimizer states", e->optimizer_states, e->total);
-    print_row("Activations", e->activations, e->total);
-    print_row("KV cache", e->kv_cache, e->total);
-    print_row("Autocast cache", e->autocast_cache, e->total);
-    print_row("Backward temps", e->backward_temps, e->total);
-    print_row("Optimizer temps", e->optimizer_temps, e->total);
-    print_row("cuBLAS workspaces", e->workspaces, e->total);
-    print_row("Allocator rounding", e->allocator_rounding, e->total);
-    print_row("CUDA context", e->cuda_context, e->total);
+    const char *phase = c->mode == VRAM_MODE_LOAD    ? "after loading"
+                        : c->mode == VRAM_MODE_INFER ? "forward pass"
+                        : e->peak_in_optimizer_step  ? "optimizer step"
+                                                     : "backward pass";
+    printf("\n\nMemory per GPU at the peak (%s)\n", phase);
+    const vram_estimate_live_t *l = &e->live;
+    const struct {
+        const char *label;
+        uint64_t live, largest;
+    } parts[] = {
+        {"Parameters", l->parameters, e->parameters},
+        {"Buffers", l->buffers, e->buffers},
+        {"Gradients", l->gradients, e->gradients},
+        {"Optimizer states", l->optimizer_states, e->optimizer_states},
+        {"Activations", l->activations, e->activations},
+        {"KV cache", l->kv_cache, e->kv_cache},
+        {"Autocast cache", l->autocast_cache, e->autocast_cache},
+        {"Backward temps", l->backward_temps, e->backward_temps},
+        {"Optimizer temps", l->optimizer_temps, e->optimizer_temps},
+        {"cuBLAS workspaces", l->workspaces, e->workspaces},
+        {"Allocator rounding", l->allocator_rounding, e->allocator_rounding},
+        {"CUDA context", l->cuda_context, e->cuda_context},
+    };
+    size_t nparts = sizeof parts / sizeof parts[0];
+    for (size_t i = 0; i < nparts; i++)
+        print_row(parts[i].label, parts[i].live, e->total);
     printf("  %-18s %10s\n", "", "----------");
+    print_row("nvidia-smi (total)", e->nvidia_smi, e->total);
+    printf("Included in the total:\n");
     print_row("Allocated at peak", e->allocated_peak, e->total);
     print_row("Reserved", e->reserved, e->total);
-    print_row("nvidia-smi (total)", e->nvidia_smi, e->total);
-    if (c->mode == VRAM_MODE_TRAIN)
-        printf("\nThe peak is in the %s; not every part above is live then.\n",
-               e->peak_in_optimizer_step ? "optimizer step" : "backward pass");
+    bool header = false;
+    for (size_t i = 0; i < nparts; i++) {
+        if (parts[i].largest <= parts[i].live) continue;
+        if (!header) printf("\nLarger at another moment of the step (not live at the peak):\n");
+        header = true;
+        printf("  %-18s %10.2f GiB\n", parts[i].label, vram_gib(parts[i].largest));
+    }
 }
 
 static int list_catalog(bool json)

@@ -1,8 +1,6 @@
 /* The model and estimate flags shared by `vram estimate`, `vram plan` and
- * `vram run`: --model/--hf-config/--profile, --mode, --batch-size,
- * --seq-len, --image-size, --precision, --optimizer, --checkpointing,
- * --zero, --gpus, --max-new-tokens, --overhead, --accumulation-steps,
- * --attention.
+ * `vram run`: --model/--hf-config/--profile, and every estimate setting of
+ * libvram's table (vram_estimate_settings: --batch-size, --lora-rank, ...).
  *
  * Usage:
  *     cli_model_args_t ma;
@@ -26,13 +24,9 @@ typedef struct {
     const char *profile;    /* --profile FILE */
     bool has_model;         /* exactly one of the three was given */
     vram_estimate_config_t est;
-    int64_t accumulation_steps; /* --accumulation-steps N (1 when absent); memory-neutral */
-    bool batch_given;           /* --batch-size was on the command line */
-    const char *gpu_name;       /* --gpu-name NAME (left in argv for `vram plan`) */
-    const char *gpu_note;       /* which variant a bare GPU name was taken as, or NULL */
-    bool double_quant_given;    /* --double-quant was on the command line */
-    vram_head_t head;           /* --head CLASS: the class the model is loaded with */
-    int64_t num_labels;         /* --num-labels N (0 = the model's own) */
+    bool batch_given;     /* --batch-size was on the command line */
+    const char *gpu_name; /* --gpu-name NAME (left in argv for `vram plan`) */
+    const char *gpu_note; /* which variant a bare GPU name was taken as, or NULL */
 } cli_model_args_t;
 
 /* Defaults (vram_estimate_config_init). cmd is borrowed. */

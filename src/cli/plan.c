@@ -1,5 +1,6 @@
 /* vram plan: which batch size fits a GPU, and what to change when none does. */
 #include "cli.h"
+#include "plan/gpu_names.h"
 #include "cli/daemon_client.h"
 #include "model_args.h"
 #include "plan/estimate_json.h"
@@ -83,14 +84,8 @@ static int target_device(const char *gpu, const char *mem, const char *name, boo
         const char *note = NULL;
         const vram_gpu_model_t *g = vram_gpu_model_resolve(name, &note);
         if (!g) {
-            size_t n;
-            const vram_gpu_model_t *all = vram_gpu_models(&n);
-            char list[512] = "";
-            for (size_t i = 0; i < n; i++) {
-                if (i) strncat(list, ", ", sizeof list - strlen(list) - 1);
-                strncat(list, all[i].name, sizeof list - strlen(list) - 1);
-            }
-            return cli_usage_error("plan", "unknown GPU \"%s\" (known: %s)", name, list);
+            vram_gpu_model_unknown(name);
+            return cli_usage_error("plan", "%s", vram_last_error());
         }
         pc->total_bytes = pc->free_bytes = g->total_bytes;
         snprintf(label, len, "%s%s%s", g->name, note ? "; " : "", note ? note : "");
@@ -134,9 +129,11 @@ static void line(const char *label, uint64_t bytes)
 static void plan_text(const vram_model_t *m, const cli_model_args_t *a,
                       const vram_plan_config_t *pc, const vram_plan_t *p, const char *label)
 {
-    int64_t shown = pc->batch_size > 0 ? pc->batch_size : (p->recommended ? p->recommended : 1);
-    uint64_t batch_mem = p->per_sample_bytes * (uint64_t)shown;
-    uint64_t total = p->model_bytes + batch_mem;
+    /* the full estimate at the shown batch: the same figure as the verdict */
+    int64_t shown = p->shown_batch;
+    const vram_estimate_t *e = &p->shown;
+    const vram_estimate_live_t *l = &e->live;
+    uint64_t total = e->total;
     printf("Memory analysis: %s, %s, %s on %s\n\n", m->name,
            a->est.mode == VRAM_MODE_TRAIN ? "training" : "inference",
            vram_precision_name(a->est.precision), label);
@@ -146,11 +143,15 @@ static void plan_text(const vram_model_t *m, const cli_model_args_t *a,
     line("Free", pc->free_bytes);
     printf("  %-26s %10.2f GiB  (%.0f%% of free)\n", "Budget", vram_gib(p->budget_bytes),
            100 * pc->target);
-    printf("\nEstimated usage at batch %lld\n", (long long)shown);
-    line("Model (weights, states)", p->model_bytes);
-    char lbl[48];
-    snprintf(lbl, sizeof lbl, "Batch (%.2f GiB/sample)", vram_gib(p->per_sample_bytes));
-    line(lbl, batch_mem);
+    printf("\nEstimated usage at batch %lld (at the peak: %s)\n", (long long)shown,
+           a->est.mode != VRAM_MODE_TRAIN ? "forward"
+           : e->peak_in_optimizer_step    ? "optimizer step"
+                                          : "backward");
+    line("Weights, gradients, states",
+         l->parameters + l->buffers + l->gradients + l->optimizer_states + l->autocast_cache);
+    line("Activations, KV, temps",
+         l->activations + l->kv_cache + l->backward_temps + l->optimizer_temps);
+    line("CUDA context, workspaces", l->cuda_context + l->workspaces + l->allocator_rounding);
     line("Total", total);
     if (pc->free_bytes >= total)
         line("Remaining", pc->free_bytes - total);
@@ -160,10 +161,13 @@ static void plan_text(const vram_model_t *m, const cli_model_args_t *a,
     if (p->max_batch_raw == 0) {
         printf("  Not even batch 1 fits in %.2f GiB.\n", vram_gib(p->budget_bytes));
     } else {
-        printf("  %-12s %8lld   (largest fitting: %lld)\n", "Maximum", (long long)p->maximum,
+        /* the budget named in the row: the device itself holds more */
+        char maximum[48];
+        snprintf(maximum, sizeof maximum, "Maximum within the %g%% budget", 100 * pc->target);
+        printf("  %-32s %8lld   (largest batch within it: %lld)\n", maximum, (long long)p->maximum,
                (long long)p->max_batch_raw);
-        printf("  %-12s %8lld\n", "Recommended", (long long)p->recommended);
-        printf("  %-12s %8lld\n", "Safe", (long long)p->safe);
+        printf("  %-32s %8lld\n", "Recommended", (long long)p->recommended);
+        printf("  %-32s %8lld\n", "Safe", (long long)p->safe);
     }
     if (pc->batch_size > 0) {
         printf("\nBatch %lld: %s (%.2f GiB)\n", (long long)pc->batch_size, vram_fit_name(p->fit),

@@ -1,4 +1,4 @@
-/* vram replay: replays an allocation trace through the pool (or a baseline)
+/* vram replay: replays an allocation trace through the pool (and baselines beside it)
  * on a private simulated device and reports latency and fragmentation. */
 #include "cli.h"
 #include "pool/replay.h"
@@ -11,7 +11,7 @@
 static void usage(FILE *out)
 {
     fprintf(out, "usage: vram replay TRACE [--strategy S] [--expandable auto|true|false]\n"
-                 "                   [--baseline B] [--repeat N] [--device-mem SIZE]\n"
+                 "                   [--baseline B[,B...]] [--repeat N] [--device-mem SIZE]\n"
                  "                   [--device-cost COSTS] [--limit SIZE] [--json]\n\n"
                  "Replays an allocation trace (\"a <id> <size>\" / \"f <id>\" lines, see\n"
                  "docs/pool.md) through the caching pool on a private simulated GPU and prints\n"
@@ -20,10 +20,12 @@ static void usage(FILE *out)
                  "                    fragmentation-aware\n"
                  "  --expandable E    the pool's expandable segments: auto (default: on, the\n"
                  "                    simulated GPU has virtual memory), true or false\n"
-                 "  --baseline B      none (the pool, default), device (every request straight\n"
-                 "                    to the device, no caching), malloc (the C library),\n"
-                 "                    torch (PyTorch's default caching policy) or\n"
-                 "                    torch-expandable (the same with expandable segments)\n"
+                 "  --baseline B[,B]  also replay through these allocators, each on its own\n"
+                 "                    simulated GPU, and show them beside the pool: device\n"
+                 "                    (every request straight to the device, no caching),\n"
+                 "                    malloc (the C library), torch (PyTorch's default caching\n"
+                 "                    policy), torch-expandable (the same with expandable\n"
+                 "                    segments); none (default): the pool alone\n"
                  "  --repeat N        replay N times through the same pool (default 1)\n"
                  "  --device-mem SIZE size of the simulated GPU (default: fits the trace)\n"
                  "  --device-cost alloc=US,free=US,map=US,unmap=US,move=US\n"
@@ -49,8 +51,8 @@ static json_t *latency_json(json_t *o, const char *prefix, const vram_latency_t 
     return o;
 }
 
-static void print_json(const char *path, const vram_replay_config_t *cfg, uint64_t device_mem,
-                       const vram_replay_result_t *r)
+static json_t *run_json(const char *path, const vram_replay_config_t *cfg, uint64_t device_mem,
+                        const vram_replay_result_t *r)
 {
     json_t *o = json_object();
     json_object_set_new(o, "trace", json_string(path));
@@ -106,7 +108,64 @@ static void print_json(const char *path, const vram_replay_config_t *cfg, uint64
     json_object_set_new(o, "batch_ns_per_op_p50", json_real(r->batch_p50));
     json_object_set_new(o, "batch_ns_per_op_mean", json_real(r->batch_mean));
     json_object_set_new(o, "batch_ns_per_op_with_device_cost", json_real(r->batch_with_cost));
-    cli_print_json(o);
+    return o;
+}
+
+/* One run: its object, as always. The pool with baselines: {"trace", "runs":
+ * [the pool's, each baseline's]}. */
+static void print_json(const char *path, const vram_replay_config_t *cfgs, int n,
+                       uint64_t device_mem, const vram_replay_result_t *results)
+{
+    if (n == 1) {
+        cli_print_json(run_json(path, &cfgs[0], device_mem, &results[0]));
+        return;
+    }
+    json_t *runs = json_array();
+    for (int i = 0; i < n; i++)
+        json_array_append_new(runs, run_json(path, &cfgs[i], device_mem, &results[i]));
+    cli_print_json(json_pack("{s:s,s:o}", "trace", path, "runs", runs));
+}
+
+static const char *allocator_name(const vram_replay_config_t *cfg, char *buf, size_t size)
+{
+    if (cfg->mode != VRAM_REPLAY_POOL) return vram_replay_mode_name(cfg->mode);
+    snprintf(buf, size, "pool %s", vram_pool_strategy_name(cfg->strategy));
+    return buf;
+}
+
+/* The pool and its baselines in columns, after the pool's own table. */
+static void print_side_by_side(const vram_replay_config_t *cfgs, int n,
+                               const vram_replay_result_t *rs)
+{
+    char buf[64];
+    printf("\n%-30s", "side by side");
+    for (int i = 0; i < n; i++)
+        printf(" %16s", allocator_name(&cfgs[i], buf, sizeof buf));
+    printf("\n");
+#define ROW(label, fmt, expr)                                                                      \
+    do {                                                                                           \
+        printf("%-30s", label);                                                                    \
+        for (int i = 0; i < n; i++) {                                                              \
+            const vram_replay_result_t *r = &rs[i];                                                \
+            printf(" %16" fmt, expr);                                                              \
+        }                                                                                          \
+        printf("\n");                                                                              \
+    } while (0)
+    ROW("ns per op p50", ".0f", r->all.p50);
+    ROW("ns per op p99", ".0f", r->all.p99);
+    ROW("ns per op, batch p50", ".1f", r->batch_p50);
+    ROW("ns per op with device costs", ".1f", r->ns_per_op_with_cost);
+    ROW("batch, device costs", ".1f", r->batch_with_cost);
+    ROW("peak reserved", "s", vram_format_size(r->peak_reserved_bytes, buf, sizeof buf));
+    ROW("fragmentation ratio", ".3f", r->fragmentation_ratio);
+    ROW("device calls, first pass", "llu", (unsigned long long)r->first_pass_device_calls);
+    ROW("device calls, second pass", "s",
+        r->second_pass_device_calls == UINT64_MAX
+            ? "-"
+            : (snprintf(buf, sizeof buf, "%llu", (unsigned long long)r->second_pass_device_calls),
+               buf));
+    ROW("OOMs", "llu", (unsigned long long)r->ooms);
+#undef ROW
 }
 
 static void print_table(const char *path, const vram_replay_config_t *cfg, uint64_t device_mem,
@@ -161,6 +220,34 @@ static void print_table(const char *path, const vram_replay_config_t *cfg, uint6
     printf("OOMs                %llu\n", (unsigned long long)r->ooms);
 }
 
+/* "device,torch": each a baseline once; "none" alone: no baseline. */
+static int parse_baselines(const char *text, vram_replay_mode_t *out, int *n)
+{
+    *n = 0;
+    if (!strcmp(text, "none")) return 0;
+    const char *p = text;
+    for (;;) {
+        size_t len = strcspn(p, ",");
+        char name[32];
+        vram_replay_mode_t mode;
+        if (len == 0 || len >= sizeof name)
+            return cli_usage_error("replay", "--baseline \"%s\": an empty or overlong name", text);
+        memcpy(name, p, len);
+        name[len] = 0;
+        if (vram_replay_mode_parse(name, &mode) || mode == VRAM_REPLAY_POOL)
+            return cli_usage_error("replay",
+                                   "--baseline: \"%s\" is not a baseline: use device, malloc, "
+                                   "torch or torch-expandable (comma-separated)",
+                                   name);
+        for (int i = 0; i < *n; i++)
+            if (out[i] == mode)
+                return cli_usage_error("replay", "--baseline: \"%s\" named twice", name);
+        out[(*n)++] = mode;
+        if (!p[len]) return 0;
+        p += len + 1;
+    }
+}
+
 int vram_cli_replay(int argc, char **argv)
 {
     static const struct option longopts[] = {{"strategy", required_argument, NULL, 's'},
@@ -178,6 +265,8 @@ int vram_cli_replay(int argc, char **argv)
                                 .repeat = 1,
                                 .cost = VRAM_DEVICE_COST_DEFAULT};
     uint64_t device_mem = 0;
+    vram_replay_mode_t baselines[VRAM_REPLAY_MODE_COUNT_];
+    int nbaselines = 0;
     bool json = false;
     int opt;
     optind = 1;
@@ -188,8 +277,7 @@ int vram_cli_replay(int argc, char **argv)
                 return cli_usage_error("replay", "--strategy: %s", vram_last_error());
             break;
         case 'b':
-            if (vram_replay_mode_parse(optarg, &cfg.mode))
-                return cli_usage_error("replay", "--baseline: %s", vram_last_error());
+            if (parse_baselines(optarg, baselines, &nbaselines)) return CLI_USAGE;
             break;
         case 'e':
             if (vram_pool_expandable_parse(optarg, &cfg.expandable))
@@ -230,23 +318,35 @@ int vram_cli_replay(int argc, char **argv)
     if (vram_trace_load(path, &trace)) return cli_runtime_error("replay", "%s", vram_last_error());
     if (!device_mem) device_mem = vram_replay_device_size(&trace);
 
-    vram_replay_device_t dev;
-    int rc = vram_replay_device_open(device_mem, &dev);
-    if (rc) {
-        vram_trace_release(&trace);
-        return cli_runtime_error("replay", "cannot set up the simulated device: %s",
-                                 vram_last_error());
+    /* the pool, then each baseline, each on a fresh simulated GPU */
+    vram_replay_config_t cfgs[1 + VRAM_REPLAY_MODE_COUNT_];
+    vram_replay_result_t results[1 + VRAM_REPLAY_MODE_COUNT_];
+    int n = 1 + nbaselines;
+    for (int i = 0; i < n; i++) {
+        cfgs[i] = cfg;
+        if (i) cfgs[i].mode = baselines[i - 1];
+        vram_replay_device_t dev;
+        int rc = vram_replay_device_open(device_mem, &dev);
+        if (rc) {
+            vram_trace_release(&trace);
+            return cli_runtime_error("replay", "cannot set up the simulated device: %s",
+                                     vram_last_error());
+        }
+        cfgs[i].ctx = dev.ctx;
+        cfgs[i].device = 0;
+        rc = vram_replay_run(&trace, &cfgs[i], &results[i]);
+        vram_replay_device_close(&dev);
+        if (rc) {
+            vram_trace_release(&trace);
+            return cli_runtime_error("replay", "%s", vram_last_error());
+        }
     }
-    cfg.ctx = dev.ctx;
-    cfg.device = 0;
-    vram_replay_result_t result;
-    rc = vram_replay_run(&trace, &cfg, &result);
-    vram_replay_device_close(&dev);
     vram_trace_release(&trace);
-    if (rc) return cli_runtime_error("replay", "%s", vram_last_error());
-    if (json)
-        print_json(path, &cfg, device_mem, &result);
-    else
-        print_table(path, &cfg, device_mem, &result);
+    if (json) {
+        print_json(path, cfgs, n, device_mem, results);
+    } else {
+        print_table(path, &cfgs[0], device_mem, &results[0]);
+        if (n > 1) print_side_by_side(cfgs, n, results);
+    }
     return CLI_OK;
 }

@@ -96,23 +96,21 @@ static void usage(const char *cmd, FILE *out)
     cli_model_args_help(out);
 }
 
-/* Memory per GPU for batch B from the estimator, and the memory one sample adds
- * (every component is affine in the batch size). */
-static int estimate_memory(const cli_model_args_t *ma, uint64_t *mem, uint64_t *per_sample)
+/* Memory per GPU at batch B from the estimator, and the per-sample figure
+ * vramd lowers it by when it degrades the batch down to `lo`: computed
+ * from full estimates at every batch in between (vram_estimate_degrade_slope). */
+static int estimate_memory(const cli_model_args_t *ma, uint32_t lo, uint64_t *mem,
+                           uint64_t *per_sample)
 {
     vram_model_t model;
     int rc = cli_model_args_build(ma, &model);
     if (rc) return rc;
-    vram_estimate_config_t cfg = ma->est;
-    vram_estimate_t at_b, at_other;
-    int64_t b = cfg.batch_size;
-    if (vram_estimate(&model, &cfg, &at_b) != 0)
+    int64_t b = ma->est.batch_size;
+    *per_sample = 0;
+    if (vram_estimate_at_batch(&model, &ma->est, b, mem) ||
+        (b > 1 &&
+         vram_estimate_degrade_slope(&model, &ma->est, lo >= 1 && lo < b ? lo : 1, b, per_sample)))
         return cli_usage_error(ma->cmd, "%s", vram_last_error());
-    cfg.batch_size = b > 1 ? b - 1 : 2;
-    if (vram_estimate(&model, &cfg, &at_other) != 0)
-        return cli_usage_error(ma->cmd, "%s", vram_last_error());
-    *mem = at_b.total;
-    *per_sample = b > 1 ? at_b.total - at_other.total : at_other.total - at_b.total;
     return 0;
 }
 
@@ -290,7 +288,7 @@ static int memory_source(run_opts_t *o, const cli_model_args_t *ma)
         if (o->mem)
             return cli_usage_error(o->cmd, "--mem and --model (or --hf-config/--profile) both "
                                            "give the memory: keep one");
-        int rc = estimate_memory(ma, &o->mem, &per_sample);
+        int rc = estimate_memory(ma, o->min_batch, &o->mem, &per_sample);
         if (rc) return rc;
         if (!o->per_sample) o->per_sample = per_sample;
         if (!o->batch) o->batch = (uint32_t)ma->est.batch_size;

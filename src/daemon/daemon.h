@@ -61,6 +61,14 @@ typedef struct {
 void vramd_route(vramd_state_t *d, const vramd_request_t *req, vramd_response_t *resp);
 /* Answers with a malloc'd JSON body (taken over); NULL body = 500 (out of memory). */
 void vramd_reply_text(vramd_response_t *r, int status, char *body);
+/* Fills r with the HTTP status and code of libvram error rc and
+ * vram_last_error()'s message. */
+void vramd_vram_error(vramd_response_t *r, int rc);
+/* estimate_routes.c: POST /v1/estimate and /v1/plan, the bodies of
+ * vram_estimate_json / vram_plan_json without what would make vramd read a
+ * file or a device for a client (docs/daemon.md). */
+void vramd_estimate(vramd_state_t *d, const vramd_request_t *q, vramd_response_t *r, int64_t id);
+void vramd_plan(vramd_state_t *d, const vramd_request_t *q, vramd_response_t *r, int64_t id);
 /* Fills r with a JSON error {"error": {"code", "message"}} (the message is
  * escaped: it may quote client input). */
 void vramd_error(vramd_response_t *r, int status, const char *code, const char *fmt, ...)
@@ -116,8 +124,8 @@ void vramd_guard_stop(vramd_guard_t *g);
 void vramd_guard_opened(vramd_guard_t *g, int fd, void **socket_context);
 void vramd_guard_closed(vramd_guard_t *g, void *socket_context);
 void vramd_guard_answering(void *socket_context, bool answering);
-/* The Unix-socket peer's credentials, read at accept (libmicrohttpd's
- * socket pair would give vramd's own): false when unknown (TCP, no record). */
+/* The Unix-socket peer's credentials, read at accept: false when unknown
+ * (TCP, no record). */
 bool vramd_guard_peer_cred(void *socket_context, uid_t *uid, pid_t *pid);
 
 /* http_head.c: checks the head of a request (the first len bytes received
@@ -125,17 +133,26 @@ bool vramd_guard_peer_cred(void *socket_context, uid_t *uid, pid_t *pid);
  * filled), -1 when it is incomplete (no empty line yet, under
  * VRAMD_HEAD_MAX), else the HTTP status to answer (400, 413, 431, 505) with
  * `why` filled (431: over VRAMD_HEAD_MAX or VRAMD_FIELDS_MAX). */
-/* Bounds that keep what libmicrohttpd holds of a request (the head, one
- * record per field, a trailer) inside its 32 KiB per connection; past
- * them it would answer in HTML. */
+/* Bounds of what vramd holds of a request: its head, its fields, a chunk
+ * line and a chunked body's trailer. */
 #define VRAMD_HEAD_MAX       (16 * 1024) /* a request head */
 #define VRAMD_FIELDS_MAX     64          /* header fields of a head */
 #define VRAMD_CHUNK_LINE_MAX 1024        /* a chunk-size line; a chunked body's trailer */
 #define VRAMD_TRAILER_FIELDS 16          /* fields of that trailer */
+/* A span of the buffer given to vramd_head_check: off, len (len -1: absent). */
+typedef struct {
+    size_t off;
+    long len;
+} vramd_span_t;
 typedef struct {
     size_t head_len;  /* bytes of the head, the empty line that ends it included */
     long long length; /* Content-Length, -1 when absent */
     bool chunked;     /* Transfer-Encoding: chunked */
+    int minor;        /* HTTP/1.<minor> */
+    vramd_span_t method, target;
+    vramd_span_t host, authorization; /* field values, trimmed; len -1 when absent */
+    bool close;                       /* Connection: close (or 1.0 without keep-alive) */
+    bool expect_continue;             /* Expect: 100-continue */
 } vramd_head_t;
 int vramd_head_check(const char *buf, size_t len, vramd_head_t *head, char *why, size_t whylen);
 /* The body that follows a checked head, scanned as it arrives: by its
@@ -151,34 +168,32 @@ typedef struct {
     int state;
     unsigned long long left, total; /* of the body or the chunk; the chunks' sum */
     size_t trailer, fields;         /* trailer bytes and fields so far */
+    char *data;      /* when set: the body's bytes are copied here (VRAMD_MAX_BODY room) */
+    size_t data_len; /* bytes copied so far */
 } vramd_body_t;
-void vramd_body_start(vramd_body_t *b, const vramd_head_t *head);
+void vramd_body_start(vramd_body_t *b, const vramd_head_t *head, char *data);
 int vramd_body_scan(vramd_body_t *b, const char *buf, size_t n, size_t *used, char *why,
                     size_t whylen);
 /* The value of hex digit c, -1 when c is not one (chunk sizes, percent-escapes). */
 int vramd_hex_digit(char c);
 
-/* http.c: one connection's libmicrohttpd (a daemon of its own, without
- * threads), run by the connection's relay. open takes fd (closed on
- * failure: NULL) and the guard's record (for the peer's credentials and
- * its deadlines); run lets it work on what it was
- * sent, waiting up to wait_ms for its socket, and returns how many
- * requests it has answered in full so far, or -1 once it closed the
- * connection; close drops it (and a request it was still receiving). */
-typedef struct vramd_engine vramd_engine_t;
-vramd_engine_t *vramd_engine_open(void *arg, int fd, void *guard_ctx);
-long vramd_engine_run(vramd_engine_t *e, int wait_ms);
-void vramd_engine_close(vramd_engine_t *e);
+/* http.c: answers one complete request read by screen.c (its head in buf,
+ * parsed into head; its body): decodes the target, checks the Host header
+ * on TCP, authorizes, routes. Returns the reply's bytes (malloc'd, *len;
+ * NULL when out of memory) and whether to close the connection after it. */
+char *vramd_http_answer(vramd_http_t *h, void *guard_ctx, const char *buf, const vramd_head_t *head,
+                        const char *body, size_t body_len, size_t *len, bool *close);
+/* The reason phrase of an HTTP status ("Not Found"). */
+const char *vramd_status_text(int status);
 
-/* screen.c: accepts a listener's connections and relays each one, in a
- * thread of its own, to its libmicrohttpd (vramd_engine_open(arg, ...))
- * through a socket pair, forwarding only requests whose head and body
- * framing are well-formed (http_head.c) and copying the replies back. A
- * malformed request is answered with one JSON 400/413/431/505 after the
- * replies to the requests before it, and the connection is closed. The
- * guard counts and times connections from their accept on;
- * idle_timeout_s bounds the wait for a client's next bytes; tcp: the
- * listener is TCP (replies are sent without Nagle's delay). */
+/* screen.c: accepts a listener's connections and serves each one in a
+ * thread of its own: requests are read with http_head.c and answered by
+ * vramd_http_answer(arg, ...) in order. A malformed request is answered
+ * with one JSON 400/413/417/431/505 after the replies to the requests
+ * before it, and the connection is closed. The guard counts and times
+ * connections from their accept on; idle_timeout_s bounds the wait for a
+ * client's next bytes; tcp: the listener is TCP (replies are sent without
+ * Nagle's delay). */
 typedef struct vramd_screen vramd_screen_t;
 int vramd_screen_start(int listen_fd, bool tcp, vramd_guard_t *guard, double idle_timeout_s,
                        void *arg, vramd_screen_t **out);

@@ -1,17 +1,14 @@
-/* libmicrohttpd glue: one thread per connection (long polls block only their
- * own client), bodies gathered up to 64 KiB, peer credentials from the Unix
- * socket (read at accept: libmicrohttpd's end is a socket pair to the relay
- * in screen.c), and the token rule for TCP. */
+/* One request in, one reply out: vramd's HTTP layer above its parser
+ * (http_head.c) and its connections (screen.c). It decodes the target into
+ * a path and query parameters, checks the Host header, decides who the
+ * caller is (peer credentials on the Unix socket, the token on TCP), runs
+ * the route and writes the reply. */
 #include "daemon/daemon.h"
 
-#include <microhttpd.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <errno.h>
-#include <sys/socket.h>
-#include <sys/un.h>
-#include <unistd.h>
+#include <strings.h>
 
 struct vramd_http {
     vramd_screen_t *screen;
@@ -20,49 +17,26 @@ struct vramd_http {
     vramd_transport_t transport;
 };
 
-/* One connection's libmicrohttpd: a daemon of its own without threads,
- * run by the connection's relay thread (screen.c) whenever it has handed
- * over bytes, so a request costs no thread switch beyond the relay's own. */
-struct vramd_engine {
-    vramd_http_t *h;
-    struct MHD_Daemon *mhd;
-    void *guard_ctx;         /* the guard's record of the connection (the relay's) */
-    unsigned long completed; /* requests answered in full */
-    bool closed;             /* libmicrohttpd closed the connection */
-};
-
-/* Seconds an idle connection stays open (libmicrohttpd's timeout). */
-#define MHD_IDLE_TIMEOUT_S 300u
+/* Seconds an idle connection stays open. */
+#define IDLE_TIMEOUT_S 300u
+/* Query parameters of one request: more is refused (400), not truncated. */
+#define QUERY_MAX 32
 
 typedef struct {
-    char *buf;
-    size_t len;
-    bool too_large;
-} body_t;
+    char *key, *value;
+} param_t;
 
-/* libmicrohttpd's own messages (a client that closed early, a malformed
- * request) go to vramd's log at debug level, escaped like every line. */
-static void mhd_log(void *cls, const char *fmt, va_list ap)
-{
-    (void)cls;
-    /* Connections added by vramd are not known to be Unix-domain, so 0.9.75
-     * reports a failed TCP_NODELAY/TCP_CORK on every reply: not formatted
-     * unless someone reads debug lines. */
-    if (!vramd_log_enabled("debug")) return;
-    char msg[512];
-    vsnprintf(msg, sizeof msg, fmt, ap);
-    msg[strcspn(msg, "\n")] = 0;
-    vramd_log("debug", "libmicrohttpd: %s", msg);
-}
+typedef struct {
+    param_t params[QUERY_MAX];
+    int count;
+} query_t;
 
-/* Percent-decoding of the path and query values in place. A %00 becomes DEL
- * (0x7f) instead of a NUL, which would cut the string and route
- * "/v1/jobs/1%00/x" as "/v1/jobs/1"; the router refuses control characters
- * with a 400. */
-static size_t unescape(void *cls, struct MHD_Connection *c, char *s)
+/* Percent-decoding in place ('+' is a space in the query only). A %00
+ * becomes DEL (0x7f) instead of a NUL, which would cut the string and
+ * route "/v1/jobs/1%00/x" as "/v1/jobs/1"; the router refuses control
+ * characters with a 400. */
+static void unescape(char *s, bool plus)
 {
-    (void)cls;
-    (void)c;
     char *out = s;
     for (const char *p = s; *p; p++) {
         int hi, lo;
@@ -71,16 +45,40 @@ static size_t unescape(void *cls, struct MHD_Connection *c, char *s)
             *out++ = b ? b : 0x7f;
             p += 2;
         } else {
-            *out++ = *p;
+            *out++ = plus && *p == '+' ? ' ' : *p;
         }
     }
     *out = 0;
-    return (size_t)(out - s);
+}
+
+/* Splits "k=v&k2=v2" (in place) into decoded parameters; false when there
+ * are more than QUERY_MAX. */
+static bool parse_query(char *s, query_t *q)
+{
+    q->count = 0;
+    for (char *p = s; p && *p;) {
+        char *amp = strchr(p, '&');
+        if (amp) *amp = 0;
+        if (*p) {
+            if (q->count == QUERY_MAX) return false;
+            char *eq = strchr(p, '=');
+            if (eq) *eq = 0;
+            unescape(p, true);
+            char *v = eq ? eq + 1 : p + strlen(p);
+            unescape(v, true);
+            q->params[q->count++] = (param_t){p, v};
+        }
+        p = amp ? amp + 1 : NULL;
+    }
+    return true;
 }
 
 static const char *query_value(void *arg, const char *key)
 {
-    return MHD_lookup_connection_value(arg, MHD_GET_ARGUMENT_KIND, key);
+    const query_t *q = arg;
+    for (int i = 0; i < q->count; i++)
+        if (!strcmp(q->params[i].key, key)) return q->params[i].value;
+    return NULL;
 }
 
 /* Constant-time comparison, so the token cannot be guessed byte by byte. */
@@ -93,17 +91,17 @@ static bool same_secret(const char *a, const char *b)
     return diff == 0;
 }
 
-static void authorize(vramd_engine_t *e, struct MHD_Connection *c, vramd_request_t *q)
+static void authorize(const vramd_http_t *h, void *guard_ctx, const char *auth, vramd_request_t *q)
 {
     if (q->transport == VRAMD_UNIX) {
-        if (vramd_guard_peer_cred(e->guard_ctx, &q->uid, &q->peer_pid))
+        if (vramd_guard_peer_cred(guard_ctx, &q->uid, &q->peer_pid))
             q->may_mutate = true;
         else
             q->deny_reason = "cannot read the peer credentials of this connection";
         return;
     }
+    (void)h;
     const char *token = vram_option_str(VRAM_OPT_TOKEN);
-    const char *auth = MHD_lookup_connection_value(c, MHD_HEADER_KIND, "Authorization");
     if (!*token) {
         q->deny_reason = "TCP is read-only: use the Unix socket, or start vramd with VRAM_TOKEN "
                          "and send \"Authorization: Bearer TOKEN\"";
@@ -114,137 +112,180 @@ static void authorize(vramd_engine_t *e, struct MHD_Connection *c, vramd_request
     }
 }
 
-static enum MHD_Result on_request(void *cls, struct MHD_Connection *c, const char *url,
-                                  const char *method, const char *version, const char *upload_data,
-                                  size_t *upload_size, void **con_cls)
+/* Whether host is name (n bytes) with the listener's port, or name itself
+ * when name carries a port of its own. */
+static bool host_is(const char *host, const char *name, size_t n, const char *port)
 {
-    vramd_engine_t *e = cls;
-    vramd_http_t *h = e->h;
-    (void)version; /* HTTP/1.0 and 1.1 alike; the screen refused others */
-    body_t *b = *con_cls;
-    if (!b) {
-        b = calloc(1, sizeof *b);
-        if (!b) return MHD_NO;
-        *con_cls = b; /* a declared length over the limit never gets here (the screen's 413) */
-        return MHD_YES;
-    }
-    if (*upload_size) {
-        /* Over the limit while streaming (the screen bounds bodies first;
-         * this is the last line): keep reading (and dropping) so the 413
-         * reaches the client. */
-        if (!b->too_large && b->len + *upload_size <= VRAMD_MAX_BODY) {
-            char *nb = realloc(b->buf, b->len + *upload_size + 1);
-            if (!nb) return MHD_NO;
-            memcpy(nb + b->len, upload_data, *upload_size);
-            b->buf = nb;
-            b->len += *upload_size;
-        } else {
-            b->too_large = true;
+    size_t hl = strlen(host), pl = strlen(port);
+    if (memchr(name, ':', n)) return hl == n && !strncasecmp(host, name, n);
+    return hl == n + 1 + pl && !strncasecmp(host, name, n) && host[n] == ':' &&
+           !strcmp(host + n + 1, port);
+}
+
+/* On TCP the Host header must name the listener (DNS rebinding: a page of
+ * attacker.example resolving to 127.0.0.1 must not read vramd): the
+ * listener's own address or localhost, with its port, or a name of
+ * LISTEN_HOSTS (vramd behind a relay or proxy). */
+static bool host_names_listener(const vramd_state_t *d, const char *host)
+{
+    const char *colon = strrchr(d->tcp_address, ':');
+    if (!colon || !host) return false;
+    const char *port = colon + 1;
+    if (host_is(host, d->tcp_address, (size_t)(colon - d->tcp_address), port) ||
+        host_is(host, "localhost", 9, port))
+        return true;
+    for (const char *p = vram_option_str(VRAM_OPT_LISTEN_HOSTS); *p;) {
+        size_t n = strcspn(p, ",");
+        while (n && (*p == ' ')) {
+            p++;
+            n--;
         }
-        *upload_size = 0;
-        return MHD_YES;
+        size_t m = n;
+        while (m && p[m - 1] == ' ')
+            m--;
+        if (m && host_is(host, p, m, port)) return true;
+        p += n;
+        if (*p == ',') p++;
     }
-    vramd_request_t q = {
-        .method = method,
-        .path = url,
-        .query = query_value,
-        .query_arg = c,
-        .body = b->buf,
-        .body_len = b->len,
-        .body_too_large = b->too_large,
-        .transport = h->transport,
-    };
-    authorize(e, c, &q);
-    vramd_guard_answering(e->guard_ctx, true);
+    return false;
+}
+
+const char *vramd_status_text(int status)
+{
+    switch (status) {
+    case 100:
+        return "Continue";
+    case 200:
+        return "OK";
+    case 201:
+        return "Created";
+    case 202:
+        return "Accepted";
+    case 204:
+        return "No Content";
+    case 304:
+        return "Not Modified";
+    case 400:
+        return "Bad Request";
+    case 401:
+        return "Unauthorized";
+    case 403:
+        return "Forbidden";
+    case 404:
+        return "Not Found";
+    case 405:
+        return "Method Not Allowed";
+    case 409:
+        return "Conflict";
+    case 410:
+        return "Gone";
+    case 413:
+        return "Content Too Large";
+    case 417:
+        return "Expectation Failed";
+    case 421:
+        return "Misdirected Request";
+    case 422:
+        return "Unprocessable Content";
+    case 429:
+        return "Too Many Requests";
+    case 431:
+        return "Request Header Fields Too Large";
+    case 500:
+        return "Internal Server Error";
+    case 501:
+        return "Not Implemented";
+    case 503:
+        return "Service Unavailable";
+    case 504:
+        return "Gateway Timeout";
+    case 505:
+        return "HTTP Version Not Supported";
+    case 507:
+        return "Insufficient Storage";
+    default:
+        return "Status";
+    }
+}
+
+/* The reply's head and body in one malloc'd buffer (*len bytes). */
+static char *serialize(const vramd_response_t *r, bool head_only, bool close, size_t *len)
+{
+    size_t blen = r->body ? strlen(r->body) : 0;
+    char head[512];
+    int hl = snprintf(head, sizeof head,
+                      "HTTP/1.1 %d %s\r\nContent-Type: %s\r\nContent-Length: %zu\r\n%s%s%s%s\r\n",
+                      r->status, vramd_status_text(r->status),
+                      r->content_type ? r->content_type : "application/json", blen,
+                      r->allow ? "Allow: " : "", r->allow ? r->allow : "", r->allow ? "\r\n" : "",
+                      close ? "Connection: close\r\n" : "");
+    if (hl < 0 || (size_t)hl >= sizeof head) return NULL;
+    size_t total = (size_t)hl + (head_only ? 0 : blen);
+    char *out = malloc(total);
+    if (!out) return NULL;
+    memcpy(out, head, (size_t)hl);
+    if (!head_only && blen) memcpy(out + hl, r->body, blen);
+    *len = total;
+    return out;
+}
+
+char *vramd_http_answer(vramd_http_t *h, void *guard_ctx, const char *buf, const vramd_head_t *head,
+                        const char *body, size_t body_len, size_t *len, bool *close)
+{
+    /* Copies: the head's bytes stay the caller's. */
+    char method[32] = "", host[256], auth[512], *target = NULL;
+    query_t query;
     vramd_response_t r = {0};
+    vramd_request_t q = {.query = query_value,
+                         .query_arg = &query,
+                         .body = body,
+                         .body_len = body_len,
+                         .transport = h->transport};
+    *close = head->close;
+#define COPY_SPAN(dst, span)                                                                       \
+    (span.len >= 0 && (size_t)span.len < sizeof dst                                                \
+         ? (memcpy(dst, buf + span.off, (size_t)span.len), dst[span.len] = 0, true)                \
+         : false)
+    bool have_host = COPY_SPAN(host, head->host);
+    bool have_auth = COPY_SPAN(auth, head->authorization);
+    if (!COPY_SPAN(method, head->method)) {
+        vramd_error(&r, 501, "not_implemented", "unknown method");
+        goto reply;
+    }
+#undef COPY_SPAN
+    target = strndup(buf + head->target.off, (size_t)head->target.len);
+    if (!target) {
+        vramd_error(&r, 500, "internal", "out of memory");
+        goto reply;
+    }
+    char *qs = strchr(target, '?');
+    if (qs) *qs++ = 0;
+    unescape(target, false);
+    if (!parse_query(qs, &query)) {
+        vramd_error(&r, 400, "bad_request", "more than %d query parameters", QUERY_MAX);
+        goto reply;
+    }
+    q.method = method;
+    q.path = target;
+    if (h->transport == VRAMD_TCP && !host_names_listener(h->d, have_host ? host : NULL)) {
+        vramd_error(&r, 421, "misdirected_request",
+                    "the Host header must name this listener (%s or localhost with its port)",
+                    h->d->tcp_address);
+        goto reply;
+    }
+    authorize(h, guard_ctx, have_auth ? auth : NULL, &q);
     /* A raw NUL or other control byte in the request line never gets here:
-     * the screen refuses it (http_head.c). */
+     * the parser refuses it (http_head.c). */
     vramd_route(h->d, &q, &r);
-    size_t len = strlen(r.body);
-    struct MHD_Response *resp = MHD_create_response_from_buffer(len, r.body, MHD_RESPMEM_MUST_FREE);
-    if (!resp) {
-        free(r.body);
-        return MHD_NO;
-    }
-    MHD_add_response_header(resp, "Content-Type",
-                            r.content_type ? r.content_type : "application/json");
-    if (r.allow) MHD_add_response_header(resp, "Allow", r.allow);
-    if (r.close) MHD_add_response_header(resp, "Connection", "close");
     if (r.status >= 400 && strcmp(method, "GET"))
-        vramd_log("debug", "%s %s -> %d", method, url, r.status);
-    enum MHD_Result ret = MHD_queue_response(c, (unsigned)r.status, resp);
-    MHD_destroy_response(resp);
-    return ret;
-}
-
-static void on_connection(void *cls, struct MHD_Connection *c, void **socket_context,
-                          enum MHD_ConnectionNotificationCode toe)
-{
-    vramd_engine_t *e = cls;
-    (void)c;
-    (void)socket_context;
-    if (toe == MHD_CONNECTION_NOTIFY_CLOSED) e->closed = true;
-}
-
-static void on_completed(void *cls, struct MHD_Connection *c, void **con_cls,
-                         enum MHD_RequestTerminationCode toe)
-{
-    vramd_engine_t *e = cls;
-    (void)c;
-    if (toe == MHD_REQUEST_TERMINATED_COMPLETED_OK) e->completed++;
-    vramd_guard_answering(e->guard_ctx, false);
-    body_t *b = *con_cls;
-    if (b) {
-        free(b->buf);
-        free(b);
-    }
-    *con_cls = NULL;
-}
-
-vramd_engine_t *vramd_engine_open(void *arg, int fd, void *guard_ctx)
-{
-    vramd_engine_t *e = calloc(1, sizeof *e);
-    if (!e) goto fail;
-    e->h = arg;
-    e->guard_ctx = guard_ctx;
-    /* No listening socket, no thread: the relay runs it (vramd_engine_run). */
-    unsigned flags = MHD_USE_NO_LISTEN_SOCKET | MHD_USE_EPOLL | MHD_USE_ERROR_LOG;
-    e->mhd = MHD_start_daemon(flags, 0, NULL, NULL, on_request, e,               //
-                              MHD_OPTION_EXTERNAL_LOGGER, mhd_log, NULL,         //
-                              MHD_OPTION_NOTIFY_COMPLETED, on_completed, e,      //
-                              MHD_OPTION_NOTIFY_CONNECTION, on_connection, e,    //
-                              MHD_OPTION_UNESCAPE_CALLBACK, unescape, NULL,      //
-                              MHD_OPTION_CONNECTION_TIMEOUT, MHD_IDLE_TIMEOUT_S, //
-                              MHD_OPTION_END);
-    if (!e->mhd) goto fail;
-    /* libmicrohttpd's peer is the relay, whatever the client: vramd reads
-     * the client from the guard's record, never from libmicrohttpd. */
-    struct sockaddr_un un = {.sun_family = AF_UNIX};
-    if (MHD_add_connection(e->mhd, fd, (struct sockaddr *)&un, sizeof un) != MHD_YES) {
-        vramd_log("warn", "libmicrohttpd refused a connection: %s", strerror(errno));
-        MHD_stop_daemon(e->mhd); /* fd was closed by libmicrohttpd */
-        free(e);
-        return NULL;
-    }
-    return e;
-fail:
-    vramd_log("warn", "cannot start libmicrohttpd for a connection");
-    free(e);
-    close(fd);
-    return NULL;
-}
-
-long vramd_engine_run(vramd_engine_t *e, int wait_ms)
-{
-    if (MHD_run_wait(e->mhd, wait_ms) != MHD_YES || e->closed) return -1;
-    return (long)e->completed;
-}
-
-void vramd_engine_close(vramd_engine_t *e)
-{
-    if (!e) return;
-    MHD_stop_daemon(e->mhd); /* closes its socket; a request it held is dropped */
-    free(e);
+        vramd_log("debug", "%s %s -> %d", method, target, r.status);
+reply:
+    *close = *close || r.close;
+    char *out = serialize(&r, !strcmp(method, "HEAD"), *close, len);
+    if (!out) *close = true;
+    free(r.body);
+    free(target);
+    return out;
 }
 
 int vramd_http_start(vramd_state_t *d, int fd, vramd_transport_t transport, vramd_http_t **out)
@@ -261,15 +302,18 @@ int vramd_http_start(vramd_state_t *d, int fd, vramd_transport_t transport, vram
     if (rc == 0 && (per_peer < 0 || per_peer > 100000 || timeout < 0))
         rc = vram_fail(VRAM_EINVAL,
                        "VRAM_MAX_CONNECTIONS_PER_PEER / VRAM_REQUEST_TIMEOUT out of range");
+    /* Every local user reaches TCP from 127.0.0.1: a limit per address
+     * would let one of them lock the others out. TCP has its own cap (the
+     * listener's, screen.c) and the request deadlines; per-peer limits are
+     * the Unix socket's, where the peer is a uid. */
+    if (transport == VRAMD_TCP) per_peer = 0;
     if (rc == 0) rc = vramd_guard_start((unsigned)per_peer, timeout, &h->guard);
     if (rc) {
         free(h);
         return rc;
     }
-    /* vramd accepts and relays (screen.c); each connection has its own
-     * libmicrohttpd (vramd_engine_open). */
-    if (vramd_screen_start(fd, transport == VRAMD_TCP, h->guard, MHD_IDLE_TIMEOUT_S, h,
-                           &h->screen) != 0) {
+    if (vramd_screen_start(fd, transport == VRAMD_TCP, h->guard, IDLE_TIMEOUT_S, h, &h->screen) !=
+        0) {
         vramd_guard_stop(h->guard);
         free(h);
         return VRAM_EIO;

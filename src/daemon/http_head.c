@@ -1,7 +1,7 @@
-/* The framing of HTTP/1.x requests checked before libmicrohttpd parses it
- * (screen.c): the head (request line, header lines, Content-Length and
- * Transfer-Encoding) and the body (its length, or its chunks and trailer).
- * Pure: no I/O, so the fuzzers drive it directly. */
+/* vramd's HTTP/1.x request parser (its only one): the head (request line,
+ * header lines, Content-Length, Transfer-Encoding and the fields vramd
+ * reads) and the body (its length, or its chunks and trailer), for the
+ * connections of screen.c. Pure: no I/O, so the fuzzers drive it directly. */
 #include "daemon/daemon.h"
 
 #include <stdio.h>
@@ -89,8 +89,13 @@ int vramd_head_check(const char *buf, size_t n, vramd_head_t *head, char *why, s
                    "unsupported protocol version in \"%s\" (HTTP/1.0 or HTTP/1.1)", p, (int)ll);
     /* header fields until an empty line */
     long long length = -1;
-    bool chunked = false;
+    bool chunked = false, keep_alive = false;
     int fields = 0;
+    *head = (vramd_head_t){.minor = sp2[8] - '0',
+                           .method = {0, (long)(sp1 - buf)},
+                           .target = {(size_t)(sp1 + 1 - buf), (long)(sp2 - sp1 - 1)},
+                           .host = {0, -1},
+                           .authorization = {0, -1}};
     for (p = next_line(p, ll);; p = next_line(p, ll)) {
         if ((ll = line_len(p, end)) < 0)
             return n >= VRAMD_HEAD_MAX ? bad(why, whylen, 431, "request head over 16 KiB%s", "", 0)
@@ -115,6 +120,30 @@ int vramd_head_check(const char *buf, size_t n, vramd_head_t *head, char *why, s
             if (length >= 0 && length != value)
                 return bad(why, whylen, 400, "two different Content-Length headers%s", "", 0);
             length = value;
+        } else if (nl == 4 && !strncasecmp(p, "Host", 4)) {
+            if (head->host.len >= 0) return bad(why, whylen, 400, "two Host headers%s", "", 0);
+            head->host = (vramd_span_t){(size_t)(v - buf), (long)(ve - v)};
+        } else if (nl == 13 && !strncasecmp(p, "Authorization", 13)) {
+            head->authorization = (vramd_span_t){(size_t)(v - buf), (long)(ve - v)};
+        } else if (nl == 10 && !strncasecmp(p, "Connection", 10)) {
+            /* a list of options; only close and keep-alive matter here */
+            for (const char *t = v; t < ve;) {
+                const char *te = memchr(t, ',', (size_t)(ve - t));
+                if (!te) te = ve;
+                const char *a = t, *b = te;
+                while (a < b && (*a == ' ' || *a == '\t'))
+                    a++;
+                while (b > a && (b[-1] == ' ' || b[-1] == '\t'))
+                    b--;
+                if (b - a == 5 && !strncasecmp(a, "close", 5)) head->close = true;
+                if (b - a == 10 && !strncasecmp(a, "keep-alive", 10)) keep_alive = true;
+                t = te < ve ? te + 1 : ve;
+            }
+        } else if (nl == 6 && !strncasecmp(p, "Expect", 6)) {
+            if ((size_t)(ve - v) != 12 || strncasecmp(v, "100-continue", 12))
+                return bad(why, whylen, 417, "unsupported Expect \"%s\" (only 100-continue)", v,
+                           (int)(ve - v));
+            head->expect_continue = head->minor == 1;
         } else if (nl == 17 && !strncasecmp(p, "Transfer-Encoding", 17)) {
             if ((size_t)(ve - v) != 7 || strncasecmp(v, "chunked", 7))
                 return bad(why, whylen, 400, "unsupported Transfer-Encoding \"%s\" (only chunked)",
@@ -122,6 +151,8 @@ int vramd_head_check(const char *buf, size_t n, vramd_head_t *head, char *why, s
             chunked = true;
         }
     }
+    if (head->minor == 1 && head->host.len < 0)
+        return bad(why, whylen, 400, "HTTP/1.1 request without a Host header%s", "", 0);
     if (chunked && length >= 0)
         return bad(why, whylen, 400, "both Content-Length and Transfer-Encoding%s", "", 0);
     if (length > VRAMD_MAX_BODY)
@@ -129,14 +160,16 @@ int vramd_head_check(const char *buf, size_t n, vramd_head_t *head, char *why, s
     head->head_len = (size_t)(next_line(p, ll) - buf);
     head->length = length;
     head->chunked = chunked;
+    if (head->minor == 0 && !keep_alive) head->close = true;
     return 0;
 }
 
 enum { BODY_DONE, BODY_LENGTH, CHUNK_SIZE, CHUNK_DATA, CHUNK_END, CHUNK_TRAILER };
 
-void vramd_body_start(vramd_body_t *b, const vramd_head_t *head)
+void vramd_body_start(vramd_body_t *b, const vramd_head_t *head, char *data)
 {
-    *b = (vramd_body_t){.state = head->chunked      ? CHUNK_SIZE
+    *b = (vramd_body_t){.data = data,
+                        .state = head->chunked      ? CHUNK_SIZE
                                  : head->length > 0 ? BODY_LENGTH
                                                     : BODY_DONE,
                         .left = head->length > 0 ? (unsigned long long)head->length : 0};
@@ -183,6 +216,10 @@ int vramd_body_scan(vramd_body_t *b, const char *buf, size_t n, size_t *used, ch
             rc = 0;
         } else if (b->state == BODY_LENGTH || b->state == CHUNK_DATA) {
             size_t take = (size_t)(end - p) < b->left ? (size_t)(end - p) : (size_t)b->left;
+            if (b->data) { /* within VRAMD_MAX_BODY: the head and chunk checks bound it */
+                memcpy(b->data + b->data_len, p, take);
+                b->data_len += take;
+            }
             p += take;
             b->left -= take;
             if (b->left) break; /* needs more */

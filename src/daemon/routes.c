@@ -39,7 +39,7 @@ void vramd_error(vramd_response_t *r, int status, const char *code, const char *
 }
 
 /* Maps a libvram error to an HTTP status and code. */
-static void vram_error(vramd_response_t *r, int rc)
+void vramd_vram_error(vramd_response_t *r, int rc)
 {
     const char *msg = *vram_last_error() ? vram_last_error() : vram_strerror(rc);
     switch (rc) {
@@ -128,7 +128,7 @@ static void submit(vramd_state_t *d, const vramd_request_t *q, vramd_response_t 
     vram_job_t job;
     int rc = vram_sched_submit(d->sched, &req, &job);
     if (rc) {
-        vram_error(r, rc);
+        vramd_vram_error(r, rc);
         goto out;
     }
     job_reply(d, q, r, 201, job.id);
@@ -150,7 +150,7 @@ static void finish(vramd_state_t *d, const vramd_request_t *q, vramd_response_t 
     }
     int rc = vram_sched_finish(d->sched, id, actor(q), status, err);
     if (rc) {
-        vram_error(r, rc);
+        vramd_vram_error(r, rc);
         return;
     }
     job_reply(d, q, r, 200, id);
@@ -169,7 +169,7 @@ static void peak(vramd_state_t *d, const vramd_request_t *q, vramd_response_t *r
     }
     int rc = vram_sched_report_peak(d->sched, id, actor(q), bytes);
     if (rc) {
-        vram_error(r, rc);
+        vramd_vram_error(r, rc);
         return;
     }
     job_reply(d, q, r, 200, id);
@@ -179,7 +179,7 @@ static void cancel(vramd_state_t *d, const vramd_request_t *q, vramd_response_t 
 {
     int rc = vram_sched_cancel(d->sched, id, actor(q));
     if (rc) {
-        vram_error(r, rc);
+        vramd_vram_error(r, rc);
         return;
     }
     job_reply(d, q, r, 200, id);
@@ -189,7 +189,7 @@ static void renew(vramd_state_t *d, const vramd_request_t *q, vramd_response_t *
 {
     int rc = vram_sched_renew(d->sched, id, actor(q));
     if (rc) {
-        vram_error(r, rc);
+        vramd_vram_error(r, rc);
         return;
     }
     job_reply(d, q, r, 200, id);
@@ -226,7 +226,7 @@ static void get_job(vramd_state_t *d, const vramd_request_t *q, vramd_response_t
         int rc = until ? vram_sched_wait_end(d->sched, id, (int)(s * 1000), &job)
                        : vram_sched_wait_change(d->sched, id, from, (int)(s * 1000), &job);
         if (rc) {
-            vram_error(r, rc);
+            vramd_vram_error(r, rc);
             return;
         }
     }
@@ -242,7 +242,7 @@ static void events(vramd_state_t *d, const vramd_request_t *q, vramd_response_t 
                        (long long)id);
     char *text = rc ? NULL : vram_sched_events_json(d->sched, id);
     if (!text) {
-        vram_error(r, rc ? rc : VRAM_ENOENT);
+        vramd_vram_error(r, rc ? rc : VRAM_ENOENT);
         return;
     }
     vramd_reply_text(r, 200, text);
@@ -354,6 +354,9 @@ static const struct route {
     {"GET", "/v1/alerts", ANYONE, vramd_watch_alerts},
     {"GET", "/v1/peaks", ANYONE, vramd_watch_peaks},
     {"POST", "/v1/peaks/reset", MUTATOR, vramd_watch_reset_peaks},
+    /* the estimator and the planner (estimate_routes.c, docs/daemon.md) */
+    {"POST", "/v1/estimate", READER, vramd_estimate},
+    {"POST", "/v1/plan", READER, vramd_plan},
 };
 
 static bool parse_id(const char *text, size_t len, int64_t *id)

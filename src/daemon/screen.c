@@ -1,16 +1,10 @@
-/* The front door of a listener: vramd accepts each connection itself and
- * relays it to its own libmicrohttpd (http.c) through a socket pair,
- * forwarding only well-formed HTTP/1.x framing (http_head.c): each
- * request's head, then its body by Content-Length or chunk by chunk.
- * libmicrohttpd 0.9.75 answers a malformed request in HTML, and for a bad
- * Content-Length writes its status line and headers twice; here every
- * request of a kept-alive or pipelining connection is checked, and a
+/* The connections of a listener: vramd accepts each one and serves it in
+ * a thread of its own (long polls block only their own client), reading
+ * requests with its own parser (http_head.c) and answering each through
+ * http.c. Kept-alive and pipelined requests are answered in order; a
  * malformed one gets one JSON error after the replies owed to the requests
- * before it, then a close. One thread per connection, which also runs that
- * connection's libmicrohttpd, so a request costs no switch between threads;
- * the guard limits connections per peer and times each request.
- * libmicrohttpd sees only the socket pair: the peer's credentials are read
- * at accept (guard.c). */
+ * before it, then a close. The guard limits connections per peer and times
+ * each request. One descriptor per connection: the client's socket. */
 #include "daemon/daemon.h"
 
 #include <errno.h>
@@ -28,20 +22,19 @@
 #include <netinet/tcp.h>
 #include <sys/time.h>
 
-#define SCREEN_MAX 512         /* connections at once, as libmicrohttpd's limit */
-#define RELAY_OUT  (16 * 1024) /* replies are copied in pieces of this size */
+#define SCREEN_MAX 512 /* connections at once per listener */
 
 struct vramd_screen {
     int listen_fd;
     int wake[2]; /* stop: wakes the accept loop */
-    void *arg;   /* for vramd_engine_open */
+    void *arg;   /* the listener's vramd_http_t */
     vramd_guard_t *guard;
     double idle_timeout_s;
     pthread_t acceptor;
     pthread_mutex_t lock;
     pthread_cond_t idle; /* screening reached 0 */
-    int fds[SCREEN_MAX]; /* clients relayed (-1 = free slot), shut down on stop */
-    int screening;       /* relays running */
+    int fds[SCREEN_MAX]; /* clients served (-1 = free slot), shut down on stop */
+    int screening;       /* connections being served */
     bool tcp;
     atomic_bool stopping;
 };
@@ -49,32 +42,19 @@ struct vramd_screen {
 typedef struct {
     vramd_screen_t *s;
     int slot;
-    int client; /* the accepted socket */
-    int mhd;    /* our end of libmicrohttpd's socket pair; -1 before the first request */
-    vramd_engine_t *engine; /* its libmicrohttpd */
-    unsigned long requests; /* complete requests checked */
-    void *guard_ctx;        /* the guard's record of this connection */
-    char *in;               /* what the client sent that is not forwarded yet */
-    size_t len, ok;         /* its length; its first ok bytes are checked */
-    bool in_body;           /* the bytes after ok continue a request's body */
-    vramd_body_t body;      /* that body's framing */
+    int client;        /* the accepted socket */
+    void *guard_ctx;   /* the guard's record of this connection */
+    char *in;          /* what the client sent and is not answered yet */
+    size_t len;        /* its length */
+    vramd_head_t head; /* the request being read (in_body) */
+    bool in_body;      /* its head is in[0..head.head_len), its body follows */
+    bool continued;    /* "100 Continue" sent for it */
+    vramd_body_t body; /* that body's framing; its bytes go to data */
+    char data[VRAMD_MAX_BODY + 1];
 } job_t;
 
-static const char *reason(int status)
-{
-    switch (status) {
-    case 400:
-        return "Bad Request";
-    case 413:
-        return "Content Too Large";
-    case 431:
-        return "Request Header Fields Too Large";
-    case 505:
-        return "HTTP Version Not Supported";
-    default:
-        return "Service Unavailable";
-    }
-}
+/* The input buffer: a head of up to VRAMD_HEAD_MAX, then room to read. */
+#define IN_SIZE (2 * VRAMD_HEAD_MAX)
 
 /* Closes a connection without losing what was sent to it: closing a socket
  * with unread bytes resets it (ECONNRESET), which can destroy the last
@@ -110,7 +90,7 @@ static void refuse(int fd, int status, const char *code, const char *why, bool l
     int hl = snprintf(head, sizeof head,
                       "HTTP/1.1 %d %s\r\nContent-Type: application/json\r\n"
                       "Content-Length: %zu\r\nConnection: close\r\n\r\n",
-                      r.status, reason(r.status), blen);
+                      r.status, vramd_status_text(r.status), blen);
     if (send(fd, head, (size_t)hl, MSG_NOSIGNAL) == hl && blen)
         (void)send(fd, r.body, blen, MSG_NOSIGNAL);
     free(r.body);
@@ -129,129 +109,98 @@ static bool send_all(int fd, const char *p, size_t n)
     return true;
 }
 
-/* Checks the framing of what the client sent (in[0..len)) from where the
- * last call stopped: *ok grows by the bytes that complete well-formed
- * requests or parts of them (a head only whole). Returns 0, or the status
- * of a malformed request (why filled). */
-static int check_framing(job_t *r, char *why, size_t whylen)
+/* Drops the first n bytes of the input (a request answered, or body bytes
+ * copied out), keeping `keep` bytes at the start (the head being served). */
+static void consume(job_t *r, size_t keep, size_t n)
 {
-    int v = 0;
-    while (r->ok < r->len) {
-        const char *p = r->in + r->ok;
-        size_t n = r->len - r->ok, used;
-        if (!r->in_body) {
-            vramd_head_t head;
-            v = vramd_head_check(p, n, &head, why, whylen);
-            if (v) break;
-            r->ok += head.head_len;
-            vramd_body_start(&r->body, &head);
-            r->in_body = true;
-            p += head.head_len;
-            n -= head.head_len;
-        }
-        v = vramd_body_scan(&r->body, p, n, &used, why, whylen);
-        r->ok += used;
-        if (v) break;
-        r->in_body = false;
-        r->requests++;
-    }
-    return v > 0 ? v : 0;
+    memmove(r->in + keep, r->in + keep + n, r->len - keep - n);
+    r->len -= n;
 }
 
-/* Hands libmicrohttpd what was checked and lets it answer, copying its
- * replies to the client, until it has answered every complete request it
- * was given (at a request boundary) or, inside a body, until it has nothing
- * more to say (a "100 Continue"). Its socket pair and engine are made with
- * the first request. False when the connection is over (libmicrohttpd
- * closed it, or the client is gone). */
-static bool pump(job_t *r, char *out)
+/* Serves what has arrived: every complete request in order. Returns 0 when
+ * it needs more bytes, 1 when the connection is to close (answered with
+ * Connection: close, or the client is gone), or the status of a malformed
+ * request (why filled). */
+static int serve_input(job_t *r, char *why, size_t whylen)
 {
-    vramd_screen_t *s = r->s;
-    if (!r->engine) {
-        int pair[2];
-        if (!r->ok) return true;
-        if (socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, pair) != 0) return false;
-        r->mhd = pair[0];
-        r->engine = vramd_engine_open(s->arg, pair[1], r->guard_ctx);
-        if (!r->engine) return false;
-    }
-    int wait_ms = 0;
     for (;;) {
-        bool moved = false;
-        /* Stop: libmicrohttpd's run below waits at most 10 ms, and stop
-         * shuts the client's socket down (a blocked send returns). */
-        if (s->stopping) return false;
-        while (r->ok) {
-            ssize_t w = send(r->mhd, r->in, r->ok, MSG_NOSIGNAL | MSG_DONTWAIT);
-            if (w < 0 && errno == EINTR) continue;
-            if (w < 0 && errno == EAGAIN) break; /* full: it reads, then we go on */
-            if (w <= 0) return false;
-            memmove(r->in, r->in + w, r->len - (size_t)w);
-            r->len -= (size_t)w;
-            r->ok -= (size_t)w;
-            moved = true;
+        if (!r->in_body) {
+            int v = vramd_head_check(r->in, r->len, &r->head, why, whylen);
+            if (v) return v < 0 ? 0 : v;
+            vramd_body_start(&r->body, &r->head, r->data);
+            r->in_body = true;
+            r->continued = false;
         }
-        long answered = vramd_engine_run(r->engine, wait_ms);
-        /* Replies written before answered was counted are all in the
-         * socket: a short read took everything there was. */
-        ssize_t got;
-        while ((got = recv(r->mhd, out, RELAY_OUT, MSG_DONTWAIT)) > 0) {
-            if (!send_all(r->client, out, (size_t)got)) return false;
-            moved = true;
-            if (got < RELAY_OUT) break;
+        size_t hl = r->head.head_len, used;
+        int v = vramd_body_scan(&r->body, r->in + hl, r->len - hl, &used, why, whylen);
+        consume(r, hl, used);
+        if (v > 0) return v;
+        if (v < 0) {
+            /* The client waits for a go-ahead before sending its body. */
+            if (r->head.expect_continue && !r->continued) {
+                static const char go[] = "HTTP/1.1 100 Continue\r\n\r\n";
+                if (!send_all(r->client, go, sizeof go - 1)) return 1;
+                r->continued = true;
+            }
+            return 0;
         }
-        if (answered < 0) return false;
-        if (!r->ok && (unsigned long)answered == r->requests && (!r->in_body || !moved))
-            return true;
-        /* Still owed a reply but nothing moved: let it wait for its socket
-         * instead of spinning (it cannot be waiting for anything else). */
-        wait_ms = moved ? 0 : 10;
+        /* A whole request: answered now, in this thread. */
+        r->data[r->body.data_len] = 0;
+        vramd_guard_answering(r->guard_ctx, true);
+        size_t out_len = 0;
+        bool close = true;
+        char *out = vramd_http_answer(r->s->arg, r->guard_ctx, r->in, &r->head, r->data,
+                                      r->body.data_len, &out_len, &close);
+        vramd_guard_answering(r->guard_ctx, false);
+        bool sent = out && send_all(r->client, out, out_len);
+        free(out);
+        consume(r, 0, hl);
+        r->in_body = false;
+        if (!sent || close) return 1;
     }
 }
 
-/* The life of one connection: requests go from the client to its
- * libmicrohttpd once checked, replies come back as they are. A malformed
- * request stops the forwarding: the replies owed to the requests before it
- * are copied, then vramd answers it in JSON and closes. */
+/* The life of one connection: read, serve every complete request, until
+ * the client closes, a reply closes, a request is malformed (answered in
+ * JSON, then closed), the client idles past the timeout or vramd stops. */
 static void *relay(void *arg)
 {
     job_t *r = arg;
     vramd_screen_t *s = r->s;
     char why[320] = "";
     int verdict = 0;
-    bool open = true, client_eof = false;
-    r->in = malloc(VRAMD_HEAD_MAX);
-    char *out = malloc(RELAY_OUT);
-    if (!r->in || !out) open = false;
-    while (open && !verdict && !client_eof && !s->stopping) {
+    bool client_eof = false, done = false;
+    r->in = malloc(IN_SIZE);
+    if (!r->in) done = true;
+    while (!done && !verdict && !client_eof && !s->stopping) {
         /* Blocks until the client sends, closes, is shut down by the guard
          * or by vramd's stop, or stays idle past SO_RCVTIMEO. */
-        ssize_t got = recv(r->client, r->in + r->len, VRAMD_HEAD_MAX - r->len, 0);
+        ssize_t got = recv(r->client, r->in + r->len, IN_SIZE - r->len, 0);
         if (got > 0) {
             r->len += (size_t)got;
-            verdict = check_framing(r, why, sizeof why);
+            verdict = serve_input(r, why, sizeof why);
+            if (verdict == 1) {
+                verdict = 0;
+                done = true;
+            }
         } else if (got < 0 && errno == EINTR) {
             continue;
         } else {
             client_eof = true; /* closed, idle too long, or shut down */
         }
-        open = pump(r, out); /* what is owed, even after the client's end */
     }
     pthread_mutex_lock(&s->lock);
     s->fds[r->slot] = -1;
     pthread_mutex_unlock(&s->lock);
-    vramd_engine_close(r->engine);
-    if (r->mhd >= 0) close(r->mhd);
     /* Out of the guard before the socket closes: its reaper shuts sockets
      * down by number. */
     vramd_guard_closed(s->guard, r->guard_ctx);
-    if (verdict && open && !s->stopping) {
+    if (verdict && !s->stopping) {
         vramd_log("debug", "refused a malformed request: %s", why);
         refuse(r->client, verdict, verdict == 413 ? "body_too_large" : "bad_request", why, true);
     } else {
         close_gently(r->client, client_eof || s->stopping, true);
     }
-    free(out);
     free(r->in);
     free(r);
     pthread_mutex_lock(&s->lock);
@@ -280,7 +229,6 @@ static void *acceptor(void *arg)
         }
         job->s = s;
         job->client = fd;
-        job->mhd = -1;
         if (s->tcp) /* replies go out whole: no need to wait for more */
             setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &(int){1}, sizeof(int));
         /* A client that stops reading or sending cannot hold its relay

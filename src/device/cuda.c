@@ -130,9 +130,50 @@ static int cuda_code(CUresult r)
     case CUDA_ERROR_TIMEOUT:
     case CUDA_ERROR_UNKNOWN:
         return VRAM_EAGAIN;
-    default: /* STUB_LIBRARY, INSUFFICIENT_DRIVER, ECC, ILLEGAL_ADDRESS, INVALID_CONTEXT, ... */
+    default: /* STUB_LIBRARY, SYSTEM_DRIVER_MISMATCH, ECC, ILLEGAL_ADDRESS, INVALID_CONTEXT, ... */
         return VRAM_EDRIVER;
     }
+}
+
+/* What cuInit's failures mean and what the user can do: the codes the driver
+ * API reports for a machine that cannot run CUDA (cuda.h's descriptions;
+ * docs/drivers.md). An old driver is CALL_REQUIRES_NEWER_DRIVER (36) or a
+ * missing symbol (open says which); 35 is the runtime API's code, never the
+ * driver's. */
+static const struct {
+    CUresult code;
+    int vram_code;
+    const char *what; /* "%s": the library's path */
+} init_failures[] = {
+    {CUDA_ERROR_STUB_LIBRARY, VRAM_EDRIVER,
+     "%s is the CUDA toolkit's stub library, not a driver; install the NVIDIA driver or point "
+     "VRAM_CUDA_LIBRARY at its libcuda.so.1"},
+    {CUDA_ERROR_NO_DEVICE, VRAM_ENODEV, "no NVIDIA GPU: cuInit (%s) reports no device"},
+    {CUDA_ERROR_CALL_REQUIRES_NEWER_DRIVER, VRAM_EDRIVER,
+     "the NVIDIA driver (%s) is older than vram's calls need; update the driver"},
+    {CUDA_ERROR_SYSTEM_DRIVER_MISMATCH, VRAM_EDRIVER,
+     "%s does not match the NVIDIA kernel module that is loaded (a driver upgraded without a "
+     "reboot?); reboot, or load the module of the same version"},
+    {CUDA_ERROR_COMPAT_NOT_SUPPORTED_ON_DEVICE, VRAM_EDRIVER,
+     "%s is a forward-compatibility driver that this GPU does not support; use the system "
+     "driver's libcuda.so.1, or hide the GPU with CUDA_VISIBLE_DEVICES"},
+    {CUDA_ERROR_SYSTEM_NOT_READY, VRAM_EAGAIN,
+     "the system is not ready for CUDA work yet (%s); on NVSwitch machines, is "
+     "nvidia-fabricmanager running?"},
+};
+
+/* The error for a failed cuInit: the table's explanation, else the driver's. */
+static int init_failure(const cuda_state_t *st, CUresult r)
+{
+    char msg[160], what[384];
+    cuda_message(st, r, msg, sizeof msg);
+    for (size_t i = 0; i < sizeof init_failures / sizeof init_failures[0]; i++)
+        if (init_failures[i].code == r) {
+            snprintf(what, sizeof what, init_failures[i].what, st->path);
+            return vram_fail(init_failures[i].vram_code, "%s (%s)", what, msg);
+        }
+    int code = cuda_code(r) == VRAM_EAGAIN ? VRAM_EAGAIN : VRAM_EDRIVER;
+    return vram_fail(code, "no usable CUDA driver: cuInit failed: %s", msg);
 }
 
 static int cuda_fail(const cuda_state_t *st, CUresult r, const char *call, int index)
@@ -289,21 +330,7 @@ static int cuda_open(void **state)
         return fail_open(st, vram_fail(VRAM_EDRIVER, "%s is not a usable CUDA driver: it lacks %s",
                                        st->path, missing));
     CUresult r = st->fn.init(0);
-    if (r == CUDA_ERROR_STUB_LIBRARY)
-        return fail_open(st, vram_fail(VRAM_EDRIVER,
-                                       "%s is the CUDA toolkit's stub library, not a driver "
-                                       "(CUDA_ERROR_STUB_LIBRARY); install the NVIDIA driver "
-                                       "or point VRAM_CUDA_LIBRARY at its libcuda.so.1",
-                                       st->path));
-    if (r == CUDA_ERROR_NO_DEVICE)
-        return fail_open(st, vram_fail(VRAM_ENODEV, "no NVIDIA GPU: cuInit reports no device "
-                                                    "(CUDA_ERROR_NO_DEVICE)"));
-    if (r != CUDA_SUCCESS) {
-        char msg[160];
-        cuda_message(st, r, msg, sizeof msg);
-        int code = cuda_code(r) == VRAM_EAGAIN ? VRAM_EAGAIN : VRAM_EDRIVER;
-        return fail_open(st, vram_fail(code, "no usable CUDA driver: cuInit failed: %s", msg));
-    }
+    if (r != CUDA_SUCCESS) return fail_open(st, init_failure(st, r));
     if (st->fn.driver_version) st->fn.driver_version(&st->driver_version);
     r = st->fn.device_count(&st->count);
     if (r != CUDA_SUCCESS) return fail_open(st, cuda_fail(st, r, "cuDeviceGetCount", -1));

@@ -1,7 +1,13 @@
 /* The few CUDA driver API declarations vram uses, written from NVIDIA's
  * documented ABI so that no cuda.h is needed at build time. libcuda.so.1 is
  * loaded with dlopen; the versioned entry points (_v2) are looked up by their
- * exported names. Shared with the fake libcuda.so.1 in tests/fakes/. */
+ * exported names. Shared with the fake libcuda.so.1 in tests/fakes/.
+ *
+ * Names are NVIDIA's, including those of the enum types a call takes, so
+ * that tests/abi/ can check every declaration here against cuda.h: values,
+ * layouts, and each function type against the real prototype of the symbol
+ * looked up. A name added here must be checked in tests/abi/cuda_abi.c too
+ * (the test says which are not). */
 #ifndef VRAM_DEVICE_CUDA_API_H
 #define VRAM_DEVICE_CUDA_API_H
 
@@ -22,9 +28,9 @@ enum {
     CUDA_ERROR_OUT_OF_MEMORY = 2,
     CUDA_ERROR_NOT_INITIALIZED = 3,
     CUDA_ERROR_DEINITIALIZED = 4,
-    CUDA_ERROR_STUB_LIBRARY = 34, /* the toolkit's link-time stub, not a driver */
-    CUDA_ERROR_INSUFFICIENT_DRIVER = 35,
-    CUDA_ERROR_DEVICE_UNAVAILABLE = 46, /* e.g. exclusive-process mode, taken */
+    CUDA_ERROR_STUB_LIBRARY = 34,               /* the toolkit's link-time stub, not a driver */
+    CUDA_ERROR_CALL_REQUIRES_NEWER_DRIVER = 36, /* the driver API's "driver too old" */
+    CUDA_ERROR_DEVICE_UNAVAILABLE = 46,         /* e.g. exclusive-process mode, taken */
     CUDA_ERROR_NO_DEVICE = 100,
     CUDA_ERROR_INVALID_DEVICE = 101,
     CUDA_ERROR_INVALID_CONTEXT = 201,
@@ -38,11 +44,15 @@ enum {
     CUDA_ERROR_NOT_PERMITTED = 800,
     CUDA_ERROR_NOT_SUPPORTED = 801,
     CUDA_ERROR_SYSTEM_NOT_READY = 802,
-    CUDA_ERROR_SYSTEM_DRIVER_MISMATCH = 803,
-    CUDA_ERROR_COMPAT_NOT_SUPPORTED_ON_DEVICE = 804,
+    CUDA_ERROR_SYSTEM_DRIVER_MISMATCH = 803,         /* libcuda and the kernel module differ */
+    CUDA_ERROR_COMPAT_NOT_SUPPORTED_ON_DEVICE = 804, /* forward-compat libcuda, GPU not covered */
     CUDA_ERROR_TIMEOUT = 909,
     CUDA_ERROR_UNKNOWN = 999,
 };
+
+/* Enum types of NVIDIA's prototypes: int-sized, as the C ABI passes them. */
+typedef int CUdevice_attribute;
+typedef int CUmemAllocationGranularity_flags;
 
 /* cuDeviceGetAttribute attributes we read. */
 enum {
@@ -94,7 +104,8 @@ typedef CUresult (*cu_device_get_fn)(CUdevice *device, int ordinal);
 typedef CUresult (*cu_device_get_name_fn)(char *name, int len, CUdevice device);
 typedef CUresult (*cu_device_get_uuid_fn)(CUuuid *uuid, CUdevice device);
 typedef CUresult (*cu_device_total_mem_fn)(size_t *bytes, CUdevice device);
-typedef CUresult (*cu_device_get_attribute_fn)(int *value, int attribute, CUdevice device);
+typedef CUresult (*cu_device_get_attribute_fn)(int *value, CUdevice_attribute attribute,
+                                               CUdevice device);
 typedef CUresult (*cu_primary_ctx_retain_fn)(CUcontext *ctx, CUdevice device);
 typedef CUresult (*cu_primary_ctx_release_fn)(CUdevice device);
 typedef CUresult (*cu_ctx_set_current_fn)(CUcontext ctx);
@@ -105,7 +116,7 @@ typedef CUresult (*cu_mem_free_fn)(CUdeviceptr ptr);
 typedef CUresult (*cu_get_error_text_fn)(CUresult error, const char **text);
 typedef CUresult (*cu_mem_get_allocation_granularity_fn)(size_t *granularity,
                                                          const CUmemAllocationProp *prop,
-                                                         int option);
+                                                         CUmemAllocationGranularity_flags option);
 typedef CUresult (*cu_mem_address_reserve_fn)(CUdeviceptr *ptr, size_t size, size_t alignment,
                                               CUdeviceptr addr, unsigned long long flags);
 typedef CUresult (*cu_mem_address_free_fn)(CUdeviceptr ptr, size_t size);

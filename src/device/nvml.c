@@ -132,6 +132,23 @@ static void nvml_close(void *state)
     free(st);
 }
 
+/* What the user can do about nvmlInit's failures that mean the machine
+ * cannot run the driver (nvml.h's descriptions; docs/drivers.md). */
+static const char *init_advice(nvmlReturn_t r)
+{
+    switch (r) {
+    case NVML_ERROR_DRIVER_NOT_LOADED:
+        return "; the NVIDIA kernel module is not loaded (modprobe nvidia, or install the driver)";
+    case NVML_ERROR_LIB_RM_VERSION_MISMATCH:
+        return "; libnvidia-ml does not match the NVIDIA kernel module that is loaded (a driver "
+               "upgraded without a reboot?): reboot, or load the module of the same version";
+    case NVML_ERROR_NO_PERMISSION:
+        return "; this user may not open the GPU device files (/dev/nvidia*)";
+    default:
+        return "";
+    }
+}
+
 static int nvml_open(void **state)
 {
     *state = NULL;
@@ -161,11 +178,9 @@ static int nvml_open(void **state)
     if (r != NVML_SUCCESS) {
         /* Whatever the reason, a driver that will not initialize is not one
          * we can use: auto falls back, a named backend reports it. */
-        rc = vram_fail(r == NVML_ERROR_DRIVER_NOT_LOADED ? VRAM_EDRIVER
-                       : nvml_code(r) == VRAM_EAGAIN     ? VRAM_EAGAIN
-                                                         : VRAM_EDRIVER,
-                       "no NVIDIA driver: nvmlInit_v2 failed: %s (NVML error %d)",
-                       nvml_message(st, r), r);
+        rc = vram_fail(nvml_code(r) == VRAM_EAGAIN ? VRAM_EAGAIN : VRAM_EDRIVER,
+                       "no NVIDIA driver: nvmlInit_v2 failed: %s (NVML error %d)%s",
+                       nvml_message(st, r), r, init_advice(r));
         nvml_close(st);
         return rc;
     }

@@ -2,7 +2,9 @@
  * that no nvml.h (no CUDA toolkit) is needed at build time. The library is
  * loaded with dlopen and every function is looked up by name; these types must
  * match the driver's layout byte for byte (the static asserts below pin them).
- * Shared with the fake libnvidia-ml.so.1 in tests/fakes/. */
+ * Shared with the fake libnvidia-ml.so.1 in tests/fakes/. Names are NVIDIA's,
+ * so tests/abi/nvml_abi.c checks each against nvml.h (values, layouts, and
+ * each function type against the real prototype of the symbol looked up). */
 #ifndef VRAM_DEVICE_NVML_API_H
 #define VRAM_DEVICE_NVML_API_H
 
@@ -51,6 +53,9 @@ typedef struct nvmlDevice_st *nvmlDevice_t;
 #define NVML_DEVICE_NAME_V2_BUFFER_SIZE 96
 #define NVML_DEVICE_UUID_V2_BUFFER_SIZE 96
 #define NVML_TEMPERATURE_GPU            0
+
+/* Enum type of nvmlDeviceGetTemperature's sensor argument: int-sized. */
+typedef int nvmlTemperatureSensors_t;
 
 /* nvmlDeviceGetMemoryInfo (v1): used = total - free, driver reservations included. */
 typedef struct {
@@ -122,7 +127,8 @@ typedef nvmlReturn_t (*nvml_get_memory_fn)(nvmlDevice_t device, nvmlMemory_t *me
 typedef nvmlReturn_t (*nvml_get_memory_v2_fn)(nvmlDevice_t device, nvmlMemory_v2_t *memory);
 typedef nvmlReturn_t (*nvml_get_cc_fn)(nvmlDevice_t device, int *major, int *minor);
 typedef nvmlReturn_t (*nvml_get_utilization_fn)(nvmlDevice_t device, nvmlUtilization_t *util);
-typedef nvmlReturn_t (*nvml_get_temperature_fn)(nvmlDevice_t device, int sensor,
+typedef nvmlReturn_t (*nvml_get_temperature_fn)(nvmlDevice_t device,
+                                                nvmlTemperatureSensors_t sensor,
                                                 unsigned int *temp);
 typedef nvmlReturn_t (*nvml_get_power_fn)(nvmlDevice_t device, unsigned int *milliwatts);
 /* The process calls take an array of entries whose layout depends on the

@@ -18,6 +18,8 @@ void vram_estimate_config_init(vram_estimate_config_t *cfg)
     cfg->checkpointing = VRAM_CKPT_NONE;
     cfg->overhead_bytes = VRAM_UNKNOWN_U64;
     cfg->attention_from_model = true;
+    cfg->accumulation_steps = 1;
+    cfg->double_quant = true; /* QLoRA's default; only NF4 reads it */
 }
 
 static bool is_half(vram_precision_t p)
@@ -115,8 +117,19 @@ static int validate(const vram_model_t *m, const vram_estimate_config_t *c, int6
                          (long long)c->lora_rank, (long long)VRAM_MAX_WIDTH);
     if (c->quantize_base != VRAM_QUANT_NONE && c->lora_rank == 0 && c->mode == VRAM_MODE_TRAIN)
         return vram_fail(VRAM_EINVAL, "a quantized base (QLoRA) trains adapters: give a LoRA rank");
-    if (c->lora_rank > 0 && c->mode == VRAM_MODE_TRAIN && c->zero_stage > 0)
-        return vram_fail(VRAM_EINVAL, "LoRA with ZeRO is not modelled; estimate one of them");
+    if (c->sharding != VRAM_SHARD_DEEPSPEED && c->sharding != VRAM_SHARD_FSDP)
+        return vram_fail(VRAM_EINVAL, "unknown sharding %d", (int)c->sharding);
+    if (c->sharding == VRAM_SHARD_FSDP && c->zero_stage == 0 && c->mode == VRAM_MODE_TRAIN)
+        /* FSDP without a stage would silently be plain data parallelism */
+        return vram_fail(VRAM_EINVAL,
+                         "FSDP shards with a stage: FULL_SHARD is --zero 3, SHARD_GRAD_OP "
+                         "--zero 2 (with --gpus N); NO_SHARD is --zero 0 without --sharding");
+    if (c->accumulation_steps < 0 || c->accumulation_steps > VRAM_MAX_ACCUMULATION)
+        return vram_fail(VRAM_EINVAL, "accumulation steps %lld out of range (1 to %lld)",
+                         (long long)c->accumulation_steps, (long long)VRAM_MAX_ACCUMULATION);
+    if (c->num_labels < 0 || c->num_labels > VRAM_MAX_VOCAB)
+        return vram_fail(VRAM_EINVAL, "number of labels %lld out of range (1 to %lld)",
+                         (long long)c->num_labels, (long long)VRAM_MAX_VOCAB);
     if (c->activation_offload && c->checkpointing != VRAM_CKPT_FULL)
         return vram_fail(VRAM_EINVAL,
                          "activation offloading moves checkpointed layer inputs to the CPU: use "
@@ -126,6 +139,14 @@ static int validate(const vram_model_t *m, const vram_estimate_config_t *c, int6
         return vram_fail(VRAM_EINVAL, "GPU generation, CUDA version or lazy loading out of range");
     if (m->family == VRAM_FAMILY_PROFILE) return 0;
     int64_t positions = seq + (c->mode == VRAM_MODE_INFER ? c->max_new_tokens : 0);
+    int64_t room = m->max_positions - (c->mode == VRAM_MODE_INFER ? c->max_new_tokens : 0);
+    if (!vram_arch_is_image(m) && m->max_positions > 0 && positions > m->max_positions && room < 1)
+        /* no prompt length would do: the new tokens alone are too many */
+        return vram_fail(VRAM_EINVAL,
+                         "%lld new tokens do not fit %s's %lld positions with even one prompt "
+                         "token (use --max-new-tokens %lld or less)",
+                         (long long)c->max_new_tokens, m->name, (long long)m->max_positions,
+                         (long long)(m->max_positions - 1));
     if (!vram_arch_is_image(m) && m->max_positions > 0 && positions > m->max_positions)
         return vram_fail(
             VRAM_EINVAL,
@@ -192,6 +213,22 @@ typedef struct {
     double wb, gb, sb; /* bytes per element: weights, grads, one state */
 } param_memory_t;
 
+/* ZeRO/FSDP over `gpus`: stage 1 shards the optimizer states, 2 also the
+ * gradients, 3 also the parameters, of which one unit is gathered whole
+ * at a time (`gathered` bytes: FSDP's all-gather of the wrapped layer,
+ * DeepSpeed's estimate_zero3_model_states_mem_needs "largest layer"). With
+ * LoRA the frozen base is sharded like any parameter (FSDP shards every
+ * parameter of a wrapped unit, trainable or not; QLoRA under FSDP shards
+ * the quantized storage: Answer.AI's FSDP-QLoRA, bitsandbytes
+ * quant_storage). */
+static void shard(const vram_estimate_config_t *c, param_memory_t *pm, double gathered)
+{
+    double gpus = c->gpus > 0 ? c->gpus : 1;
+    if (c->zero_stage >= 1) pm->states /= gpus;
+    if (c->zero_stage >= 2) pm->grads /= gpus;
+    if (c->zero_stage >= 3) pm->params = pm->params / gpus + gathered;
+}
+
 static int lora_memory(const vram_model_t *m, const vram_estimate_config_t *c,
                        const vram_arch_params_t *p, double mm, param_memory_t *pm)
 {
@@ -223,6 +260,17 @@ static int lora_memory(const vram_model_t *m, const vram_estimate_config_t *c,
     pm->wb = base;
     pm->gb = adapter;
     pm->sb = adapter;
+    if (c->zero_stage > 0 && c->sharding == VRAM_SHARD_DEEPSPEED && is_half(c->precision) && !amp) {
+        /* DeepSpeed's mixed precision over the adapters: fp32 master copies
+         * and states (and from stage 2 an fp32 gradient partition) */
+        pm->states = optimizer_bytes(&ap, c->optimizer, 4) + 4 * A;
+        if (c->zero_stage >= 2) pm->states += 4 * A;
+        pm->sb = 4;
+    }
+    shard(c, pm,
+          (double)largest * (c->quantize_base != VRAM_QUANT_NONE
+                                 ? vram_quant_bytes_per_weight(c->quantize_base, c->double_quant)
+                                 : base));
     return 0;
 }
 
@@ -234,7 +282,7 @@ static void full_memory(const vram_estimate_config_t *c, const vram_arch_params_
     bool amp = is_amp(c->precision), half = is_half(c->precision);
     pm->trainable = n;
     pm->largest_trainable = largest;
-    if (c->zero_stage > 0 && half) {
+    if (c->zero_stage > 0 && half && c->sharding == VRAM_SHARD_DEEPSPEED) {
         /* DeepSpeed's mixed precision: fp16/bf16 weights and gradients,
          * fp32 master weights and states partitioned. Its estimators
          * (estimate_zero2_model_states_mem_needs: 4Ψ + 16Ψ/N;
@@ -267,9 +315,10 @@ static void full_memory(const vram_estimate_config_t *c, const vram_arch_params_
         pm->states = optimizer_bytes(p, c->optimizer, half ? 2 : 4);
         pm->wb = pm->gb = pm->sb = wb;
     }
-    if (c->zero_stage >= 1) pm->states /= gpus;
-    if (c->zero_stage >= 2) pm->grads /= gpus;
-    if (c->zero_stage >= 3) pm->params /= gpus;
+    /* FSDP (or DeepSpeed in fp32): each tensor in its own dtype, sharded;
+     * FSDP's MixedPrecision gathers the unit in the compute dtype */
+    shard(c, pm,
+          c->zero_stage >= 3 && c->sharding == VRAM_SHARD_FSDP ? (amp ? 2 : pm->wb) * largest : 0);
 }
 
 /* The optimizer step's intermediates: torch.optim's foreach Adam keeps one
@@ -398,9 +447,68 @@ static double carve_phase(const vram_model_t *m, const vram_arch_params_t *p,
     return vram_carve_reserved(&k) + vram_carve_reserved(&step);
 }
 
+int vram_estimate_setting_applies(const vram_model_t *m, const char *key)
+{
+    if (!m || !key) return vram_fail(VRAM_EINVAL, "vram_estimate_setting_applies: NULL argument");
+    /* a profile's activations were measured at one input shape */
+    bool measured = m->family == VRAM_FAMILY_PROFILE;
+    if (!strcmp(key, "seq_len")) return !measured && !vram_arch_is_image(m);
+    if (!strcmp(key, "image_size")) return !measured && vram_arch_is_image(m);
+    return 1;
+}
+
+static int estimate(const vram_model_t *m, const vram_estimate_config_t *c, vram_estimate_t *out);
+
 int vram_estimate(const vram_model_t *m, const vram_estimate_config_t *c, vram_estimate_t *out)
 {
     if (!m || !c || !out) return vram_fail(VRAM_EINVAL, "vram_estimate: NULL argument");
+    if (c->head == VRAM_HEAD_DEFAULT && c->num_labels == 0) return estimate(m, c, out);
+    /* the head and labels the model is loaded with, over its config's */
+    vram_model_t with_head = *m;
+    vram_model_set_head(&with_head, c->head != VRAM_HEAD_DEFAULT ? c->head : m->head,
+                        c->num_labels);
+    return estimate(&with_head, c, out);
+}
+
+int vram_estimate_at_batch(const vram_model_t *m, const vram_estimate_config_t *cfg, int64_t batch,
+                           uint64_t *bytes)
+{
+    if (!cfg || !bytes) return vram_fail(VRAM_EINVAL, "vram_estimate_at_batch: NULL argument");
+    vram_estimate_config_t c = *cfg;
+    c.batch_size = batch;
+    vram_estimate_t e;
+    int rc = vram_estimate(m, &c, &e);
+    if (!rc) *bytes = e.total;
+    return rc;
+}
+
+int vram_estimate_degrade_slope(const vram_model_t *m, const vram_estimate_config_t *cfg,
+                                int64_t lo, int64_t hi, uint64_t *per_sample)
+{
+    if (!per_sample) return vram_fail(VRAM_EINVAL, "vram_estimate_degrade_slope: NULL argument");
+    if (lo < 1 || hi <= lo)
+        return vram_fail(VRAM_EINVAL, "batches %lld to %lld: give 1 <= low < high", (long long)lo,
+                         (long long)hi);
+    uint64_t top, at;
+    int rc = vram_estimate_at_batch(m, cfg, hi, &top);
+    if (rc) return rc;
+    /* vramd charges mem(hi) - (hi - b) * slope at batch b: the slope must
+     * not exceed (mem(hi) - mem(b)) / (hi - b) at any b, or that charge
+     * would fall below the estimate */
+    uint64_t slope = UINT64_MAX;
+    /* every batch of the range, or 4096 spread over a longer one */
+    int64_t step = (hi - lo + 4095) / 4096;
+    for (int64_t b = lo; b < hi; b += step) {
+        if ((rc = vram_estimate_at_batch(m, cfg, b, &at))) return rc;
+        uint64_t s = at >= top ? 0 : (top - at) / (uint64_t)(hi - b);
+        if (s < slope) slope = s;
+    }
+    *per_sample = slope;
+    return 0;
+}
+
+static int estimate(const vram_model_t *m, const vram_estimate_config_t *c, vram_estimate_t *out)
+{
     int rc = validate_config(c);
     if (rc) return rc;
     int64_t seq = resolve_seq(m, c);
@@ -548,20 +656,33 @@ int vram_estimate(const vram_model_t *m, const vram_estimate_config_t *c, vram_e
      * micro-batch), at its end (every gradient, one layer's chain) or in the
      * optimizer step (gradients, states, the step's intermediates). */
     double fixed = pm.params + buffers + pm.states + work;
-    double at_bwd = fixed + pm.cache + live_acts + bwd + (c->grads_kept ? pm.grads : 0);
+    bool grads_kept = c->grads_kept || c->accumulation_steps > 1;
+    double at_bwd = fixed + pm.cache + live_acts + bwd + (grads_kept ? pm.grads : 0);
     double at_end = fixed + pm.cache + pm.grads + bt.layer + pm.dequant;
     double at_step = fixed + pm.grads + opt;
+    /* the parts live at the peak, phase by phase (they add up to it) */
+    double lv_grads = grads_kept ? pm.grads : 0, lv_cache = pm.cache, lv_acts = live_acts,
+           lv_bwd = bwd, lv_opt = 0, lv_kv = 0;
     double peak = at_bwd;
-    if (train && at_end > peak) peak = at_end;
+    if (train && at_end > peak) {
+        peak = at_end;
+        lv_grads = pm.grads, lv_acts = 0, lv_bwd = bt.layer + pm.dequant;
+    }
     bool in_step = train && at_step > peak;
-    if (in_step) peak = at_step;
+    if (in_step) {
+        peak = at_step;
+        lv_grads = pm.grads, lv_cache = 0, lv_acts = 0, lv_bwd = 0, lv_opt = opt;
+    }
     /* a quantized base dequantizes one linear at a time for its matmul */
-    if (!train) peak = fixed + acts + kv + (load ? 0 : pm.dequant);
+    if (!train) {
+        peak = fixed + acts + kv + (load ? 0 : pm.dequant);
+        lv_grads = 0, lv_cache = 0, lv_acts = acts, lv_kv = kv, lv_bwd = load ? 0 : pm.dequant;
+    }
 
     /* the live tensors of each phase carved into segments as the pool does;
      * the process keeps the largest reservation */
     phase_t phases[3] = {
-        {true, c->grads_kept, live_acts, bwd + pm.cache, 0},
+        {true, grads_kept, live_acts, bwd + pm.cache, 0},
         {true, true, 0, bt.layer + pm.dequant + pm.cache, 0},
         {true, true, 0, opt, 0},
     };
@@ -598,8 +719,26 @@ int vram_estimate(const vram_model_t *m, const vram_estimate_config_t *c, vram_e
         (rc = to_bytes(m, context, "CUDA context", &e.cuda_context)) ||
         (rc = to_bytes(m, rounding, "allocator rounding", &e.allocator_rounding)))
         return rc;
-    /* the peak adds at most eleven parts of at most 2^60 bytes each */
-    e.allocated_peak = peak < 0x1p63 ? (uint64_t)ceil(peak) : (uint64_t)1 << 63;
+    /* the live parts, each at most its component (checked above) */
+    vram_estimate_live_t *lv = &e.live;
+    lv->parameters = e.parameters;
+    lv->buffers = e.buffers;
+    lv->optimizer_states = e.optimizer_states;
+    lv->workspaces = e.workspaces;
+    lv->cuda_context = e.cuda_context;
+    lv->allocator_rounding = e.allocator_rounding;
+    if ((rc = to_bytes(m, lv_grads, "gradients", &lv->gradients)) ||
+        (rc = to_bytes(m, lv_acts, "activations", &lv->activations)) ||
+        (rc = to_bytes(m, lv_kv, "KV cache", &lv->kv_cache)) ||
+        (rc = to_bytes(m, lv_cache, "autocast cache", &lv->autocast_cache)) ||
+        (rc = to_bytes(m, lv_bwd, "backward temporaries", &lv->backward_temps)) ||
+        (rc = to_bytes(m, lv_opt, "optimizer temporaries", &lv->optimizer_temps)))
+        return rc;
+    /* the peak is the sum of its live parts: ten parts of at most 2^60
+     * bytes each cannot wrap */
+    e.allocated_peak = lv->parameters + lv->buffers + lv->gradients + lv->optimizer_states +
+                       lv->activations + lv->kv_cache + lv->autocast_cache + lv->backward_temps +
+                       lv->optimizer_temps + lv->workspaces;
     /* each part is at most 2^60 bytes: these sums cannot wrap */
     e.reserved = e.allocated_peak + e.allocator_rounding;
     e.nvidia_smi = e.reserved + e.cuda_context;
@@ -608,8 +747,8 @@ int vram_estimate(const vram_model_t *m, const vram_estimate_config_t *c, vram_e
                  e.allocator_rounding + e.cuda_context;
     e.peak_in_optimizer_step = in_step;
     e.fused_attention = fused;
-    e.seq_len = vram_arch_is_image(m) ? 0 : seq;
-    e.image_size = vram_arch_is_image(m) ? image : 0;
+    e.seq_len = vram_estimate_setting_applies(m, "seq_len") ? seq : 0;
+    e.image_size = vram_estimate_setting_applies(m, "image_size") ? image : 0;
     *out = e;
     return 0;
 }

@@ -27,6 +27,21 @@ static json_t *bytes_json(const vram_estimate_t *e)
     return o;
 }
 
+/* The parts live at the peak: they add up to bytes.total. */
+static json_t *live_json(const vram_estimate_t *e)
+{
+    const vram_estimate_live_t *l = &e->live;
+    return json_pack("{s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:I}", "parameters",
+                     (json_int_t)l->parameters, "buffers", (json_int_t)l->buffers, "gradients",
+                     (json_int_t)l->gradients, "optimizer_states", (json_int_t)l->optimizer_states,
+                     "activations", (json_int_t)l->activations, "kv_cache", (json_int_t)l->kv_cache,
+                     "autocast_cache", (json_int_t)l->autocast_cache, "backward_temps",
+                     (json_int_t)l->backward_temps, "optimizer_temps",
+                     (json_int_t)l->optimizer_temps, "workspaces", (json_int_t)l->workspaces,
+                     "allocator_rounding", (json_int_t)l->allocator_rounding, "cuda_context",
+                     (json_int_t)l->cuda_context);
+}
+
 /* Where the peak is and what produced it. */
 static void add_setup(json_t *o, const vram_estimate_config_t *c, const vram_estimate_t *e)
 {
@@ -55,8 +70,9 @@ static void add_setup(json_t *o, const vram_estimate_config_t *c, const vram_est
 }
 
 json_t *vram_estimate_to_json(const vram_model_t *m, const vram_estimate_config_t *c,
-                              const vram_estimate_t *e, int64_t accumulation_steps)
+                              const vram_estimate_t *e)
 {
+    int64_t accumulation_steps = c->accumulation_steps > 1 ? c->accumulation_steps : 1;
     json_t *o = json_pack(
         "{s:s, s:s, s:I, s:s, s:I, s:I, s:I, s:I, s:s, s:s, s:s, s:i, s:i, s:I, s:o, s:f}", "model",
         m->name, "family", vram_family_name(m->family), "parameters_count",
@@ -69,6 +85,10 @@ json_t *vram_estimate_to_json(const vram_model_t *m, const vram_estimate_config_
         c->gpus > 0 ? c->gpus : 1, "max_new_tokens", (json_int_t)c->max_new_tokens, "bytes",
         bytes_json(e), "total_gib", vram_gib(e->total));
     if (o) add_setup(o, c, e);
+    if (o) json_object_set_new(o, "at_peak", live_json(e));
+    if (o && c->zero_stage > 0)
+        json_object_set_new(o, "sharding",
+                            json_string(c->sharding == VRAM_SHARD_FSDP ? "fsdp" : "deepspeed"));
     return o;
 }
 
@@ -76,16 +96,19 @@ json_t *vram_plan_to_json(const vram_model_t *m, const vram_estimate_config_t *e
                           const vram_plan_config_t *pc, const vram_plan_t *p, const char *gpu_label)
 {
     json_t *root = json_pack(
-        "{s:s, s:s, s:s, s:{s:s, s:I, s:I, s:I}, s:f, s:I, s:I, s:I, s:{s:I, s:I, s:I, s:I}}",
-        "model", m->name, "mode", mode_name(est->mode), "precision",
-        vram_precision_name(est->precision), "gpu", "name", gpu_label, "total_bytes",
-        (json_int_t)pc->total_bytes, "used_bytes", (json_int_t)pc->used_bytes, "free_bytes",
-        (json_int_t)pc->free_bytes, "target", pc->target, "budget_bytes",
-        (json_int_t)p->budget_bytes, "model_bytes", (json_int_t)p->model_bytes, "per_sample_bytes",
-        (json_int_t)p->per_sample_bytes, "recommendations", "maximum", (json_int_t)p->maximum,
-        "recommended", (json_int_t)p->recommended, "safe", (json_int_t)p->safe, "largest_fitting",
+        "{s:s, s:s, s:s, s:{s:s, s:I, s:I, s:I}, s:f, s:I, s:I, s:{s:I, s:I, s:I, s:I}}", "model",
+        m->name, "mode", mode_name(est->mode), "precision", vram_precision_name(est->precision),
+        "gpu", "name", gpu_label, "total_bytes", (json_int_t)pc->total_bytes, "used_bytes",
+        (json_int_t)pc->used_bytes, "free_bytes", (json_int_t)pc->free_bytes, "target", pc->target,
+        "budget_bytes", (json_int_t)p->budget_bytes, "model_bytes", (json_int_t)p->model_bytes,
+        "recommendations", "maximum", (json_int_t)p->maximum, "recommended",
+        (json_int_t)p->recommended, "safe", (json_int_t)p->safe, "largest_fitting",
         (json_int_t)p->max_batch_raw);
     if (!root) return NULL;
+    json_object_set_new(root, "shown",
+                        json_pack("{s:I, s:I, s:o}", "batch_size", (json_int_t)p->shown_batch,
+                                  "total_bytes", (json_int_t)p->shown.total, "at_peak",
+                                  live_json(&p->shown)));
     if (pc->batch_size > 0) {
         uint64_t t = p->current.total;
         json_object_set_new(root, "current",

@@ -10,14 +10,15 @@
 
 /* The object documented in docs/estimation.md: model, settings, "bytes" (the
  * breakdown with the real-GPU lines and allocated_peak / reserved /
- * nvidia_smi), peak phase, attention, trainable count and LoRA settings.
+ * nvidia_smi), "at_peak" (the parts live at the peak, adding up to the
+ * total), peak phase, attention, trainable count and LoRA settings.
  * NULL when out of memory. */
 json_t *vram_estimate_to_json(const vram_model_t *m, const vram_estimate_config_t *c,
-                              const vram_estimate_t *e, int64_t accumulation_steps);
+                              const vram_estimate_t *e);
 
 /* The object of `vram plan --json`: the GPU (labelled gpu_label), budget,
- * the affine summary, recommendations, the verdict on pc->batch_size when
- * given, and the suggestions. NULL when out of memory. */
+ * model_bytes, the full estimate at the shown batch, recommendations, the verdict on pc->batch_size
+ * when given, and the suggestions. NULL when out of memory. */
 json_t *vram_plan_to_json(const vram_model_t *m, const vram_estimate_config_t *est,
                           const vram_plan_config_t *pc, const vram_plan_t *p,
                           const char *gpu_label);

@@ -24,5 +24,6 @@
 #define VRAM_MAX_SEQ          VRAM_MAX_POSITIONS /* seq_len and max_new_tokens */
 #define VRAM_MAX_GPUS         (1 << 20)          /* data-parallel GPUs: 1,048,576 */
 #define VRAM_MAX_ACCUMULATION (1ll << 24)        /* --accumulation-steps */
+#define VRAM_MAX_SETTINGS     64                 /* rows of the settings table (settings.c) */
 
 #endif

@@ -5,6 +5,7 @@
 #include "plan/estimate_json.h"
 #include "vram.h"
 #include "estimate_limits.h"
+#include "gpu_names.h"
 
 #include <jansson.h>
 #include <stdlib.h>
@@ -14,17 +15,13 @@
 typedef struct {
     vram_model_t model;
     vram_estimate_config_t est;
-    int64_t accumulation_steps;
     vram_plan_config_t dev;
     char gpu_label[160];
 } request_t;
 
-static const char *const estimate_keys[] = {
-    "model",      "hf_config",      "profile",        "mode",
-    "batch_size", "seq_len",        "image_size",     "precision",
-    "optimizer",  "checkpointing",  "attention",      "zero_stage",
-    "gpus",       "max_new_tokens", "overhead_bytes", "accumulation_steps",
-    NULL};
+/* Besides the estimate settings (vram_estimate_settings): the model's keys,
+ * and the planner's target. */
+static const char *const model_keys[] = {"model", "hf_config", "profile", NULL};
 static const char *const plan_keys[] = {"gpu",    "gpu_mem",      "gpu_name",
                                         "target", "power_of_two", NULL};
 
@@ -46,17 +43,6 @@ static int get_int(json_t *req, const char *key, int64_t min, int64_t max, int64
         return vram_fail(VRAM_EINVAL, "\"%s\" is %lld; it must be in [%lld, %lld]", key,
                          (long long)n, (long long)min, (long long)max);
     *out = n;
-    return 0;
-}
-
-/* A string field; absent gives NULL. */
-static int get_str(json_t *req, const char *key, const char **out)
-{
-    json_t *v = json_object_get(req, key);
-    *out = NULL;
-    if (!v) return 0;
-    if (!json_is_string(v)) return vram_fail(VRAM_EINVAL, "\"%s\" must be a string", key);
-    *out = json_string_value(v);
     return 0;
 }
 
@@ -86,61 +72,77 @@ static int read_model(json_t *req, vram_model_t *m)
         if (!json_is_string(name)) return vram_fail(VRAM_EINVAL, "\"model\" must be a string");
         return vram_model_find(json_string_value(name), m);
     }
-    if (hf) {
-        if (!json_is_string(hf)) return vram_fail(VRAM_EINVAL, "\"hf_config\" must be a file name");
-        return vram_model_from_hf_config(json_string_value(hf), m);
-    }
+    if (json_is_string(hf)) return vram_model_from_hf_config(json_string_value(hf), m);
     if (json_is_string(prof)) return vram_model_from_profile(json_string_value(prof), m);
-    if (!json_is_object(prof))
-        return vram_fail(VRAM_EINVAL, "\"profile\" must be a file name or a profile object");
-    char *text = json_dumps(prof, JSON_COMPACT);
+    /* the file's content, as an object */
+    json_t *obj = hf ? hf : prof;
+    if (!json_is_object(obj))
+        return vram_fail(VRAM_EINVAL, "\"%s\" must be a file name or the file's JSON object",
+                         hf ? "hf_config" : "profile");
+    char *text = json_dumps(obj, JSON_COMPACT);
     if (!text) return vram_fail(VRAM_ENOMEM, "out of memory");
-    int rc = vram_model_from_profile_json(text, "profile", m);
+    int rc = hf ? vram_model_from_hf_json(text, "hf_config", m)
+                : vram_model_from_profile_json(text, "profile", m);
     free(text);
     return rc;
 }
 
-static int read_settings(json_t *req, vram_estimate_config_t *e, int64_t *accumulation)
+/* One setting's JSON value as the text vram_estimate_set reads, checking
+ * the JSON type the setting's type asks for. */
+static int setting_text(const vram_estimate_setting_t *st, json_t *v, char *buf, size_t len)
 {
-    const char *s;
-    int64_t n;
-    int rc;
-    if ((rc = get_str(req, "mode", &s))) return rc;
-    if (s && !strcmp(s, "train"))
-        e->mode = VRAM_MODE_TRAIN;
-    else if (s && (!strcmp(s, "infer") || !strcmp(s, "inference")))
-        e->mode = VRAM_MODE_INFER;
-    else if (s)
-        return vram_fail(VRAM_EINVAL, "unknown \"mode\" \"%s\" (use train or infer)", s);
-    if ((rc = get_str(req, "attention", &s))) return rc;
-    if (s && !strcmp(s, "eager"))
-        e->fused_attention = false;
-    else if (s && (!strcmp(s, "fused") || !strcmp(s, "sdpa") || !strcmp(s, "flash")))
-        e->fused_attention = true;
-    else if (s)
-        return vram_fail(VRAM_EINVAL, "unknown \"attention\" \"%s\" (use eager or fused)", s);
-    if ((rc = get_str(req, "precision", &s)) ||
-        (s && (rc = vram_precision_parse(s, &e->precision))))
-        return rc;
-    if ((rc = get_str(req, "optimizer", &s)) ||
-        (s && (rc = vram_optimizer_parse(s, &e->optimizer))))
-        return rc;
-    if ((rc = get_str(req, "checkpointing", &s)) ||
-        (s && (rc = vram_checkpointing_parse(s, &e->checkpointing))))
-        return rc;
-    if ((rc = get_int(req, "batch_size", 1, VRAM_MAX_BATCH, &e->batch_size)) ||
-        (rc = get_int(req, "seq_len", 1, VRAM_MAX_SEQ, &e->seq_len)) ||
-        (rc = get_int(req, "image_size", 1, VRAM_MAX_IMAGE, &e->image_size)) ||
-        (rc = get_int(req, "max_new_tokens", 0, VRAM_MAX_SEQ, &e->max_new_tokens)) ||
-        (rc = get_int(req, "accumulation_steps", 1, VRAM_MAX_ACCUMULATION, accumulation)))
-        return rc;
-    n = e->zero_stage;
-    if ((rc = get_int(req, "zero_stage", 0, 3, &n))) return rc;
-    e->zero_stage = (int)n;
-    n = e->gpus;
-    if ((rc = get_int(req, "gpus", 1, VRAM_MAX_GPUS, &n))) return rc;
-    e->gpus = (int)n;
-    return get_size(req, "overhead_bytes", &e->overhead_bytes);
+    switch (st->type) {
+    case VRAM_SETTING_INT:
+        if (!json_is_integer(v))
+            return vram_fail(VRAM_EINVAL, "\"%s\" must be an integer", st->key);
+        snprintf(buf, len, "%lld", (long long)json_integer_value(v));
+        return 0;
+    case VRAM_SETTING_NUMBER:
+        if (!json_is_number(v)) return vram_fail(VRAM_EINVAL, "\"%s\" must be a number", st->key);
+        snprintf(buf, len, "%.17g", json_number_value(v));
+        return 0;
+    case VRAM_SETTING_BOOL:
+        if (!json_is_boolean(v))
+            return vram_fail(VRAM_EINVAL, "\"%s\" must be true or false", st->key);
+        snprintf(buf, len, "%s", json_is_true(v) ? "on" : "off");
+        return 0;
+    case VRAM_SETTING_SIZE:
+        if (json_is_integer(v)) {
+            if (json_integer_value(v) < 0)
+                return vram_fail(VRAM_EINVAL, "\"%s\" cannot be negative", st->key);
+            snprintf(buf, len, "%lld", (long long)json_integer_value(v));
+            return 0;
+        }
+        /* a size text, read like a name */
+        __attribute__((fallthrough));
+    case VRAM_SETTING_NAME:
+    case VRAM_SETTING_TEXT:
+        if (!json_is_string(v))
+            return vram_fail(VRAM_EINVAL, "\"%s\" must be a string%s", st->key,
+                             st->type == VRAM_SETTING_SIZE ? " or an integer of bytes" : "");
+        if (json_string_length(v) >= len)
+            return vram_fail(VRAM_EINVAL, "\"%s\" is too long", st->key);
+        snprintf(buf, len, "%s", json_string_value(v));
+        return 0;
+    }
+    return vram_fail(VRAM_EINVAL, "\"%s\": unknown type", st->key);
+}
+
+/* Every estimate setting of the request, through the one table. */
+static int read_settings(json_t *req, vram_estimate_config_t *e)
+{
+    const char *key;
+    json_t *v;
+    json_object_foreach(req, key, v)
+    {
+        const vram_estimate_setting_t *st = vram_estimate_setting_find(key);
+        if (!st || !strncmp(key, "--", 2)) continue; /* keys, not "--flags" */
+        char text[256];
+        int rc = setting_text(st, v, text, sizeof text);
+        if (!rc) rc = vram_estimate_set(e, key, text);
+        if (rc) return rc;
+    }
+    return 0;
 }
 
 /* Capacity from exactly one of "gpu" (device index, its free memory now),
@@ -173,10 +175,8 @@ static int read_target(json_t *req, request_t *r)
     }
     if (name) {
         const vram_gpu_model_t *g =
-            json_is_string(name) ? vram_gpu_model_find(json_string_value(name)) : NULL;
-        if (!g)
-            return vram_fail(VRAM_EINVAL, "\"gpu_name\" is not a GPU of the table (see "
-                                          "`vram plan --gpu-name list`)");
+            json_is_string(name) ? vram_gpu_model_resolve(json_string_value(name), NULL) : NULL;
+        if (!g) return vram_gpu_model_unknown(json_is_string(name) ? json_string_value(name) : "");
         pc->total_bytes = pc->free_bytes = g->total_bytes;
         snprintf(r->gpu_label, sizeof r->gpu_label, "%s", g->name);
         return 0;
@@ -207,7 +207,6 @@ static int read_request(const char *text, bool plan, request_t *r)
     memset(r, 0, sizeof *r);
     vram_estimate_config_init(&r->est);
     vram_plan_config_init(&r->dev);
-    r->accumulation_steps = 1;
     json_error_t jerr;
     json_t *req = json_loads(text, JSON_REJECT_DUPLICATES, &jerr);
     if (!req)
@@ -220,17 +219,33 @@ static int read_request(const char *text, bool plan, request_t *r)
         rc = vram_fail(VRAM_EPARSE, "request: not a JSON object");
         goto out;
     }
+    const char *seen[VRAM_MAX_SETTINGS] = {0};
     json_object_foreach(req, key, v)
     {
-        if (!listed(key, estimate_keys) && !(plan && listed(key, plan_keys))) {
-            rc = vram_fail(VRAM_EINVAL, "unknown key \"%s\" in the request", key);
+        const vram_estimate_setting_t *st = vram_estimate_setting_find(key);
+        bool setting = st && strncmp(key, "--", 2);
+        if (setting && !listed(key, model_keys) && !listed(key, plan_keys)) {
+            /* one setting under two spellings ("zero" and "zero_stage") */
+            size_t count;
+            const vram_estimate_setting_t *all = vram_estimate_settings(&count);
+            size_t idx = (size_t)(st - all);
+            if (seen[idx]) {
+                rc = vram_fail(VRAM_EINVAL, "\"%s\" and \"%s\" are the same setting: give one",
+                               seen[idx], key);
+                goto out;
+            }
+            seen[idx] = key;
+        }
+        if (!setting && !listed(key, model_keys) && !(plan && listed(key, plan_keys))) {
+            rc = vram_fail(VRAM_EINVAL,
+                           "unknown key \"%s\" in the request (the estimate settings are "
+                           "those of vram_estimate_settings: `vram estimate --help`)",
+                           key);
             goto out;
         }
     }
     bool batch_given = json_object_get(req, "batch_size") != NULL;
-    if ((rc = read_model(req, &r->model)) ||
-        (rc = read_settings(req, &r->est, &r->accumulation_steps)))
-        goto out;
+    if ((rc = read_model(req, &r->model)) || (rc = read_settings(req, &r->est))) goto out;
     /* validate the workload before touching a device */
     vram_estimate_t probe;
     if ((rc = vram_estimate(&r->model, &r->est, &probe))) goto out;
@@ -259,7 +274,7 @@ int vram_estimate_json(const char *request, char **out)
     if (rc) return rc;
     vram_estimate_t e;
     if ((rc = vram_estimate(&r.model, &r.est, &e))) return rc;
-    return reply(vram_estimate_to_json(&r.model, &r.est, &e, r.accumulation_steps), out);
+    return reply(vram_estimate_to_json(&r.model, &r.est, &e), out);
 }
 
 int vram_plan_json(const char *request, char **out)

@@ -1,5 +1,6 @@
-/* vram_plan: batch-size recommendations from the estimate, which is affine
- * in the batch size (model memory + batch * per-sample memory). */
+/* vram_plan: batch-size recommendations from full estimates at each batch
+ * tried (the peak can move between phases as the batch grows, so no slope
+ * between two batches predicts a third). */
 #include "vram.h"
 #include "estimate_limits.h"
 
@@ -41,49 +42,20 @@ static bool fits_at(const vram_model_t *m, const vram_estimate_config_t *c, int6
     return estimate_at(m, c, batch, &e) == 0 && e.total <= budget;
 }
 
-/* Largest batch whose estimate fits the budget (0: not even one). */
-static int max_batch(const vram_model_t *m, const vram_estimate_config_t *c, uint64_t budget,
-                     uint64_t model_bytes, uint64_t per_sample, int64_t *out)
+/* Largest batch whose estimate fits the budget (0: not even one). The
+ * estimate grows with the batch: double until one does not fit, then
+ * bisect. */
+static int64_t max_batch(const vram_model_t *m, const vram_estimate_config_t *c, uint64_t budget)
 {
-    /* an estimate above VRAM_MAX_BYTES is refused, so the search never
-     * needs to look beyond it (the sums below cannot wrap: each is at most
-     * 7 * 2^60) */
-    if (budget > (uint64_t)VRAM_MAX_BYTES) budget = (uint64_t)VRAM_MAX_BYTES;
-    if (model_bytes + per_sample > budget) {
-        *out = 0;
-        return 0;
-    }
-    int64_t b = per_sample ? (int64_t)((budget - model_bytes) / per_sample) : MAX_BATCH;
-    if (b > MAX_BATCH) b = MAX_BATCH;
-    if (b < 1) b = 1;
-    /* the estimate grows with the batch but is not exactly affine (the
-     * allocator's rounding, the peak's phase): bracket the boundary around
-     * the affine guess by doubling steps, then bisect */
-    int64_t lo = 0, hi = MAX_BATCH + 1; /* fits(lo) (or lo = 0), !fits(hi) */
-    int64_t step = 1;
-    if (fits_at(m, c, b, budget)) {
-        lo = b;
-        while (lo < MAX_BATCH) {
-            int64_t next = lo + step > MAX_BATCH ? MAX_BATCH : lo + step;
-            if (!fits_at(m, c, next, budget)) {
-                hi = next;
-                break;
-            }
-            lo = next;
-            step *= 2;
-        }
-        if (lo == MAX_BATCH) hi = MAX_BATCH + 1;
-    } else {
-        hi = b;
-        while (hi > 1) {
-            int64_t next = hi - step < 1 ? 1 : hi - step;
-            if (fits_at(m, c, next, budget)) {
-                lo = next;
-                break;
-            }
+    if (!fits_at(m, c, 1, budget)) return 0;
+    int64_t lo = 1, hi = MAX_BATCH + 1; /* fits(lo), !fits(hi) */
+    while (lo < MAX_BATCH) {
+        int64_t next = lo > MAX_BATCH / 2 ? MAX_BATCH : 2 * lo;
+        if (!fits_at(m, c, next, budget)) {
             hi = next;
-            step *= 2;
+            break;
         }
+        lo = next;
     }
     while (hi - lo > 1) {
         int64_t mid = lo + (hi - lo) / 2;
@@ -92,126 +64,169 @@ static int max_batch(const vram_model_t *m, const vram_estimate_config_t *c, uin
         else
             hi = mid;
     }
-    b = lo;
-    *out = b;
-    return 0;
+    return lo;
 }
 
-static void suggest(vram_plan_t *p, const char *name, const char *desc, uint64_t base_total,
-                    const vram_estimate_t *alt, uint64_t budget)
+/* One memory-saving change. Changes of the same group exclude each other
+ * (one precision; LoRA or QLoRA; ZeRO's partitioned fp32 states or
+ * bitsandbytes' 8-bit states, which ZeRO does not partition): "all of the
+ * above" takes the one of each group that saves most. */
+typedef enum { G_PRECISION, G_ATTENTION, G_CHECKPOINTING, G_STATES, G_ADAPTERS, G_COUNT } group_t;
+
+typedef struct {
+    group_t group;
+    char name[32], desc[128];
+    vram_estimate_config_t cfg; /* the settings with this change alone */
+} change_t;
+
+static void set_precision(vram_estimate_config_t *v, vram_precision_t p)
 {
-    if (p->nsuggestions >= VRAM_PLAN_MAX_SUGGESTIONS || alt->total >= base_total) return;
-    vram_plan_suggestion_t *s = &p->suggestions[p->nsuggestions++];
-    snprintf(s->name, sizeof s->name, "%s", name);
-    snprintf(s->description, sizeof s->description, "%s", desc);
-    s->saving_bytes = base_total - alt->total;
-    s->fits = alt->total <= budget;
+    v->precision = p;
 }
 
-/* Estimates the changed settings `v` and suggests them if they save memory. */
-static void suggest_variant(vram_plan_t *p, const vram_model_t *m, const vram_estimate_config_t *v,
-                            const char *name, const char *desc, uint64_t base_total,
-                            uint64_t budget)
+/* The changes that apply to `at` (the settings at the judged batch). */
+static int changes(const vram_estimate_config_t *at, change_t *out)
 {
-    vram_estimate_t alt;
-    if (!vram_estimate(m, v, &alt)) suggest(p, name, desc, base_total, &alt, budget);
+    int n = 0;
+    change_t *ch;
+#define ADD(g, nm, ds)                                                                             \
+    (ch = &out[n++], ch->group = (g), ch->cfg = *at,                                               \
+     snprintf(ch->name, sizeof ch->name, "%s", (nm)),                                              \
+     snprintf(ch->desc, sizeof ch->desc, "%s", (ds)), &ch->cfg)
+    bool train = at->mode == VRAM_MODE_TRAIN;
+    if (at->precision == VRAM_PREC_FP32 && train)
+        set_precision(ADD(G_PRECISION, "precision=amp-bf16",
+                          "mixed precision (autocast, fp32 master weights)"),
+                      VRAM_PREC_AMP_BF16);
+    if (at->precision == VRAM_PREC_FP32 ||
+        (train && at->precision != VRAM_PREC_BF16 && at->precision != VRAM_PREC_FP16))
+        set_precision(
+            ADD(G_PRECISION, "precision=bf16", "bf16 weights, gradients, states and activations"),
+            VRAM_PREC_BF16);
+    if (!train) {
+        if (at->precision != VRAM_PREC_INT4) {
+            bool to8 = at->precision != VRAM_PREC_INT8;
+            set_precision(
+                ADD(G_PRECISION, to8 ? "precision=int8" : "precision=int4", "quantized weights"),
+                to8 ? VRAM_PREC_INT8 : VRAM_PREC_INT4);
+        }
+        return n;
+    }
+    vram_estimate_config_t *v;
+    if (!at->fused_attention) {
+        v = ADD(G_ATTENTION, "attention=fused",
+                "fused attention (SDPA/FlashAttention) keeps no scores");
+        v->fused_attention = true;
+        v->attention_from_model = false;
+    }
+    if (at->checkpointing != VRAM_CKPT_FULL) {
+        v = ADD(G_CHECKPOINTING, "checkpointing=full",
+                "activation checkpointing: recompute layers in backward (about 30% slower)");
+        v->checkpointing = VRAM_CKPT_FULL;
+    }
+    bool adam = at->optimizer == VRAM_OPTIMIZER_ADAM || at->optimizer == VRAM_OPTIMIZER_ADAMW;
+    if (adam && at->zero_stage == 0) {
+        v = ADD(G_STATES, "optimizer=adam8bit", "8-bit Adam states (bitsandbytes)");
+        v->optimizer = VRAM_OPTIMIZER_ADAM8BIT;
+    }
+    if (at->zero_stage < 3 && at->optimizer != VRAM_OPTIMIZER_ADAM8BIT) {
+        int gpus = at->gpus > 1 ? at->gpus : 8;
+        char desc[128];
+        snprintf(desc, sizeof desc,
+                 "ZeRO-3: partition parameters, gradients and optimizer states over %d GPUs", gpus);
+        v = ADD(G_STATES, at->gpus > 1 ? "zero=3" : "zero=3,gpus=8", desc);
+        v->zero_stage = 3;
+        v->gpus = gpus;
+    }
+    if (at->lora_rank == 0) {
+        /* LoRA on every linear, then QLoRA's NF4 base with bf16 compute
+         * (Dettmers et al. 2023), when the family has LoRA targets */
+        v = ADD(G_ADAPTERS, "lora=r16,all-linear",
+                "LoRA adapters (rank 16, all linear layers); the base is frozen");
+        v->lora_rank = 16;
+        v->lora_alpha = 32;
+        v->lora_targets = VRAM_LORA_ALL_LINEAR;
+        vram_estimate_config_t lora = *v;
+        v = ADD(G_ADAPTERS, "qlora=nf4,r16",
+                "QLoRA: NF4 base with double quantization, bf16 compute, rank-16 adapters");
+        *v = lora;
+        v->quantize_base = VRAM_QUANT_NF4;
+        v->double_quant = true;
+        if (v->precision == VRAM_PREC_FP32) v->precision = VRAM_PREC_AMP_BF16;
+    }
+#undef ADD
+    return n;
 }
 
-/* What each memory-saving change would save at `batch`. */
+/* Applies what change `c` changed from `at` onto `dst`. */
+static void combine(vram_estimate_config_t *dst, const vram_estimate_config_t *at,
+                    const change_t *c)
+{
+    const vram_estimate_config_t *v = &c->cfg;
+    if (v->precision != at->precision) dst->precision = v->precision;
+    if (v->fused_attention != at->fused_attention) {
+        dst->fused_attention = v->fused_attention;
+        dst->attention_from_model = v->attention_from_model;
+    }
+    if (v->checkpointing != at->checkpointing) dst->checkpointing = v->checkpointing;
+    if (v->optimizer != at->optimizer) dst->optimizer = v->optimizer;
+    if (v->zero_stage != at->zero_stage) dst->zero_stage = v->zero_stage, dst->gpus = v->gpus;
+    if (v->lora_rank != at->lora_rank) {
+        dst->lora_rank = v->lora_rank;
+        dst->lora_alpha = v->lora_alpha;
+        dst->lora_targets = v->lora_targets;
+        dst->quantize_base = v->quantize_base;
+        dst->double_quant = v->double_quant;
+        /* QLoRA computes in bf16: only over fp32, never over a choice made */
+        if (dst->precision == VRAM_PREC_FP32) dst->precision = v->precision;
+    }
+}
+
+/* What each memory-saving change would save at `batch`, and the best one
+ * of each group together. */
 static void suggestions(const vram_model_t *m, const vram_estimate_config_t *c, int64_t batch,
                         uint64_t budget, vram_plan_t *p)
 {
-    vram_estimate_t base, combined = {0};
+    vram_estimate_t base;
     if (estimate_at(m, c, batch, &base)) return;
-    vram_estimate_config_t at = *c, v; /* the settings at `batch`, and a variant */
+    vram_estimate_config_t at = *c;
     at.batch_size = batch;
-    if (c->precision == VRAM_PREC_FP32 && c->mode == VRAM_MODE_TRAIN) {
-        v = at;
-        v.precision = VRAM_PREC_AMP_BF16;
-        suggest_variant(p, m, &v, "precision=amp-bf16",
-                        "mixed precision (autocast, fp32 master weights)", base.total, budget);
+    change_t all[12];
+    int n = changes(&at, all);
+    int best[G_COUNT];
+    uint64_t best_saving[G_COUNT] = {0};
+    for (int g = 0; g < G_COUNT; g++)
+        best[g] = -1;
+    for (int i = 0; i < n && p->nsuggestions < VRAM_PLAN_MAX_SUGGESTIONS - 1; i++) {
+        vram_estimate_t alt;
+        if (vram_estimate(m, &all[i].cfg, &alt) || alt.total >= base.total) continue;
+        vram_plan_suggestion_t *s = &p->suggestions[p->nsuggestions++];
+        snprintf(s->name, sizeof s->name, "%s", all[i].name);
+        snprintf(s->description, sizeof s->description, "%s", all[i].desc);
+        s->saving_bytes = base.total - alt.total;
+        s->fits = alt.total <= budget;
+        if (s->saving_bytes > best_saving[all[i].group]) {
+            best_saving[all[i].group] = s->saving_bytes;
+            best[all[i].group] = i;
+        }
     }
-    if (c->precision == VRAM_PREC_FP32 ||
-        (c->mode == VRAM_MODE_TRAIN && c->precision != VRAM_PREC_BF16 &&
-         c->precision != VRAM_PREC_FP16)) {
-        v = at;
-        v.precision = VRAM_PREC_BF16;
-        suggest_variant(p, m, &v, "precision=bf16",
-                        "bf16 weights, gradients, states and activations", base.total, budget);
+    vram_estimate_config_t v = at;
+    char desc[128] = "together:";
+    int picked = 0;
+    for (int g = 0; g < G_COUNT; g++) {
+        if (best[g] < 0) continue;
+        combine(&v, &at, &all[best[g]]);
+        size_t len = strlen(desc);
+        snprintf(desc + len, sizeof desc - len, "%s %s", picked ? "," : "", all[best[g]].name);
+        picked++;
     }
-    if (c->mode == VRAM_MODE_INFER) {
-        v = at;
-        v.precision = c->precision == VRAM_PREC_INT8 ? VRAM_PREC_INT4 : VRAM_PREC_INT8;
-        if (c->precision != VRAM_PREC_INT4)
-            suggest_variant(p, m, &v,
-                            v.precision == VRAM_PREC_INT8 ? "precision=int8" : "precision=int4",
-                            "quantized weights", base.total, budget);
-        return;
-    }
-    if (!c->fused_attention) {
-        v = at;
-        v.fused_attention = true;
-        suggest_variant(p, m, &v, "attention=fused",
-                        "fused attention (SDPA/FlashAttention) keeps no scores", base.total,
-                        budget);
-    }
-    if (c->checkpointing != VRAM_CKPT_FULL) {
-        v = at;
-        v.checkpointing = VRAM_CKPT_FULL;
-        suggest_variant(p, m, &v, "checkpointing=full",
-                        "activation checkpointing: recompute layers in backward (about 30% "
-                        "slower)",
-                        base.total, budget);
-    }
-    bool adam = c->optimizer == VRAM_OPTIMIZER_ADAM || c->optimizer == VRAM_OPTIMIZER_ADAMW;
-    if (adam) {
-        v = at;
-        v.optimizer = VRAM_OPTIMIZER_ADAM8BIT;
-        suggest_variant(p, m, &v, "optimizer=adam8bit", "8-bit Adam states (bitsandbytes)",
-                        base.total, budget);
-    }
-    if (c->lora_rank == 0 && c->zero_stage == 0) {
-        /* LoRA on every linear, then QLoRA's NF4 base with bf16 compute
-         * (Dettmers et al. 2023), when the family has LoRA targets */
-        v = at;
-        v.lora_rank = 16;
-        v.lora_alpha = 32;
-        v.lora_targets = VRAM_LORA_ALL_LINEAR;
-        suggest_variant(p, m, &v, "lora=r16,all-linear",
-                        "LoRA adapters (rank 16, all linear layers); the base is frozen",
-                        base.total, budget);
-        v.quantize_base = VRAM_QUANT_NF4;
-        v.double_quant = true;
-        if (v.precision == VRAM_PREC_FP32) v.precision = VRAM_PREC_AMP_BF16;
-        suggest_variant(p, m, &v, "qlora=nf4,r16",
-                        "QLoRA: NF4 base with double quantization, bf16 compute, rank-16 "
-                        "adapters",
-                        base.total, budget);
-    }
-    int zero_gpus = c->gpus > 1 ? c->gpus : 8;
-    /* all of them together, for when no single change is enough */
-    v = at;
-    if (c->precision == VRAM_PREC_FP32) v.precision = VRAM_PREC_AMP_BF16;
-    v.checkpointing = VRAM_CKPT_FULL;
-    v.fused_attention = true;
-    if (adam) v.optimizer = VRAM_OPTIMIZER_ADAM8BIT;
-    v.zero_stage = 3;
-    v.gpus = zero_gpus;
-    if (vram_estimate(m, &v, &combined)) combined.total = 0;
-    if (c->zero_stage < 3) {
-        v = at;
-        v.zero_stage = 3;
-        v.gpus = zero_gpus;
-        char desc[128];
-        snprintf(desc, sizeof desc,
-                 "ZeRO-3: partition parameters, gradients and optimizer states over %d GPUs",
-                 v.gpus);
-        suggest_variant(p, m, &v, c->gpus > 1 ? "zero=3" : "zero=3,gpus=8", desc, base.total,
-                        budget);
-    }
-    if (combined.total)
-        suggest(p, "all-of-the-above", "every change above together", base.total, &combined,
-                budget);
+    vram_estimate_t combined;
+    if (picked < 2 || vram_estimate(m, &v, &combined) || combined.total >= base.total) return;
+    vram_plan_suggestion_t *s = &p->suggestions[p->nsuggestions++];
+    snprintf(s->name, sizeof s->name, "%s", "all-of-the-above");
+    snprintf(s->description, sizeof s->description, "%s", desc);
+    s->saving_bytes = base.total - combined.total;
+    s->fits = combined.total <= budget;
 }
 
 int vram_plan(const vram_model_t *m, const vram_estimate_config_t *est,
@@ -221,21 +236,21 @@ int vram_plan(const vram_model_t *m, const vram_estimate_config_t *est,
     if (!(dev->target > 0 && dev->target <= 1))
         return vram_fail(VRAM_EINVAL, "target %g is not a fraction in (0, 1]", dev->target);
     if (dev->batch_size < 0) return vram_fail(VRAM_EINVAL, "batch size cannot be negative");
-    vram_estimate_t one, two;
+    vram_estimate_t one, current;
     int rc = estimate_at(m, est, 1, &one);
-    if (!rc) rc = estimate_at(m, est, 2, &two);
-    if (!rc && dev->batch_size > 0) rc = estimate_at(m, est, dev->batch_size, &out->current);
+    if (!rc && dev->batch_size > 0) rc = estimate_at(m, est, dev->batch_size, &current);
     if (rc) return rc;
 
     vram_plan_t p = {0};
-    p.per_sample_bytes = two.total - one.total;
-    p.model_bytes = one.total - p.per_sample_bytes;
+    const vram_estimate_live_t *l = &one.live;
+    p.model_bytes = one.total - l->activations - l->kv_cache - l->backward_temps;
     /* (double)UINT64_MAX rounds up to 2^64, which does not convert back */
     double budget = floor(dev->target * (double)dev->free_bytes);
     p.budget_bytes = budget >= 0x1p64 ? UINT64_MAX : (uint64_t)budget;
-    if ((rc = max_batch(m, est, p.budget_bytes, p.model_bytes, p.per_sample_bytes,
-                        &p.max_batch_raw)))
-        return rc;
+    /* an estimate above VRAM_MAX_BYTES is refused: no need to look beyond */
+    uint64_t search =
+        p.budget_bytes > (uint64_t)VRAM_MAX_BYTES ? (uint64_t)VRAM_MAX_BYTES : p.budget_bytes;
+    p.max_batch_raw = max_batch(m, est, search);
     int64_t raw = p.max_batch_raw;
     /* Recommended and safe are 60 % and 40 % of the maximum people see, so
      * with power-of-two rounding they come out as half and a quarter of it. */
@@ -249,7 +264,7 @@ int vram_plan(const vram_model_t *m, const vram_estimate_config_t *est,
 
     int64_t judged = dev->batch_size > 0 ? dev->batch_size : 1;
     if (dev->batch_size > 0) {
-        p.current = out->current;
+        p.current = current;
         uint64_t t = p.current.total;
         p.fit = t <= p.budget_bytes ? VRAM_FIT_YES
                                     : (t <= dev->free_bytes ? VRAM_FIT_TIGHT : VRAM_FIT_NO);
@@ -271,6 +286,11 @@ int vram_plan(const vram_model_t *m, const vram_estimate_config_t *est,
             p.micro_batch_size = (b + steps - 1) / steps;
         }
     }
+    p.shown_batch = dev->batch_size > 0 ? dev->batch_size : (p.recommended ? p.recommended : 1);
+    if (dev->batch_size > 0)
+        p.shown = p.current;
+    else if ((rc = estimate_at(m, est, p.shown_batch, &p.shown)))
+        return rc;
     bool judged_fits = dev->batch_size > 0 ? p.fit == VRAM_FIT_YES : raw >= 1;
     if (!judged_fits) suggestions(m, est, judged, p.budget_bytes, &p);
     *out = p;

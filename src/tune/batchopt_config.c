@@ -27,7 +27,8 @@ typedef enum { KEY_BOOL, KEY_DOUBLE, KEY_INT } key_type_t;
     X("min_lq_size", KEY_INT, min_lq)                                                              \
     X("max_lq_size", KEY_INT, max_lq)                                                              \
     X("vram_history_size", KEY_INT, history_size)                                                  \
-    X("max_adjustments", KEY_INT, max_adjustments)
+    X("max_adjustments", KEY_INT, max_adjustments)                                                 \
+    X("oom_cooldown_windows", KEY_INT, oom_cooldown_windows)
 
 typedef struct {
     const char *name;

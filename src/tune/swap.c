@@ -133,7 +133,7 @@ static void room_on_gpu(vram_swap_t *sc, uint64_t size, size_t keep)
         sc->st.evictions_gpu++;
         tier_t *host = &sc->t[VRAM_SWAP_HOST];
         /* the item being fetched may still sit on the host: room for both? */
-        uint64_t held = sc->e[keep].tier == VRAM_SWAP_HOST ? sc->e[keep].size : 0;
+        uint64_t held = keep != NIL && sc->e[keep].tier == VRAM_SWAP_HOST ? sc->e[keep].size : 0;
         if (host->budget && (x->size > host->budget || held > host->budget - x->size)) {
             record(sc, x, VRAM_SWAP_GPU, VRAM_SWAP_NONE);
             vram_map_take(&sc->map, x->key, NULL);
@@ -230,6 +230,19 @@ int vram_swap_get(vram_swap_t *sc, uint64_t key, uint64_t size, vram_swap_tier_t
     push_front(sc, i, dest);
     if (found) *found = was;
     if (now) *now = dest;
+    if (nmoves) *nmoves = sc->nmoves;
+    return 0;
+}
+
+int vram_swap_set_gpu_budget(vram_swap_t *sc, uint64_t gpu_budget, size_t *nmoves)
+{
+    if (!sc) return vram_fail(VRAM_EINVAL, "swap cache: NULL handle");
+    if (gpu_budget == 0) return vram_fail(VRAM_EINVAL, "swap cache: gpu_budget must be >= 1 byte");
+    sc->nmoves = 0;
+    int rc = reserve(sc);
+    if (rc) return rc;
+    sc->t[VRAM_SWAP_GPU].budget = gpu_budget;
+    room_on_gpu(sc, 0, NIL);
     if (nmoves) *nmoves = sc->nmoves;
     return 0;
 }

@@ -309,7 +309,7 @@ static CUresult do_attribute(int *value, int attribute, CUdevice dev)
     }
 }
 
-EXPORT CUresult cuDeviceGetAttribute(int *value, int attribute, CUdevice dev)
+EXPORT CUresult cuDeviceGetAttribute(int *value, CUdevice_attribute attribute, CUdevice dev)
 {
     LOCKED(do_attribute(value, attribute, dev));
 }
@@ -506,7 +506,7 @@ static CUresult do_granularity(size_t *granularity, const CUmemAllocationProp *p
 }
 
 EXPORT CUresult cuMemGetAllocationGranularity(size_t *granularity, const CUmemAllocationProp *prop,
-                                              int option)
+                                              CUmemAllocationGranularity_flags option)
 {
     LOCKED(do_granularity(granularity, prop, option));
 }
@@ -755,6 +755,13 @@ static CUresult describe(CUresult error, const char **out, int which)
         {CUDA_ERROR_INVALID_CONTEXT, "CUDA_ERROR_INVALID_CONTEXT", "invalid device context"},
         {CUDA_ERROR_ECC_UNCORRECTABLE, "CUDA_ERROR_ECC_UNCORRECTABLE",
          "uncorrectable ECC error encountered"},
+        {CUDA_ERROR_CALL_REQUIRES_NEWER_DRIVER, "CUDA_ERROR_CALL_REQUIRES_NEWER_DRIVER",
+         "API call requires a newer driver"},
+        {CUDA_ERROR_SYSTEM_NOT_READY, "CUDA_ERROR_SYSTEM_NOT_READY", "system not yet initialized"},
+        {CUDA_ERROR_SYSTEM_DRIVER_MISMATCH, "CUDA_ERROR_SYSTEM_DRIVER_MISMATCH",
+         "system has unsupported display driver / cuda driver combination"},
+        {CUDA_ERROR_COMPAT_NOT_SUPPORTED_ON_DEVICE, "CUDA_ERROR_COMPAT_NOT_SUPPORTED_ON_DEVICE",
+         "forward compatibility was attempted on non supported HW"},
         {CUDA_ERROR_TIMEOUT, "CUDA_ERROR_TIMEOUT", "timeout occurred"},
         {CUDA_ERROR_UNKNOWN, "CUDA_ERROR_UNKNOWN", "unknown error"},
     };
@@ -775,3 +782,36 @@ EXPORT CUresult cuGetErrorString(CUresult error, const char **text)
 {
     LOCKED(describe(error, text, 1));
 }
+
+/* Each export has the type vram calls it through (cuda_api.h), which
+ * tests/abi/ checks against NVIDIA's cuda.h: a fake that drifted from the
+ * declarations does not build. */
+#define EXPORTED_AS(symbol, fn_type)                                                               \
+    _Static_assert(__builtin_types_compatible_p(__typeof__(&symbol), fn_type), #symbol)
+EXPORTED_AS(cuInit, cu_init_fn);
+EXPORTED_AS(cuDriverGetVersion, cu_driver_get_version_fn);
+EXPORTED_AS(cuDeviceGetCount, cu_device_get_count_fn);
+EXPORTED_AS(cuDeviceGet, cu_device_get_fn);
+EXPORTED_AS(cuDeviceGetName, cu_device_get_name_fn);
+EXPORTED_AS(cuDeviceGetUuid, cu_device_get_uuid_fn);
+EXPORTED_AS(cuDeviceGetUuid_v2, cu_device_get_uuid_fn);
+EXPORTED_AS(cuDeviceTotalMem_v2, cu_device_total_mem_fn);
+EXPORTED_AS(cuDeviceGetAttribute, cu_device_get_attribute_fn);
+EXPORTED_AS(cuDevicePrimaryCtxRetain, cu_primary_ctx_retain_fn);
+EXPORTED_AS(cuDevicePrimaryCtxRelease, cu_primary_ctx_release_fn);
+EXPORTED_AS(cuDevicePrimaryCtxRelease_v2, cu_primary_ctx_release_fn);
+EXPORTED_AS(cuCtxSetCurrent, cu_ctx_set_current_fn);
+EXPORTED_AS(cuCtxGetCurrent, cu_ctx_get_current_fn);
+EXPORTED_AS(cuMemGetInfo_v2, cu_mem_get_info_fn);
+EXPORTED_AS(cuMemAlloc_v2, cu_mem_alloc_fn);
+EXPORTED_AS(cuMemFree_v2, cu_mem_free_fn);
+EXPORTED_AS(cuMemGetAllocationGranularity, cu_mem_get_allocation_granularity_fn);
+EXPORTED_AS(cuMemAddressReserve, cu_mem_address_reserve_fn);
+EXPORTED_AS(cuMemAddressFree, cu_mem_address_free_fn);
+EXPORTED_AS(cuMemCreate, cu_mem_create_fn);
+EXPORTED_AS(cuMemRelease, cu_mem_release_fn);
+EXPORTED_AS(cuMemMap, cu_mem_map_fn);
+EXPORTED_AS(cuMemUnmap, cu_mem_unmap_fn);
+EXPORTED_AS(cuMemSetAccess, cu_mem_set_access_fn);
+EXPORTED_AS(cuGetErrorName, cu_get_error_text_fn);
+EXPORTED_AS(cuGetErrorString, cu_get_error_text_fn);

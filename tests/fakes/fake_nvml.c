@@ -393,7 +393,8 @@ static nvmlReturn_t do_temp(nvmlDevice_t device, int sensor, unsigned int *temp)
     return NVML_SUCCESS;
 }
 
-EXPORT nvmlReturn_t nvmlDeviceGetTemperature(nvmlDevice_t device, int sensor, unsigned int *temp)
+EXPORT nvmlReturn_t nvmlDeviceGetTemperature(nvmlDevice_t device, nvmlTemperatureSensors_t sensor,
+                                             unsigned int *temp)
 {
     LOCKED(do_temp(device, sensor, temp));
 }
@@ -469,4 +470,34 @@ EXPORT nvmlReturn_t nvmlDeviceGetComputeRunningProcesses_v3(nvmlDevice_t device,
     LOCKED(do_processes("nvmlDeviceGetComputeRunningProcesses_v3", true, device, count, infos,
                         cfg.v3_stride));
 }
+#endif
+
+/* Each export has the type vram calls it through (nvml_api.h), which
+ * tests/abi/ checks against NVIDIA's nvml.h: a fake that drifted from the
+ * declarations does not build. The process calls' entries are typed per
+ * version here and untyped in nvml_get_processes_fn. */
+#define EXPORTED_AS(symbol, fn_type)                                                               \
+    _Static_assert(__builtin_types_compatible_p(__typeof__(&symbol), fn_type), #symbol)
+EXPORTED_AS(nvmlInit_v2, nvml_init_fn);
+EXPORTED_AS(nvmlInit, nvml_init_fn);
+EXPORTED_AS(nvmlShutdown, nvml_shutdown_fn);
+EXPORTED_AS(nvmlErrorString, nvml_error_string_fn);
+EXPORTED_AS(nvmlDeviceGetCount, nvml_get_count_fn);
+EXPORTED_AS(nvmlDeviceGetHandleByIndex, nvml_get_handle_fn);
+EXPORTED_AS(nvmlDeviceGetName, nvml_get_string_fn);
+EXPORTED_AS(nvmlDeviceGetUUID, nvml_get_string_fn);
+EXPORTED_AS(nvmlDeviceGetMemoryInfo, nvml_get_memory_fn);
+EXPORTED_AS(nvmlDeviceGetCudaComputeCapability, nvml_get_cc_fn);
+EXPORTED_AS(nvmlDeviceGetUtilizationRates, nvml_get_utilization_fn);
+EXPORTED_AS(nvmlDeviceGetTemperature, nvml_get_temperature_fn);
+EXPORTED_AS(nvmlDeviceGetPowerUsage, nvml_get_power_fn);
+EXPORTED_AS(nvmlDeviceGetComputeRunningProcesses,
+            nvmlReturn_t (*)(nvmlDevice_t, unsigned int *, nvmlProcessInfo_v1_t *));
+#ifndef FAKE_NVML_V1_ONLY
+EXPORTED_AS(nvmlDeviceGetCount_v2, nvml_get_count_fn);
+EXPORTED_AS(nvmlDeviceGetHandleByIndex_v2, nvml_get_handle_fn);
+EXPORTED_AS(nvmlDeviceGetMemoryInfo_v2, nvml_get_memory_v2_fn);
+EXPORTED_AS(nvmlDeviceGetComputeRunningProcesses_v2,
+            nvmlReturn_t (*)(nvmlDevice_t, unsigned int *, nvmlProcessInfo_v2_t *));
+EXPORTED_AS(nvmlDeviceGetComputeRunningProcesses_v3, nvml_get_processes_fn);
 #endif

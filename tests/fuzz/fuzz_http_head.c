@@ -1,12 +1,12 @@
-/* Fuzz target: the request framing vramd checks before libmicrohttpd sees
- * a request (src/daemon/http_head.c). Head: the verdict is one of
- * -1/0/400/413/431/505, a refusal says why, "incomplete" only while no line
+/* Fuzz target: vramd's request parser (src/daemon/http_head.c). Head: the
+ * verdict is one of -1/0/400/413/417/431/505, a refusal says why, "incomplete" only while no line
  * ends the head and under the size limit, "accepted" only with that line
  * (and the head's length ends there), and a verdict never changes when more
  * bytes arrive after it was reached. Body (what follows an accepted head):
  * scanned whole or in two pieces split anywhere (the unused bytes fed
  * again, as the relay does), the verdict and the bytes used are the same,
- * and never more than given. */
+ * and never more than given; the body's bytes copied out are the same either
+ * way, and the spans of the head lie inside it. */
 #include "fuzz.h"
 #include "daemon/daemon.h"
 
@@ -26,7 +26,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     char why[320] = "";
     vramd_head_t head;
     int v = vramd_head_check(s, size, &head, why, sizeof why);
-    FUZZ_CHECK(v == -1 || v == 0 || v == 400 || v == 413 || v == 431 || v == 505, "verdict %d", v);
+    FUZZ_CHECK(v == -1 || v == 0 || v == 400 || v == 413 || v == 417 || v == 431 || v == 505,
+               "verdict %d", v);
     FUZZ_CHECK(v <= 0 || *why, "refused with %d without a reason", v);
     size_t seen = size < VRAMD_HEAD_MAX ? size : VRAMD_HEAD_MAX; /* the rest is never read */
     if (v == -1) {
@@ -41,19 +42,26 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
                    "head length %zu does not end at the first empty line", head.head_len);
         FUZZ_CHECK(!(head.chunked && head.length >= 0) && head.length <= VRAMD_MAX_BODY,
                    "framing: chunked %d, length %lld", head.chunked, head.length);
+        const vramd_span_t spans[] = {head.method, head.target, head.host, head.authorization};
+        for (size_t i = 0; i < sizeof spans / sizeof spans[0]; i++)
+            FUZZ_CHECK(spans[i].len < 0 || spans[i].off + (size_t)spans[i].len < head.head_len,
+                       "span %zu (%zu+%ld) outside the head of %zu", i, spans[i].off, spans[i].len,
+                       head.head_len);
+        FUZZ_CHECK(head.method.len > 0 && head.target.len > 0, "empty method or target");
     }
     if (v == 0) {
         const char *body = s + head.head_len;
         size_t n = size - head.head_len, used = 0, u1 = 0, u2 = 0;
         vramd_body_t whole, split;
-        vramd_body_start(&whole, &head);
+        static char whole_data[VRAMD_MAX_BODY], split_data[VRAMD_MAX_BODY];
+        vramd_body_start(&whole, &head, whole_data);
         int bv = vramd_body_scan(&whole, body, n, &used, why, sizeof why);
         FUZZ_CHECK(bv == -1 || bv == 0 || bv == 400 || bv == 413 || bv == 431, "body verdict %d",
                    bv);
         FUZZ_CHECK(used <= n && (bv <= 0 || *why), "body: used %zu of %zu, verdict %d", used, n,
                    bv);
         size_t cut = n ? (size_t)data[size - 1] * n / 256 : 0;
-        vramd_body_start(&split, &head);
+        vramd_body_start(&split, &head, split_data);
         int sv = vramd_body_scan(&split, body, cut, &u1, why, sizeof why);
         if (sv == -1) {
             sv = vramd_body_scan(&split, body + u1, n - u1, &u2, why, sizeof why);
@@ -61,6 +69,11 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
         }
         FUZZ_CHECK(sv == bv && u1 == used, "body split at %zu: %d after %zu, whole %d after %zu",
                    cut, sv, u1, bv, used);
+        FUZZ_CHECK(split.data_len == whole.data_len &&
+                       !memcmp(split_data, whole_data, whole.data_len) &&
+                       whole.data_len <= VRAMD_MAX_BODY,
+                   "body bytes differ when split at %zu (%zu and %zu)", cut, split.data_len,
+                   whole.data_len);
     }
     /* Every prefix: still incomplete, or already the same verdict. */
     for (size_t k = 0; k < size; k += 1 + k / 8) {

@@ -90,3 +90,24 @@ VRAM_URL="http://$addr" VRAM_TOKEN_FILE="$T/token" "$VRAM" cancel "$id" >/dev/nu
 run_rc rc "$VRAM" --token s3cret-token jobs 2>/dev/null
 [ "$rc" = 2 ] || fail "a token on the command line was accepted"
 pass "TCP: token from --token-file or VRAM_TOKEN_FILE (0600 only), -v names the address"
+
+# ---- vram status --cluster: several vramds by address, a dead one named ------------------
+id=$("$VRAM" submit --parsable --mem 1GiB -- sleep 300)
+run_rc rc env VRAM_TOKEN_FILE="$T/token" "$VRAM" status --cluster "a=http://$addr,http://127.0.0.1:1" --json >"$T/cl.json" 2>"$T/err"
+[ "$rc" = 1 ] || fail "--cluster with a dead node: rc $rc"
+python3 - "$T/cl.json" "$id" <<'PY' || fail "--cluster --json: $(cat "$T/cl.json")"
+import json, sys
+nodes = json.load(open(sys.argv[1]))["nodes"]
+assert [n["name"] for n in nodes] == ["a", "127.0.0.1"], nodes
+assert len(nodes[0]["status"]["devices"]) >= 1 and "error" not in nodes[0], nodes[0]
+assert [j["id"] for j in nodes[0]["jobs"]] == [int(sys.argv[2])], nodes[0]["jobs"]
+assert "not running at http://127.0.0.1:1" in nodes[1]["error"], nodes[1]
+PY
+env VRAM_TOKEN_FILE="$T/token" "$VRAM" status --cluster "a=http://$addr" >"$T/cl.txt" || fail "--cluster: $(cat "$T/cl.txt")"
+grep -q "^a  .*GiB" "$T/cl.txt" && grep -q "^a  *$id  running" "$T/cl.txt" || fail "--cluster table: $(cat "$T/cl.txt")"
+for bad in "" "a" "a=ftp://x" "=http://x:1" "http://"; do
+    run_rc rc "$VRAM" status --cluster "$bad" 2>"$T/err"
+    [ "$rc" = 2 ] && grep -q -- "--cluster" "$T/err" || fail "--cluster \"$bad\": rc $rc, $(cat "$T/err")"
+done
+"$VRAM" cancel "$id" >/dev/null
+pass "vram status --cluster: every node's GPUs and jobs, a dead node named (exit 1), bad lists refused (exit 2)"

@@ -1,15 +1,19 @@
 #!/bin/bash
 # Help that can be trusted: `vram help CMD` is CMD's own help, mistyped
-# commands get "did you mean", and every example in the README and in the
-# --help of run, submit, wait, attach, jobs and cancel runs (exit 0) against
-# a live vramd with simulated GPUs, in order, in one shell.
+# commands get "did you mean", and every shell example ("$ " lines) of the
+# README and docs/*.md and of the --help of run, submit, wait, attach, jobs
+# and cancel runs (exit 0) against a live vramd with simulated GPUs, in
+# order, in one shell. The Python blocks: test_doc_python.sh.
 source "$(dirname "$0")/daemon_lib.sh"
 cd "$T"
 run_rc() { local __v=$1 __rc=0; shift; "$@" || __rc=$?; printf -v "$__v" %s "$__rc"; }
 mkdir bin && ln -s "$VRAM" bin/vram && ln -s "$VRAMD" bin/vramd
-# the Python examples: the package from the tree on Debian's python3 (which has torch)
-ln -s /usr/bin/python3 bin/python3
-export PYTHONPATH=$VRAM_SOURCE_DIR/python VRAM_LIBRARY=$VRAM_BUILD_DIR/libvram.so
+# the Python examples: the project's interpreter (VRAM_PYTHON: torch 2.x,
+# transformers) with the package installed as a user installs it (pip,
+# offline, into a directory of its own), loading the libvram it carries;
+# the ```python blocks run in test_doc_python.sh
+source "$(dirname "$0")/doc_python_lib.sh"
+install_package_for_examples
 export PATH=$T/bin:$PATH USER=${USER:-$(id -un)}
 # as on a user's machine: sim state files by spec, under the runtime directory
 unset VRAM_SIM_STATE
@@ -28,14 +32,15 @@ run_rc rc vram jobs --stae queued 2>"$T/err"
 [ "$rc" = 2 ] && grep -q 'did you mean --state?' "$T/err" || fail "$(cat "$T/err")"
 pass "vram help CMD is CMD --help; did you mean for commands and flags"
 
-# ---- what the examples need: a training script, a trace ------------------------------
+# ---- what the examples need: a training script; the tree's traces ------------------------------
 cat >train.py <<'PY'
 import os
 print("train.py on GPU", os.environ.get("CUDA_VISIBLE_DEVICES"), "batch", os.environ.get("VRAM_BATCH_SIZE"))
 PY
 printf '#!/bin/sh\necho train.sh on GPU "$CUDA_VISIBLE_DEVICES"\n' >train.sh
 chmod +x train.sh
-printf 'a 1 1048576\na 2 4096\nf 1\nf 2\n' >trace.txt
+# (the replay example names a trace the tree ships: bench/pool/traces/)
+ln -s "$VRAM_SOURCE_DIR/bench" bench
 
 # run_examples NAME: runs stdin's lines one by one in this shell (so $id
 # carries over); each must exit 0.
@@ -64,6 +69,14 @@ run_examples() {
 sed -n 's/^\$ //p' "$VRAM_SOURCE_DIR/README.md" >"$T/readme-examples"
 run_examples README <"$T/readme-examples"
 pass "README: $(cat "$T/count") examples ran"
+
+# docs/*.md: every indented "$ " line, in page order
+for doc in "$VRAM_SOURCE_DIR"/docs/*.md; do
+    sed -n 's/^    \$ //p' "$doc" >"$T/doc-examples"
+    [ -s "$T/doc-examples" ] || continue
+    run_examples "$(basename "$doc")" <"$T/doc-examples"
+    pass "$(basename "$doc"): $(cat "$T/count") examples ran"
+done
 
 # the --help examples of the job commands, in an order where $id makes sense
 for cmd in run submit wait attach jobs cancel; do

@@ -59,6 +59,27 @@ run_rc rc "$VRAM" run --quiet --mem 70GiB --devices 0 --timeout 0.3 -- true 2>"$
 touch "$T/release"; wait "$HOLDER"
 pass "devices in the given order; COMMAND's status; 124 for a queue timeout"
 
+# ---- memory from the estimator: the per-sample figure vramd degrades with
+# never charges a batch less than its full estimate (issue 22: with
+# estimate(16) - estimate(15) as the figure, gpt2's batch 1 was charged
+# 2.3 GiB less than its estimate)
+"$VRAM" run --quiet --model gpt2 --batch-size 16 --min-batch-size 1 -- true ||
+    fail "vram run --model gpt2 failed"
+job=$(api GET "/v1/jobs/$(last_job)")
+python3 - "$VRAM" "$job" <<'PY' || fail "per-sample figure: $job"
+import json, subprocess, sys
+vram, job = sys.argv[1], json.loads(sys.argv[2])
+def est(b):
+    out = subprocess.run([vram, "estimate", "--model", "gpt2", "--batch-size", str(b), "--json"],
+                         check=True, capture_output=True, text=True).stdout
+    return json.loads(out)["bytes"]["total"]
+top, s = est(16), job["per_sample_bytes"]
+assert job["mem_bytes"] == top and s > 0, job
+for b in range(1, 16):
+    assert top - (16 - b) * s >= est(b), (b, top - (16 - b) * s, est(b))
+PY
+pass "vram run --model: vramd's charge at every batch down to the minimum covers the estimate"
+
 # ---- out of memory: only the real messages, each one -------------------------
 msgs=("torch.cuda.OutOfMemoryError: CUDA out of memory. Tried to allocate 2.00 GiB"
       "torch.OutOfMemoryError: boom"

@@ -91,6 +91,21 @@ wait_line "$T/flood.out" served
 for _ in $(seq 600); do [ "$(grep -c "connections open (the limit)" "$T/vramd.log")" -gt 0 ] && break; sleep 0.1; done
 grep -q "connections open (the limit)" "$T/vramd.log" || fail "the attacker never reached its connection limit"
 
+# TCP is shared by every local user (all come from 127.0.0.1): the
+# attacker's slow TCP connections, more than MAX_CONNECTIONS_PER_PEER, do not
+# lock another user's health probe out (a limit per address did).
+for _ in $(seq 600); do
+    [ "$(ss -Htn state established "( sport = :${tcp##*:} )" | wc -l)" -gt 8 ] && break
+    sleep 0.1
+done
+[ "$(ss -Htn state established "( sport = :${tcp##*:} )" | wc -l)" -gt 8 ] ||
+    fail "the attacker never held more than 8 TCP connections"
+for i in 1 2 3 4 5; do
+    code=$(curl -s -o /dev/null -w '%{http_code}' --max-time 30 "http://$tcp/v1/health") || true
+    [ "$code" = 200 ] || fail "TCP health probe $i under the attacker's connections: $code"
+done
+pass "TCP: 5 of 5 health probes answered while another user holds more than 8 TCP connections"
+
 # The honest client (root, over the same socket) under attack.
 t0=$(date +%s.%N)
 "$VRAM" run --quiet --mem 20GiB --name honest -- "$VRAM" sim alloc --mem 20GiB >"$T/honest.out" 2>&1 &

@@ -35,6 +35,14 @@ done
 has "124,439,808 parameters" "$tmp/out"
 has "GiB" "$tmp/out"
 
+# --- a flag the model's kind has no use for is said on stderr, naming it
+expect 0 "$VRAM" estimate --model gpt2 --image-size 512
+has "vram estimate: --image-size 512 does not apply to gpt2" "$tmp/err"
+expect 0 "$VRAM" plan --model resnet50 --seq-len 128 --gpu-name A100-40GB
+has "vram plan: --seq-len 128 does not apply to resnet50, an image model" "$tmp/err"
+expect 0 "$VRAM" estimate --model gpt2 --seq-len 128
+eq "$(cat "$tmp/err")" "" "a flag that applies: nothing on stderr"
+
 # --- estimate: JSON, components add up, exact parameter bytes
 expect 0 "$VRAM" estimate --model bert-base --batch-size 2 --seq-len 128 --json
 eq "$(json 'd["parameters_count"]')" 109482240 "bert-base parameters_count"
@@ -121,9 +129,42 @@ expect 1 "$VRAM" estimate --hf-config "$tmp/does-not-exist.json"
 expect 0 "$VRAM" estimate --help
 has "\-\-hf-config" "$tmp/out"
 
+# --- issue 22: the breakdown's lines are the parts live at the peak and add
+# up to the total (llama-2-7b's summed to 138 % before)
+expect 0 "$VRAM" estimate --model llama-2-7b --json
+eq "$(json "sum(d['at_peak'].values()) == d['bytes']['total']")" True "live parts add up to the total"
+expect 0 "$VRAM" estimate --model llama-2-7b
+eq "$(python3 -c "
+import re
+rows = open('$tmp/out').read().split('Memory per GPU at the peak')[1].split('----------')
+parts = sum(float(x) for x in re.findall(r'([0-9.]+) GiB', rows[0]))
+total = float(re.search(r'nvidia-smi \(total\) +([0-9.]+) GiB', rows[1]).group(1))
+print(abs(parts - total) <= 0.07)")" True "text lines add up to the total"
+# --- issue 22: 'Estimated usage at batch N' is the full estimate, the verdict's figure
+expect 0 "$VRAM" plan --model resnet50 --batch-size 1024 --gpu-name A100-80GB
+eq "$(python3 -c "
+import re
+t = open('$tmp/out').read()
+block = t.split('Estimated usage at batch 1024')[1].split('Batch size recommendations')[0]
+shown = re.search(r'Total +([0-9.]+) GiB', block).group(1)
+verdict = re.search(r'Batch 1024: will not fit \(([0-9.]+) GiB\)', t).group(1)
+print(shown == verdict and float(shown) > 40)")" True "resnet50 at 1024: block agrees with the verdict"
+# --- issue 22: every setting is a flag, LoRA with ZeRO, GPU names, no negative advice
+expect 0 "$VRAM" estimate --model llama-2-7b --precision bf16 --lora-rank 16 --quantize-base nf4 --zero 3 --gpus 4 --sharding fsdp --json
+eq "$(json 'd["zero_stage"], d["sharding"], d["lora"]["quantize_base"]' | tr -d "(),'")" "3 fsdp nf4" "QLoRA with FSDP"
+for g in A6000 L4 L40S H200 B200; do expect 0 "$VRAM" estimate --model gpt2 --gpu-name "$g"; done
+expect 2 "$VRAM" estimate --model gpt2 --gpu-name MI300X
+has "not supported" "$tmp/err"
+expect 2 "$VRAM" estimate --model gpt2 --mode infer --max-new-tokens 100000
+has "max-new-tokens 1023 or less" "$tmp/err"
+expect 0 "$VRAM" estimate --help
+for flag in --lora-rank --quantize-base --sharding --zero-grad --optimizer-impl --num-labels; do
+  has "\\$flag" "$tmp/out"
+done
+
 # --- plan on a named GPU and on a size
 expect 0 "$VRAM" plan --model bert-base --gpu-name A100-80GB --seq-len 128
-for row in "GPU memory" "Total" "Free" "Model" "Batch" "Remaining" "Maximum" "Recommended" "Safe"; do
+for row in "GPU memory" "Total" "Free" "Weights, gradients, states" "Activations, KV, temps" "Estimated usage at batch" "Remaining" "Maximum within the 70% budget" "Recommended" "Safe"; do
   has "$row" "$tmp/out"
 done
 expect 0 "$VRAM" plan --model bert-base --gpu-name a100-80gb --seq-len 128 --json

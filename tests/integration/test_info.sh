@@ -55,7 +55,10 @@ ok "-i/--id selects one device"
 "$VRAM_BIN" info >"$tmp/table" 2>"$tmp/err"
 grep -q "2 devices (sim backend)" "$tmp/table" || fail "table header"
 grep -Eq "^ +0 +H100-80GB +80\.00 +0\.00 +80\.00 +9\.0 +132 .*AVAILABLE" "$tmp/table" || { cat "$tmp/table"; fail "table row"; }
-grep -q "using 2 simulated GPUs" "$tmp/err" || fail "reason on stderr"
+# why sim was chosen is a note: stderr stays empty unless -v (issue 27)
+[ ! -s "$tmp/err" ] || { cat "$tmp/err" >&2; fail "a note on stderr without -v"; }
+"$VRAM_BIN" -v info >/dev/null 2>"$tmp/err"
+grep -q "using 2 simulated GPUs" "$tmp/err" || fail "reason on stderr with -v"
 ok "table"
 
 # ---- two processes share the simulated GPUs ----------------------------

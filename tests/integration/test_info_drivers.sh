@@ -128,11 +128,24 @@ export VRAM_CUDA_LIBRARY=$MISSING_CUDA VRAM_SIM=2xA100-80GB
 run_info "$tmp/auto.table"
 [ "$rc" = 0 ] || fail "auto with no driver exited $rc"
 grep -q "(sim backend)" "$tmp/auto.table" || { cat "$tmp/auto.table"; fail "auto did not fall back to sim"; }
-[ "$(wc -l <"$tmp/auto.table.err")" = 1 ] || { cat "$tmp/auto.table.err"; fail "reason is not one line"; }
-grep -qF "no NVIDIA driver: $MISSING_NVML not found" "$tmp/auto.table.err" || { cat "$tmp/auto.table.err"; fail "reason"; }
+# the reason is a note: not on stderr unless asked (-v, VRAM_LOG_LEVEL=debug)
+[ ! -s "$tmp/auto.table.err" ] || { cat "$tmp/auto.table.err"; fail "a note on stderr without -v"; }
+for verbose in "-v" "--verbose" "VRAM_LOG_LEVEL=debug"; do
+    rc=0
+    case $verbose in
+    -*) "$VRAM_BIN" "$verbose" info >/dev/null 2>"$tmp/auto.table.err" || rc=$? ;;
+    *) env "$verbose" "$VRAM_BIN" info >/dev/null 2>"$tmp/auto.table.err" || rc=$? ;;
+    esac
+    [ "$rc" = 0 ] || fail "$verbose vram info exited $rc"
+    [ "$(wc -l <"$tmp/auto.table.err")" = 1 ] || { cat "$tmp/auto.table.err"; fail "$verbose: reason is not one line"; }
+    grep -qF "no NVIDIA driver: $MISSING_NVML not found" "$tmp/auto.table.err" || { cat "$tmp/auto.table.err"; fail "$verbose: reason"; }
+done
 unset VRAM_SIM
 run_info "$tmp/auto.json" --json
 check "$tmp/auto.json" "d['backend']=='cpu' and 'not found' in d['reason']"
+# host memory instead of a GPU is said without being asked
+run_info "$tmp/auto.cpu"
+grep -q "using host memory" "$tmp/auto.cpu.err" || { cat "$tmp/auto.cpu.err"; fail "the fall-back to host memory is not said"; }
 ok "auto: missing libraries fall back to sim, then cpu, with a one-line reason"
 
 # The toolkit's stub libcuda: the fake's imitation always, the real one when installed.
@@ -171,7 +184,8 @@ run_info "$tmp/err.json" --json
 check "$tmp/err.json" "all(x['health']=='ERROR' and 'GPU is lost' in x['error'] for x in d['devices'])"
 ok "lost GPU: ERROR state"
 
-for spec in "nvmlInit_v2=9:Driver Not Loaded" "nvmlDeviceGetCount_v2=999:nvmlDeviceGetCount_v2"; do
+for spec in "nvmlInit_v2=9:kernel module is not loaded" "nvmlDeviceGetCount_v2=999:nvmlDeviceGetCount_v2" \
+    "nvmlInit_v2=18:does not match the NVIDIA kernel module"; do
     export FAKE_NVML_FAIL=${spec%%:*}
     run_info "$tmp/err.out"
     [ "$rc" = 1 ] || fail "$FAKE_NVML_FAIL: exited $rc, expected 1"
@@ -190,6 +204,20 @@ if [ "$rc" != 1 ] || ! grep -qF "cuInit failed" "$tmp/err.out.err"; then
     fail "cuInit failure: exit $rc"
 fi
 ok "cuda failures: ERROR state, exit 1 when cuInit fails"
+
+# What the driver API reports for a machine that cannot run CUDA, each named
+# with what to do (the driver API's old-driver code is 36, not the runtime's 35).
+for spec in "803:does not match the NVIDIA kernel module" "804:forward-compatibility driver" \
+    "36:older than vram's calls need" \
+    "802:nvidia-fabricmanager" "100:reports no device"; do
+    export FAKE_CUDA_FAIL="cuInit=${spec%%:*}"
+    run_info "$tmp/err.out"
+    if [ "$rc" != 1 ] || ! grep -qF "${spec#*:}" "$tmp/err.out.err"; then
+        cat "$tmp/err.out.err"
+        fail "$FAKE_CUDA_FAIL: exit $rc, or no '${spec#*:}'"
+    fi
+done
+ok "cuInit's driver/module mismatch, forward-compat, not-ready and no-device: each explained"
 
 # Every call we make, failing with a spread of codes: never a crash, and a
 # run that succeeds prints valid JSON.

@@ -1,20 +1,24 @@
 #!/bin/bash
 # The Python package's tests (tests/python, pytest) against this build's
 # libvram: VRAM_LIBRARY points at it, so nothing installed is used. Needs
-# Debian's python3-torch, python3-torchvision and python3-pytest (make deps).
+# the project's venv (make deps: torch >= 2.1, torchvision, pytest), whose
+# interpreter CMake passes as VRAM_PYTHON.
 set -euo pipefail
 SRC=${VRAM_SOURCE_DIR:?}
 BUILD=${VRAM_BUILD_DIR:?}
-# The interpreter that has Debian's torch: VRAM_PYTHON, else /usr/bin/python3
-# (a python3 earlier on PATH, e.g. pyenv's, does not see Debian's packages).
-PY=${VRAM_PYTHON:-/usr/bin/python3}
-[ -x "$PY" ] || PY=$(command -v python3)
+PY=${VRAM_PYTHON:-$SRC/.venv/bin/python}
+[ -x "$PY" ] || { echo "FAIL: no Python at $PY (make deps creates the venv)" >&2; exit 1; }
 for mod in pytest torch torchvision; do
     "$PY" -c "import $mod" 2>/dev/null || {
-        echo "FAIL: $PY cannot import $mod (apt-get install python3-$mod; make deps)" >&2
+        echo "FAIL: $PY cannot import $mod (make deps)" >&2
         exit 1
     }
 done
+# the supported floor (docs/python.md, "Supported PyTorch")
+"$PY" -c 'import sys, torch; v = tuple(int(x) for x in torch.__version__.split("+")[0].split(".")[:2]); sys.exit(v < (2, 1))' || {
+    echo "FAIL: $PY has torch $("$PY" -c 'import torch; print(torch.__version__)'); vram.torch needs 2.1 or later (make deps)" >&2
+    exit 1
+}
 export VRAM_LIBRARY=$BUILD/libvram.so VRAM_BUILD_DIR=$BUILD
 export VRAM_BIN=${VRAM_BIN:-$BUILD/vram}
 export PYTHONDONTWRITEBYTECODE=1 OMP_NUM_THREADS=1

@@ -35,22 +35,27 @@ fi
 check_json() { # file: every documented key present, figures consistent
   python3 - "$1" <<'PY'
 import json, sys
-d = json.load(open(sys.argv[1]))
-keys = ["ops", "ns_per_op_p50", "ns_per_op_p99", "peak_requested_bytes",
-        "peak_reserved_bytes", "fragmentation_ratio", "device_allocs", "ooms",
-        "batch_ns_per_op_p50", "batch_ns_per_op_mean", "batch_ns_per_op_with_device_cost"]
-missing = [k for k in keys if k not in d]
-assert not missing, f"missing keys {missing}"
-assert d["ops"] > 0 and d["ooms"] == 0, d
-assert 0 < d["ns_per_op_p50"] <= d["ns_per_op_p99"], d
-# Batch timing: positive, and the device calls' modelled cost on top of the p50.
-assert 0 < d["batch_ns_per_op_p50"] and 0 < d["batch_ns_per_op_mean"], d
-extra = d["batch_ns_per_op_with_device_cost"] - d["batch_ns_per_op_p50"]
-assert abs(extra - d["device_cost_ns"] / d["ops"]) < 1e-6 * max(1, extra), d
-assert d["peak_reserved_bytes"] >= d["peak_requested_bytes"] > 0 or d["baseline"] == "malloc", d
-if d["peak_requested_bytes"]:
-    ratio = d["peak_reserved_bytes"] / d["peak_requested_bytes"]
-    assert abs(ratio - d["fragmentation_ratio"]) < 1e-9, d
+def check(d):
+    keys = ["ops", "ns_per_op_p50", "ns_per_op_p99", "peak_requested_bytes",
+            "peak_reserved_bytes", "fragmentation_ratio", "device_allocs", "ooms",
+            "batch_ns_per_op_p50", "batch_ns_per_op_mean", "batch_ns_per_op_with_device_cost"]
+    missing = [k for k in keys if k not in d]
+    assert not missing, f"missing keys {missing}"
+    assert d["ops"] > 0 and d["ooms"] == 0, d
+    assert 0 < d["ns_per_op_p50"] <= d["ns_per_op_p99"], d
+    # Batch timing: positive, and the device calls' modelled cost on top of the p50.
+    assert 0 < d["batch_ns_per_op_p50"] and 0 < d["batch_ns_per_op_mean"], d
+    extra = d["batch_ns_per_op_with_device_cost"] - d["batch_ns_per_op_p50"]
+    assert abs(extra - d["device_cost_ns"] / d["ops"]) < 1e-6 * max(1, extra), d
+    assert d["peak_reserved_bytes"] >= d["peak_requested_bytes"] > 0 or d["baseline"] == "malloc", d
+    if d["peak_requested_bytes"]:
+        ratio = d["peak_reserved_bytes"] / d["peak_requested_bytes"]
+        assert abs(ratio - d["fragmentation_ratio"]) < 1e-9, d
+doc = json.load(open(sys.argv[1]))
+runs = doc.get("runs", [doc])
+assert runs and all(r["trace"] == runs[0]["trace"] for r in runs), doc
+for d in runs:
+    check(d)
 PY
 }
 
@@ -62,8 +67,10 @@ for t in "${traces[@]}"; do
       ok
     else bad "replay $t --strategy $s"; cat "$tmp/out.json" || true; fi
   done
+  # each baseline beside the pool: {"runs": [pool, baseline]}
   for b in device malloc torch torch-expandable; do
-    if "$VRAM_BIN" replay "$t" --baseline "$b" --json >"$tmp/out.json" && check_json "$tmp/out.json"; then ok
+    if "$VRAM_BIN" replay "$t" --baseline "$b" --json >"$tmp/out.json" && check_json "$tmp/out.json" &&
+       python3 -c 'import json,sys; r=json.load(open(sys.argv[1]))["runs"]; assert [x["baseline"] for x in r] == ["none", sys.argv[2]], r' "$tmp/out.json" "$b"; then ok
     else bad "replay $t --baseline $b"; fi
   done
 done
@@ -75,6 +82,7 @@ done
 if python3 - "$tmp/dev.json" "$tmp/pool.json" <<'PY'
 import json, sys
 dev, pool = (json.load(open(p)) for p in sys.argv[1:])
+dev = dev["runs"][1]
 assert dev["device_allocs"] == 6 and dev["device_frees"] == 6, dev
 assert pool["ops"] == 30 and pool["repeat"] == 3, pool
 assert pool["device_allocs"] <= 3, pool   # cached after the first pass
@@ -152,8 +160,18 @@ expect_reject 'a 1 10\n# c\nq 2\n' 3 'unknown event'
 expect_reject 'a 1 10\na 2 ten\n' 2 'bad number'
 expect_reject 'a 1 10\na 1 20\n' 2 'already live'
 
+# --baseline compares side by side: the pool's table, then a column for the
+# pool and each baseline, each run on its own device (the device baseline's
+# calls are its own, not the pool's)
+"$VRAM_BIN" replay "$tmp/small.trace" --repeat 2 --baseline device,torch >"$tmp/side.txt"
+if grep -q '^allocator  pool, strategy balanced' "$tmp/side.txt" &&
+   grep -Eq '^side by side +pool balanced +device +torch$' "$tmp/side.txt" &&
+   grep -Eq '^device calls, second pass +0 +12 +0$' "$tmp/side.txt"; then ok
+else bad "--baseline side by side: $(cat "$tmp/side.txt")"; fi
+
 # Usage errors: exit 2.
 for args in "--strategy best $tmp/small.trace" "--baseline gpu $tmp/small.trace" \
+            "--baseline device,device $tmp/small.trace" "--baseline device, $tmp/small.trace" \
             "--repeat 0 $tmp/small.trace" "--device-mem lots $tmp/small.trace" \
             "--device-cost map=x $tmp/small.trace" "--device-cost gpu=3 $tmp/small.trace" \
             "--device-cost alloc=-1 $tmp/small.trace" "--expandable maybe $tmp/small.trace" ""; do

@@ -106,7 +106,9 @@ cat >"$T/gres.conf" <<EOF
 NodeName=vramnode Name=gpu File=$T/dev/nvidia[0-1]
 NodeName=vramnode Name=shard Count=8 File=$T/dev/nvidia[0-1]
 EOF
-echo "required $PLUGIN socket=$T/vramd.sock vram=$VRAM" >"$T/plugstack.conf"
+# no vram=PATH: --vram-model is estimated by libvram inside the plugin (a
+# `vram` program is neither needed nor run; issue 22)
+echo "required $PLUGIN socket=$T/vramd.sock vram=/nonexistent/vram" >"$T/plugstack.conf"
 slurmctld -f "$T/slurm.conf" || fail "slurmctld did not start"
 slurmd -f "$T/slurm.conf" -N vramnode || fail "slurmd did not start"
 

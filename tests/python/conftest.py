@@ -45,6 +45,24 @@ def no_gpu(monkeypatch):
     monkeypatch.setenv("VRAM_CUDA_LIBRARY", "/nonexistent/libcuda.so.1")
 
 
+def accumulation_reference(model, opt, n, effective, micro, micro_loss):
+    """Loss per optimizer step of a run with fixed micro-batches of `micro`
+    samples and gradient accumulation to `effective` samples a step, over
+    samples 0..n-1; micro_loss(model, start, end) is a micro-batch's loss,
+    already weighted by its share of the step."""
+    losses = []
+    for s in range(0, n, effective):
+        opt.zero_grad()
+        total = 0.0
+        for m in range(s, s + effective, micro):
+            loss = micro_loss(model, m, m + micro)
+            loss.backward()
+            total += float(loss.detach())
+        opt.step()
+        losses.append(total)
+    return losses
+
+
 def cli(*args, env=None):
     """Runs the vram binary; its JSON output."""
     binary = os.environ.get("VRAM_BIN") or os.path.join(BUILD, "vram")

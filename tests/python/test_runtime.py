@@ -55,6 +55,27 @@ def test_optimizer_errors_name_the_key():
         tune.BatchSizeOptimizer({"max_batchsize": 8})
 
 
+def test_dict_and_yaml_configs_share_libvram_reader():
+    """A dict goes through the same reader as the YAML (one key table, in
+    libvram): every key either accepts is accepted by both, with the same
+    ranges, and text values cannot smuggle in keys."""
+    d = {"target_vram_usage": 0.8, "safety_margin": 0.04, "adjustment_frequency": 7,
+         "min_batch_size": 3, "max_batch_size": 40, "min_lq_size": 16, "max_lq_size": 64,
+         "vram_history_size": 9, "max_adjustments": 11, "oom_cooldown_windows": 5,
+         "enabled": True}
+    text = YAML.split("    enabled: true\n    target")[0] + "    " + "\n    ".join(
+        "%s: %s" % (k, str(v).lower()) for k, v in d.items()) + "\n"
+    from_dict = tune.BatchSizeOptimizer(d, batch=4, lq=16).config
+    from_yaml = tune.BatchSizeOptimizer.from_yaml_text(text, batch=4, lq=16).config
+    assert from_dict == from_yaml and from_yaml["oom_cooldown_windows"] == 5
+    with pytest.raises(vram.ParseError, match="oom_cooldown_windows"):
+        tune.BatchSizeOptimizer({"oom_cooldown_windows": 0})  # range checked like the file
+    with pytest.raises(vram.ParseError, match="target_vram_usage"):
+        tune.BatchSizeOptimizer({"target_vram_usage": 1.5})
+    with pytest.raises(vram.InvalidArgumentError, match="max_batch_size"):
+        tune.BatchSizeOptimizer({"max_batch_size": "8\n    min_batch_size: 1"})
+
+
 def run_iterator(it, fail_prob, rng):
     trained = collections.Counter()
     for samples in it:

@@ -11,7 +11,7 @@ import signal
 import subprocess
 
 import pytest
-from conftest import use_sim
+from conftest import accumulation_reference, use_sim
 import torch
 
 import vram
@@ -53,18 +53,8 @@ def loss_of(model, samples, lq):
 
 def reference_losses(data):
     """Fixed micro-batch 16, 4 accumulation steps, lq 32."""
-    model, opt = model_and_optimizer()
-    losses = []
-    for s in range(0, N, EFFECTIVE):
-        opt.zero_grad()
-        total = 0.0
-        for m in range(s, s + EFFECTIVE, 16):
-            loss = loss_of(model, data[m:m + 16], 32) / EFFECTIVE
-            loss.backward()
-            total += float(loss)
-        opt.step()
-        losses.append(total)
-    return losses
+    return accumulation_reference(*model_and_optimizer(), N, EFFECTIVE, 16, lambda m, a, b: (
+        loss_of(m, data[a:b], 32) / EFFECTIVE))
 
 
 @pytest.fixture

@@ -126,21 +126,48 @@ def test_analyze_on_meta_equals_the_cpu(transformer):
     assert all(q.device.type == "cpu" and q.grad is None for q in m.parameters())
 
 
+class PositiveOnly(nn.Module):
+    """Keeps the positive activations only: how many there are depends on the
+    data, which the meta device does not have (torch.nonzero has no meta
+    kernel in any PyTorch: no data-independent answer exists)."""
+
+    def __init__(self):
+        super().__init__()
+        self.a, self.b = nn.Linear(8, 16), nn.Linear(1, 4)
+
+    def forward(self, x):
+        h = self.a(x)
+        return self.b(h[h > 0].unsqueeze(1))
+
+
 def test_analyze_on_meta_falls_back_to_the_cpu(caplog):
-    """Debian's torch 1.13 has no meta kernel for convolution backward: the
-    CPU measures instead, with the reason logged, and the numbers are the
-    CPU's."""
+    """A model the meta device cannot run is measured on the CPU instead,
+    with the reason logged, and the numbers are the CPU's."""
     caplog.set_level(logging.WARNING, logger="vram")
     torch.manual_seed(0)
-    m = nn.Sequential(nn.Conv2d(3, 8, 3), nn.ReLU(), nn.Flatten(), nn.Linear(8 * 6 * 6, 4))
-    x = torch.randn(2, 3, 8, 8)
+    m, x = PositiveOnly(), torch.randn(2, 8)
     p = vt.analyze(m, x, device="meta")
     assert p.device == "cpu"
-    assert "measuring Sequential on the CPU: the meta device cannot run it " \
-        "(convolution_backward" in caplog.text
+    assert "measuring PositiveOnly on the CPU: the meta device cannot run it (" in caplog.text
+    assert "nonzero" in caplog.text
     assert p == vt.analyze(m, x)
     with pytest.raises(ValueError, match="device must be"):
         vt.analyze(m, x, device="cuda")
+
+
+def test_analyze_convolutions_on_meta():
+    """torch 2 has meta kernels for convolution backward (torch 1.13 had
+    none): a convolutional model is measured on meta, and every figure the
+    tensors carry equals the CPU's."""
+    torch.manual_seed(0)
+    m = nn.Sequential(nn.Conv2d(3, 8, 3), nn.ReLU(), nn.Flatten(), nn.Linear(8 * 6 * 6, 4))
+    x = torch.randn(2, 3, 8, 8)
+    on_meta, on_cpu = vt.analyze(m, x, device="meta"), vt.analyze(m, x)
+    assert on_meta.device == "meta"
+    for key in ("parameters", "buffers_bytes", "activation_bytes_per_sample",
+                "activation_bytes_fixed", "gradient_bytes", "optimizer_state_bytes",
+                "input_bytes_per_sample"):
+        assert getattr(on_meta, key) == getattr(on_cpu, key), key
 
 
 def test_analyze_restores_the_model(transformer):
@@ -164,7 +191,7 @@ def test_profile_is_accepted_by_vram_plan(resnet18, tmp_path):
     ref = json.loads(out.stdout)
     mine = vram.plan(profile=p, gpu_name="A100-40GB")
     assert ref["recommendations"]["largest_fitting"] == mine.largest_fitting > 0
-    assert ref["per_sample_bytes"] == mine.per_sample_bytes
+    assert ref["model_bytes"] == mine.model_bytes
 
 
 # ---- reports ---------------------------------------------------------------
@@ -426,6 +453,39 @@ def test_auto_select_batch_size_real_steps(sim16):
                                       loss_fn=loss_fn, max_batch_size=256, safety_margin=0.0)
     assert found.maximum == 48 and found.exact and seen[0] == 40
     assert all(torch.equal(before[k], v) for k, v in m.state_dict().items())
+
+
+def test_auto_select_batch_size_memory_cap_caps_on_the_cpu():
+    """memory_cap on the CPU is a cap: a trial holding more than it (the
+    model's tensors and every tensor the step makes, live at once) is out of
+    memory, so the answer is the largest batch under the cap, exactly."""
+    torch.manual_seed(0)
+    m = nn.Sequential(nn.Linear(64, 256), nn.ReLU(), nn.Linear(256, 8))  # 75 KB of weights
+    x = torch.randn(8, 64)
+    with pytest.raises(vt.BatchSizeError, match="memory_cap"):
+        vt.auto_select_batch_size(m, "cpu", example_batch=x, memory_cap="64KiB",
+                                  optimizer="sgd", start_batch=1)
+    cap = 1 << 20
+    found = vt.auto_select_batch_size(m, "cpu", example_batch=x, memory_cap="1MiB",
+                                      optimizer="sgd", start_batch=64, safety_margin=0.0)
+    assert found.exact and 64 < found.maximum < 4096 and found.count <= 6
+    assert all(t.peak_bytes <= cap for t in found.trials if t.ok)
+    assert [t.ok for t in found.trials if t.batch_size == found.maximum + 1] == [False]
+    assert any("memory_cap" in t.error for t in found.trials)
+    with pytest.raises(vram.InvalidArgumentError, match="memory_cap: "):
+        vt.auto_select_batch_size(m, "cpu", example_batch=x, memory_cap=-1, start_batch=1)
+
+
+def test_memory_usage_on_the_cpu_reads_this_process(no_gpu):
+    """On the CPU backend the reading is this process's resident memory over
+    the cap, not the machine's used RAM."""
+    from vram.profiling import rss_bytes
+    rss = rss_bytes()
+    got = vt.memory_usage(0, cap=2 * rss)
+    assert abs(got - 0.5) < 0.05
+    host = vram.devices()[0]
+    assert not host.is_gpu
+    assert abs(vt.memory_usage(0) - rss / host.total_bytes) < 0.01  # no rlimit: the RAM
 
 
 # ---- devices and the allocator ---------------------------------------------

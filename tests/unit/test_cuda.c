@@ -309,9 +309,15 @@ static void injected_failures_are_translated(void **state)
     setenv("FAKE_CUDA_FAIL", "cuInit=999", 1);
     assert_int_equal(ops->open(&none), VRAM_EAGAIN);
     assert_non_null(strstr(vram_last_error(), "cuInit failed: CUDA_ERROR_UNKNOWN"));
-    setenv("FAKE_CUDA_FAIL", "cuInit=803", 1);
+    setenv("FAKE_CUDA_FAIL", "cuInit=803", 1); /* libcuda and kernel module differ */
     assert_int_equal(ops->open(&none), VRAM_EDRIVER);
-    assert_non_null(strstr(vram_last_error(), "CUDA error 803"));
+    assert_non_null(strstr(vram_last_error(), "does not match the NVIDIA kernel module"));
+    assert_non_null(strstr(vram_last_error(), "CUDA_ERROR_SYSTEM_DRIVER_MISMATCH"));
+    setenv("FAKE_CUDA_FAIL", "cuInit=802", 1); /* not ready: worth retrying */
+    assert_int_equal(ops->open(&none), VRAM_EAGAIN);
+    setenv("FAKE_CUDA_FAIL", "cuInit=716", 1); /* a code neither side names */
+    assert_int_equal(ops->open(&none), VRAM_EDRIVER);
+    assert_non_null(strstr(vram_last_error(), "CUDA error 716"));
     assert_null(none);
 }
 

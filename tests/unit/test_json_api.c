@@ -84,7 +84,9 @@ static void plan_equals_struct_api(void **state)
     assert_int_equal(at(doc, "recommendations", "maximum"), p.maximum);
     assert_int_equal(at(doc, "recommendations", "largest_fitting"), p.max_batch_raw);
     assert_int_equal(at(doc, "current", "micro_batch_size"), p.micro_batch_size);
-    assert_int_equal(at(doc, NULL, "per_sample_bytes"), p.per_sample_bytes);
+    assert_int_equal(at(doc, NULL, "model_bytes"), p.model_bytes);
+    assert_int_equal(at(doc, "shown", "total_bytes"), p.shown.total);
+    assert_int_equal(at(doc, "current", "total_bytes"), p.shown.total);
     assert_true(json_array_size(json_object_get(doc, "suggestions")) == (size_t)p.nsuggestions);
     json_decref(doc);
 }
@@ -105,10 +107,13 @@ static void bad_requests_are_named(void **state)
         {"{\"model\": 7}", "\"model\" must be a string", VRAM_EINVAL},
         {"{\"model\": \"gpt2\", \"batch_size\": \"8\"}", "\"batch_size\" must be an integer",
          VRAM_EINVAL},
-        {"{\"model\": \"gpt2\", \"batch_size\": -3}", "\"batch_size\" is -3", VRAM_EINVAL},
-        {"{\"model\": \"gpt2\", \"zero_stage\": 4}", "\"zero_stage\" is 4", VRAM_EINVAL},
-        {"{\"model\": \"gpt2\", \"mode\": \"eval\"}", "unknown \"mode\" \"eval\"", VRAM_EINVAL},
-        {"{\"model\": \"gpt2\", \"overhead_bytes\": \"lots\"}", "\"overhead_bytes\"", VRAM_EINVAL},
+        {"{\"model\": \"gpt2\", \"batch_size\": -3}", "batch_size \"-3\": give an integer",
+         VRAM_EINVAL},
+        {"{\"model\": \"gpt2\", \"zero_stage\": 4}",
+         "zero_stage \"4\": give an integer from 0 to 3", VRAM_EINVAL},
+        {"{\"model\": \"gpt2\", \"mode\": \"eval\"}", "unknown mode \"eval\"", VRAM_EINVAL},
+        {"{\"model\": \"gpt2\", \"overhead_bytes\": \"lots\"}", "overhead_bytes \"lots\"",
+         VRAM_EINVAL},
         {"{\"model\": \"nosuchmodel\"}", "nosuchmodel", VRAM_ENOENT},
         {"{\"profile\": 3}", "\"profile\" must be", VRAM_EINVAL},
         {"{\"profile\": {\"parameters\": 1}}", "activation_bytes_per_sample", VRAM_EPARSE},
@@ -127,7 +132,7 @@ static void bad_requests_are_named(void **state)
         {"{\"model\": \"gpt2\"}", "exactly one of \"gpu\""},
         {"{\"model\": \"gpt2\", \"gpu_mem\": 0}", "\"gpu_mem\" must be positive"},
         {"{\"model\": \"gpt2\", \"gpu_mem\": 8, \"gpu_name\": \"A100-80GB\"}", "exactly one of"},
-        {"{\"model\": \"gpt2\", \"gpu_name\": \"Z9000\"}", "\"gpu_name\""},
+        {"{\"model\": \"gpt2\", \"gpu_name\": \"Z9000\"}", "unknown GPU \"Z9000\""},
         {"{\"model\": \"gpt2\", \"gpu_mem\": \"8GiB\", \"target\": 1.5}", "\"target\""},
         {"{\"model\": \"gpt2\", \"gpu_mem\": \"8GiB\", \"power_of_two\": 1}", "\"power_of_two\""},
     };

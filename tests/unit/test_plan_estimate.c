@@ -685,9 +685,47 @@ static void planner_on_an_enormous_device(void **state)
     }
 }
 
+/* seq_len shapes text models only, image_size image models only, neither a
+ * measured profile; an estimate reports 0 for the one that does not apply, and
+ * setting it changes nothing. */
+static void settings_apply_by_model_kind(void **state)
+{
+    (void)state;
+    const struct {
+        const char *name;
+        int seq, image;
+    } cases[] = {{"gpt2", 1, 0}, {"bert-base", 1, 0}, {"resnet50", 0, 1}, {"vit-b-16", 0, 1}};
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        vram_model_t m = model(cases[i].name);
+        assert_int_equal(vram_estimate_setting_applies(&m, "seq_len"), cases[i].seq);
+        assert_int_equal(vram_estimate_setting_applies(&m, "image_size"), cases[i].image);
+        assert_int_equal(vram_estimate_setting_applies(&m, "batch_size"), 1);
+        vram_estimate_config_t c;
+        vram_estimate_config_init(&c);
+        vram_estimate_t plain, other;
+        assert_int_equal(vram_estimate(&m, &c, &plain), 0);
+        assert_true(cases[i].seq ? plain.seq_len > 0 : plain.seq_len == 0);
+        assert_true(cases[i].image ? plain.image_size > 0 : plain.image_size == 0);
+        /* the setting that does not apply is ignored */
+        if (cases[i].seq)
+            c.image_size = 384;
+        else
+            c.seq_len = 77;
+        assert_int_equal(vram_estimate(&m, &c, &other), 0);
+        assert_int_equal(other.total, plain.total);
+    }
+    vram_model_t p = model("gpt2");
+    p.family = VRAM_FAMILY_PROFILE;
+    assert_int_equal(vram_estimate_setting_applies(&p, "seq_len"), 0);
+    assert_int_equal(vram_estimate_setting_applies(&p, "image_size"), 0);
+    assert_int_equal(vram_estimate_setting_applies(NULL, "seq_len"), VRAM_EINVAL);
+    assert_int_equal(vram_estimate_setting_applies(&p, NULL), VRAM_EINVAL);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
+        cmocka_unit_test(settings_apply_by_model_kind),
         cmocka_unit_test(fp32_adamw_is_16_bytes_per_parameter),
         cmocka_unit_test(mixed_precision_adam_is_18_bytes),
         cmocka_unit_test(optimizer_state_bytes),

@@ -111,6 +111,7 @@ static void errors_name_key_and_line(void **state)
     expect_error(HEAD "    min_lq_size: 300\n    max_lq_size: 256\n", "bad.yaml:4", "max_lq_size");
     expect_error(HEAD "    vram_history_size: 0\n", "bad.yaml:3", "vram_history_size");
     expect_error(HEAD "    max_adjustments: -1\n", "bad.yaml:3", "max_adjustments");
+    expect_error(HEAD "    oom_cooldown_windows: 0\n", "bad.yaml:3", "oom_cooldown_windows");
     expect_error(HEAD "    max_batch_size: 64\n    max_batch_size: 32\n", "bad.yaml:4", "twice");
     expect_error(HEAD "    max_batch_size: [1, 2]\n", "bad.yaml:3", "max_batch_size");
     expect_error(HEAD "    target_vram_usage: 0.8\n  Other: {}\n", "bad.yaml:4", "\"Other\"");
@@ -119,6 +120,17 @@ static void errors_name_key_and_line(void **state)
     expect_error(HEAD "    target_vram_usage: [0.8\n", "bad.yaml:", NULL); /* malformed */
     expect_error("training_automations:\n  DynamicBatchSizeOptimizer: 3\n", "bad.yaml:2",
                  "DynamicBatchSizeOptimizer");
+}
+
+/* Every field of vram_batchopt_config_t but the policy has its key. */
+static void reads_the_oom_cooldown(void **state)
+{
+    (void)state;
+    vram_batchopt_config_t c;
+    vram_batchopt_config_init(&c);
+    assert_int_equal(
+        vram_batchopt_config_parse(HEAD "    oom_cooldown_windows: 7\n", "cd.yaml", &c), 0);
+    assert_int_equal(c.oom_cooldown_windows, 7);
 }
 
 static void loads_a_file(void **state)
@@ -144,6 +156,7 @@ int main(void)
         cmocka_unit_test(reads_the_issue_example),
         cmocka_unit_test(old_config_without_lq),
         cmocka_unit_test(errors_name_key_and_line),
+        cmocka_unit_test(reads_the_oom_cooldown),
         cmocka_unit_test(loads_a_file),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);

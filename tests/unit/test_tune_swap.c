@@ -234,12 +234,58 @@ static void basics_and_errors(void **state)
     vram_swap_destroy(NULL);
 }
 
+/* A smaller GPU budget demotes the least recently used items, in order; one
+ * the host cannot take is dropped; the budget is kept for later gets. */
+static void set_gpu_budget_demotes(void **state)
+{
+    (void)state;
+    vram_swap_t *sc;
+    vram_swap_tier_t found, now;
+    size_t n;
+    vram_swap_move_t mv;
+    assert_int_equal(vram_swap_create(100, 0, &sc), 0);
+    for (uint64_t k = 1; k <= 3; k++)
+        assert_int_equal(vram_swap_get(sc, k, 50 - 10 * k, &found, &now, &n), 0); /* 40 30 20 */
+    assert_int_equal(vram_swap_set_gpu_budget(sc, 50, &n), 0);
+    assert_int_equal(n, 1); /* 1 (least recent, 40 bytes) leaves: 50 left */
+    assert_int_equal(vram_swap_move(sc, 0, &mv), 0);
+    assert_int_equal(mv.key, 1);
+    assert_int_equal(mv.to, VRAM_SWAP_HOST);
+    assert_int_equal(vram_swap_set_gpu_budget(sc, 1, &n), 0);
+    assert_int_equal(n, 2);
+    assert_int_equal(vram_swap_where(sc, 2), VRAM_SWAP_HOST);
+    assert_int_equal(vram_swap_where(sc, 3), VRAM_SWAP_HOST);
+    assert_int_equal(vram_swap_get(sc, 3, 0, &found, &now, &n), 0);
+    assert_int_equal(now, VRAM_SWAP_HOST); /* larger than the budget now: served from the host */
+    assert_int_equal(vram_swap_set_gpu_budget(sc, 0, &n), VRAM_EINVAL);
+    assert_int_equal(vram_swap_set_gpu_budget(NULL, 1, &n), VRAM_EINVAL);
+    assert_int_equal(vram_swap_check(sc), 0);
+    vram_swap_stats_t st;
+    assert_int_equal(vram_swap_stats(sc, &st), 0);
+    assert_int_equal(st.gpu_budget, 1);
+    assert_int_equal(st.gpu_bytes, 0);
+    vram_swap_destroy(sc);
+
+    assert_int_equal(vram_swap_create(100, 35, &sc), 0); /* the host takes 35 bytes */
+    assert_int_equal(vram_swap_get(sc, 1, 40, &found, &now, &n), 0);
+    assert_int_equal(vram_swap_get(sc, 2, 30, &found, &now, &n), 0);
+    assert_int_equal(vram_swap_set_gpu_budget(sc, 1, &n), 0);
+    assert_int_equal(n, 2);
+    assert_int_equal(vram_swap_move(sc, 0, &mv), 0);
+    assert_true(mv.key == 1 && mv.to == VRAM_SWAP_NONE); /* 40 > 35: dropped */
+    assert_int_equal(vram_swap_move(sc, 1, &mv), 0);
+    assert_true(mv.key == 2 && mv.to == VRAM_SWAP_HOST);
+    assert_int_equal(vram_swap_check(sc), 0);
+    vram_swap_destroy(sc);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(basics_and_errors),
         cmocka_unit_test(against_model),
         cmocka_unit_test(moves_respect_budgets),
+        cmocka_unit_test(set_gpu_budget_demotes),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -18,6 +18,8 @@ What is measured, by running real training steps:
 The module's weights, gradients and mode are restored afterwards."""
 import json
 import logging
+import os
+import tempfile
 from dataclasses import asdict, dataclass, field
 from typing import List
 
@@ -78,26 +80,50 @@ class Profile:
 
 def storage_of(t):
     """(identity, bytes) of a tensor's storage: the unit memory is counted
-    in. The identity is the C++ storage object's, which meta tensors have
-    too (their data pointers are all 0)."""
-    st = t.untyped_storage() if hasattr(t, "untyped_storage") else t.storage()  # torch < 2
-    return st._cdata, st.nbytes()
+    in. The identity is the storage's Python object, which PyTorch keeps
+    one of per storage while it lives (meta tensors have storages too, but
+    their data pointers are all 0); a caller keeping the identity keeps the
+    storage object, so it is never confused with a later one."""
+    st = t.untyped_storage()
+    return st, st.nbytes()
+
+
+def is_wrapped_number(t):
+    """A Python number autograd saved as a 0-dim tensor (`x / 2.0` saves 2.0
+    as a float64 scalar since torch 2): host memory, never on the device,
+    and saved without calling the saved-tensor hooks. PyTorch has no public
+    test for the flag, so this is its visible signature: a 0-dim CPU tensor
+    of Python's number types that no graph produced."""
+    return (t.dim() == 0 and t.device.type == "cpu" and t.grad_fn is None and
+            not t.requires_grad and t.dtype in (torch.float64, torch.int64, torch.complex128,
+                                                torch.bool))
 
 
 def backward_peak_bytes(loss):
     """Runs loss.backward() and returns the most bytes it allocated and held
     at once, from the CPU allocator's allocation and free events
     (torch.profiler with profile_memory; frees of blocks that existed before,
-    the saved activations, are not reported, so this is what backward adds)."""
-    from torch.autograd import DeviceType
+    the saved activations, are not reported, so this is what backward adds).
+    The events are read from the profiler's public export, the Chrome trace
+    (its "[memory]" instant events, each with the signed "Bytes" and the
+    "Device Type", 0 being the CPU): the profiler's own event list keeps
+    only the sums per operation, which hide what an operation frees before
+    it returns."""
     from torch.profiler import ProfilerActivity, profile
     with profile(activities=[ProfilerActivity.CPU], profile_memory=True) as prof:
         loss.backward()
+    with tempfile.TemporaryDirectory(prefix="vram-trace-") as tmp:
+        path = os.path.join(tmp, "trace.json")
+        prof.export_chrome_trace(path)
+        with open(path) as f:
+            trace = json.load(f)
+    events = trace["traceEvents"] if isinstance(trace, dict) else trace
+    memory = [e for e in events if e.get("name") == "[memory]" and
+              e.get("args", {}).get("Device Type") == 0]
     live = peak = 0
-    for e in prof.profiler.kineto_results.events():  # in the order they happened
-        if e.name() == "[memory]" and e.device_type() == DeviceType.CPU:
-            live += e.nbytes()
-            peak = max(peak, live)
+    for e in sorted(memory, key=lambda e: e["ts"]):  # stable: ties keep the trace's order
+        live += e["args"]["Bytes"]
+        peak = max(peak, live)
     return peak
 
 
@@ -216,6 +242,8 @@ def graph_saved_bytes(loss, model):
             except RuntimeError:  # freed or not a tensor
                 continue
             for t in tensors_in(value if isinstance(value, (list, tuple)) else [value]):
+                if is_wrapped_number(t):  # the hooks never see these either
+                    continue
                 ptr, nbytes = storage_of(t)
                 if ptr not in excluded and nbytes:
                     saved[ptr] = max(saved.get(ptr, 0), nbytes)

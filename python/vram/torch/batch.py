@@ -208,7 +208,9 @@ def auto_select_batch_size(model, device="cpu", start_batch=None, example_batch=
 
     The first trial is the planner's prediction from `profile` (measured
     with analyze() from example_batch when not given) on the vram device of
-    the same index, or on memory_cap bytes; start_batch overrides it.
+    the same index, or on memory_cap bytes; start_batch overrides it. On the
+    CPU, memory_cap is enforced: a trial whose tensors (the model's and all
+    the step makes, live at once) exceed it counts as out of memory.
     samples: variable-length samples, probed at the longest (probe_batch).
     forward and loss_fn as in analyze().
     The model's weights are restored afterwards. Returns a BatchSearch."""
@@ -233,7 +235,31 @@ def auto_select_batch_size(model, device="cpu", start_batch=None, example_batch=
                 torch.cuda.reset_peak_memory_stats(dev)
             return torch.cuda.max_memory_reserved(dev)
         capacity = torch.cuda.mem_get_info(dev)[0] + torch.cuda.memory_reserved(dev)
-    capacity = int(memory_cap) if memory_cap else capacity
+    cap = api.parse_size(memory_cap, "memory_cap") if memory_cap is not None else None
+    capacity = cap if cap else capacity
+    counted = None
+    if dev.type != "cuda" and cap:
+        # no device allocator to ask: the cap is enforced on what the step
+        # holds at once, the model's tensors plus every tensor the step makes
+        # (activations, gradients, optimizer states) until it dies
+        resident = sum(t.numel() * t.element_size() for t in
+                       list(model.parameters()) + list(model.buffers()))
+        last_peak = [None]
+
+        def memory_fn(reset=False):
+            if reset:
+                last_peak[0] = None
+            return last_peak[0]
+
+        def counted(run, b):
+            from .meta import LiveBytes
+            mode = LiveBytes()
+            with mode:
+                run(b)
+            last_peak[0] = resident + mode.peak
+            if last_peak[0] > cap:
+                raise OutOfMemoryError("memory_cap: batch %d held %d bytes at once, over the cap "
+                                       "of %d" % (b, last_peak[0], cap))
     predicted, intercept = start_batch, None
     if predicted is None:
         prof = profile or analyze(model, example, loss_fn=loss_fn, optimizer=optimizer,
@@ -246,7 +272,7 @@ def auto_select_batch_size(model, device="cpu", start_batch=None, example_batch=
     weights = {k: v.detach().clone() for k, v in model.state_dict().items()}
     model.to(dev).train()
 
-    def step(b):
+    def run(b):
         batch = resize_batch(example, b)
         batch = to_device(batch, dev)
         opt = make_optimizer(optimizer, [p for p in model.parameters() if p.requires_grad])
@@ -254,6 +280,9 @@ def auto_select_batch_size(model, device="cpu", start_batch=None, example_batch=
             training_step(model, opt, batch, loss_fn, forward)
         finally:
             del opt, batch
+
+    def step(b):
+        return counted(run, b) if counted else run(b)
 
     try:
         return find_batch_size(step, predicted=predicted, min_batch_size=min_batch_size,

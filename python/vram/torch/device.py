@@ -18,7 +18,7 @@ def select_device(min_free=0, logger=None):
     import torch
 
     logger = logger or log
-    min_free = api.parse_size(min_free)
+    min_free = api.parse_size(min_free, "min_free")
     reason = None
     if not torch.cuda.is_available():
         reason = "PyTorch sees no CUDA device (torch.cuda.is_available() is False)"

@@ -1,7 +1,10 @@
 """analyze() on the meta device: tensors with shapes and no data, so a
 model is measured without its memory or its arithmetic. What the meta
-device cannot run (in Debian's torch 1.13 e.g. convolution backward) raises,
-and analyze() measures on the CPU instead."""
+device cannot run (operations whose output shape depends on the data, such
+as torch.nonzero or boolean masks) raises, and analyze() measures on the CPU
+instead. TorchDispatchMode lives in torch.utils._python_dispatch, the
+module PyTorch's own documentation of __torch_dispatch__ points to; there
+is no other home for it."""
 import copy
 import weakref
 
@@ -33,11 +36,13 @@ def to_meta(batch):
     return batch
 
 
-class _LiveBytes(TorchDispatchMode):
+class LiveBytes(TorchDispatchMode):
     """Counts the storages that ops return (new ones: not an input's, so
     views and in-place results are not new memory) until their last tensor
     dies, and keeps the largest total held at once. Kernels' internal
-    scratch is invisible here, unlike to the CPU allocator's events."""
+    scratch is invisible here, unlike to the CPU allocator's events. Works
+    on any device (meta here; the CPU for auto_select_batch_size's
+    memory_cap)."""
 
     def __init__(self):
         super().__init__()
@@ -52,11 +57,6 @@ class _LiveBytes(TorchDispatchMode):
 
     def __torch_dispatch__(self, func, types, args=(), kwargs=None):
         out = func(*args, **(kwargs or {}))
-        if isinstance(out, (bool, int, float)):
-            # torch 1.13 hands a saved scalar ("wrapped number") to Python
-            # modes as a number, and detach then returns a number, which
-            # autograd refuses: give it the 0-dim tensor it was
-            return torch.tensor(out, dtype=torch.float64 if isinstance(out, float) else None)
         inputs = {storage_of(t)[0] for t in tensors_in((args, kwargs or {}))}
         for t in tensors_in(out):
             key, nbytes = storage_of(t)
@@ -74,7 +74,7 @@ class _LiveBytes(TorchDispatchMode):
 def backward_peak_bytes_meta(loss):
     """loss.backward() on meta tensors; the most bytes of new tensors it held
     at once (the meta counterpart of analyze.backward_peak_bytes)."""
-    mode = _LiveBytes()
+    mode = LiveBytes()
     with mode:
         loss.backward()
     return mode.peak

@@ -10,6 +10,8 @@ for "fp16"/"bf16", dynamic int8 quantization of Linear layers for inference),
 L1 pruning when asked. A step that does not apply is refused with the reason,
 never faked."""
 import copy
+import functools
+import types
 from dataclasses import dataclass, field
 from typing import List, Optional
 
@@ -22,12 +24,34 @@ LEVELS = ("none", "basic", "aggressive")
 PRECISIONS = ("fp32", "fp16", "bf16", "int8", "mixed")
 
 
+# What _measure() adds up, for the report.
+MEASURED = ("training-step peak at batch %d by analyze(): parameters, buffers, gradients, "
+            "saved activations, backward's transient")
+
+
+def _mib(n):
+    """Bytes as MiB, with enough digits that a change is never shown as 0.0."""
+    mib = n / 2**20
+    return "%.1f MiB" % mib if abs(mib) >= 0.05 or n == 0 else "%.3f MiB" % mib
+
+
 @dataclass
 class Step:
     name: str
     applied: bool
     reason: str = ""
-    saved_bytes: Optional[int] = None  # by analyze(), at the example batch; None: not measured
+    saved_bytes: Optional[int] = None  # before - after (negative: it grew); None: not measured
+    bytes_before: Optional[int] = None  # the measured figure (Report.measured) before the step
+    bytes_after: Optional[int] = None  # and after it
+    not_measured: str = ""  # why an applied step has no figures
+
+    def measurement(self):
+        """What was measured for this step, in words."""
+        if self.saved_bytes is None:
+            return "not measured (%s)" % self.not_measured if self.applied else ""
+        change = ("saved %s" % _mib(self.saved_bytes) if self.saved_bytes > 0 else
+                  "grew %s" % _mib(-self.saved_bytes) if self.saved_bytes < 0 else "no change")
+        return "%s -> %s, %s" % (_mib(self.bytes_before), _mib(self.bytes_after), change)
 
 
 @dataclass
@@ -35,29 +59,39 @@ class Report:
     steps: List[Step] = field(default_factory=list)
     bytes_before: Optional[int] = None
     bytes_after: Optional[int] = None
+    measured: str = ""  # what bytes_before/after and each step's figures are; "" not measured
 
     def __str__(self):
         lines = []
         for s in self.steps:
-            saved = "" if s.saved_bytes is None else ", saved %.1f MiB" % (s.saved_bytes / 2**20)
+            figure = s.measurement()
             lines.append("%-14s %s%s%s" % (s.name, "applied" if s.applied else "refused",
-                                           ": " + s.reason if s.reason else "", saved))
+                                           ": " + s.reason if s.reason else "",
+                                           "; " + figure if figure else ""))
+        if self.measured:
+            lines.append("(measured: %s)" % self.measured)
         return "\n".join(lines)
 
 
-class Checkpointed(torch.nn.Module):
-    """Runs `block` under torch.utils.checkpoint while training with grad:
-    its activations are recomputed in backward instead of kept."""
+def _checkpointed_forward(self, *args, **kwargs):
+    """The forward of a block checkpointed in place: under
+    torch.utils.checkpoint (non-reentrant) while training with grad, its
+    activations are recomputed in backward instead of kept."""
+    inner = functools.partial(type(self).forward, self)
+    if self.training and torch.is_grad_enabled():
+        return torch.utils.checkpoint.checkpoint(inner, *args, use_reentrant=False, **kwargs)
+    return inner(*args, **kwargs)
 
-    def __init__(self, block):
-        super().__init__()
-        self.block = block
 
-    def forward(self, *args, **kwargs):
-        if self.training and torch.is_grad_enabled():
-            return torch.utils.checkpoint.checkpoint(self.block, *args, use_reentrant=False,
-                                                     **kwargs)
-        return self.block(*args, **kwargs)
+def checkpoint_in_place(block):
+    """Checkpoints `block` by giving the module itself a checkpointed forward
+    (a method bound to it, so copy.deepcopy rebinds it to the copy). The
+    block stays where it was, under its own class: its state_dict keys do
+    not change, and containers that read their children's attributes keep
+    working (torch 2's nn.TransformerEncoder reads layers[0].self_attn to
+    choose its fast path, which a wrapper module hides)."""
+    block.forward = types.MethodType(_checkpointed_forward, block)
+    return block
 
 
 class Autocast(torch.nn.Module):
@@ -102,13 +136,7 @@ def _checkpointing(model):
     if not blocks:
         raise _Refused("no repeated blocks to checkpoint")
     for container, name in blocks:
-        child = getattr(container, name) if not isinstance(container, torch.nn.ModuleList) \
-            else container[int(name)]
-        wrapped = Checkpointed(child)
-        if isinstance(container, torch.nn.ModuleList):
-            container[int(name)] = wrapped
-        else:
-            setattr(container, name, wrapped)
+        checkpoint_in_place(getattr(container, name))
     return model, "torch.utils.checkpoint around %d repeated blocks" % len(blocks)
 
 
@@ -137,10 +165,23 @@ def _precision(model, precision, device_type, inference):
         dtype = torch.bfloat16 if device_type == "cpu" else torch.float16
         return Autocast(model, device_type, dtype), "autocast to %s" % str(dtype)[6:]
     dtype = {"fp16": torch.float16, "bf16": torch.bfloat16}[precision]
-    if device_type == "cpu" and dtype == torch.float16:
-        raise _Refused("float16 matmuls and convolutions are not implemented on the CPU in "
-                       "torch %s; use bf16 or mixed" % torch.__version__)
+    if not kernels_run(dtype, device_type):
+        raise _Refused("%s matmuls or convolutions do not run on %s in torch %s; use bf16 or "
+                       "mixed" % (precision, device_type, torch.__version__))
     return model.to(dtype), "parameters cast to %s" % precision
+
+
+def kernels_run(dtype, device_type):
+    """Whether a matmul and a convolution of `dtype` run on `device_type`
+    (torch 1.13 had no float16 CPU kernels; torch 2 has them): asked of
+    PyTorch itself on 2x2 tensors rather than assumed from a version."""
+    try:
+        a = torch.ones(2, 2, dtype=dtype, device=device_type)
+        a @ a
+        torch.nn.functional.conv2d(a[None, None], a[None, None])
+        return True
+    except (RuntimeError, NotImplementedError):
+        return False
 
 
 def _prune(model, amount):
@@ -160,10 +201,13 @@ class _Refused(Exception):
 
 
 def _measure(model, example_batch, loss_fn, forward, batch):
-    """Parameters + buffers + activations at `batch`, by analyze()."""
+    """The training step's peak at `batch` as analyze() measures it (MEASURED):
+    what autocast saves is in the activations and backward's transient, what
+    it adds (low-precision copies of the weights, saved for backward) too."""
     p = analyze(model, example_batch, loss_fn=loss_fn, forward=forward, optimizer="sgd")
     param_bytes = sum(t.numel() * t.element_size() for t in model.parameters())
-    return param_bytes + p.buffers_bytes + p.activation_bytes_at(batch)
+    return (param_bytes + p.buffers_bytes + p.gradient_bytes + p.activation_bytes_at(batch) +
+            p.backward_bytes_at(batch))
 
 
 def optimize(model, level="basic", precision=None, checkpointing=None, channels_last=None,
@@ -207,8 +251,11 @@ def optimize(model, level="basic", precision=None, checkpointing=None, channels_
     report = Report()
     batch = None
     measure = example_batch is not None and not inference
+    why_not = ("inference=True: analyze() measures training steps" if inference else
+               "no example_batch")
     if measure:
         batch = _batch_size(example_batch)
+        report.measured = MEASURED % batch
         report.bytes_before = before = _measure(model, example_batch, loss_fn, forward, batch)
     for name, apply in plan:
         try:
@@ -219,7 +266,10 @@ def optimize(model, level="basic", precision=None, checkpointing=None, channels_
         step = Step(name, True, how)
         if measure:
             after = _measure(model, example_batch, loss_fn, forward, batch)
+            step.bytes_before, step.bytes_after = before, after
             step.saved_bytes, before = before - after, after
+        else:
+            step.not_measured = why_not
         report.steps.append(step)
     report.bytes_after = before if measure else None
     return model, report

@@ -101,8 +101,7 @@ def print_memory_analysis(model, batch_size, device=0, mixed_precision=False,
         print("  not even batch 1 fits", file=out)
     for label, b in (("Maximum", p.maximum), ("Recommended", p.recommended), ("Safe", p.safe)):
         if b:
-            # the estimate at b itself: the plan's affine bytes_at() is a chord
-            # through batches 1 and 2, where the optimizer step can be the peak
+            # the full estimate at b, with the settings this report was made with
             at = api.estimate(profile=prof, precision=prec, optimizer=opt, batch_size=b).total
             print("  %-12s %6d  (%.1f %% of GPU memory)" % (label, b, pct(at)), file=out)
     verdict = {"tight": "tight (fits only without the safety margin)"}.get(p.verdict, p.verdict)

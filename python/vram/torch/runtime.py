@@ -2,6 +2,9 @@
 decisions come from libvram's controllers (vram.tune), the tensor work is
 here.
 
+The one loop that wires them together is vram.torch.AdaptiveTraining
+(training.py); these are the pieces:
+
 - AdaptiveBatchIterator: batches from any dataset whose size follows device
   memory; no sample is lost or repeated, also across out-of-memory errors.
 - oom_guard: a training step that survives out-of-memory errors by the chain
@@ -23,12 +26,73 @@ from .oom import is_oom
 log = logging.getLogger("vram.runtime")
 
 
-def memory_usage(device=0):
-    """Used fraction of a device as libvram sees it (NVML, CUDA, VRAM_SIM, or
-    the CPU backend's host memory): all processes, not only this one."""
+def process_cap():
+    """The memory this process may use: its RLIMIT_AS or RLIMIT_DATA soft
+    limit when one is set (the smaller), else None."""
+    import resource
+    caps = [resource.getrlimit(r)[0] for r in (resource.RLIMIT_AS, resource.RLIMIT_DATA)]
+    caps = [c for c in caps if c != resource.RLIM_INFINITY and c > 0]
+    return min(caps) if caps else None
+
+
+def memory_usage(device=0, cap=None):
+    """The reading the controllers take: a used fraction.
+
+    On a GPU of libvram's backend (NVML, CUDA, VRAM_SIM) it is the device's
+    used fraction, all processes (a neighbour's memory is what the run must
+    fit beside). On the CPU backend it is this process's resident memory
+    (/proc/self/statm) over `cap` (bytes or text such as "8GiB"; default:
+    the process's RLIMIT_AS / RLIMIT_DATA, else the machine's RAM): other
+    programs on the machine are not this run's memory."""
     from .. import api
+    from ..profiling import rss_bytes
     dev = api.devices()[device]
-    return dev.used_bytes / dev.total_bytes if dev.total_bytes else 0.0
+    if dev.is_gpu:
+        return dev.used_bytes / dev.total_bytes if dev.total_bytes else 0.0
+    limit = api.parse_size(cap, "cap") if cap is not None else (process_cap() or
+                                                                 dev.total_bytes)
+    return rss_bytes() / limit if limit else 0.0
+
+
+# Layers whose output for a sample depends on the other samples of the
+# batch (batch statistics in train mode): splitting a batch into
+# micro-batches changes what they compute, so the gradient of the split
+# batch is not the whole batch's (ResNet-18 in train mode: relative
+# difference 1.83 in the issue's measurement).
+BATCH_STATISTICS_LAYERS = (torch.nn.BatchNorm1d, torch.nn.BatchNorm2d, torch.nn.BatchNorm3d,
+                           torch.nn.SyncBatchNorm, torch.nn.LazyBatchNorm1d,
+                           torch.nn.LazyBatchNorm2d, torch.nn.LazyBatchNorm3d)
+BATCH_NORM_MODES = ("refuse", "micro-batch", "freeze")
+
+
+def batch_statistics_layers(model):
+    """Names of the submodules of `model` that use batch statistics now:
+    BatchNorm layers (any dimension, lazy or synchronized) in train mode."""
+    return [name or type(m).__name__ for name, m in model.named_modules()
+            if isinstance(m, BATCH_STATISTICS_LAYERS) and m.training]
+
+
+def check_batch_statistics(model, mode, what):
+    """Applies the batch_norm mode before batches are split: "refuse"
+    raises ValueError naming the layers, "freeze" puts them in eval mode
+    (running statistics: the split gradient equals the whole batch's),
+    "micro-batch" accepts statistics per micro-batch. Returns the layers
+    found."""
+    if mode not in BATCH_NORM_MODES:
+        raise ValueError("vram: batch_norm must be one of %s, not %r" % (BATCH_NORM_MODES, mode))
+    layers = batch_statistics_layers(model) if model is not None else []
+    if layers and mode == "refuse":
+        raise ValueError(
+            "vram: %s splits batches into micro-batches, which changes what the batch-statistics "
+            "layers %s compute (the gradient is no longer the whole batch's); pass "
+            "batch_norm=\"freeze\" (running statistics, eval mode) or batch_norm=\"micro-batch\" "
+            "(statistics per micro-batch, like any gradient accumulation)" % (
+                what, ", ".join(layers[:5]) + (" ..." if len(layers) > 5 else "")))
+    if layers and mode == "freeze":
+        for m in model.modules():
+            if isinstance(m, BATCH_STATISTICS_LAYERS):
+                m.eval()
+    return layers
 
 
 class AdaptiveBatchIterator:
@@ -124,8 +188,11 @@ class AdaptiveBatchIterator:
 
     @batch_size.setter
     def batch_size(self, batch):
-        """The next batches' size (e.g. from a BatchSizeOptimizer), clamped
-        to min_batch..the initial batch size; memory checks go on from it."""
+        """The next batches' size, clamped to min_batch..the initial batch
+        size; this iterator's own memory checks go on from it. To let a
+        BatchSizeOptimizer own the size, use AdaptiveTraining (or turn the
+        marks off: high_mark=1.0, low_mark=0.0); with both deciding, the
+        batch alternates."""
         self.policy.set_batch(batch)
         self._log_changes()
 
@@ -189,7 +256,7 @@ class ActivationOffload:
 
 def oom_guard(loss_fn=None, *, optimizer, free_cache=None, offload="activations", checkpoint=None,
               order=tune.STRATEGIES, max_splits=3, min_micro_batch=1, pool=None,
-              iterator=None):
+              iterator=None, model=None, batch_norm="refuse"):
     """Decorator for a function computing the loss of a batch: the guarded
     call does the whole training step (zero_grad, backward, optimizer.step)
     and survives out-of-memory errors by the chain in `order`. Micro-batches
@@ -209,11 +276,29 @@ def oom_guard(loss_fn=None, *, optimizer, free_cache=None, offload="activations"
     bytes freed; None skips the step. checkpoint() saves and returns where. When
     the chain is exhausted the call raises vram.OutOfMemoryError saying how to
     resume (after the checkpoint). `iterator`: an AdaptiveBatchIterator that
-    is told when a batch is given up. The chain is `guarded.chain`."""
+    is told when a batch is given up. The chain is `guarded.chain`.
+
+    model= lets the guard check for batch-statistics layers (BatchNorm in
+    train mode), for which micro-batches do not give the whole batch's
+    gradient: batch_norm="refuse" (default) drops the micro-batch strategy
+    from the chain (logged), "freeze" puts those layers in eval mode,
+    "micro-batch" splits anyway (statistics per micro-batch). Without
+    model= nothing is checked."""
     if free_cache is None and torch.cuda.is_available():
         def free_cache():
             torch.cuda.empty_cache()
             return 1  # unknown, but something may have been freed
+    if batch_norm not in BATCH_NORM_MODES:
+        raise ValueError("vram: batch_norm must be one of %s, not %r" % (BATCH_NORM_MODES,
+                                                                        batch_norm))
+    layers = batch_statistics_layers(model) if model is not None else []
+    if layers and batch_norm == "refuse" and "micro-batch" in order:
+        order = tuple(s for s in order if s != "micro-batch")
+        log.warning("oom_guard: no micro-batches: batch-statistics layers (%s) would compute "
+                    "other statistics on them (batch_norm=\"freeze\" or \"micro-batch\" to "
+                    "split)", ", ".join(layers[:5]))
+    elif layers:
+        check_batch_statistics(model, batch_norm, "oom_guard")
     activations = ActivationOffload() if offload == "activations" else None
     if activations is not None:
         offload = activations
@@ -265,7 +350,8 @@ class SwapCache:
     host memory (pinned when the device is CUDA) and dropping the least
     recently used host ones beyond host_budget (0 = unlimited); an item larger
     than the GPU budget is served from the host. loader() makes the tensor
-    on a miss. Budgets are enforced by the tensors' bytes.
+    on a miss. Budgets are enforced by the tensors' bytes; set_gpu_budget()
+    and spill() hand device memory back (AdaptiveTraining's offload step).
 
     With device="cpu" both tiers are host memory (for tests and CPU runs)."""
 
@@ -292,16 +378,32 @@ class SwapCache:
             t = loader()
             size = t.element_size() * t.nelement()
         found, now, moves = self.lru.get(key, max(1, size))
+        self._apply(moves, skip=key)
+        t = t.to(self.device) if now == "gpu" else self._to_host(t)
+        self._tensors[key] = t
+        return t
+
+    def _apply(self, moves, skip=None):
         for k, _, src, dst in moves:
-            if k == key:
+            if k == skip:
                 continue
             if dst is None:
                 self._tensors.pop(k, None)
             elif dst == "host":
                 self._tensors[k] = self._to_host(self._tensors[k])
-        t = t.to(self.device) if now == "gpu" else self._to_host(t)
-        self._tensors[key] = t
-        return t
+
+    def set_gpu_budget(self, gpu_budget):
+        """Changes the GPU budget (bytes or text); a smaller one moves the
+        least recently used tensors to the host now. Returns the bytes that
+        left the device."""
+        moves = self.lru.set_gpu_budget(gpu_budget)
+        self._apply(moves)
+        return sum(size for _, size, src, _ in moves if src == "gpu")
+
+    def spill(self):
+        """Moves every tensor off the device (GPU budget 1 byte: later gets
+        are served from the host); the bytes that left the device."""
+        return self.set_gpu_budget(1)
 
     def __contains__(self, name):
         return name in self._ids and self.lru.where(self._ids[name]) is not None
