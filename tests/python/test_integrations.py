@@ -73,14 +73,35 @@ def test_lightning_callback_under_a_real_limit():
 def test_lightning_batch_size_finder_starts_at_the_prediction():
     """VramBatchSizeFinder through Lightning's tuner: the first trial is the
     planner's prediction, the maximum is exact (maximum + 1 failed with the
-    allocator's error) and the size set is the maximum less the margin."""
+    allocator's error), found in fewer trials than Lightning's binsearch
+    would take, and the size set is the maximum less the margin."""
     d, _ = probe("lightning-finder")
     trials = d["trials"]
     assert trials[0][0] == d["predicted"] > 0
     assert d["exact"] and [d["maximum"] + 1, False] in [t[:2] for t in trials]
     assert all(CPU_OOM in t[2] for t in trials if not t[1])
     assert d["set"] == int(d["maximum"] * 0.9)
-    assert len(trials) <= 4, trials  # the prediction is within a few samples
+    # fewer trials than Lightning's binsearch needs for the same maximum
+    assert len(trials) < lightning_binsearch_trials(d["maximum"]), trials
+
+
+def lightning_binsearch_trials(maximum, start=2):
+    """Trials of Lightning 2.6's BatchSizeFinder(mode="binsearch") when
+    every batch up to `maximum` runs: double from `start` to the first
+    failure, then bisect until the bounds touch (its _run_binsearch_scaling)."""
+    low, high, b, n = 1, None, start, 0
+    while True:
+        n += 1
+        if b <= maximum:
+            low = b
+            if high is not None and high - low <= 1:
+                return n
+            b = (low + high) // 2 if high is not None else 2 * b
+        else:
+            high = b
+            b = (low + high) // 2
+            if high - low <= 1:
+                return n
 
 
 def test_accelerate_drop_in_starts_at_the_prediction():
