@@ -24,8 +24,8 @@ from ..torch.runtime import _length, _slice
 
 log = logging.getLogger("vram")
 
-ORDER = ("free-cache", "micro-batch")
-MAX_BATCH = 1 << 24  # the estimator's largest batch  # the chain's strategies a trainer's step can use
+ORDER = ("free-cache", "micro-batch")  # the chain's strategies a trainer's step can use
+MAX_BATCH = 1 << 24  # the estimator's largest batch
 
 
 def _empty_cuda_cache():
