@@ -9,7 +9,7 @@ MAKEFLAGS += --no-print-directory
 CMAKE_FLAGS ?= -DVRAM_WERROR=ON
 
 # Debian packages the build and the tests need (installed by `make deps`).
-DEPS := cmake make gcc pkg-config libcmocka-dev libjansson-dev \
+DEPS := cmake make gcc pkg-config libcmocka-dev libjansson-dev zlib1g-dev \
         libcurl4-openssl-dev libsqlite3-dev libncurses-dev libyaml-dev sqlite3 \
         procps python3 python3-venv curl \
         python3-pytest python3-setuptools python3-pip \

@@ -153,6 +153,7 @@ typedef struct {
     int minor;        /* HTTP/1.<minor> */
     vramd_span_t method, target;
     vramd_span_t host, authorization; /* field values, trimmed; len -1 when absent */
+    bool accepts_gzip;                /* Accept-Encoding names gzip (not with q=0) */
     bool close;                       /* Connection: close (or 1.0 without keep-alive) */
     bool expect_continue;             /* Expect: 100-continue */
 } vramd_head_t;

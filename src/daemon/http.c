@@ -9,6 +9,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
+#include <zlib.h>
 
 struct vramd_http {
     vramd_screen_t *screen;
@@ -208,27 +209,62 @@ const char *vramd_status_text(int status)
     }
 }
 
-/* The reply's head and body in one malloc'd buffer (*len bytes). */
-static char *serialize(const vramd_response_t *r, bool head_only, bool close, size_t *len)
+/* Replies smaller than this go out as they are: gzip's header and a
+ * round of deflate would cost more than the bytes they save. */
+#define GZIP_MIN 1024
+
+/* body gzipped into a malloc'd buffer (*out_len), or NULL (then sent plain). */
+static char *gzipped(const char *body, size_t len, size_t *out_len)
+{
+    z_stream z = {0};
+    if (deflateInit2(&z, Z_DEFAULT_COMPRESSION, Z_DEFLATED, 15 + 16, 8, Z_DEFAULT_STRATEGY) != Z_OK)
+        return NULL;
+    size_t cap = deflateBound(&z, len);
+    char *out = malloc(cap);
+    if (out) {
+        z.next_in = (Bytef *)body;
+        z.avail_in = (uInt)len;
+        z.next_out = (Bytef *)out;
+        z.avail_out = (uInt)cap;
+        if (deflate(&z, Z_FINISH) != Z_STREAM_END) {
+            free(out);
+            out = NULL;
+        } else {
+            *out_len = z.total_out;
+        }
+    }
+    deflateEnd(&z);
+    return out;
+}
+
+/* The reply's head and body in one malloc'd buffer (*len bytes); the body
+ * gzipped when the client accepts it and it is worth it. */
+static char *serialize(const vramd_response_t *r, bool head_only, bool close, bool gzip,
+                       size_t *len)
 {
     size_t blen = r->body ? strlen(r->body) : 0;
+    const char *body = r->body;
+    char *packed = NULL;
+    if (gzip && blen >= GZIP_MIN && (packed = gzipped(r->body, blen, &blen)) != NULL) body = packed;
     char head[512];
-    int hl = snprintf(head, sizeof head,
-                      "HTTP/1.1 %d %s\r\nContent-Type: %s\r\nContent-Length: %zu\r\n%s%s%s%s%s%s%s"
-                      "\r\n",
-                      r->status, vramd_status_text(r->status),
-                      r->content_type ? r->content_type : "application/json", blen,
-                      r->allow ? "Allow: " : "", r->allow ? r->allow : "", r->allow ? "\r\n" : "",
-                      r->cache_control ? "Cache-Control: " : "",
-                      r->cache_control ? r->cache_control : "", r->cache_control ? "\r\n" : "",
-                      close ? "Connection: close\r\n" : "");
-    if (hl < 0 || (size_t)hl >= sizeof head) return NULL;
+    int hl = snprintf(
+        head, sizeof head,
+        "HTTP/1.1 %d %s\r\nContent-Type: %s\r\nContent-Length: %zu\r\n%s%s%s%s%s%s%s%s"
+        "\r\n",
+        r->status, vramd_status_text(r->status),
+        r->content_type ? r->content_type : "application/json", blen,
+        packed ? "Content-Encoding: gzip\r\nVary: Accept-Encoding\r\n" : "",
+        r->allow ? "Allow: " : "", r->allow ? r->allow : "", r->allow ? "\r\n" : "",
+        r->cache_control ? "Cache-Control: " : "", r->cache_control ? r->cache_control : "",
+        r->cache_control ? "\r\n" : "", close ? "Connection: close\r\n" : "");
+    char *out = NULL;
     size_t total = (size_t)hl + (head_only ? 0 : blen);
-    char *out = malloc(total);
-    if (!out) return NULL;
-    memcpy(out, head, (size_t)hl);
-    if (!head_only && blen) memcpy(out + hl, r->body, blen);
-    *len = total;
+    if (hl >= 0 && (size_t)hl < sizeof head && (out = malloc(total)) != NULL) {
+        memcpy(out, head, (size_t)hl);
+        if (!head_only && blen) memcpy(out + hl, body, blen);
+        *len = total;
+    }
+    free(packed);
     return out;
 }
 
@@ -284,7 +320,7 @@ char *vramd_http_answer(vramd_http_t *h, void *guard_ctx, const char *buf, const
         vramd_log("debug", "%s %s -> %d", method, target, r.status);
 reply:
     *close = *close || r.close;
-    char *out = serialize(&r, !strcmp(method, "HEAD"), *close, len);
+    char *out = serialize(&r, !strcmp(method, "HEAD"), *close, head->accepts_gzip, len);
     if (!out) *close = true;
     free(r.body);
     free(target);

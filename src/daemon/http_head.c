@@ -5,6 +5,7 @@
 #include "daemon/daemon.h"
 
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <strings.h>
 
@@ -137,6 +138,20 @@ int vramd_head_check(const char *buf, size_t n, vramd_head_t *head, char *why, s
                     b--;
                 if (b - a == 5 && !strncasecmp(a, "close", 5)) head->close = true;
                 if (b - a == 10 && !strncasecmp(a, "keep-alive", 10)) keep_alive = true;
+                t = te < ve ? te + 1 : ve;
+            }
+        } else if (nl == 15 && !strncasecmp(p, "Accept-Encoding", 15)) {
+            /* "gzip" among the codings, unless it is refused with q=0 */
+            for (const char *t = v; t < ve;) {
+                const char *te = memchr(t, ',', (size_t)(ve - t));
+                if (!te) te = ve;
+                while (t < te && (*t == ' ' || *t == '\t'))
+                    t++;
+                if (te - t >= 4 && !strncasecmp(t, "gzip", 4) &&
+                    (te - t == 4 || t[4] == ';' || t[4] == ' ')) {
+                    const char *q = memchr(t, '=', (size_t)(te - t));
+                    head->accepts_gzip = !q || strtod(q + 1, NULL) > 0;
+                }
                 t = te < ve ? te + 1 : ve;
             }
         } else if (nl == 6 && !strncasecmp(p, "Expect", 6)) {

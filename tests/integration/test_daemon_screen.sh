@@ -263,6 +263,39 @@ PY
 [ "$(field "$(api GET /v1/jobs)" 'len([j for j in d["jobs"] if j["name"] == "spaced"])')" = 2 ] || fail "spaced jobs"
 pass "Content-Length and Transfer-Encoding with a trailing space: one JSON 201 each; 459 query parameters: one JSON 400; on TCP a Host of attacker.example (with or without the port) or none: 421, the listener's address or localhost: 200"
 
+# Replies of 1 KiB or more are gzipped for a client that accepts it (the
+# dashboard's refreshes and static files): the same bytes once inflated;
+# plain without Accept-Encoding, with gzip;q=0, and for small replies.
+python3 - "$(tcp_address)" <<'PY' || fail "gzip replies"
+import gzip, socket, sys
+tcp = sys.argv[1]
+def get(path, extra=b""):
+    h, p = tcp.rsplit(":", 1)
+    s = socket.create_connection((h, int(p))); s.settimeout(60)
+    s.sendall(b"GET " + path + b" HTTP/1.1\r\nHost: " + tcp.encode() + b"\r\nConnection: close\r\n" + extra + b"\r\n")
+    out = b""
+    while chunk := s.recv(65536): out += chunk
+    head, _, body = out.partition(b"\r\n\r\n")
+    fields = {l.split(b":", 1)[0].lower(): l.split(b":", 1)[1].strip() for l in head.split(b"\r\n")[1:]}
+    assert int(fields[b"content-length"]) == len(body), head
+    return fields, body
+for path in (b"/static/dygraph.min.js", b"/static/dashboard.js", b"/metrics"):
+    plain_f, plain = get(path)
+    assert b"content-encoding" not in plain_f and len(plain) >= 1024, (path, plain_f)
+    zf, z = get(path, b"Accept-Encoding: br, gzip;q=0.8\r\n")
+    assert zf.get(b"content-encoding") == b"gzip" and zf.get(b"vary") == b"Accept-Encoding", (path, zf)
+    assert len(z) < len(plain), (path, len(z), len(plain))
+    if path != b"/metrics":  # metrics move between two scrapes
+        assert gzip.decompress(z) == plain, path
+    else:
+        assert gzip.decompress(z).startswith(b"# HELP"), path
+    nf, _ = get(path, b"Accept-Encoding: gzip;q=0\r\n")
+    assert b"content-encoding" not in nf, (path, nf)
+small_f, _ = get(b"/v1/health", b"Accept-Encoding: gzip\r\n")
+assert b"content-encoding" not in small_f, small_f
+PY
+pass "replies of 1 KiB or more gzipped when accepted (identical once inflated), plain otherwise and when small"
+
 # A slow later request is cut by the request timeout (3 s here): the
 # connection closes (waited on: recv returns at the close).
 python3 - "$VRAM_SOCKET" "$(tcp_address)" <<'PY' || fail "slow later request"
