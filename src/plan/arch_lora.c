@@ -11,25 +11,12 @@
 
 #define QKV (VRAM_LORA_Q | VRAM_LORA_K | VRAM_LORA_V)
 
-static void add(vram_lora_linears_t *l, unsigned roles, int64_t in, int64_t out, double count)
-{
-    if (l->n >= VRAM_LORA_MAX_LINEARS || count <= 0) return;
-    l->items[l->n++] = (vram_lora_linear_t){roles, (double)in, (double)out, count};
-}
-
 static void attn(vram_lora_linears_t *l, int64_t h, double count)
 {
-    add(l, VRAM_LORA_Q, h, h, count);
-    add(l, VRAM_LORA_K, h, h, count);
-    add(l, VRAM_LORA_V, h, h, count);
-    add(l, VRAM_LORA_O, h, h, count);
-}
-
-static void mlp(vram_lora_linears_t *l, int64_t h, int64_t I, bool gated, double count)
-{
-    if (gated) add(l, VRAM_LORA_GATE, h, I, count);
-    add(l, VRAM_LORA_UP, h, I, count);
-    add(l, VRAM_LORA_DOWN, I, h, count);
+    vram_lora_add(l, VRAM_LORA_Q, h, h, count);
+    vram_lora_add(l, VRAM_LORA_K, h, h, count);
+    vram_lora_add(l, VRAM_LORA_V, h, h, count);
+    vram_lora_add(l, VRAM_LORA_O, h, h, count);
 }
 
 static void decoder(const vram_model_t *m, vram_lora_linears_t *l)
@@ -40,27 +27,27 @@ static void decoder(const vram_model_t *m, vram_lora_linears_t *l)
     if (m->kv_lora_rank > 0) {
         int64_t qd = a * (d + m->rope_head_dim), r = m->kv_lora_rank;
         if (m->q_lora_rank > 0) {
-            add(l, VRAM_LORA_Q, h, m->q_lora_rank, L);
-            add(l, VRAM_LORA_Q, m->q_lora_rank, qd, L);
+            vram_lora_add(l, VRAM_LORA_Q, h, m->q_lora_rank, L);
+            vram_lora_add(l, VRAM_LORA_Q, m->q_lora_rank, qd, L);
         } else {
-            add(l, VRAM_LORA_Q, h, qd, L);
+            vram_lora_add(l, VRAM_LORA_Q, h, qd, L);
         }
-        add(l, VRAM_LORA_K | VRAM_LORA_V, h, r + m->rope_head_dim, L);
-        add(l, VRAM_LORA_K | VRAM_LORA_V, r, a * (d + m->v_head_dim), L);
-        add(l, VRAM_LORA_O, a * m->v_head_dim, h, L);
+        vram_lora_add(l, VRAM_LORA_K | VRAM_LORA_V, h, r + m->rope_head_dim, L);
+        vram_lora_add(l, VRAM_LORA_K | VRAM_LORA_V, r, a * (d + m->v_head_dim), L);
+        vram_lora_add(l, VRAM_LORA_O, a * m->v_head_dim, h, L);
     } else if (m->fused_qkv) {
-        add(l, QKV, h, q + 2 * kv, L);
-        add(l, VRAM_LORA_O, q, h, L);
+        vram_lora_add(l, QKV, h, q + 2 * kv, L);
+        vram_lora_add(l, VRAM_LORA_O, q, h, L);
     } else {
-        add(l, VRAM_LORA_Q, h, q, L);
-        add(l, VRAM_LORA_K, h, kv, L);
-        add(l, VRAM_LORA_V, h, kv, L);
-        add(l, VRAM_LORA_O, q, h, L);
+        vram_lora_add(l, VRAM_LORA_Q, h, q, L);
+        vram_lora_add(l, VRAM_LORA_K, h, kv, L);
+        vram_lora_add(l, VRAM_LORA_V, h, kv, L);
+        vram_lora_add(l, VRAM_LORA_O, q, h, L);
     }
     double dense = m->num_experts > 0 ? (double)m->dense_layers : L;
-    mlp(l, h, m->intermediate_size, m->gated_mlp, dense);
+    vram_lora_mlp(l, h, m->intermediate_size, m->gated_mlp, dense);
     if (m->num_experts > 0 && m->shared_intermediate > 0)
-        mlp(l, h, m->shared_intermediate, m->gated_mlp, L - dense);
+        vram_lora_mlp(l, h, m->shared_intermediate, m->gated_mlp, L - dense);
 }
 
 int vram_arch_lora_linears(const vram_model_t *m, vram_lora_linears_t *l)
@@ -73,26 +60,26 @@ int vram_arch_lora_linears(const vram_model_t *m, vram_lora_linears_t *l)
         return 0;
     case VRAM_FAMILY_BART:
         attn(l, h, L + 2 * D);
-        mlp(l, h, I, false, L + D);
+        vram_lora_mlp(l, h, I, false, L + D);
         return 0;
     case VRAM_FAMILY_DISTILBERT:
     case VRAM_FAMILY_DEBERTA_V2:
     case VRAM_FAMILY_CLIP_VISION:
         attn(l, h, L);
-        mlp(l, h, I, false, L);
+        vram_lora_mlp(l, h, I, false, L);
         return 0;
     case VRAM_FAMILY_CLIP:
         attn(l, h, L);
-        mlp(l, h, I, false, L);
+        vram_lora_mlp(l, h, I, false, L);
         attn(l, m->text_hidden, (double)m->text_layers);
-        mlp(l, m->text_hidden, m->text_intermediate, false, (double)m->text_layers);
+        vram_lora_mlp(l, m->text_hidden, m->text_intermediate, false, (double)m->text_layers);
         return 0;
     case VRAM_FAMILY_MAMBA: {
         int64_t in = m->ssm_inner, n = m->ssm_state, r = m->ssm_dt_rank;
-        add(l, VRAM_LORA_UP, h, 2 * in, L);
-        add(l, VRAM_LORA_GATE, in, r + 2 * n, L);
-        add(l, VRAM_LORA_GATE, r, in, L);
-        add(l, VRAM_LORA_DOWN, in, h, L);
+        vram_lora_add(l, VRAM_LORA_UP, h, 2 * in, L);
+        vram_lora_add(l, VRAM_LORA_GATE, in, r + 2 * n, L);
+        vram_lora_add(l, VRAM_LORA_GATE, r, in, L);
+        vram_lora_add(l, VRAM_LORA_DOWN, in, h, L);
         return 0;
     }
     default:

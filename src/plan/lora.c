@@ -8,29 +8,15 @@
 
 #define QKV (VRAM_LORA_Q | VRAM_LORA_K | VRAM_LORA_V)
 
-static void add(vram_lora_linears_t *l, unsigned roles, int64_t in, int64_t out, double count)
-{
-    if (l->n >= VRAM_LORA_MAX_LINEARS || count <= 0) return;
-    l->items[l->n++] = (vram_lora_linear_t){roles, (double)in, (double)out, count};
-}
-
 /* q, k, v and o of one attention block, `count` times. */
 static void attention(vram_lora_linears_t *l, const vram_model_t *m, double count)
 {
     int64_t h = m->hidden_size, d = head_dim(m);
     int64_t q = m->num_heads * d, kv = kv_heads(m) * d;
-    add(l, VRAM_LORA_Q, h, q, count);
-    add(l, VRAM_LORA_K, h, kv, count);
-    add(l, VRAM_LORA_V, h, kv, count);
-    add(l, VRAM_LORA_O, q, h, count);
-}
-
-/* A gated MLP (gate, up, down) or a two-layer one (up, down). */
-static void mlp(vram_lora_linears_t *l, int64_t h, int64_t I, bool gated, double count)
-{
-    if (gated) add(l, VRAM_LORA_GATE, h, I, count);
-    add(l, VRAM_LORA_UP, h, I, count);
-    add(l, VRAM_LORA_DOWN, I, h, count);
+    vram_lora_add(l, VRAM_LORA_Q, h, q, count);
+    vram_lora_add(l, VRAM_LORA_K, h, kv, count);
+    vram_lora_add(l, VRAM_LORA_V, h, kv, count);
+    vram_lora_add(l, VRAM_LORA_O, q, h, count);
 }
 
 int vram_lora_linears(const vram_model_t *m, vram_lora_linears_t *l)
@@ -49,45 +35,45 @@ int vram_lora_linears(const vram_model_t *m, vram_lora_linears_t *l)
     case VRAM_FAMILY_GEMMA:
     case VRAM_FAMILY_GEMMA2:
         attention(l, m, L);
-        mlp(l, h, I, true, L);
+        vram_lora_mlp(l, h, I, true, L);
         return 0;
     case VRAM_FAMILY_MIXTRAL:
     case VRAM_FAMILY_QWEN2_MOE:
         /* every expert's w1 (gate), w3 (up), w2 (down); the router stays frozen */
         attention(l, m, L);
-        mlp(l, h, m->expert_intermediate, true, L * (double)m->num_experts);
-        if (m->shared_intermediate > 0) mlp(l, h, m->shared_intermediate, true, L);
+        vram_lora_mlp(l, h, m->expert_intermediate, true, L * (double)m->num_experts);
+        if (m->shared_intermediate > 0) vram_lora_mlp(l, h, m->shared_intermediate, true, L);
         return 0;
     case VRAM_FAMILY_PHI3: /* fused qkv_proj and gate_up_proj */
-        add(l, QKV, h, q + 2 * kv, L);
-        add(l, VRAM_LORA_O, q, h, L);
-        add(l, VRAM_LORA_GATE | VRAM_LORA_UP, h, 2 * I, L);
-        add(l, VRAM_LORA_DOWN, I, h, L);
+        vram_lora_add(l, QKV, h, q + 2 * kv, L);
+        vram_lora_add(l, VRAM_LORA_O, q, h, L);
+        vram_lora_add(l, VRAM_LORA_GATE | VRAM_LORA_UP, h, 2 * I, L);
+        vram_lora_add(l, VRAM_LORA_DOWN, I, h, L);
         return 0;
     case VRAM_FAMILY_GPT2:
     case VRAM_FAMILY_GPT_BIGCODE:
     case VRAM_FAMILY_GPTNEOX: /* fused c_attn / query_key_value; c_fc, c_proj */
-        add(l, QKV, h, q + 2 * kv, L);
-        add(l, VRAM_LORA_O, h, h, L);
-        mlp(l, h, I, false, L);
+        vram_lora_add(l, QKV, h, q + 2 * kv, L);
+        vram_lora_add(l, VRAM_LORA_O, h, h, L);
+        vram_lora_mlp(l, h, I, false, L);
         return 0;
     case VRAM_FAMILY_BERT:
     case VRAM_FAMILY_OPT:
     case VRAM_FAMILY_PHI:
     case VRAM_FAMILY_WAV2VEC2:
         attention(l, m, L);
-        mlp(l, h, I, false, L);
+        vram_lora_mlp(l, h, I, false, L);
         return 0;
     case VRAM_FAMILY_T5: {
         double dec = (double)(m->num_decoder_layers > 0 ? m->num_decoder_layers : m->num_layers);
         attention(l, m, L + 2 * dec);
-        mlp(l, h, I, m->gated_mlp, L + dec);
+        vram_lora_mlp(l, h, I, m->gated_mlp, L + dec);
         return 0;
     }
     case VRAM_FAMILY_WHISPER: {
         double dec = (double)m->num_decoder_layers;
         attention(l, m, L + 2 * dec);
-        mlp(l, h, I, false, L + dec);
+        vram_lora_mlp(l, h, I, false, L + dec);
         return 0;
     }
     default: /* the third-edition families' rows (arch_lora.c) */

@@ -17,6 +17,23 @@ typedef struct {
     int n;
 } vram_lora_linears_t;
 
+/* Appends `count` linears of in x out answering to `roles` (dropped past
+ * VRAM_LORA_MAX_LINEARS or when count <= 0). */
+static inline void vram_lora_add(vram_lora_linears_t *l, unsigned roles, int64_t in, int64_t out,
+                                 double count)
+{
+    if (l->n >= VRAM_LORA_MAX_LINEARS || count <= 0) return;
+    l->items[l->n++] = (vram_lora_linear_t){roles, (double)in, (double)out, count};
+}
+/* A gated MLP (gate, up, down) or a two-layer one (up, down). */
+static inline void vram_lora_mlp(vram_lora_linears_t *l, int64_t h, int64_t I, bool gated,
+                                 double count)
+{
+    if (gated) vram_lora_add(l, VRAM_LORA_GATE, h, I, count);
+    vram_lora_add(l, VRAM_LORA_UP, h, I, count);
+    vram_lora_add(l, VRAM_LORA_DOWN, I, h, count);
+}
+
 /* The linears of the model's blocks (not embeddings or heads): what
  * PEFT's "all-linear" adapts and what QLoRA quantizes. EINVAL for a family
  * without them (CNNs, RNNs, profiles, torchvision ViT). */
