@@ -2,7 +2,7 @@
 # The dashboard in a real browser (headless Chromium through selenium) on a
 # live vramd with two GPUs and a failed one: figures equal to /v1/status,
 # a `vram run` job, a firing alert, a hostile job name; then the page kept
-# open VRAM_DASHBOARD_SOAK_S seconds (default 60) while jobs start and end on
+# open VRAM_DASHBOARD_SOAK_S seconds (default 300: five minutes) while jobs start and end on
 # both GPUs; screenshots at desktop and phone widths land in the build
 # directory (docs/dashboard.png and docs/dashboard-phone.png are copies).
 export VRAM_SIM="2xH100-80GB,H100-80GB@fail"

@@ -3,7 +3,7 @@
 Checks: the figures of each GPU equal /v1/status (null for the failed GPU is
 shown as "–"); the job started through `vram run` is listed and charted; the
 firing alert is shown; a job name with HTML in it stays text and is escaped
-once; then, for VRAM_DASHBOARD_SOAK_S seconds (default 60), jobs start and end
+once; then, for VRAM_DASHBOARD_SOAK_S seconds (default 300), jobs start and end
 on GPUs 0 and 1 while the page stays open: after each change the legends of
 the "memory by job" charts name every running job of their GPU, each chart has
 as many labels as columns, its time axis is the current one, and the browser's
@@ -34,7 +34,7 @@ from selenium.webdriver.support.ui import WebDriverWait
 
 base, out_dir, job_name, rule, vramd_pid = sys.argv[1:6]
 VRAM = os.environ["VRAM_BIN"]
-SOAK_S = float(os.environ.get("VRAM_DASHBOARD_SOAK_S", "60"))
+SOAK_S = float(os.environ.get("VRAM_DASHBOARD_SOAK_S", "300"))
 
 
 def api(path):
