@@ -688,6 +688,10 @@ VRAM_API int vram_hf_cache_config(const char *hub_id, char *path, size_t len);
 VRAM_API int vram_model_from_profile(const char *path, vram_model_t *out);
 /* Same from a JSON text already in memory; `origin` names it in messages. */
 VRAM_API int vram_model_from_hf_json(const char *text, const char *origin, vram_model_t *out);
+/* The model_type values vram_model_from_hf_* reads by a family row of its
+ * own, comma-separated in the table's order (others with the standard
+ * decoder keys go to the generic row). Static, thread-safe. */
+VRAM_API const char *vram_hf_model_types(void);
 VRAM_API int vram_model_from_profile_json(const char *text, const char *origin, vram_model_t *out);
 /* Trainable parameters and the number of parameter tensors. EINVAL for an
  * inconsistent description (e.g. hidden_size not divisible by num_heads). */

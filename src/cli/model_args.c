@@ -183,21 +183,30 @@ static void help_setting(FILE *out, const vram_estimate_setting_t *st)
 
 void cli_model_args_help(FILE *out)
 {
-    fprintf(
-        out,
-        "Model (one of):\n"
-        "  --model NAME           catalog model ('vram estimate --list')\n"
-        "  --hf-config FILE|ID    Hugging Face config.json, or a hub id (org/name) read\n"
-        "                         from the local cache (HF_HUB_CACHE, HF_HOME); families:\n"
-        "                         bert, roberta, gpt2, gpt_neox, llama, mistral, qwen2,\n"
-        "                         phi, phi3, gemma, gemma2, opt, gpt_bigcode, mixtral,\n"
-        "                         qwen2_moe, t5, mt5, umt5, vit, whisper, wav2vec2,\n"
-        "                         qwen3, qwen3_moe, olmo, olmo2, gemma3_text, falcon,\n"
-        "                         bloom, deepseek_v2, deepseek_v3, bart, mbart,\n"
-        "                         distilbert, deberta-v2, clip, clip_vision_model,\n"
-        "                         mamba; other decoders by their standard keys\n"
-        "  --profile FILE         measured profile JSON (parameters, buffers_bytes,\n"
-        "                         activation_bytes_per_sample, activation_bytes_fixed, dtype)\n");
+    fprintf(out,
+            "Model (one of):\n"
+            "  --model NAME           catalog model ('vram estimate --list')\n"
+            "  --hf-config FILE|ID    Hugging Face config.json, or a hub id (org/name) read\n"
+            "                         from the local cache (HF_HUB_CACHE, HF_HOME); model_type:\n");
+    /* the family table's own list, wrapped */
+    int col = 0;
+    for (const char *t = vram_hf_model_types(); *t;) {
+        size_t n = strcspn(t, ",");
+        if (col == 0 || col + (int)n + 2 > 79) {
+            fprintf(out, "%s%25s", col ? ",\n" : "", "");
+            col = 25;
+        } else {
+            col += fprintf(out, ", ");
+        }
+        col += fprintf(out, "%.*s", (int)n, t);
+        t += n + (t[n] == ',');
+    }
+    fprintf(out,
+            ";\n%25sother decoders by their standard keys\n"
+            "  --profile FILE         measured profile JSON (parameters, buffers_bytes,\n"
+            "                         activation_bytes_per_sample, activation_bytes_fixed, "
+            "dtype)\n",
+            "");
     size_t n;
     const vram_estimate_setting_t *all = vram_estimate_settings(&n);
     const char *group = NULL;

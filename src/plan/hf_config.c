@@ -4,6 +4,7 @@
 #include "core/file.h"
 
 #include <errno.h>
+#include <pthread.h>
 #include <stdlib.h>
 #include <jansson.h>
 #include <stddef.h>
@@ -173,10 +174,33 @@ static bool type_in(const char *types, const char *t)
     return false;
 }
 
+/* The family rows, in the order they are tried. */
+static const vram_hf_family_t *const tables[] = {vram_hf_families, vram_hf_decoder_families,
+                                                 vram_hf_more_families};
+
+static char model_types[2048];
+
+static void list_model_types(void)
+{
+    size_t at = 0;
+    for (size_t i = 0; i < sizeof tables / sizeof *tables; i++)
+        for (const vram_hf_family_t *r = tables[i]; r->types; r++) {
+            int n = snprintf(model_types + at, sizeof model_types - at, "%s%s", at ? "," : "",
+                             r->types);
+            if (n < 0 || (size_t)n >= sizeof model_types - at) return; /* cut at a row */
+            at += (size_t)n;
+        }
+}
+
+const char *vram_hf_model_types(void)
+{
+    static pthread_once_t once = PTHREAD_ONCE_INIT;
+    pthread_once(&once, list_model_types);
+    return model_types;
+}
+
 static const vram_hf_family_t *find_row(const char *t)
 {
-    const vram_hf_family_t *const tables[] = {vram_hf_families, vram_hf_decoder_families,
-                                              vram_hf_more_families};
     for (size_t i = 0; i < sizeof tables / sizeof *tables; i++)
         for (const vram_hf_family_t *r = tables[i]; r->types; r++)
             if (type_in(r->types, t)) return r;
