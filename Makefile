@@ -79,7 +79,7 @@ tsan:
 	cmake --build $(TSAN) -j $(JOBS)
 	cd $(TSAN) && ctest -L threads --output-on-failure
 
-test: build
+test: deps build
 	cd $(BUILD) && ctest --output-on-failure -j $(JOBS)
 	$(MAKE) asan
 	$(MAKE) tsan
