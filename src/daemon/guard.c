@@ -1,9 +1,9 @@
 /* The connection guard of one listener: at most N open connections per peer
- * (uid on the Unix socket, address on TCP), and a deadline for each request
- * to arrive in full (headers and body), so slow or idle clients cannot hold
- * the daemon's connection threads. A connection over either limit is shut
- * down; its relay (screen.c) then closes it. The peer is read at accept,
- * from the client's own socket: libmicrohttpd only sees a socket pair. */
+ * (uid on the Unix socket; off on TCP, where every local user is 127.0.0.1),
+ * and a deadline for each request to arrive in full (headers and body), so
+ * slow or idle clients cannot hold the daemon's connection threads. A
+ * connection over either limit is shut down; its thread (screen.c) then
+ * closes it. The peer is read at accept, from the client's own socket. */
 #include "daemon/daemon.h"
 
 #include <arpa/inet.h>
