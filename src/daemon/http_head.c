@@ -198,9 +198,9 @@ int vramd_hex_digit(char c)
                                   : -1;
 }
 
-/* A chunk-size line: 1 to 15 hex digits (more would not fit the body's
- * bound anyway), then end of line or ";" extensions without control bytes
- * (skipped); nothing else, not even a space. */
+/* A chunk-size line: 1 to 15 hex digits (a bound on the line: a size within
+ * the 64 KiB body needs 5), then end of line or ";" extensions without
+ * control bytes (skipped); nothing else, not even a space. */
 static int chunk_size_line(vramd_body_t *b, const char *p, long ll, char *why, size_t whylen)
 {
     unsigned long long size = 0;
