@@ -12,20 +12,7 @@
 #include <cmocka.h>
 
 #include "vram.h"
-
-static vram_model_t model(const char *name)
-{
-    vram_model_t m;
-    if (vram_model_find(name, &m)) fail_msg("%s: %s", name, vram_last_error());
-    return m;
-}
-
-static vram_estimate_t est(const vram_model_t *m, const vram_estimate_config_t *c)
-{
-    vram_estimate_t e;
-    if (vram_estimate(m, c, &e)) fail_msg("%s: %s", m->name, vram_last_error());
-    return e;
-}
+#include "unit/estimate_fixture.h"
 
 static uint64_t tensors_of(const vram_model_t *m)
 {

@@ -10,15 +10,9 @@
 #include <cmocka.h>
 
 #include "vram.h"
+#include "unit/estimate_fixture.h"
 
 #define GIB (1ull << 30)
-
-static vram_model_t model(const char *name)
-{
-    vram_model_t m;
-    if (vram_model_find(name, &m)) fail_msg("%s: %s", name, vram_last_error());
-    return m;
-}
 
 static uint64_t total_at(const vram_model_t *m, vram_estimate_config_t c, int64_t b)
 {

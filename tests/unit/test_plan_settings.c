@@ -12,20 +12,7 @@
 #include <cmocka.h>
 
 #include "vram.h"
-
-static vram_model_t model(const char *name)
-{
-    vram_model_t m;
-    assert_int_equal(vram_model_find(name, &m), 0);
-    return m;
-}
-
-static vram_estimate_t est(const vram_model_t *m, const vram_estimate_config_t *c)
-{
-    vram_estimate_t e;
-    if (vram_estimate(m, c, &e)) fail_msg("%s", vram_last_error());
-    return e;
-}
+#include "unit/estimate_fixture.h"
 
 static void set(vram_estimate_config_t *c, const char *key, const char *value)
 {
