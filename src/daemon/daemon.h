@@ -186,8 +186,12 @@ int vramd_hex_digit(char c);
  * NULL when out of memory) and whether to close the connection after it. */
 char *vramd_http_answer(vramd_http_t *h, void *guard_ctx, const char *buf, const vramd_head_t *head,
                         const char *body, size_t body_len, size_t *len, bool *close);
-/* The reason phrase of an HTTP status ("Not Found"). */
-const char *vramd_status_text(int status);
+/* A reply's bytes: status line, headers and body in one malloc'd buffer
+ * (*len; NULL when out of memory); the body left out for HEAD, gzipped when
+ * the client accepts it and it is 1 KiB or more; Connection: close when
+ * close. The one writer of replies (http.c). */
+char *vramd_reply_bytes(const vramd_response_t *r, bool head_only, bool close, bool gzip,
+                        size_t *len);
 
 /* screen.c: accepts a listener's connections and serves each one in a
  * thread of its own: requests are read with http_head.c and answered by

@@ -151,7 +151,7 @@ static bool host_names_listener(const vramd_state_t *d, const char *host)
     return false;
 }
 
-const char *vramd_status_text(int status)
+static const char *status_text(int status)
 {
     switch (status) {
     case 100:
@@ -237,10 +237,8 @@ static char *gzipped(const char *body, size_t len, size_t *out_len)
     return out;
 }
 
-/* The reply's head and body in one malloc'd buffer (*len bytes); the body
- * gzipped when the client accepts it and it is worth it. */
-static char *serialize(const vramd_response_t *r, bool head_only, bool close, bool gzip,
-                       size_t *len)
+char *vramd_reply_bytes(const vramd_response_t *r, bool head_only, bool close, bool gzip,
+                        size_t *len)
 {
     size_t blen = r->body ? strlen(r->body) : 0;
     const char *body = r->body;
@@ -251,9 +249,8 @@ static char *serialize(const vramd_response_t *r, bool head_only, bool close, bo
         head, sizeof head,
         "HTTP/1.1 %d %s\r\nContent-Type: %s\r\nContent-Length: %zu\r\n%s%s%s%s%s%s%s%s"
         "\r\n",
-        r->status, vramd_status_text(r->status),
-        r->content_type ? r->content_type : "application/json", blen,
-        packed ? "Content-Encoding: gzip\r\nVary: Accept-Encoding\r\n" : "",
+        r->status, status_text(r->status), r->content_type ? r->content_type : "application/json",
+        blen, packed ? "Content-Encoding: gzip\r\nVary: Accept-Encoding\r\n" : "",
         r->allow ? "Allow: " : "", r->allow ? r->allow : "", r->allow ? "\r\n" : "",
         r->cache_control ? "Cache-Control: " : "", r->cache_control ? r->cache_control : "",
         r->cache_control ? "\r\n" : "", close ? "Connection: close\r\n" : "");
@@ -320,7 +317,7 @@ char *vramd_http_answer(vramd_http_t *h, void *guard_ctx, const char *buf, const
         vramd_log("debug", "%s %s -> %d", method, target, r.status);
 reply:
     *close = *close || r.close;
-    char *out = serialize(&r, !strcmp(method, "HEAD"), *close, head->accepts_gzip, len);
+    char *out = vramd_reply_bytes(&r, !strcmp(method, "HEAD"), *close, head->accepts_gzip, len);
     if (!out) *close = true;
     free(r.body);
     free(target);

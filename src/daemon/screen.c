@@ -80,23 +80,6 @@ static void close_gently(int fd, bool peer_done, bool linger)
     close(fd);
 }
 
-/* Answers a malformed request in JSON and closes (linger: close_gently). */
-static void refuse(int fd, int status, const char *code, const char *why, bool linger)
-{
-    vramd_response_t r = {0};
-    vramd_error(&r, status, code, "%s", why);
-    char head[256];
-    size_t blen = r.body ? strlen(r.body) : 0;
-    int hl = snprintf(head, sizeof head,
-                      "HTTP/1.1 %d %s\r\nContent-Type: application/json\r\n"
-                      "Content-Length: %zu\r\nConnection: close\r\n\r\n",
-                      r.status, vramd_status_text(r.status), blen);
-    if (send(fd, head, (size_t)hl, MSG_NOSIGNAL) == hl && blen)
-        (void)send(fd, r.body, blen, MSG_NOSIGNAL);
-    free(r.body);
-    close_gently(fd, false, linger);
-}
-
 static bool send_all(int fd, const char *p, size_t n)
 {
     while (n) {
@@ -107,6 +90,19 @@ static bool send_all(int fd, const char *p, size_t n)
         n -= (size_t)w;
     }
     return true;
+}
+
+/* Answers a malformed request in JSON and closes (linger: close_gently). */
+static void refuse(int fd, int status, const char *code, const char *why, bool linger)
+{
+    vramd_response_t r = {0};
+    vramd_error(&r, status, code, "%s", why);
+    size_t len = 0;
+    char *out = vramd_reply_bytes(&r, false, true, false, &len);
+    if (out) (void)send_all(fd, out, len);
+    free(out);
+    free(r.body);
+    close_gently(fd, false, linger);
 }
 
 /* Drops the first n bytes of the input (a request answered, or body bytes
