@@ -15,11 +15,11 @@ tcp=$(tcp_address)
 api POST /v1/jobs '{"mem_bytes":"1GiB","name":"openapi-a"}' >/dev/null
 api POST /v1/jobs '{"mem_bytes":"1GiB","name":"openapi-b"}' >/dev/null
 api POST /v1/jobs/2/finish '{"exit_status":0}' >/dev/null
-"$ST" run "$VRAM_SOURCE_DIR/docs/openapi.yaml" -u "http://$tcp" \
+(cd "$T" && "$ST" run "$VRAM_SOURCE_DIR/docs/openapi.yaml" -u "http://$tcp" \
     -H "Authorization: Bearer $VRAM_TOKEN" \
     -c not_a_server_error,status_code_conformance,content_type_conformance,response_schema_conformance \
     -n 10 --generation-deterministic --request-timeout 70 --phases examples,coverage,fuzzing \
-    --no-color >"$T/st.log" 2>&1 || { tail -80 "$T/st.log"; fail "vramd does not match docs/openapi.yaml"; }
+    --no-color >"$T/st.log" 2>&1) || { tail -80 "$T/st.log"; fail "vramd does not match docs/openapi.yaml"; }
 grep -E "generated, [0-9]+ passed" "$T/st.log" || { tail -20 "$T/st.log"; fail "schemathesis ran no case"; }
 api GET /v1/health >/dev/null; [ "$(status)" = 200 ] || fail "vramd stopped serving"
 check_ledger
