@@ -92,7 +92,7 @@ static bool same_secret(const char *a, const char *b)
     return diff == 0;
 }
 
-static void authorize(const vramd_http_t *h, void *guard_ctx, const char *auth, vramd_request_t *q)
+static void authorize(void *guard_ctx, const char *auth, vramd_request_t *q)
 {
     if (q->transport == VRAMD_UNIX) {
         if (vramd_guard_peer_cred(guard_ctx, &q->uid, &q->peer_pid))
@@ -101,7 +101,6 @@ static void authorize(const vramd_http_t *h, void *guard_ctx, const char *auth, 
             q->deny_reason = "cannot read the peer credentials of this connection";
         return;
     }
-    (void)h;
     const char *token = vram_option_str(VRAM_OPT_TOKEN);
     if (!*token) {
         q->deny_reason = "TCP is read-only: use the Unix socket, or start vramd with VRAM_TOKEN "
@@ -309,7 +308,7 @@ char *vramd_http_answer(vramd_http_t *h, void *guard_ctx, const char *buf, const
                     h->d->tcp_address);
         goto reply;
     }
-    authorize(h, guard_ctx, have_auth ? auth : NULL, &q);
+    authorize(guard_ctx, have_auth ? auth : NULL, &q);
     /* A raw NUL or other control byte in the request line never gets here:
      * the parser refuses it (http_head.c). */
     vramd_route(h->d, &q, &r);
