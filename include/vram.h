@@ -857,14 +857,21 @@ VRAM_API int vram_estimate_setting_applies(const vram_model_t *m, const char *ke
  * derives it from a slope. Errors as vram_estimate. */
 VRAM_API int vram_estimate_at_batch(const vram_model_t *m, const vram_estimate_config_t *cfg,
                                     int64_t batch, uint64_t *bytes);
-/* For vramd's degradation (vram_job_request_t.per_sample_bytes): the
- * smallest per-sample figure that keeps mem(hi) - (hi - b) * figure at or
- * above the full estimate at every batch b in [lo, hi], and at hi exactly.
- * Computed from full estimates at each b (no slope assumed; a range longer
- * than 4096 is sampled at 4096 evenly spaced batches from lo). 1 <= lo < hi
- * (EINVAL otherwise). */
-VRAM_API int vram_estimate_degrade_slope(const vram_model_t *m, const vram_estimate_config_t *cfg,
-                                         int64_t lo, int64_t hi, uint64_t *per_sample);
+/* The memory per GPU at one batch (nvidia-smi bytes). */
+typedef struct {
+    uint32_t batch;
+    uint64_t bytes;
+} vram_batch_bytes_t;
+/* For vramd's degradation (vram_job_request_t.batch_bytes): the full
+ * estimate (vram_estimate_at_batch) at each batch in [lo, cfg->batch_size]
+ * worth granting, in increasing batch order, at most `cap` of them, into
+ * out[0..*n). A batch worth granting is the smallest one for its number of
+ * accumulation steps k, ceil(B/k): every other batch needs as many steps
+ * and more memory. When there are more than `cap`, the largest cap/2 are
+ * kept and the rest thinned evenly, keeping the smallest. EINVAL when lo < 1,
+ * lo > the batch, cap < 1 or a NULL argument; errors of vram_estimate. */
+VRAM_API int vram_estimate_batch_table(const vram_model_t *m, const vram_estimate_config_t *cfg,
+                                       int64_t lo, vram_batch_bytes_t *out, int cap, int *n);
 
 /* The estimate settings, each defined once (src/plan/settings.c): the CLI
  * flags of `vram estimate`/`plan`/`run`, the JSON keys of
@@ -1025,10 +1032,14 @@ typedef struct {
     uint32_t retry_batch;
 } vram_job_end_t;
 
-/* What a client asks for. mem_bytes is per GPU for batch_size; when
- * per_sample_bytes and min_batch_size are set the scheduler may start the job
- * with a smaller batch (>= min_batch_size) that fits, using
- * mem_bytes - (batch_size - b) * per_sample_bytes per GPU. */
+/* Most entries of a job's batch_bytes table. */
+#define VRAM_JOB_MAX_BATCHES 64
+
+/* What a client asks for. mem_bytes is per GPU for batch_size. When the
+ * client lists batch_bytes (the memory at smaller batches it accepts, from
+ * full estimates: vram_estimate_batch_table) the scheduler may start the job
+ * with the largest listed batch whose memory fits, reserving exactly that
+ * entry's bytes; without a table the batch is never lowered. */
 typedef struct {
     char name[64];
     char command[512];
@@ -1041,7 +1052,11 @@ typedef struct {
     int pinned[VRAM_SCHED_MAX_GPUS]; /* exact devices when npinned > 0 */
     int npinned;
     uint32_t batch_size, min_batch_size; /* 0 = no degradation */
-    uint64_t per_sample_bytes;
+    /* batch_bytes[0..nbatch_bytes): batches increasing within [min_batch_size,
+     * batch_size], bytes non-decreasing and at most mem_bytes (mem_bytes at
+     * batch_size itself); vram_job_batch_bytes_check. */
+    vram_batch_bytes_t batch_bytes[VRAM_JOB_MAX_BATCHES];
+    int nbatch_bytes;
     /* Largest micro-batch the scheduler may grant (0 = batch_size): a retry
      * after out-of-memory asks for less while batch_size stays the effective
      * batch, so grad_accum covers it. */
@@ -1313,14 +1328,21 @@ VRAM_API int vram_job_finish_decode(const char *text, size_t len, vram_job_end_t
 VRAM_API int vram_job_peak_decode(const char *text, size_t len, uint64_t *peak_bytes,
                                   vram_request_error_t *err);
 
-/* Memory per GPU of a job at batch b (degradation formula above). */
-VRAM_API uint64_t vram_job_mem_at_batch(const vram_job_request_t *req, uint32_t batch);
-/* Largest batch in [min_batch_size, max_batch_size or batch_size] whose
- * memory fits in `avail` and the accumulation steps that keep the effective
- * batch >= batch_size; returns 0 when none fits (or the request does not
- * allow degradation). */
+/* Whether req's batch_bytes table is one vramd accepts (see the struct):
+ * 0, or EINVAL with a message naming the bad entry ("batch_bytes[3]: ...").
+ * Also EINVAL when max_batch_size caps below every listed batch. Pure. */
+VRAM_API int vram_job_batch_bytes_check(const vram_job_request_t *req);
+/* The least memory per GPU req can start with: its smallest batch_bytes
+ * entry, or mem_bytes without a table. */
+VRAM_API uint64_t vram_job_least_bytes(const vram_job_request_t *req);
+/* The largest batch req accepts (a batch_bytes entry, or batch_size at
+ * mem_bytes; at most max_batch_size when set) whose memory fits in `avail`,
+ * then the smallest accepted batch needing the same accumulation steps.
+ * Sets *grad_accum (steps keeping the effective batch >= batch_size) and
+ * *bytes (that batch's entry: what to reserve). Returns 0 when none fits.
+ * Without a table only the cap (max_batch_size or batch_size) at mem_bytes. */
 VRAM_API uint32_t vram_job_degrade(const vram_job_request_t *req, uint64_t avail,
-                                   uint32_t *grad_accum);
+                                   uint32_t *grad_accum, uint64_t *bytes);
 
 /* ===================================================================== */
 /* tune: adaptive training runtime controllers (src/tune/)              */

@@ -69,10 +69,11 @@ int main(int argc, char **argv)
     for (int i = 0; i < njobs; i++)
         count[jobs[i].type]++;
     for (int i = 0; i < ntypes; i++)
-        printf("  %-42s %7.1f GiB  batch %3u  %4.2f GiB/sample  %d GPU  median %4.0f min  %5d "
+        printf("  %-42s %7.1f GiB  batch %3u  %6.1f GiB at batch 1  %d GPU  median %4.0f min  %5d "
                "jobs\n",
                types[i].label, (double)types[i].mem / GiB, types[i].batch,
-               (double)types[i].per_sample / GiB, types[i].gpus, types[i].median_minutes, count[i]);
+               (double)types[i].table[0].bytes / GiB, types[i].gpus, types[i].median_minutes,
+               count[i]);
     printf("\n| strategy | memory util | GPUs idle while jobs wait | … while one waits in a vramd "
            "queue | wait p50 | wait p99 | wait "
            "mean | OOM kills | never fit | done | Slurm-model µs/decision | vramd µs/decision "

@@ -533,7 +533,9 @@ static void submit_vramd(int job, int node, const int *pinned, int npinned)
     req.timeout_s = 0;
     req.batch_size = r->asks ? 0 : t->batch;
     req.min_batch_size = r->asks ? 0 : min_batch(t);
-    req.per_sample_bytes = r->asks ? 0 : t->per_sample;
+    for (int i = 0; !r->asks && i < t->ntable; i++)
+        if (t->table[i].batch >= req.min_batch_size)
+            req.batch_bytes[req.nbatch_bytes++] = t->table[i];
     if (!r->asks && r->batch < t->batch)
         req.max_batch_size = r->batch > req.min_batch_size ? r->batch : req.min_batch_size;
     r->state = J_VRAMD_QUEUED; /* until on_event says admitted */

@@ -64,11 +64,10 @@ static const recipe_t recipes[] = {
      VRAM_OPTIMIZER_ADAMW, VRAM_CKPT_NONE, 1024, 0, 0, 8, 0, VRAM_QUANT_NONE, 4, 0, 0.04, 300, 0},
 };
 
-static int estimate(const recipe_t *r, uint32_t batch, uint64_t *total)
+static int estimate(const recipe_t *r, mix_type_t *t)
 {
     vram_model_t m;
     vram_estimate_config_t cfg;
-    vram_estimate_t e;
     if (vram_model_find(r->model, &m) != 0) return -1;
     vram_estimate_config_init(&cfg);
     cfg.mode = r->mode;
@@ -78,13 +77,14 @@ static int estimate(const recipe_t *r, uint32_t batch, uint64_t *total)
     cfg.seq_len = r->seq;
     cfg.image_size = r->image;
     cfg.max_new_tokens = r->new_tokens;
-    cfg.batch_size = batch;
+    cfg.batch_size = r->batch;
     cfg.lora_rank = r->lora_rank;
     cfg.quantize_base = r->quant;
     cfg.gpus = r->gpus;
     cfg.zero_stage = r->zero;
-    if (vram_estimate(&m, &cfg, &e) != 0) return -1;
-    *total = e.total;
+    if (vram_estimate_batch_table(&m, &cfg, 1, t->table, VRAM_JOB_MAX_BATCHES, &t->ntable) != 0)
+        return -1;
+    t->mem = t->table[t->ntable - 1].bytes;
     return 0;
 }
 
@@ -93,22 +93,27 @@ int mix_types(mix_type_t *types)
     int n = 0;
     for (size_t i = 0; i < sizeof recipes / sizeof recipes[0] && n < MIX_MAX_TYPES; i++) {
         const recipe_t *r = &recipes[i];
-        uint64_t at_b, at_2, at_1;
-        if (estimate(r, r->batch, &at_b) || estimate(r, 2, &at_2) || estimate(r, 1, &at_1)) {
+        mix_type_t *t = &types[n];
+        *t = (mix_type_t){.label = r->label,
+                          .batch = r->batch,
+                          .gpus = r->gpus,
+                          .weight = r->weight,
+                          .median_minutes = r->median_minutes,
+                          .sweep = r->sweep};
+        if (estimate(r, t)) {
             fprintf(stderr, "estimate of %s failed: %s\n", r->label, vram_last_error());
             return -1;
         }
-        types[n++] = (mix_type_t){r->label, at_b,      at_2 - at_1,       r->batch,
-                                  r->gpus,  r->weight, r->median_minutes, r->sweep};
+        n++;
     }
     return n;
 }
 
 uint64_t mix_mem_at(const mix_type_t *t, uint32_t b)
 {
-    if (b >= t->batch) return t->mem;
-    uint64_t cut = (uint64_t)(t->batch - b) * t->per_sample;
-    return cut >= t->mem ? t->per_sample : t->mem - cut;
+    for (int i = 0; i < t->ntable; i++)
+        if (t->table[i].batch >= b) return t->table[i].bytes;
+    return t->mem;
 }
 
 double mix_uniform(uint64_t *s)

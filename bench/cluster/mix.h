@@ -4,16 +4,21 @@
 #ifndef BENCH_CLUSTER_MIX_H
 #define BENCH_CLUSTER_MIX_H
 
+#include "vram.h"
+
 #include <stdint.h>
 
 #define MIX_MAX_TYPES 16
 
 /* One kind of job, estimated once per GPU by vram_estimate. */
 typedef struct {
-    const char *label;     /* e.g. "llama-2-7b lora bs4 s2048" */
-    uint64_t mem;          /* bytes per GPU at batch */
-    uint64_t per_sample;   /* bytes per GPU per sample of batch */
-    uint32_t batch;        /* per-GPU batch the user asks */
+    const char *label; /* e.g. "llama-2-7b lora bs4 s2048" */
+    uint64_t mem;      /* bytes per GPU at batch */
+    uint32_t batch;    /* per-GPU batch the user asks */
+    /* full estimates at the batches worth granting, 1..batch
+     * (vram_estimate_batch_table); the last is mem at batch */
+    vram_batch_bytes_t table[VRAM_JOB_MAX_BATCHES];
+    int ntable;
     int gpus;              /* data-parallel GPUs on one node */
     double weight;         /* share of submissions */
     double median_minutes; /* median run time */
@@ -31,7 +36,8 @@ typedef struct {
  * which estimate failed. */
 int mix_types(mix_type_t *types);
 
-/* Memory per GPU at batch b (the estimate is affine in the batch). */
+/* Memory per GPU at batch b: the table's at the smallest listed batch >= b
+ * (b itself for the halvings of the batch the simulation asks for). */
 uint64_t mix_mem_at(const mix_type_t *t, uint32_t b);
 
 /* Jobs arriving over `hours` on a cluster of `gpus` GPUs, with the offered

@@ -1,6 +1,7 @@
 /* The step's side of vramd: estimate, register, wait, report, finish. */
 #include "spank_vram.h"
 
+#include "cli/batch_table.h"
 #include "cli/daemon_client.h"
 #include "vram.h"
 
@@ -64,7 +65,8 @@ static int estimate_settings(const spank_vram_step_t *step, vram_estimate_config
 }
 
 /* mem_bytes, and the batch fields when the step may degrade: full
- * estimates of --vram-model with those settings (vram_estimate_at_batch). */
+ * estimates of --vram-model with those settings at the batch and at each
+ * smaller one it accepts (vram_estimate_batch_table). */
 static int memory_fields(const spank_vram_step_t *step, json_t *req, long long *batch)
 {
     *batch = 0;
@@ -82,7 +84,7 @@ static int memory_fields(const spank_vram_step_t *step, json_t *req, long long *
     if (vram_model_find(step->opt[SPANK_VRAM_OPT_MODEL], &model) != 0)
         return say("--vram-model: %s", vram_last_error());
     if (estimate_settings(step, &cfg) != 0) return -1;
-    uint64_t mem, per_sample = 0;
+    uint64_t mem;
     long long b = cfg.batch_size;
     if (vram_estimate_at_batch(&model, &cfg, b, &mem) != 0)
         return say("the estimate of --vram-model %s: %s", step->opt[SPANK_VRAM_OPT_MODEL],
@@ -92,12 +94,15 @@ static int memory_fields(const spank_vram_step_t *step, json_t *req, long long *
     const char *min = step->opt[SPANK_VRAM_OPT_MIN_BATCH];
     if (!min || b <= 1) return 0;
     long long lo = atoll(min);
-    if (vram_estimate_degrade_slope(&model, &cfg, lo >= 1 && lo < b ? lo : 1, b, &per_sample) != 0)
+    vram_batch_bytes_t table[VRAM_JOB_MAX_BATCHES];
+    int n = 0;
+    if (lo > b) lo = b; /* a minimum above the batch: the batch alone */
+    if (vram_estimate_batch_table(&model, &cfg, lo, table, VRAM_JOB_MAX_BATCHES, &n) != 0)
         return say("the estimate of --vram-model %s: %s", step->opt[SPANK_VRAM_OPT_MODEL],
                    vram_last_error());
     json_object_set_new(req, "batch_size", json_integer(b));
     json_object_set_new(req, "min_batch_size", json_integer(lo));
-    json_object_set_new(req, "per_sample_bytes", json_integer((json_int_t)per_sample));
+    json_object_set_new(req, "batch_bytes", cli_batch_bytes_json(table, n));
     return 0;
 }
 

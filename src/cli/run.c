@@ -140,13 +140,15 @@ static uint32_t next_cap(const run_opts_t *o, json_t *job, const run_outcome_t *
         return 0;
     }
     uint32_t lowest = o->min_batch ? o->min_batch : 1;
-    if (had / 2 < lowest) {
+    /* half of it, or the largest batch below that the table knows */
+    uint32_t next = run_batch_at_most(o, had / 2);
+    if (next < lowest) {
         run_say(o, "COMMAND ran out of memory with batch %u; half of it is below %u", had, lowest);
         return 0;
     }
     run_say(o, "out of memory (%s): retrying with batch %u (retry %d of %d)",
-            r->oom ? r->oom : "exit status", had / 2, attempt + 1, o->retry_oom);
-    return had / 2;
+            r->oom ? r->oom : "exit status", next, attempt + 1, o->retry_oom);
+    return next;
 }
 
 static int exit_code(const run_outcome_t *r)

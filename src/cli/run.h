@@ -9,7 +9,12 @@ typedef struct {
     const char *cmd; /* "run" or "submit" */
     json_t *request; /* POST /v1/jobs body without the batch fields */
     uint32_t batch, min_batch;
-    uint64_t mem, per_sample;
+    uint64_t mem;
+    /* The memory at batches up to `batch` (increasing, the last at batch:
+     * mem), from --mem-at or the estimator; ntable 0 = none (the batch is
+     * never lowered below a retry's cap). */
+    vram_batch_bytes_t table[VRAM_JOB_MAX_BATCHES];
+    int ntable;
     int retry_oom, oom_exit_code; /* oom_exit_code -1 = none */
     double grace_s;               /* SIGTERM -> SIGKILL of the job's group */
     bool quiet, parsable;
@@ -26,6 +31,9 @@ int run_parse(const char *cmd, int argc, char **argv, run_opts_t *o);
 void run_opts_free(run_opts_t *o);
 /* The request for one attempt: cap > 0 limits the micro-batch (a retry). */
 json_t *run_request(const run_opts_t *o, uint32_t cap);
+/* The largest batch at most b that a retry may ask for: one of the table's
+ * (0 when none is), or b itself without a table. */
+uint32_t run_batch_at_most(const run_opts_t *o, uint32_t b);
 /* "vram CMD: ..." on stderr unless --quiet. */
 void run_say(const run_opts_t *o, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 

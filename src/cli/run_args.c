@@ -1,5 +1,6 @@
 /* The options of vram run and vram submit (one table), their checks, and
  * the job request built from them. */
+#include "cli/batch_table.h"
 #include "cli/model_args.h"
 #include "cli/run.h"
 
@@ -19,7 +20,7 @@ enum { BOTH, RUN_ONLY, SUBMIT_ONLY };
     X("timeout", 1, 't', BOTH, "S        give up when still queued after S (90, 10m); exit 124")   \
     X("batch-size", 1, 'b', BOTH, "B        the batch COMMAND wants")                              \
     X("min-batch-size", 1, 'B', BOTH, "b        smallest acceptable batch (enables degradation)")  \
-    X("per-sample-mem", 1, 's', BOTH, "SIZE     memory per sample of the batch (degradation)")     \
+    X("mem-at", 1, 'a', BOTH, "B=SIZE   memory per GPU at a smaller batch B (repeat, or B=S,B=S)") \
     X("name", 1, 'n', BOTH, "NAME     job name (default: the program's name)")                     \
     X("quiet", 0, 'q', BOTH, "         only COMMAND's output and errors")                          \
     X("retry-oom", 1, 'r', RUN_ONLY,                                                               \
@@ -77,7 +78,7 @@ static void usage(const char *cmd, FILE *out)
             fprintf(out, "  --%-15s %s\n", table[i].name, table[i].help);
     fprintf(out,
             "\nInstead of --mem, the memory may come from the estimator (`vram estimate` flags;\n"
-            "memory per GPU and per sample are estimated at the batch size).\n\n"
+            "full estimates at the batch size and at each smaller batch vramd may grant).\n\n"
             "Examples:\n"
             "  vram %s --mem 20GiB -- python train.py\n"
             "  vram %s --mem 8GiB --gpus 2 --timeout 10m -- python train.py\n"
@@ -90,27 +91,54 @@ static void usage(const char *cmd, FILE *out)
                 "  vram attach $id\n"
                 "  vram wait $id\n");
     else
-        fprintf(out, "  vram run --mem 40GiB --batch-size 64 --per-sample-mem 512MiB --retry-oom 2 "
-                     "-- python train.py\n");
+        fprintf(out,
+                "  vram run --mem 40GiB --batch-size 64 --mem-at 32=22GiB,16=13GiB --retry-oom 2 "
+                "-- python train.py\n");
     fputc('\n', out);
     cli_model_args_help(out);
 }
 
-/* Memory per GPU at batch B from the estimator, and the per-sample figure
- * vramd lowers it by when it degrades the batch down to `lo`: computed
- * from full estimates at every batch in between (vram_estimate_degrade_slope). */
-static int estimate_memory(const cli_model_args_t *ma, uint32_t lo, uint64_t *mem,
-                           uint64_t *per_sample)
+/* o->table and o->mem from the estimator: full estimates at the batch and
+ * at the smaller batches worth granting down to `lo`. */
+static int estimate_memory(run_opts_t *o, const cli_model_args_t *ma, uint32_t lo)
 {
     vram_model_t model;
     int rc = cli_model_args_build(ma, &model);
     if (rc) return rc;
-    int64_t b = ma->est.batch_size;
-    *per_sample = 0;
-    if (vram_estimate_at_batch(&model, &ma->est, b, mem) ||
-        (b > 1 &&
-         vram_estimate_degrade_slope(&model, &ma->est, lo >= 1 && lo < b ? lo : 1, b, per_sample)))
+    if (vram_estimate_batch_table(&model, &ma->est, lo, o->table, VRAM_JOB_MAX_BATCHES, &o->ntable))
         return cli_usage_error(ma->cmd, "%s", vram_last_error());
+    o->mem = o->table[o->ntable - 1].bytes;
+    return 0;
+}
+
+/* --mem-at B=SIZE[,B=SIZE...]: entries of o->table, kept in batch order. */
+static int parse_mem_at(run_opts_t *o, const char *arg)
+{
+    const char *cmd = o->cmd;
+    for (const char *t = arg; *t;) {
+        char piece[64], *eq;
+        size_t len = strcspn(t, ",");
+        snprintf(piece, sizeof piece, "%.*s", (int)(len < 63 ? len : 63), t);
+        t += len + (t[len] == ',');
+        long long b;
+        uint64_t bytes;
+        if (!(eq = strchr(piece, '=')))
+            return cli_usage_error(cmd, "--mem-at \"%s\": give BATCH=SIZE, e.g. 16=12GiB", piece);
+        *eq = 0;
+        int rc = cli_parse_int(cmd, "--mem-at", piece, 1, 1LL << 30, &b);
+        if (!rc) rc = cli_parse_size(cmd, "--mem-at", eq + 1, &bytes);
+        if (rc) return rc;
+        if (o->ntable >= VRAM_JOB_MAX_BATCHES - 1)
+            return cli_usage_error(cmd, "--mem-at: at most %d batches", VRAM_JOB_MAX_BATCHES - 1);
+        int at = o->ntable;
+        while (at > 0 && o->table[at - 1].batch > (uint32_t)b)
+            at--;
+        if (at > 0 && o->table[at - 1].batch == (uint32_t)b)
+            return cli_usage_error(cmd, "--mem-at: batch %lld is given twice", b);
+        memmove(o->table + at + 1, o->table + at, (size_t)(o->ntable - at) * sizeof *o->table);
+        o->table[at] = (vram_batch_bytes_t){(uint32_t)b, bytes};
+        o->ntable++;
+    }
     return 0;
 }
 
@@ -141,8 +169,8 @@ static int one_option(run_opts_t *o, seen_t *seen, int c, const char *name, char
         rc = cli_parse_size(cmd, "--mem", arg, &o->mem);
         if (!rc && o->mem == 0) rc = cli_usage_error(cmd, "--mem: must be more than 0");
         break;
-    case 's':
-        rc = cli_parse_size(cmd, "--per-sample-mem", arg, &o->per_sample);
+    case 'a':
+        rc = parse_mem_at(o, arg);
         break;
     case 'g':
         if (!(rc = parse_count(cmd, name, arg, &seen->gpus)))
@@ -227,8 +255,8 @@ static int check_combination(run_opts_t *o, const seen_t *seen, bool gpus_flag)
     if (o->min_batch > o->batch)
         return cli_usage_error(cmd, "--min-batch-size %u is larger than --batch-size %u",
                                o->min_batch, o->batch);
-    if (seen->given['s'] && !o->batch)
-        return cli_usage_error(cmd, "--per-sample-mem does nothing without --batch-size");
+    if (seen->given['a'] && !o->batch)
+        return cli_usage_error(cmd, "--mem-at gives smaller batches: it needs --batch-size");
     if (seen->given['o'] && !o->retry_oom)
         return cli_usage_error(cmd, "--oom-exit-code does nothing without --retry-oom");
     if (o->retry_oom && !o->batch)
@@ -284,14 +312,16 @@ static int parse_options(run_opts_t *o, int argc, char **argv, seen_t *seen)
 static int memory_source(run_opts_t *o, const cli_model_args_t *ma)
 {
     if (ma->has_model) {
-        uint64_t per_sample = 0;
-        if (o->mem)
-            return cli_usage_error(o->cmd, "--mem and --model (or --hf-config/--profile) both "
-                                           "give the memory: keep one");
-        int rc = estimate_memory(ma, o->min_batch, &o->mem, &per_sample);
-        if (rc) return rc;
-        if (!o->per_sample) o->per_sample = per_sample;
+        if (o->mem || o->ntable)
+            return cli_usage_error(o->cmd,
+                                   "--%s and --model (or --hf-config/--profile) both "
+                                   "give the memory: keep one",
+                                   o->mem ? "mem" : "mem-at");
         if (!o->batch) o->batch = (uint32_t)ma->est.batch_size;
+        /* down to --min-batch-size; a retry may go down to 1 without it */
+        uint32_t lo = o->min_batch ? o->min_batch : o->retry_oom ? 1 : o->batch;
+        int rc = estimate_memory(o, ma, lo >= 1 && lo <= o->batch ? lo : o->batch);
+        if (rc) return rc;
         char size[32];
         run_say(o, "estimated %s per GPU at batch %u", vram_format_size(o->mem, size, sizeof size),
                 o->batch);
@@ -299,6 +329,25 @@ static int memory_source(run_opts_t *o, const cli_model_args_t *ma)
     if (!o->mem)
         return cli_usage_error(o->cmd, "how much memory? give --mem SIZE (per GPU, e.g. 20GiB) or "
                                        "a model (--model NAME, see vram estimate)");
+    return 0;
+}
+
+/* --mem-at's table completed with --mem at the batch and checked as vramd
+ * will; its smallest batch is the least the job accepts unless
+ * --min-batch-size says otherwise. */
+static int mem_at_table(run_opts_t *o)
+{
+    vram_batch_bytes_t *last = o->ntable ? &o->table[o->ntable - 1] : NULL;
+    if (!last || last->batch == o->batch) return 0; /* none, or the estimator's */
+    o->table[o->ntable++] = (vram_batch_bytes_t){o->batch, o->mem};
+    if (!o->min_batch) o->min_batch = o->table[0].batch;
+    vram_job_request_t r = {.mem_bytes = o->mem,
+                            .batch_size = o->batch,
+                            .min_batch_size = o->min_batch,
+                            .nbatch_bytes = o->ntable};
+    memcpy(r.batch_bytes, o->table, (size_t)o->ntable * sizeof *o->table);
+    if (vram_job_batch_bytes_check(&r) != 0)
+        return cli_usage_error(o->cmd, "--mem-at: %s", vram_last_error());
     return 0;
 }
 
@@ -356,6 +405,7 @@ int run_parse(const char *cmd, int argc, char **argv, run_opts_t *o)
     if ((rc = parse_options(o, n, o->argv_copy, &seen))) return rc;
     if ((rc = memory_source(o, &ma))) return rc;
     if ((rc = check_combination(o, &seen, gpus_flag || seen.given['g']))) return rc;
+    if ((rc = mem_at_table(o))) return rc;
     describe_command(o);
     return 0;
 }
@@ -371,15 +421,29 @@ json_t *run_request(const run_opts_t *o, uint32_t cap)
 {
     json_t *req = json_deep_copy(o->request);
     if (!req || !o->batch) return req;
-    /* With a per-sample size the daemon may lower the batch down to the
-     * minimum; without one the batch is fixed. A retry caps the micro-batch
-     * and keeps batch_size, so vramd records the accumulation it implies. */
+    /* The daemon may lower the batch to the table's batches down to the
+     * minimum; without a table the batch (or a retry's cap) is fixed. A
+     * retry caps the micro-batch and keeps batch_size, so vramd records the
+     * accumulation it implies. */
     uint32_t top = cap ? cap : o->batch;
-    uint32_t min = o->per_sample ? (o->min_batch ? o->min_batch : o->batch) : top;
-    if (min > top) min = top;
+    uint32_t min = o->min_batch ? o->min_batch : o->batch;
+    if (!o->ntable || min > top) min = top;
+    int first = 0;
+    while (first < o->ntable && o->table[first].batch < min)
+        first++;
     json_object_set_new(req, "batch_size", json_integer(o->batch));
     json_object_set_new(req, "min_batch_size", json_integer(min));
-    json_object_set_new(req, "per_sample_bytes", json_integer((json_int_t)o->per_sample));
+    if (first < o->ntable - 1)
+        json_object_set_new(req, "batch_bytes",
+                            cli_batch_bytes_json(o->table + first, o->ntable - first));
     if (cap) json_object_set_new(req, "max_batch_size", json_integer(cap));
     return req;
+}
+
+uint32_t run_batch_at_most(const run_opts_t *o, uint32_t b)
+{
+    if (!o->ntable) return b;
+    for (int i = o->ntable - 1; i >= 0; i--)
+        if (o->table[i].batch <= b) return o->table[i].batch;
+    return 0;
 }

@@ -6,6 +6,7 @@
 #include "lora.h"
 
 #include <math.h>
+#include <stdlib.h>
 #include <string.h>
 
 void vram_estimate_config_init(vram_estimate_config_t *cfg)
@@ -482,28 +483,80 @@ int vram_estimate_at_batch(const vram_model_t *m, const vram_estimate_config_t *
     return rc;
 }
 
-int vram_estimate_degrade_slope(const vram_model_t *m, const vram_estimate_config_t *cfg,
-                                int64_t lo, int64_t hi, uint64_t *per_sample)
+/* The batches worth granting, largest first: ceil(top/k) for k = 1, 2, ...
+ * down to lo, each once. Calls fn(i, batch) for every one, i from 0, and
+ * returns how many there are (about 2*sqrt(top) at most). */
+static int64_t each_candidate(int64_t top, int64_t lo, void (*fn)(void *, int64_t, int64_t),
+                              void *arg)
 {
-    if (!per_sample) return vram_fail(VRAM_EINVAL, "vram_estimate_degrade_slope: NULL argument");
-    if (lo < 1 || hi <= lo)
-        return vram_fail(VRAM_EINVAL, "batches %lld to %lld: give 1 <= low < high", (long long)lo,
-                         (long long)hi);
-    uint64_t top, at;
-    int rc = vram_estimate_at_batch(m, cfg, hi, &top);
-    if (rc) return rc;
-    /* vramd charges mem(hi) - (hi - b) * slope at batch b: the slope must
-     * not exceed (mem(hi) - mem(b)) / (hi - b) at any b, or that charge
-     * would fall below the estimate */
-    uint64_t slope = UINT64_MAX;
-    /* every batch of the range, or 4096 spread over a longer one */
-    int64_t step = (hi - lo + 4095) / 4096;
-    for (int64_t b = lo; b < hi; b += step) {
-        if ((rc = vram_estimate_at_batch(m, cfg, b, &at))) return rc;
-        uint64_t s = at >= top ? 0 : (top - at) / (uint64_t)(hi - b);
-        if (s < slope) slope = s;
+    int64_t i = 0;
+    for (int64_t b = top; b >= lo;) {
+        if (fn) fn(arg, i, b);
+        i++;
+        if (b == 1) break;
+        /* the next k whose ceil(top/k) is below b */
+        int64_t k = (top + b - 2) / (b - 1);
+        b = (top + k - 1) / k;
     }
-    *per_sample = slope;
+    return i;
+}
+
+typedef struct {
+    int64_t count, keep_all, slots, next_slot;
+    int64_t *chosen;
+    int nchosen;
+} pick_t;
+
+/* Keeps the first keep_all candidates, then `slots` more spread evenly over
+ * the rest, the last (smallest batch) always among them. */
+static void pick(void *arg, int64_t i, int64_t batch)
+{
+    pick_t *p = arg;
+    bool take = i < p->keep_all;
+    int64_t rest = p->count - p->keep_all;
+    if (!take && p->next_slot < p->slots) {
+        int64_t target = p->slots == 1 ? rest - 1 : p->next_slot * (rest - 1) / (p->slots - 1);
+        if (i - p->keep_all == target) {
+            take = true;
+            p->next_slot++;
+        }
+    }
+    if (take) p->chosen[p->nchosen++] = batch;
+}
+
+int vram_estimate_batch_table(const vram_model_t *m, const vram_estimate_config_t *cfg, int64_t lo,
+                              vram_batch_bytes_t *out, int cap, int *n)
+{
+    if (!m || !cfg || !out || !n)
+        return vram_fail(VRAM_EINVAL, "vram_estimate_batch_table: NULL argument");
+    int64_t top = cfg->batch_size;
+    if (cap < 1 || lo < 1 || lo > top || top > UINT32_MAX)
+        return vram_fail(VRAM_EINVAL,
+                         "batches %lld to %lld in at most %d entries: give 1 <= low <= batch "
+                         "(at most %u) and at least one entry",
+                         (long long)lo, (long long)top, cap, UINT32_MAX);
+    int64_t count = each_candidate(top, lo, NULL, NULL);
+    pick_t p = {.count = count, .keep_all = count <= cap ? count : (cap > 1 ? cap / 2 : 1)};
+    p.slots = count <= cap ? 0 : cap - p.keep_all;
+    p.chosen = calloc((size_t)(count <= cap ? count : cap), sizeof *p.chosen);
+    if (!p.chosen) return vram_fail(VRAM_ENOMEM, "out of memory");
+    each_candidate(top, lo, pick, &p);
+    /* smallest batch first; a running maximum keeps the table monotone even
+     * where the estimate would dip (what vramd reserves never falls short) */
+    uint64_t most = 0;
+    for (int i = 0; i < p.nchosen; i++) {
+        uint64_t at;
+        int64_t b = p.chosen[p.nchosen - 1 - i];
+        int rc = vram_estimate_at_batch(m, cfg, b, &at);
+        if (rc) {
+            free(p.chosen);
+            return rc;
+        }
+        if (at > most) most = at;
+        out[i] = (vram_batch_bytes_t){(uint32_t)b, most};
+    }
+    *n = p.nchosen;
+    free(p.chosen);
     return 0;
 }
 

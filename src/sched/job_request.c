@@ -189,6 +189,53 @@ static void get_labels(check_t *c, json_t *o, vram_job_request_t *q)
     if (status) refuse(c, status, status == 400 ? "bad_type" : "invalid_value", "%s", why);
 }
 
+/* batch_bytes: [{"batch": B, "bytes": N or "SIZE"}, ...], read here and
+ * checked against the other fields by vram_job_batch_bytes_check. */
+static void get_batch_bytes(check_t *c, json_t *o, vram_job_request_t *q)
+{
+    static const char *const known[] = {"batch", "bytes", NULL};
+    json_t *list = field(c, o, "batch_bytes");
+    if (!list) return;
+    if (!json_is_array(list)) {
+        refuse(c, 400, "bad_type",
+               "field \"batch_bytes\" must be an array of {\"batch\": B, \"bytes\": N}");
+        return;
+    }
+    if (json_array_size(list) > VRAM_JOB_MAX_BATCHES) {
+        refuse(c, 422, "invalid_value", "field \"batch_bytes\" has %zu entries; at most %d",
+               json_array_size(list), VRAM_JOB_MAX_BATCHES);
+        return;
+    }
+    size_t i;
+    json_t *e;
+    json_array_foreach(list, i, e)
+    {
+        if (!json_is_object(e)) {
+            refuse(c, 400, "bad_type",
+                   "batch_bytes[%zu] must be an object {\"batch\": B, \"bytes\": N}", i);
+            return;
+        }
+        only_known_fields(c, e, known);
+        long long batch = 0;
+        uint64_t bytes = 0;
+        get_int(c, e, "batch", 1, 1LL << 30, &batch);
+        get_size(c, e, "bytes", &bytes);
+        if (!c->failed && (!json_object_get(e, "batch") || !json_object_get(e, "bytes")))
+            refuse(c, 422, "invalid_value", "batch_bytes[%zu] needs both \"batch\" and \"bytes\"",
+                   i);
+        if (c->failed) {
+            /* name the entry as well as its field */
+            char why[sizeof c->err->message];
+            memcpy(why, c->err->message, sizeof why);
+            int at = snprintf(c->err->message, sizeof c->err->message, "batch_bytes[%zu]: ", i);
+            if (at > 0 && (size_t)at < sizeof c->err->message)
+                strncat(c->err->message, why, sizeof c->err->message - (size_t)at - 1);
+            return;
+        }
+        q->batch_bytes[q->nbatch_bytes++] = (vram_batch_bytes_t){(uint32_t)batch, bytes};
+    }
+}
+
 static int result(check_t *c)
 {
     if (!c->failed) return 0;
@@ -198,19 +245,21 @@ static int result(check_t *c)
 int vram_job_request_decode(const char *text, size_t len, vram_job_request_t *q,
                             vram_request_error_t *err)
 {
-    static const char *const known[] = {"name",           "mem_bytes",
-                                        "gpus",           "priority",
-                                        "timeout_s",      "pid",
-                                        "command",        "batch_size",
-                                        "min_batch_size", "per_sample_bytes",
-                                        "devices",        "max_batch_size",
-                                        "labels",         NULL};
+    static const char *const known[] = {
+        "name",    "mem_bytes",  "gpus",           "priority",    "timeout_s", "pid",
+        "command", "batch_size", "min_batch_size", "batch_bytes", "devices",   "max_batch_size",
+        "labels",  NULL};
     check_t c = {err, false};
     memset(err, 0, sizeof *err);
     memset(q, 0, sizeof *q);
     q->timeout_s = -1; /* the daemon's default */
     json_t *o = parse_object(&c, text, len, true);
     if (!o) return result(&c);
+    if (json_object_get(o, "per_sample_bytes"))
+        refuse(&c, 422, "invalid_value",
+               "field \"per_sample_bytes\" is no longer accepted: vramd does not assume memory "
+               "grows linearly with the batch; send \"batch_bytes\", the memory at each smaller "
+               "batch (docs/daemon.md)");
     only_known_fields(&c, o, known);
     if (!c.failed && !json_object_get(o, "mem_bytes"))
         refuse(&c, 422, "invalid_value", "field \"mem_bytes\" is required (bytes per GPU)");
@@ -229,7 +278,7 @@ int vram_job_request_decode(const char *text, size_t len, vram_job_request_t *q,
     get_int(&c, o, "batch_size", 0, 1LL << 30, &batch);
     get_int(&c, o, "min_batch_size", 0, 1LL << 30, &minb);
     get_int(&c, o, "max_batch_size", 0, 1LL << 30, &maxb); /* a retry's cap (vram run) */
-    get_size(&c, o, "per_sample_bytes", &q->per_sample_bytes);
+    get_batch_bytes(&c, o, q);
     get_devices(&c, o, q);
     get_labels(&c, o, q);
     json_decref(o);
@@ -241,6 +290,8 @@ int vram_job_request_decode(const char *text, size_t len, vram_job_request_t *q,
     q->batch_size = (uint32_t)batch;
     q->min_batch_size = (uint32_t)minb;
     q->max_batch_size = (uint32_t)maxb;
+    if (!c.failed && vram_job_batch_bytes_check(q) != 0)
+        refuse(&c, 422, "invalid_value", "%s", vram_last_error());
     return result(&c);
 }
 

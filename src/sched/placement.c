@@ -74,9 +74,8 @@ bool vram_place(const vram_sched_t *s, const sched_dev_t *devs, const vram_job_r
     uint32_t b = req->batch_size, acc = 1;
     bool capped = req->max_batch_size && req->max_batch_size < req->batch_size;
     if (mem > bound || capped) {
-        b = vram_job_degrade(req, bound, &acc);
+        b = vram_job_degrade(req, bound, &acc, &mem);
         if (!b) goto out;
-        mem = vram_job_mem_at_batch(req, b);
     }
     if (req->npinned == 0 && s->cfg.placement == VRAM_PLACE_BEST_FIT)
         qsort(c, (size_t)n, sizeof *c, by_free_asc);

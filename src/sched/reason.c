@@ -33,9 +33,7 @@ const char *vram_job_pending_reason(const vram_job_request_t *req, const uint64_
     qsort(slots, (size_t)n, sizeof slots[0], by_free_desc);
     int gpus = req->npinned > 0 ? req->npinned : (req->gpus > 0 ? req->gpus : 1);
     /* the least it could start with: the smallest batch it accepts */
-    uint64_t need = req->mem_bytes;
-    if (req->batch_size && req->per_sample_bytes)
-        need = vram_job_mem_at_batch(req, req->min_batch_size ? req->min_batch_size : 1);
+    uint64_t need = vram_job_least_bytes(req);
     int fit = 0;
     for (int i = 0; i < n; i++)
         fit += slots[i].free >= need;

@@ -511,6 +511,7 @@ static int validate(vram_sched_t *s, vram_job_request_t *r)
         return vram_fail(VRAM_EINVAL,
                          "max_batch_size: %u must be between min_batch_size %u and batch_size %u",
                          r->max_batch_size, r->min_batch_size, r->batch_size);
+    if (vram_job_batch_bytes_check(r) != 0) return VRAM_EINVAL;
     if (!isfinite(r->timeout_s)) return vram_fail(VRAM_EINVAL, "timeout_s: must be finite");
     if (r->pid < 0) return vram_fail(VRAM_EINVAL, "pid: must not be negative");
     if (r->pid > 0) {
@@ -519,9 +520,7 @@ static int validate(vram_sched_t *s, vram_job_request_t *r)
     }
 
     /* A request no device could ever hold would wait forever: refuse it. */
-    uint64_t need = r->mem_bytes;
-    if (r->per_sample_bytes && r->batch_size)
-        need = vram_job_mem_at_batch(r, r->min_batch_size ? r->min_batch_size : 1);
+    uint64_t need = vram_job_least_bytes(r);
     sched_dev_t *devs = calloc((size_t)s->ndev + 1, sizeof *devs);
     if (!devs) return vram_fail(VRAM_ENOMEM, "out of memory");
     int rc = vram_ledger_probe(s, devs, s->cfg.probe_interval_s);

@@ -66,7 +66,14 @@ static void write_job(vram_jw_t *w, const job_copy_t *c, double lease_s, int64_t
     vram_jw_int_array(w, "pinned", r->pinned, r->npinned);
     vram_jw_int(w, "batch_size", r->batch_size);
     vram_jw_int(w, "min_batch_size", r->min_batch_size);
-    vram_jw_int(w, "per_sample_bytes", (int64_t)r->per_sample_bytes);
+    vram_jw_open(w, "batch_bytes", '[');
+    for (int i = 0; i < r->nbatch_bytes; i++) {
+        vram_jw_open(w, NULL, '{');
+        vram_jw_int(w, "batch", r->batch_bytes[i].batch);
+        vram_jw_int(w, "bytes", (int64_t)r->batch_bytes[i].bytes);
+        vram_jw_close(w, '}');
+    }
+    vram_jw_close(w, ']');
     vram_jw_int(w, "max_batch_size", r->max_batch_size);
     vram_jw_int_array(w, "devices", j->devices, j->ndevices);
     vram_jw_int(w, "reserved_bytes", (int64_t)j->reserved_bytes);

@@ -28,14 +28,14 @@ enum {
  * columns in the order it got them, not in the order of the schema below. */
 #define JOB_COLUMNS                                                                                \
     "id,name,command,uid,pid,pid_start,mem_bytes,gpus,priority,timeout_s,pinned,batch_size,"       \
-    "min_batch_size,per_sample_bytes,state,devices,reserved_bytes,granted_batch,grad_accum,"       \
+    "min_batch_size,batch_bytes,state,devices,reserved_bytes,granted_batch,grad_accum,"            \
     "submitted_at,started_at,ended_at,exit_status,error,max_batch_size,spawn,peak_bytes,labels,"   \
     "end_reason,retry_batch"
 
 static const char *const sql_text[ST_N] = {
     [ST_INSERT] =
         "INSERT INTO jobs(name,command,uid,pid,pid_start,mem_bytes,gpus,priority,"
-        "timeout_s,pinned,batch_size,min_batch_size,per_sample_bytes,state,devices,"
+        "timeout_s,pinned,batch_size,min_batch_size,batch_bytes,state,devices,"
         "reserved_bytes,granted_batch,grad_accum,submitted_at,started_at,ended_at,"
         "exit_status,error,max_batch_size,spawn,peak_bytes,labels,end_reason,retry_batch) "
         "VALUES(?1,?2,?3,?4,?5,?6,?7,?8,?9,?10,?11,?12,?13,?14,?15,?16,?17,?18,?19,?20,?21,"
@@ -70,7 +70,7 @@ static const char schema[] =
     " uid INTEGER NOT NULL, pid INTEGER NOT NULL, pid_start INTEGER NOT NULL,"
     " mem_bytes INTEGER NOT NULL, gpus INTEGER NOT NULL, priority INTEGER NOT NULL,"
     " timeout_s REAL NOT NULL, pinned TEXT NOT NULL, batch_size INTEGER NOT NULL,"
-    " min_batch_size INTEGER NOT NULL, per_sample_bytes INTEGER NOT NULL,"
+    " min_batch_size INTEGER NOT NULL, batch_bytes TEXT NOT NULL DEFAULT '',"
     " state TEXT NOT NULL, devices TEXT NOT NULL, reserved_bytes INTEGER NOT NULL,"
     " granted_batch INTEGER NOT NULL, grad_accum INTEGER NOT NULL,"
     " submitted_at REAL NOT NULL, started_at REAL NOT NULL, ended_at REAL NOT NULL,"
@@ -108,22 +108,42 @@ static const struct {
     {"labels", "TEXT NOT NULL DEFAULT '{}'"},
     {"end_reason", "TEXT NOT NULL DEFAULT 'exit'"},
     {"retry_batch", "INTEGER NOT NULL DEFAULT 0"},
+    {"batch_bytes", "TEXT NOT NULL DEFAULT ''"},
 };
+
+/* Columns a release stopped writing, dropped when a database that has them
+ * is opened (their NOT NULL would refuse every insert). per_sample_bytes was
+ * the linear degradation figure batch_bytes replaced: jobs queued with it
+ * start at their full batch. */
+static const char *const dropped_columns[] = {"per_sample_bytes"};
+
+static int has_column(vram_store_t *st, const char *name, int *have)
+{
+    char sql[160];
+    sqlite3_stmt *q;
+    snprintf(sql, sizeof sql, "SELECT count(*) FROM pragma_table_info('jobs') WHERE name='%s'",
+             name);
+    if (sqlite3_prepare_v2(st->db, sql, -1, &q, NULL) != SQLITE_OK) return db_fail(st, sql);
+    *have = sqlite3_step(q) == SQLITE_ROW ? sqlite3_column_int(q, 0) : -1;
+    sqlite3_finalize(q);
+    return *have < 0 ? db_fail(st, sql) : 0;
+}
 
 static int migrate(vram_store_t *st)
 {
+    char sql[160];
+    int have, rc;
     for (size_t i = 0; i < sizeof added_columns / sizeof added_columns[0]; i++) {
-        char sql[160];
-        sqlite3_stmt *q;
-        snprintf(sql, sizeof sql, "SELECT count(*) FROM pragma_table_info('jobs') WHERE name='%s'",
-                 added_columns[i].name);
-        if (sqlite3_prepare_v2(st->db, sql, -1, &q, NULL) != SQLITE_OK) return db_fail(st, sql);
-        int have = sqlite3_step(q) == SQLITE_ROW ? sqlite3_column_int(q, 0) : -1;
-        sqlite3_finalize(q);
-        if (have < 0) return db_fail(st, sql);
+        if ((rc = has_column(st, added_columns[i].name, &have)) != 0) return rc;
         if (have) continue;
         snprintf(sql, sizeof sql, "ALTER TABLE jobs ADD COLUMN %s %s", added_columns[i].name,
                  added_columns[i].decl);
+        if (sqlite3_exec(st->db, sql, NULL, NULL, NULL) != SQLITE_OK) return db_fail(st, sql);
+    }
+    for (size_t i = 0; i < sizeof dropped_columns / sizeof dropped_columns[0]; i++) {
+        if ((rc = has_column(st, dropped_columns[i], &have)) != 0) return rc;
+        if (!have) continue;
+        snprintf(sql, sizeof sql, "ALTER TABLE jobs DROP COLUMN %s", dropped_columns[i]);
         if (sqlite3_exec(st->db, sql, NULL, NULL, NULL) != SQLITE_OK) return db_fail(st, sql);
     }
     return 0;
@@ -235,6 +255,36 @@ static int parse_list(const char *text, int *v, int cap)
     return n;
 }
 
+/* batch_bytes as "batch:bytes,batch:bytes" (the table is at most
+ * VRAM_JOB_MAX_BATCHES entries of two integers). */
+static void batch_bytes_text(char *buf, size_t len, const vram_job_request_t *r)
+{
+    size_t at = 0;
+    buf[0] = 0;
+    for (int i = 0; i < r->nbatch_bytes && at < len; i++)
+        at +=
+            (size_t)snprintf(buf + at, len - at, "%s%u:%llu", i ? "," : "", r->batch_bytes[i].batch,
+                             (unsigned long long)r->batch_bytes[i].bytes);
+}
+
+/* The table read back; one that does not parse or check (a database edited
+ * by hand) is dropped: the job then keeps its full batch. */
+static void batch_bytes_load(const char *text, vram_job_request_t *r)
+{
+    r->nbatch_bytes = 0;
+    while (*text && r->nbatch_bytes < VRAM_JOB_MAX_BATCHES) {
+        char *end;
+        unsigned long long batch = strtoull(text, &end, 10), bytes;
+        if (end == text || *end != ':' || batch > UINT32_MAX) break;
+        text = end + 1;
+        bytes = strtoull(text, &end, 10);
+        if (end == text) break;
+        r->batch_bytes[r->nbatch_bytes++] = (vram_batch_bytes_t){(uint32_t)batch, bytes};
+        text = *end == ',' ? end + 1 : end;
+    }
+    if (*text || vram_job_batch_bytes_check(r) != 0) r->nbatch_bytes = 0;
+}
+
 /* The columns a job's state changes: the parameters ?14-?23 and ?27, which
  * both the insert and the update use. */
 static void bind_state(sqlite3_stmt *q, const vram_job_t *j)
@@ -277,7 +327,9 @@ static int bind_job(sqlite3_stmt *q, const vram_job_t *j, uint64_t pid_start)
     sqlite3_bind_text(q, 10, pinned, -1, SQLITE_TRANSIENT);
     sqlite3_bind_int64(q, 11, r->batch_size);
     sqlite3_bind_int64(q, 12, r->min_batch_size);
-    sqlite3_bind_int64(q, 13, (sqlite3_int64)r->per_sample_bytes);
+    char table[VRAM_JOB_MAX_BATCHES * 32];
+    batch_bytes_text(table, sizeof table, r);
+    sqlite3_bind_text(q, 13, table, -1, SQLITE_TRANSIENT);
     bind_state(q, j);
     sqlite3_bind_int64(q, 25, r->max_batch_size);
     sqlite3_bind_text(q, 26, r->spawn ? r->spawn : "", -1, SQLITE_TRANSIENT);
@@ -350,7 +402,7 @@ static void row_to_job(sqlite3_stmt *q, vram_job_t *j, uint64_t *pid_start)
     j->req.npinned = parse_list(col_text(q, 10), j->req.pinned, VRAM_SCHED_MAX_GPUS);
     j->req.batch_size = (uint32_t)sqlite3_column_int64(q, 11);
     j->req.min_batch_size = (uint32_t)sqlite3_column_int64(q, 12);
-    j->req.per_sample_bytes = (uint64_t)sqlite3_column_int64(q, 13);
+    /* column 13, batch_bytes, once the fields it is checked against are read */
     int state = vram_job_state_parse(col_text(q, 14));
     j->state = state < 0 ? VRAM_JOB_FAILED : (vram_job_state_t)state;
     j->ndevices = parse_list(col_text(q, 15), j->devices, VRAM_SCHED_MAX_GPUS);
@@ -371,6 +423,7 @@ static void row_to_job(sqlite3_stmt *q, vram_job_t *j, uint64_t *pid_start)
     int end = vram_end_reason_parse(col_text(q, 28));
     j->end_reason = end < 0 ? VRAM_END_EXIT : (vram_end_reason_t)end;
     j->retry_batch = (uint32_t)sqlite3_column_int64(q, 29);
+    batch_bytes_load(col_text(q, 13), &j->req);
 }
 
 static int for_rows(vram_store_t *st, sqlite3_stmt *q, vram_store_job_fn fn, void *arg)

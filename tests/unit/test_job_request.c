@@ -37,7 +37,8 @@ static void decodes_every_field(void **st)
     vram_request_error_t e;
     const char *body = "{\"name\":\"n\",\"command\":\"c\",\"mem_bytes\":\"2GiB\",\"gpus\":2,"
                        "\"priority\":-3,\"timeout_s\":1.5,\"pid\":7,\"batch_size\":64,"
-                       "\"min_batch_size\":8,\"per_sample_bytes\":1024,\"devices\":[1,0]}";
+                       "\"min_batch_size\":8,\"devices\":[1,0],\"batch_bytes\":[{\"batch\":8,"
+                       "\"bytes\":\"1GiB\"},{\"batch\":32,\"bytes\":2147483648}]}";
     assert_int_equal(decode(body, &q, &e), 0);
     assert_string_equal(q.name, "n");
     assert_string_equal(q.command, "c");
@@ -48,7 +49,11 @@ static void decodes_every_field(void **st)
     assert_int_equal(q.pid, 7);
     assert_int_equal(q.batch_size, 64);
     assert_int_equal(q.min_batch_size, 8);
-    assert_int_equal(q.per_sample_bytes, 1024);
+    assert_int_equal(q.nbatch_bytes, 2);
+    assert_int_equal(q.batch_bytes[0].batch, 8);
+    assert_int_equal(q.batch_bytes[0].bytes, 1ULL << 30);
+    assert_int_equal(q.batch_bytes[1].batch, 32);
+    assert_int_equal(q.batch_bytes[1].bytes, 2ULL << 30);
     assert_int_equal(q.npinned, 2);
     assert_int_equal(q.pinned[0], 1);
     /* absent fields: the daemon's defaults */
@@ -73,7 +78,8 @@ static void refuses_bad_input_naming_the_field(void **st)
     /* a size string is held to the integer's limit (2^60) */
     refused("{\"mem_bytes\":1152921504606846977}", 422, "mem_bytes");
     refused("{\"mem_bytes\":\"2000000TiB\"}", 422, "at most");
-    refused("{\"mem_bytes\":1,\"per_sample_bytes\":\"4EiB\"}", 422, "per_sample_bytes");
+    /* the linear figure of earlier releases: refused, naming its replacement */
+    refused("{\"mem_bytes\":1,\"batch_size\":8,\"per_sample_bytes\":4}", 422, "batch_bytes");
     /* -0 is not a timeout */
     refused("{\"mem_bytes\":1,\"timeout_s\":-0.0}", 422, "timeout_s");
     refused("{\"mem_bytes\":1,\"timeout_s\":-1}", 422, "timeout_s");
@@ -81,6 +87,62 @@ static void refuses_bad_input_naming_the_field(void **st)
     refused("{\"mem_bytes\":1,\"name\":\"a\\u0000b\"}", 400, "");
     refused("{\"mem_bytes\":1,\"devices\":[\"0\"]}", 400, "devices");
     refused("{\"mem_bytes\":1,\"devices\":[4096]}", 422, "devices");
+}
+
+/* The batch table is untrusted: bounded, monotone, within the request, and
+ * every refusal names the bad entry. */
+static void refuses_bad_batch_tables(void **st)
+{
+    (void)st;
+#define REQ(table) "{\"mem_bytes\":1000,\"batch_size\":64,\"min_batch_size\":4," table "}"
+    refused(REQ("\"batch_bytes\":{}"), 400, "batch_bytes");
+    refused(REQ("\"batch_bytes\":[5]"), 400, "batch_bytes[0]");
+    refused(REQ("\"batch_bytes\":[{\"batch\":8}]"), 422, "batch_bytes[0]");
+    refused(REQ("\"batch_bytes\":[{\"batch\":8,\"bytes\":1,\"x\":1}]"), 400,
+            "batch_bytes[0]: unknown field \"x\"");
+    refused(REQ("\"batch_bytes\":[{\"batch\":8,\"bytes\":\"much\"}]"), 422, "batch_bytes[0]");
+    refused(REQ("\"batch_bytes\":[{\"batch\":0,\"bytes\":1}]"), 422, "batch_bytes[0]");
+    /* not monotone: less memory at the larger batch */
+    refused(REQ("\"batch_bytes\":[{\"batch\":8,\"bytes\":500},{\"batch\":16,\"bytes\":400}]"), 422,
+            "batch_bytes[1]: 400 bytes at batch 16, less than 500");
+    /* batches out of order or repeated */
+    refused(REQ("\"batch_bytes\":[{\"batch\":16,\"bytes\":5},{\"batch\":8,\"bytes\":6}]"), 422,
+            "batch_bytes[1]: batch 8 follows batch 16");
+    refused(REQ("\"batch_bytes\":[{\"batch\":8,\"bytes\":5},{\"batch\":8,\"bytes\":6}]"), 422,
+            "batch_bytes[1]");
+    /* more than the whole request */
+    refused(REQ("\"batch_bytes\":[{\"batch\":8,\"bytes\":5},{\"batch\":16,\"bytes\":1001}]"), 422,
+            "batch_bytes[1]: 1001 bytes at batch 16, more than mem_bytes 1000");
+    /* outside min_batch_size..batch_size, or disagreeing at batch_size */
+    refused(REQ("\"batch_bytes\":[{\"batch\":2,\"bytes\":5}]"), 422, "batch_bytes[0]: batch 2");
+    refused(REQ("\"batch_bytes\":[{\"batch\":65,\"bytes\":5}]"), 422, "batch_bytes[0]: batch 65");
+    refused(REQ("\"batch_bytes\":[{\"batch\":64,\"bytes\":999}]"), 422, "batch_bytes[0]");
+    refused("{\"mem_bytes\":1000,\"batch_bytes\":[{\"batch\":1,\"bytes\":5}]}", 422,
+            "needs batch_size");
+    /* a cap below every listed batch could never be granted */
+    refused(REQ("\"max_batch_size\":6,\"batch_bytes\":[{\"batch\":8,\"bytes\":5}]"), 422,
+            "max_batch_size 6");
+#undef REQ
+    /* too long: at most VRAM_JOB_MAX_BATCHES entries */
+    char body[8192];
+    size_t at = (size_t)snprintf(body, sizeof body,
+                                 "{\"mem_bytes\":100000,\"batch_size\":1000,\"batch_bytes\":[");
+    for (int i = 1; i <= VRAM_JOB_MAX_BATCHES + 1; i++)
+        at += (size_t)snprintf(body + at, sizeof body - at, "%s{\"batch\":%d,\"bytes\":%d}",
+                               i > 1 ? "," : "", i, i);
+    snprintf(body + at, sizeof body - at, "]}");
+    refused(body, 422, "65 entries; at most 64");
+    /* a valid one of exactly the limit passes */
+    at = (size_t)snprintf(body, sizeof body,
+                          "{\"mem_bytes\":100000,\"batch_size\":1000,\"batch_bytes\":[");
+    for (int i = 1; i <= VRAM_JOB_MAX_BATCHES; i++)
+        at += (size_t)snprintf(body + at, sizeof body - at, "%s{\"batch\":%d,\"bytes\":%d}",
+                               i > 1 ? "," : "", i, i);
+    snprintf(body + at, sizeof body - at, "]}");
+    vram_job_request_t q;
+    vram_request_error_t e;
+    assert_int_equal(decode(body, &q, &e), 0);
+    assert_int_equal(q.nbatch_bytes, VRAM_JOB_MAX_BATCHES);
 }
 
 static void decodes_finish_bodies(void **st)
@@ -262,6 +324,7 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(decodes_every_field),
         cmocka_unit_test(refuses_bad_input_naming_the_field),
+        cmocka_unit_test(refuses_bad_batch_tables),
         cmocka_unit_test(decodes_finish_bodies),
         cmocka_unit_test(decodes_structured_ends),
         cmocka_unit_test(names_are_printable),

@@ -100,26 +100,32 @@ static void cap_keeps_effective_batch(void **state)
     vram_job_request_t r = {.mem_bytes = 10ull << 30,
                             .gpus = 1,
                             .batch_size = 8,
-                            .per_sample_bytes = 4ull << 30,
                             .min_batch_size = 4,
-                            .max_batch_size = 4};
+                            .max_batch_size = 4,
+                            .batch_bytes = {{4, 7ull << 30}, {8, 10ull << 30}},
+                            .nbatch_bytes = 2};
     uint32_t acc = 0;
-    assert_int_equal(vram_job_degrade(&r, 80ull << 30, &acc), 4);
+    uint64_t bytes = 0;
+    assert_int_equal(vram_job_degrade(&r, 80ull << 30, &acc, &bytes), 4);
     assert_int_equal(acc, 2);
-    /* the library's clamp: never below one sample's memory */
-    assert_int_equal(vram_job_mem_at_batch(&r, 4), 4ull << 30);
-    /* no per-sample size: the cap alone, the memory unchanged */
+    /* the table's entry, not a figure derived from it */
+    assert_int_equal(bytes, 7ull << 30);
+    assert_int_equal(vram_job_least_bytes(&r), 7ull << 30);
+    /* no table: the cap alone, the memory unchanged */
     vram_job_request_t f = {.mem_bytes = 1ull << 30,
                             .gpus = 1,
                             .batch_size = 64,
                             .min_batch_size = 16,
                             .max_batch_size = 16};
-    assert_int_equal(vram_job_degrade(&f, 2ull << 30, &acc), 16);
+    assert_int_equal(vram_job_degrade(&f, 2ull << 30, &acc, &bytes), 16);
     assert_int_equal(acc, 4);
-    assert_int_equal(vram_job_degrade(&f, 1ull << 29, &acc), 0);
+    assert_int_equal(bytes, 1ull << 30);
+    assert_int_equal(vram_job_degrade(&f, 1ull << 29, &acc, &bytes), 0);
 }
 
-/* Reference: the smallest accumulation any allowed batch that fits gives. */
+/* Reference: among the batches the job accepts (its table's at or below
+ * the cap, and batch_size itself when uncapped) that fit, the fewest
+ * accumulation steps, then the least memory for them. */
 static void cap_against_brute_force(void **state)
 {
     (void)state;
@@ -129,27 +135,42 @@ static void cap_against_brute_force(void **state)
         r.batch_size = 1 + (uint32_t)(rand() % 128);
         r.min_batch_size = (uint32_t)(rand() % (r.batch_size + 1));
         r.max_batch_size = rand() % 3 ? (uint32_t)(rand() % (r.batch_size + 1)) : 0;
-        r.per_sample_bytes = rand() % 4 ? (uint64_t)(1 + rand() % 100) : 0;
-        r.mem_bytes = r.per_sample_bytes * r.batch_size + (uint64_t)(rand() % 500) + 1;
-        uint64_t avail = (uint64_t)(rand() % 20000);
         uint32_t lo = r.min_batch_size ? r.min_batch_size : 1;
+        /* a random monotone table, any shape (not a line) */
+        uint64_t bytes = 1 + (uint64_t)(rand() % 50);
+        for (uint32_t b = lo; b < r.batch_size && rand() % 4 && r.nbatch_bytes < 40; b++)
+            if (rand() % 3 == 0) {
+                bytes += (uint64_t)(rand() % 3 ? rand() % 5 : rand() % 500);
+                r.batch_bytes[r.nbatch_bytes++] = (vram_batch_bytes_t){b, bytes};
+            }
+        r.mem_bytes = bytes + (uint64_t)(rand() % 500);
+        if (vram_job_batch_bytes_check(&r) != 0) continue; /* a cap below every batch */
+        uint64_t avail = (uint64_t)(rand() % 1200);
         uint32_t top =
             r.max_batch_size && r.max_batch_size < r.batch_size ? r.max_batch_size : r.batch_size;
-        uint32_t best_acc = 0;
-        for (uint32_t b = lo; b <= top; b++) {
-            bool fits = vram_job_mem_at_batch(&r, b) <= avail;
-            if (!r.per_sample_bytes && b != top) fits = false; /* only the cap itself */
-            uint32_t acc = (r.batch_size + b - 1) / b;
-            if (fits && (!best_acc || acc < best_acc)) best_acc = acc;
+        uint32_t best_b = 0, best_acc = 0;
+        uint64_t best_bytes = 0;
+        for (int i = 0; i <= r.nbatch_bytes; i++) {
+            vram_batch_bytes_t e =
+                i < r.nbatch_bytes ? r.batch_bytes[i] : (vram_batch_bytes_t){top, r.mem_bytes};
+            if (i == r.nbatch_bytes && r.nbatch_bytes && top != r.batch_size) continue;
+            if (e.batch > top || e.batch < lo || e.bytes > avail) continue;
+            uint32_t acc = (r.batch_size + e.batch - 1) / e.batch;
+            if (!best_acc || acc < best_acc || (acc == best_acc && e.bytes < best_bytes) ||
+                (acc == best_acc && e.bytes == best_bytes && e.batch < best_b))
+                best_b = e.batch, best_acc = acc, best_bytes = e.bytes;
         }
-        uint32_t acc = 0, b = vram_job_degrade(&r, avail, &acc);
+        uint32_t acc = 0;
+        uint64_t got = 0;
+        uint32_t b = vram_job_degrade(&r, avail, &acc, &got);
         if (!best_acc) {
             assert_int_equal(b, 0);
             continue;
         }
         assert_true(b >= lo && b <= top);
-        assert_true(vram_job_mem_at_batch(&r, b) <= avail);
         assert_int_equal(acc, best_acc);
+        assert_int_equal(got, best_bytes);
+        assert_true(got <= avail);
         assert_true((uint64_t)b * acc >= r.batch_size);
     }
 }
@@ -174,10 +195,12 @@ static void pending_reasons(void **state)
                              .gpus = 1,
                              .batch_size = 64,
                              .min_batch_size = 8,
-                             .per_sample_bytes = 1ull << 29};
+                             .batch_bytes = {{8, 12ull << 30}, {32, 28ull << 30}},
+                             .nbatch_bytes = 2};
     assert_string_equal(vram_job_pending_reason(&r, free_b, 1, 1, buf, sizeof buf),
                         "fits now; admitted at the next pass");
-    r.min_batch_size = 40;
+    r.batch_bytes[0] = r.batch_bytes[1];
+    r.nbatch_bytes = 1;
     assert_string_equal(vram_job_pending_reason(&r, free_b, 1, 1, buf, sizeof buf),
                         "waiting for 28.00 GiB on 1 GPU; GPU 0 has 16.00 GiB free for admission");
 }

@@ -283,8 +283,8 @@ static void live_parts_add_up(void **state)
     }
 }
 
-/* Memory at a batch is the full estimate there; the slope vramd degrades
- * with never charges less than the estimate at any batch of the range. */
+/* Memory at a batch is the full estimate there; the table vramd degrades
+ * with holds the full estimate at each batch worth granting. */
 static void memory_at_batch_from_full_estimates(void **state)
 {
     (void)state;
@@ -295,21 +295,40 @@ static void memory_at_batch_from_full_estimates(void **state)
     assert_int_equal(vram_estimate_at_batch(&m, &c, 1024, &at), 0);
     c.batch_size = 1024;
     assert_int_equal(at, est(&m, &c).total);
-    uint64_t slope;
-    assert_int_equal(vram_estimate_degrade_slope(&m, &c, 1, 64, &slope), 0);
-    uint64_t top;
-    assert_int_equal(vram_estimate_at_batch(&m, &c, 64, &top), 0);
-    for (int64_t b = 1; b <= 64; b++) {
-        assert_int_equal(vram_estimate_at_batch(&m, &c, b, &at), 0);
-        assert_true(top - (uint64_t)(64 - b) * slope >= at);
+    vram_batch_bytes_t t[VRAM_JOB_MAX_BATCHES];
+    int n = 0;
+    assert_int_equal(vram_estimate_batch_table(&m, &c, 1, t, VRAM_JOB_MAX_BATCHES, &n), 0);
+    /* ceil(1024/k) for every k: 63 distinct batches, all kept, 1024 last */
+    assert_int_equal(n, 63);
+    assert_int_equal(t[n - 1].batch, 1024);
+    assert_int_equal(t[n - 1].bytes, at);
+    assert_int_equal(t[0].batch, 1);
+    for (int i = 0; i < n; i++) {
+        uint64_t e;
+        assert_int_equal(vram_estimate_at_batch(&m, &c, t[i].batch, &e), 0);
+        assert_int_equal(t[i].bytes, e);
+        if (i) assert_true(t[i].batch > t[i - 1].batch && t[i].bytes >= t[i - 1].bytes);
+        /* the smallest batch for its accumulation steps */
+        uint32_t k = (1024 + t[i].batch - 1) / t[i].batch;
+        assert_int_equal(t[i].batch, (1024 + k - 1) / k);
     }
-    /* the planner's old slope, estimate(2) - estimate(1), undercharges
-     * here: the optimizer step is the peak at small batches */
-    uint64_t one, two;
-    assert_int_equal(vram_estimate_at_batch(&m, &c, 1, &one), 0);
-    assert_int_equal(vram_estimate_at_batch(&m, &c, 2, &two), 0);
-    assert_true(two - one < slope);
-    assert_int_equal(vram_estimate_degrade_slope(&m, &c, 4, 4, &slope), VRAM_EINVAL);
+    /* halving a listed batch (a retry) lands on a listed batch: 512, 256 */
+    assert_int_equal(t[n - 2].batch, 512);
+    /* the memory is not linear in the batch: halving it from 1024 saves far
+     * less than half of the difference to batch 1 would say */
+    uint64_t half = t[n - 2].bytes, one = t[0].bytes;
+    assert_true(at - half != (at - one) * 512 / 1023);
+    /* a long range is thinned to the cap, keeping the smallest and largest */
+    c.batch_size = 100000;
+    assert_int_equal(vram_estimate_batch_table(&m, &c, 3, t, 20, &n), 0);
+    assert_int_equal(n, 20);
+    assert_int_equal(t[19].batch, 100000);
+    assert_int_equal(t[18].batch, 50000);
+    assert_int_equal(t[0].batch, 3);
+    for (int i = 1; i < n; i++)
+        assert_true(t[i].batch > t[i - 1].batch && t[i].bytes >= t[i - 1].bytes);
+    assert_int_equal(vram_estimate_batch_table(&m, &c, 0, t, 20, &n), VRAM_EINVAL);
+    assert_int_equal(vram_estimate_batch_table(&m, &c, 100001, t, 20, &n), VRAM_EINVAL);
 }
 
 /* GPU names as people type them; other vendors refused as unsupported. */

@@ -285,28 +285,104 @@ static void degrades_batch_with_accumulation(void **st)
     vram_job_request_t r = req_of("train", 40, 1, 0);
     r.batch_size = 64;
     r.min_batch_size = 8;
-    r.per_sample_bytes = GiB / 2;
+    /* the memory at each smaller batch, not a line through two of them */
+    const vram_batch_bytes_t table[] = {
+        {8, 6 * GiB}, {16, 9 * GiB}, {22, 19 * GiB}, {32, 21 * GiB}, {64, 40 * GiB}};
+    memcpy(r.batch_bytes, table, sizeof table);
+    r.nbatch_bytes = 5;
     vram_job_t j;
     assert_int_equal(vram_sched_submit(s, &r, &j), 0);
-    /* 20 GiB free: at most 24 samples; 3 steps of 22 keep the batch >= 64 */
+    /* 20 GiB free: 22 is the largest listed batch that fits; 3 steps */
     assert_int_equal(j.state, VRAM_JOB_RUNNING);
     assert_int_equal(j.granted_batch, 22);
     assert_int_equal(j.grad_accum, 3);
-    assert_true(j.granted_batch * j.grad_accum >= 64);
-    assert_int_equal(j.reserved_bytes, 40 * GiB - 42 * (GiB / 2));
-    assert_true(j.reserved_bytes <= 20 * GiB);
-    /* nothing left for a batch of 8: it waits */
-    r.min_batch_size = 60;
+    assert_int_equal(j.reserved_bytes, 19 * GiB);
+    assert_int_equal(vram_sched_check(s), 0);
+    /* nothing left for batch 16 (9 GiB in 1 GiB): it waits */
+    r.min_batch_size = 16;
+    memmove(r.batch_bytes, r.batch_bytes + 1, 4 * sizeof table[0]);
+    r.nbatch_bytes = 4;
     assert_int_equal(vram_sched_submit(s, &r, &j), 0);
     assert_int_equal(j.state, VRAM_JOB_QUEUED);
     assert_int_equal(vram_sched_check(s), 0);
     vram_sched_close(s);
     /* the helper alone */
     uint32_t acc = 0;
-    assert_int_equal(vram_job_degrade(&r, 100 * GiB, &acc), 64);
+    uint64_t bytes = 0;
+    assert_int_equal(vram_job_degrade(&r, 100 * GiB, &acc, &bytes), 64);
     assert_int_equal(acc, 1);
-    r.min_batch_size = 8;
-    assert_int_equal(vram_job_degrade(&r, 1 * GiB, &acc), 0);
+    assert_int_equal(bytes, 40 * GiB);
+    assert_int_equal(vram_job_degrade(&r, 1 * GiB, &acc, &bytes), 0);
+}
+
+/* resnet50 at batch 1024: the peak at small batches is the optimizer step,
+ * so its memory is not linear in the batch. vramd grants the batch whose
+ * full estimate fits and reserves exactly that estimate. */
+static void degrades_to_the_estimate_at_the_batch(void **st)
+{
+    (void)st;
+    vram_model_t m;
+    assert_int_equal(vram_model_find("resnet50", &m), 0);
+    vram_estimate_config_t e;
+    vram_estimate_config_init(&e);
+    e.batch_size = 1024;
+    vram_job_request_t r = req_of("resnet", 0, 1, 0);
+    assert_int_equal(
+        vram_estimate_batch_table(&m, &e, 1, r.batch_bytes, VRAM_JOB_MAX_BATCHES, &r.nbatch_bytes),
+        0);
+    r.batch_size = 1024;
+    r.min_batch_size = 1;
+    r.mem_bytes = r.batch_bytes[r.nbatch_bytes - 1].bytes;
+    uint64_t at512, at2, at1;
+    assert_int_equal(vram_estimate_at_batch(&m, &e, 512, &at512), 0);
+    assert_int_equal(vram_estimate_at_batch(&m, &e, 2, &at2), 0);
+    assert_int_equal(vram_estimate_at_batch(&m, &e, 1, &at1), 0);
+    /* a line through batches 1 and 1024 misses batch 2 (the optimizer step
+     * dominates there: batch 2 costs almost what batch 1 does) */
+    uint64_t slope = (r.mem_bytes - at1) / 1023;
+    assert_true(r.mem_bytes - 1022 * slope > at2 + (at2 - at1) * 4);
+
+    vram_sched_config_t c = config(1, 128);
+    fake.outside[0] = fake.total[0] - (at512 + (r.mem_bytes - at512) / 2);
+    vram_sched_t *s;
+    assert_int_equal(vram_sched_open(&c, &s), 0);
+    vram_job_t j;
+    assert_int_equal(vram_sched_submit(s, &r, &j), 0);
+    assert_int_equal(j.state, VRAM_JOB_RUNNING);
+    assert_int_equal(j.granted_batch, 512);
+    assert_int_equal(j.grad_accum, 2);
+    assert_int_equal(j.reserved_bytes, at512);
+    assert_int_equal(vram_sched_check(s), 0);
+    vram_sched_close(s);
+
+    /* room for batch 2's estimate but not for the line's figure there */
+    c = config(1, 128);
+    fake.outside[0] = fake.total[0] - (at2 + (r.mem_bytes - 1022 * slope - at2) / 2);
+    assert_int_equal(vram_sched_open(&c, &s), 0);
+    assert_int_equal(vram_sched_submit(s, &r, &j), 0);
+    assert_int_equal(j.state, VRAM_JOB_RUNNING);
+    assert_int_equal(j.granted_batch, 2);
+    assert_int_equal(j.grad_accum, 512);
+    assert_int_equal(j.reserved_bytes, at2);
+    assert_int_equal(vram_sched_check(s), 0);
+    /* the table survives a restart (the store) */
+    char path[512];
+    vram_sched_close(s);
+    c = file_config(1, 128, "table.db", path);
+    fake.outside[0] = fake.total[0] - (at512 + (r.mem_bytes - at512) / 2);
+    assert_int_equal(vram_sched_open(&c, &s), 0);
+    assert_int_equal(vram_sched_submit(s, &r, &j), 0);
+    assert_int_equal(j.granted_batch, 512);
+    vram_sched_close(s);
+    assert_int_equal(vram_sched_open(&c, &s), 0);
+    vram_job_t back;
+    assert_int_equal(vram_sched_job(s, j.id, &back), 0);
+    assert_int_equal(back.req.nbatch_bytes, r.nbatch_bytes);
+    assert_memory_equal(back.req.batch_bytes, r.batch_bytes,
+                        (size_t)r.nbatch_bytes * sizeof r.batch_bytes[0]);
+    assert_int_equal(back.reserved_bytes, at512);
+    assert_int_equal(vram_sched_check(s), 0);
+    vram_sched_close(s);
 }
 
 static void queued_jobs_time_out(void **st)
@@ -1261,6 +1337,7 @@ int main(void)
         cmocka_unit_test(failed_transactions_change_nothing),
         cmocka_unit_test(concurrent_clients),
         cmocka_unit_test(randomized_against_reference),
+        cmocka_unit_test(degrades_to_the_estimate_at_the_batch),
         cmocka_unit_test(per_uid_quotas),
         cmocka_unit_test(pid_must_be_the_callers),
         cmocka_unit_test(waits_for_a_change),
