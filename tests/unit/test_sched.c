@@ -873,10 +873,15 @@ static void concurrent_clients(void **st)
 
 typedef struct {
     int64_t id;
-    uint64_t mem;
+    uint64_t mem; /* reserved per GPU once running; asked (at batch) before */
     int gpus, prio;
     int state; /* 0 queued, 1 running, 2 ended */
     int dev[4];
+    /* degradable jobs: the memory at smaller batches (any monotone shape) */
+    uint32_t batch, granted;
+    uint64_t full;
+    vram_batch_bytes_t table[6];
+    int ntable;
 } ref_job_t;
 
 static ref_job_t ref[4000];
@@ -904,10 +909,33 @@ static void ref_admit(void)
                 best = i;
         if (best < 0) return;
         ref_job_t *j = &ref[best];
-        int fitting = 0;
+        /* the gpus-th largest free amount bounds every chosen GPU */
+        uint64_t frees[4];
         for (int d = 0; d < fake.n; d++)
-            if (ref_free(d) >= j->mem) fitting++;
-        if (fitting < j->gpus) return;
+            frees[d] = ref_free(d);
+        for (int a = 0; a < fake.n; a++)
+            for (int b = a + 1; b < fake.n; b++)
+                if (frees[b] > frees[a]) {
+                    uint64_t t = frees[a];
+                    frees[a] = frees[b];
+                    frees[b] = t;
+                }
+        uint64_t bound = j->gpus <= fake.n ? frees[j->gpus - 1] : 0;
+        /* among the batches that fit: fewest accumulation steps, then the
+         * least memory */
+        j->mem = j->full;
+        j->granted = j->batch;
+        uint32_t best_acc = j->full <= bound ? 1 : 0;
+        for (int i = 0; i < j->ntable && best_acc != 1; i++) {
+            uint32_t acc = (j->batch + j->table[i].batch - 1) / j->table[i].batch;
+            if (j->table[i].bytes <= bound &&
+                (!best_acc || acc < best_acc || (acc == best_acc && j->table[i].bytes < j->mem))) {
+                best_acc = acc;
+                j->mem = j->table[i].bytes;
+                j->granted = j->table[i].batch;
+            }
+        }
+        if (!best_acc) return;
         /* take the fitting devices with the least free memory */
         bool used[4] = {false};
         for (int k = 0; k < j->gpus; k++) {
@@ -943,6 +971,13 @@ static void compare(vram_sched_t *s)
             if (mask != rmask)
                 fail_msg("job %lld on devices %x, reference %x", (long long)ref[i].id, mask, rmask);
             assert_int_equal(j.reserved_bytes, ref[i].mem);
+            assert_int_equal(j.granted_batch, ref[i].granted);
+            /* what it holds is an entry of its own table, or its full ask */
+            bool listed = j.reserved_bytes == j.req.mem_bytes;
+            for (int k = 0; k < j.req.nbatch_bytes; k++)
+                listed |= j.req.batch_bytes[k].batch == j.granted_batch &&
+                          j.req.batch_bytes[k].bytes == j.reserved_bytes;
+            assert_true(listed);
         }
     }
 }
@@ -969,7 +1004,21 @@ static void randomized_against_reference(void **st)
             r->gpus = 1 + (rand() % 6 == 0) + (rand() % 12 == 0);
             r->prio = rand() % 3;
             vram_job_request_t q = req_of("r", 0, r->gpus, r->prio);
-            q.mem_bytes = r->mem;
+            q.mem_bytes = r->full = r->mem;
+            r->batch = r->granted = 0;
+            if (rand() % 2) {
+                /* a table of random monotone steps (not a line) below batch 64 */
+                r->batch = r->granted = q.batch_size = 64;
+                uint64_t bytes = (uint64_t)(1 + rand() % 4) * (GiB / 4);
+                for (uint32_t b = 1 + (uint32_t)(rand() % 8);
+                     b < 64 && r->ntable < 6 && bytes <= r->full;
+                     b += 1 + (uint32_t)(rand() % 16)) {
+                    r->table[r->ntable++] = (vram_batch_bytes_t){b, bytes};
+                    bytes += (uint64_t)(rand() % 8) * (GiB / 2);
+                }
+                memcpy(q.batch_bytes, r->table, sizeof r->table);
+                q.nbatch_bytes = r->ntable;
+            }
             vram_job_t j;
             assert_int_equal(vram_sched_submit(s, &q, &j), 0);
             r->id = j.id;
