@@ -1,6 +1,7 @@
 #!/bin/bash
-# A database made before the columns vram submit and the retry cap added
-# (max_batch_size, spawn) keeps working: vramd adds them when it opens it, old
+# A database made before the columns vram submit, the retry cap and the batch
+# table added (max_batch_size, spawn, batch_bytes) keeps working: vramd adds
+# them when it opens it (and drops the linear figure the table replaced), old
 # jobs stay visible, new ones use them.
 source "$(dirname "$0")/daemon_lib.sh"
 # the old job ended in 2023: kept here (JOB_RETENTION would delete it)
@@ -25,8 +26,9 @@ SQL
 start_daemon
 "$VRAM" jobs 1 | grep -q '^name  *old$' || fail "old job: $("$VRAM" jobs 1)"
 [ "$(field "$(api GET /v1/jobs/1)" '(d["state"], d["max_batch_size"])')" = "('done', 0)" ] || fail "old job JSON"
-cols=$(sqlite3 "$VRAM_DB" "SELECT group_concat(name) FROM pragma_table_info('jobs') WHERE name IN ('max_batch_size','spawn')")
-[ "$cols" = "max_batch_size,spawn" ] || fail "columns after migration: $cols"
+cols=$(sqlite3 "$VRAM_DB" "SELECT group_concat(name) FROM pragma_table_info('jobs') WHERE name IN ('max_batch_size','spawn','batch_bytes','per_sample_bytes')")
+[ "$cols" = "max_batch_size,spawn,batch_bytes" ] || fail "columns after migration: $cols"
+[ "$(field "$(api GET /v1/jobs/1)" 'd["batch_bytes"]')" = "[]" ] || fail "old job's batch table"
 id=$("$VRAM" submit --parsable --mem 1GiB --output "$T/out-%j" -- echo new)
 "$VRAM" wait "$id" >/dev/null || fail "new job on a migrated database"
 [ "$(cat "$T/out-$id")" = new ] || fail "new job's output"

@@ -13,7 +13,7 @@ run_rc() { local __v=$1 __rc=0; shift; "$@" || __rc=$?; printf -v "$__v" %s "$__
 last_job() { api GET '/v1/jobs?limit=1' | python3 -c 'import json,sys; print(max(j["id"] for j in json.load(sys.stdin)["jobs"]))'; }
 
 # ---- sizes typed by people need a unit ------------------------------------
-for args in "--mem 20 GB" "--mem 20" "--mem 0.5" "--mem 20GiB --batch-size 8 --per-sample-mem 4"; do
+for args in "--mem 20 GB" "--mem 20" "--mem 0.5" "--mem 20GiB --batch-size 8 --mem-at 4=4"; do
     run_rc rc "$VRAM" run $args -- true 2>"$T/err"
     [ "$rc" = 2 ] || fail "vram run $args: exit $rc, expected 2"
     grep -q 'give a unit, e.g. 20GiB' "$T/err" || fail "vram run $args: $(cat "$T/err")"
@@ -34,7 +34,10 @@ check_usage() { # MESSAGE ARGS...
 }
 check_usage '--devices 0,1 names 2 GPU(s) but --gpus asks for 1' run --devices 0,1 --gpus 1 --mem 1GiB -- true
 check_usage '--oom-exit-code does nothing without --retry-oom' run --mem 1GiB --oom-exit-code 3 -- true
-check_usage '--per-sample-mem does nothing without --batch-size' run --mem 1GiB --per-sample-mem 1GiB -- true
+check_usage '--mem-at gives smaller batches: it needs --batch-size' run --mem 1GiB --mem-at 2=1GiB -- true
+check_usage 'batch_bytes[1]: 3221225472 bytes at batch 4, less than' run --mem 8GiB --batch-size 8 --mem-at 2=4GiB,4=3GiB -- true
+check_usage '--mem-at: batch 2 is given twice' run --mem 8GiB --batch-size 8 --mem-at 2=1GiB --mem-at 2=2GiB -- true
+check_usage '--mem-at and --model' run --mem-at 2=1GiB --model gpt2 --batch-size 4 -- true
 check_usage '--mem and --model' run --mem 1GiB --model gpt2 -- true
 check_usage '--output applies to vram submit, not vram run' run --mem 1GiB --output x -- true
 check_usage '--retry-oom applies to vram run, not vram submit' submit --mem 1GiB --retry-oom 1 --batch-size 2 -- true
@@ -59,26 +62,27 @@ run_rc rc "$VRAM" run --quiet --mem 70GiB --devices 0 --timeout 0.3 -- true 2>"$
 touch "$T/release"; wait "$HOLDER"
 pass "devices in the given order; COMMAND's status; 124 for a queue timeout"
 
-# ---- memory from the estimator: the per-sample figure vramd degrades with
-# never charges a batch less than its full estimate (issue 22: with
-# estimate(16) - estimate(15) as the figure, gpt2's batch 1 was charged
-# 2.3 GiB less than its estimate)
+# ---- memory from the estimator: vramd gets the full estimate at each
+# smaller batch it may grant (issue 22: a per-sample figure charged gpt2's
+# batch 1 2.3 GiB less than its estimate)
 "$VRAM" run --quiet --model gpt2 --batch-size 16 --min-batch-size 1 -- true ||
     fail "vram run --model gpt2 failed"
 job=$(api GET "/v1/jobs/$(last_job)")
-python3 - "$VRAM" "$job" <<'PY' || fail "per-sample figure: $job"
+python3 - "$VRAM" "$job" <<'PY' || fail "batch table: $job"
 import json, subprocess, sys
 vram, job = sys.argv[1], json.loads(sys.argv[2])
 def est(b):
     out = subprocess.run([vram, "estimate", "--model", "gpt2", "--batch-size", str(b), "--json"],
                          check=True, capture_output=True, text=True).stdout
     return json.loads(out)["bytes"]["total"]
-top, s = est(16), job["per_sample_bytes"]
-assert job["mem_bytes"] == top and s > 0, job
-for b in range(1, 16):
-    assert top - (16 - b) * s >= est(b), (b, top - (16 - b) * s, est(b))
+table = job["batch_bytes"]
+# every batch worth granting: ceil(16/k), each at its full estimate
+assert [e["batch"] for e in table] == [1, 2, 3, 4, 6, 8, 16], table
+assert job["mem_bytes"] == est(16) == table[-1]["bytes"], job
+for e in table:
+    assert e["bytes"] == est(e["batch"]), (e, est(e["batch"]))
 PY
-pass "vram run --model: vramd's charge at every batch down to the minimum covers the estimate"
+pass "vram run --model: vramd gets the full estimate at each batch down to the minimum"
 
 # ---- out of memory: only the real messages, each one -------------------------
 msgs=("torch.cuda.OutOfMemoryError: CUDA out of memory. Tried to allocate 2.00 GiB"
@@ -109,12 +113,11 @@ done
 # --oom-exit-code: a wrapper's own status
 run_rc rc "$VRAM" run --mem 8GiB --batch-size 8 --retry-oom 1 --oom-exit-code 42 -- sh -c 'exit 42' 2>"$T/err"
 [ "$rc" = 42 ] && grep -q 'retrying with batch 4' "$T/err" || fail "--oom-exit-code: rc $rc $(cat "$T/err")"
-# the issue's case: the library's clamp, no negative memory on retry
-run_rc rc "$VRAM" run --mem 10GiB --per-sample-mem 4GiB --batch-size 8 --retry-oom 1 -- \
+# a retry reserves what --mem-at says for its batch
+run_rc rc "$VRAM" run --mem 10GiB --mem-at 4=7GiB --batch-size 8 --retry-oom 1 -- \
     sh -c 'echo "CUDA out of memory. Tried to allocate 1 GiB" >&2; exit 1' 2>"$T/err"
-[ "$rc" = 1 ] && grep -q 'retrying with batch 4' "$T/err" && ! grep -q -- '-6442450944' "$T/err" \
-    || fail "clamped retry: rc $rc $(cat "$T/err")"
-[ "$(field "$(api GET /v1/jobs/$(last_job))" 'd["reserved_bytes"]')" = $((4 * GiB)) ] || fail "retry reserved $(api GET /v1/jobs/$(last_job))"
+[ "$rc" = 1 ] && grep -q 'retrying with batch 4' "$T/err" || fail "table retry: rc $rc $(cat "$T/err")"
+[ "$(field "$(api GET /v1/jobs/$(last_job))" 'd["reserved_bytes"]')" = $((7 * GiB)) ] || fail "retry reserved $(api GET /v1/jobs/$(last_job))"
 pass "OOM retries on each real message and --oom-exit-code, never on look-alikes; vramd records 4x2"
 
 # ---- SIGTERM: forwarded to the job's group, grace, cancelled -----------------

@@ -53,12 +53,14 @@ wait "${BG[@]}"
 [ "$(tr '\n' ' ' <"$T/order")" = "high low1 low2 " ] || fail "start order: $(cat "$T/order")"
 pass "queue: priority first, then arrival; --timeout ends as 'GPU memory timeout after 1 s'; ledger held"
 
-# Degradation: 30 GiB held, 10 GiB free; batch 64 at 20 GiB does not fit,
-# 0.25 GiB per sample -> at most 24 samples; 3 x 22 keeps the batch >= 64.
+# Degradation: 30 GiB held, 10 GiB free; batch 64 at 20 GiB does not fit;
+# of the listed batches 22 (9.5 GiB) is the largest that does: 3 x 22 keeps
+# the batch >= 64, reserving exactly the listed 9.5 GiB.
 id=$(next_id); hold 30GiB hold &
 HOLD=$!
 wait_state "$id" running
-out=$("$VRAM" run --mem 20GiB --batch-size 64 --min-batch-size 8 --per-sample-mem 256MiB -- \
+out=$("$VRAM" run --mem 20GiB --batch-size 64 --min-batch-size 8 \
+    --mem-at 8=3GiB,16=5GiB,22=9.5GiB,32=12GiB -- \
     sh -c 'echo "$VRAM_BATCH_SIZE x $VRAM_GRAD_ACCUM"' 2>"$T/err")
 [ "$out" = "22 x 3" ] || fail "degraded batch: $out"
 grep -q "batch 22 x 3 accumulation" "$T/err" || fail "degradation not shown: $(cat "$T/err")"

@@ -18,8 +18,10 @@ for i in $(seq 1 24); do
         "$VRAM" run --quiet --gpus 2 --mem ${mem}GiB --priority $prio --name "two$i" -- sh -c \
             "for d in \$(echo \$CUDA_VISIBLE_DEVICES | tr , ' '); do '$VRAM' sim alloc --mem ${mem}GiB --device \$d --seconds $secs >/dev/null & done; wait" &
     elif [ $((RANDOM % 3)) = 0 ]; then
-        # degradable: mem GiB + 1 GiB per sample, batch 32 down to 4; holds what it was granted
-        "$VRAM" run --quiet --mem $((mem + 32))GiB --batch-size 32 --min-batch-size 4 --per-sample-mem 1GiB \
+        # degradable: mem GiB + 1 GiB per sample at the listed batches, 32 down to 4;
+        # holds what it was granted
+        "$VRAM" run --quiet --mem $((mem + 32))GiB --batch-size 32 --min-batch-size 4 \
+            --mem-at 4=$((mem + 4))GiB,8=$((mem + 8))GiB,16=$((mem + 16))GiB \
             --priority $prio --name "deg$i" -- sh -c \
             "exec '$VRAM' sim alloc --mem \$(($mem + VRAM_BATCH_SIZE))GiB --device \$CUDA_VISIBLE_DEVICES --seconds $secs" >/dev/null &
     else
