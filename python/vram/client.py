@@ -10,7 +10,7 @@ import time
 import urllib.parse
 
 from . import _lib
-from .api import optional_size, parse_size
+from .api import parse_size
 from .errors import ConnectionError as VramConnectionError
 from .errors import DaemonError, TimeoutError as VramTimeoutError
 from .types import Job
@@ -99,15 +99,20 @@ class Client:
 
     def submit(self, mem_bytes, gpus=None, name=None, command=None, priority=None,
                timeout_s=None, pid=None, devices=None, batch_size=None, min_batch_size=None,
-               per_sample_bytes=None):
-        """POST /v1/jobs. mem_bytes per GPU (int or "20GiB"); returns the Job
-        (already "running" when it fits now)."""
+               batch_bytes=None):
+        """POST /v1/jobs. mem_bytes per GPU (int or "20GiB") at batch_size;
+        batch_bytes maps each smaller batch the job accepts to its memory per
+        GPU (full estimates, e.g. Plan.bytes_at(b)): vramd may start the job
+        with the largest of them that fits. Returns the Job (already
+        "running" when it fits now)."""
         body = {k: v for k, v in dict(
             mem_bytes=parse_size(mem_bytes, "mem_bytes"), gpus=gpus, name=name, command=command,
             priority=priority,
             timeout_s=timeout_s, pid=pid, devices=devices, batch_size=batch_size,
             min_batch_size=min_batch_size,
-            per_sample_bytes=optional_size(per_sample_bytes, "per_sample_bytes")).items()
+            batch_bytes=None if batch_bytes is None else [
+                {"batch": int(b), "bytes": parse_size(v, "batch_bytes[%s]" % b)}
+                for b, v in sorted(dict(batch_bytes).items())]).items()
             if v is not None}
         return Job.from_json(self.request("POST", "/v1/jobs", body))
 

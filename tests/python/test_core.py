@@ -390,7 +390,9 @@ def test_job_from_environment_renews_lease(vramd, monkeypatch):
     j0 = vram.job()
     assert not j0.managed and j0.batch_size is None and j0.accumulation_steps == 1
     job = vramd.submit(mem_bytes="1GiB", batch_size=32, min_batch_size=8,
-                       per_sample_bytes="16MiB")
+                       batch_bytes={16: "600MiB", 8: "400MiB"})
+    assert [(e["batch"], e["bytes"]) for e in vramd.request("GET", "/v1/jobs/%d" % job.id)[
+        "batch_bytes"]] == [(8, 400 << 20), (16, 600 << 20)]
     monkeypatch.setenv("VRAM_JOB_ID", str(job.id))
     monkeypatch.setenv("VRAM_BATCH_SIZE", "16")
     monkeypatch.setenv("VRAM_GRAD_ACCUM", "2")
