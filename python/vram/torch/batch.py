@@ -4,9 +4,12 @@ Search: try the prediction (or, when peaks are measured, a little below it);
 from a measured peak, the line through the model memory and that peak says
 where the capacity is reached; when the line is contradicted, walk 1, 2, 4
 away from it; without a line, step 2 %, 4 %, ... away from the prediction;
-once a success and a failure are known, bisect only between them. Memory is
-affine in the batch, so a measured point corrects an estimate that is off by
-a few percent in one trial instead of a full bisection (docs/python.md)."""
+once a success and a failure are known, bisect only between them. The line
+is only a guess for the next trial, never a figure anything reserves: near
+the capacity activations dominate and the peak grows about in step with the
+batch, so a measured point usually corrects an estimate that is off by a few
+percent in one trial; where it does not (the optimizer step as the peak),
+the trial contradicts the line and the search walks (docs/python.md)."""
 import gc
 import logging
 from dataclasses import dataclass, field
