@@ -222,7 +222,8 @@ step --vram-model=gpt2 --vram-estimate-args="--batch-size 64 --seq-len 1024" --v
     >"$T/model.out" 2>"$T/model.err" || fail "the model step failed: $(cat "$T/model.err")"
 read -r batch accum job_m <"$T/model.out"
 api GET "/v1/jobs/$job_m" >"$T/jm.json"
-python3 - "$batch" "$accum" "$T/jm.json" "$T/report.json" <<'EOF' || fail "batch $batch x $accum; job $(cat "$T/jm.json"); report $(cat "$T/report.json")"
+at=$("$VRAM" estimate --model gpt2 --batch-size "$batch" --seq-len 1024 --json | field 'v["bytes"]["total"]')
+python3 - "$batch" "$accum" "$T/jm.json" "$T/report.json" "$at" <<'EOF' || fail "batch $batch x $accum; job $(cat "$T/jm.json"); report $(cat "$T/report.json")"
 import json, math, sys
 batch, accum = int(sys.argv[1]), int(sys.argv[2])
 job, report = json.load(open(sys.argv[3])), json.load(open(sys.argv[4]))
@@ -231,6 +232,9 @@ assert job["degraded"] and job["granted_batch_size"] == batch and job["grad_accu
 assert report["granted_batch_size"] == batch and report["grad_accum"] == accum, report
 assert report["batch_size"] == 64 and report["reserved_bytes"] == job["reserved_bytes"], report
 assert report["vram_job_id"] == job["id"], report
+# the reservation is the full estimate at the granted batch, from the step's table
+assert job["reserved_bytes"] == int(sys.argv[5]), (job["reserved_bytes"], sys.argv[5])
+assert {"batch": batch, "bytes": int(sys.argv[5])} in job["batch_bytes"], job["batch_bytes"]
 EOF
 ok "gpt2 at batch 64 ($((full >> 30)) GiB) starts with VRAM_BATCH_SIZE=$batch VRAM_GRAD_ACCUM=$accum; $(grep -o 'admitted.*' "$T/model.err")"
 
