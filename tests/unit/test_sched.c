@@ -315,6 +315,25 @@ static void degrades_batch_with_accumulation(void **st)
     assert_int_equal(vram_job_degrade(&r, 1 * GiB, &acc, &bytes), 0);
 }
 
+/* r alone on one 128 GiB device with `free` bytes free: granted batch and
+ * accum, reserving exactly `reserved`. */
+static void grants_with_free(const vram_job_request_t *r, uint64_t free, uint32_t batch,
+                             uint32_t accum, uint64_t reserved)
+{
+    vram_sched_config_t c = config(1, 128);
+    fake.outside[0] = fake.total[0] - free;
+    vram_sched_t *s;
+    assert_int_equal(vram_sched_open(&c, &s), 0);
+    vram_job_t j;
+    assert_int_equal(vram_sched_submit(s, r, &j), 0);
+    assert_int_equal(j.state, VRAM_JOB_RUNNING);
+    assert_int_equal(j.granted_batch, batch);
+    assert_int_equal(j.grad_accum, accum);
+    assert_int_equal(j.reserved_bytes, reserved);
+    assert_int_equal(vram_sched_check(s), 0);
+    vram_sched_close(s);
+}
+
 /* resnet50 at batch 1024: the peak at small batches is the optimizer step,
  * so its memory is not linear in the batch. vramd grants the batch whose
  * full estimate fits and reserves exactly that estimate. */
@@ -339,36 +358,17 @@ static void degrades_to_the_estimate_at_the_batch(void **st)
     assert_int_equal(vram_estimate_at_batch(&m, &e, 1, &at1), 0);
     /* a line through batches 1 and 1024 misses batch 2 (the optimizer step
      * dominates there: batch 2 costs almost what batch 1 does) */
-    uint64_t slope = (r.mem_bytes - at1) / 1023;
-    assert_true(r.mem_bytes - 1022 * slope > at2 + (at2 - at1) * 4);
+    uint64_t line = (r.mem_bytes - at1) / 1023;
+    assert_true(r.mem_bytes - 1022 * line > at2 + (at2 - at1) * 4);
 
-    vram_sched_config_t c = config(1, 128);
-    fake.outside[0] = fake.total[0] - (at512 + (r.mem_bytes - at512) / 2);
-    vram_sched_t *s;
-    assert_int_equal(vram_sched_open(&c, &s), 0);
-    vram_job_t j;
-    assert_int_equal(vram_sched_submit(s, &r, &j), 0);
-    assert_int_equal(j.state, VRAM_JOB_RUNNING);
-    assert_int_equal(j.granted_batch, 512);
-    assert_int_equal(j.grad_accum, 2);
-    assert_int_equal(j.reserved_bytes, at512);
-    assert_int_equal(vram_sched_check(s), 0);
-    vram_sched_close(s);
-
+    grants_with_free(&r, at512 + (r.mem_bytes - at512) / 2, 512, 2, at512);
     /* room for batch 2's estimate but not for the line's figure there */
-    c = config(1, 128);
-    fake.outside[0] = fake.total[0] - (at2 + (r.mem_bytes - 1022 * slope - at2) / 2);
-    assert_int_equal(vram_sched_open(&c, &s), 0);
-    assert_int_equal(vram_sched_submit(s, &r, &j), 0);
-    assert_int_equal(j.state, VRAM_JOB_RUNNING);
-    assert_int_equal(j.granted_batch, 2);
-    assert_int_equal(j.grad_accum, 512);
-    assert_int_equal(j.reserved_bytes, at2);
-    assert_int_equal(vram_sched_check(s), 0);
+    grants_with_free(&r, at2 + (r.mem_bytes - 1022 * line - at2) / 2, 2, 512, at2);
     /* the table survives a restart (the store) */
     char path[512];
-    vram_sched_close(s);
-    c = file_config(1, 128, "table.db", path);
+    vram_sched_config_t c = file_config(1, 128, "table.db", path);
+    vram_sched_t *s;
+    vram_job_t j;
     fake.outside[0] = fake.total[0] - (at512 + (r.mem_bytes - at512) / 2);
     assert_int_equal(vram_sched_open(&c, &s), 0);
     assert_int_equal(vram_sched_submit(s, &r, &j), 0);
