@@ -1,6 +1,7 @@
 /* vram_estimate: combines the architecture's counts and activations with
  * precision, optimizer, ZeRO partitioning and overhead (docs/estimation.md). */
 #include "arch_parts.h"
+#include "estimate_at.h"
 #include "estimate_limits.h"
 #include "gpu_overhead.h"
 #include "lora.h"
@@ -471,14 +472,21 @@ int vram_estimate(const vram_model_t *m, const vram_estimate_config_t *c, vram_e
     return estimate(&with_head, c, out);
 }
 
+int vram_estimate_whole_at(const vram_model_t *m, const vram_estimate_config_t *cfg, int64_t batch,
+                           vram_estimate_t *out)
+{
+    if (!cfg) return vram_fail(VRAM_EINVAL, "vram_estimate_at_batch: NULL argument");
+    vram_estimate_config_t c = *cfg;
+    c.batch_size = batch;
+    return vram_estimate(m, &c, out);
+}
+
 int vram_estimate_at_batch(const vram_model_t *m, const vram_estimate_config_t *cfg, int64_t batch,
                            uint64_t *bytes)
 {
     if (!cfg || !bytes) return vram_fail(VRAM_EINVAL, "vram_estimate_at_batch: NULL argument");
-    vram_estimate_config_t c = *cfg;
-    c.batch_size = batch;
     vram_estimate_t e;
-    int rc = vram_estimate(m, &c, &e);
+    int rc = vram_estimate_whole_at(m, cfg, batch, &e);
     if (!rc) *bytes = e.total;
     return rc;
 }

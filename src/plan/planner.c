@@ -2,6 +2,7 @@
  * tried (the peak can move between phases as the batch grows, so no slope
  * between two batches predicts a third). */
 #include "vram.h"
+#include "estimate_at.h"
 #include "estimate_limits.h"
 
 #include <math.h>
@@ -15,14 +16,6 @@ void vram_plan_config_init(vram_plan_config_t *cfg)
     memset(cfg, 0, sizeof *cfg);
     cfg->target = 0.70;
     cfg->power_of_two = true;
-}
-
-static int estimate_at(const vram_model_t *m, const vram_estimate_config_t *base, int64_t batch,
-                       vram_estimate_t *out)
-{
-    vram_estimate_config_t c = *base;
-    c.batch_size = batch;
-    return vram_estimate(m, &c, out);
 }
 
 static int64_t floor_pow2(int64_t v)
@@ -39,7 +32,7 @@ static bool fits_at(const vram_model_t *m, const vram_estimate_config_t *c, int6
                     uint64_t budget)
 {
     vram_estimate_t e;
-    return estimate_at(m, c, batch, &e) == 0 && e.total <= budget;
+    return vram_estimate_whole_at(m, c, batch, &e) == 0 && e.total <= budget;
 }
 
 /* Largest batch whose estimate fits the budget (0: not even one). The
@@ -188,7 +181,7 @@ static void suggestions(const vram_model_t *m, const vram_estimate_config_t *c, 
                         uint64_t budget, vram_plan_t *p)
 {
     vram_estimate_t base;
-    if (estimate_at(m, c, batch, &base)) return;
+    if (vram_estimate_whole_at(m, c, batch, &base)) return;
     vram_estimate_config_t at = *c;
     at.batch_size = batch;
     change_t all[12];
@@ -237,8 +230,8 @@ int vram_plan(const vram_model_t *m, const vram_estimate_config_t *est,
         return vram_fail(VRAM_EINVAL, "target %g is not a fraction in (0, 1]", dev->target);
     if (dev->batch_size < 0) return vram_fail(VRAM_EINVAL, "batch size cannot be negative");
     vram_estimate_t one, current;
-    int rc = estimate_at(m, est, 1, &one);
-    if (!rc && dev->batch_size > 0) rc = estimate_at(m, est, dev->batch_size, &current);
+    int rc = vram_estimate_whole_at(m, est, 1, &one);
+    if (!rc && dev->batch_size > 0) rc = vram_estimate_whole_at(m, est, dev->batch_size, &current);
     if (rc) return rc;
 
     vram_plan_t p = {0};
@@ -289,7 +282,7 @@ int vram_plan(const vram_model_t *m, const vram_estimate_config_t *est,
     p.shown_batch = dev->batch_size > 0 ? dev->batch_size : (p.recommended ? p.recommended : 1);
     if (dev->batch_size > 0)
         p.shown = p.current;
-    else if ((rc = estimate_at(m, est, p.shown_batch, &p.shown)))
+    else if ((rc = vram_estimate_whole_at(m, est, p.shown_batch, &p.shown)))
         return rc;
     bool judged_fits = dev->batch_size > 0 ? p.fit == VRAM_FIT_YES : raw >= 1;
     if (!judged_fits) suggestions(m, est, judged, p.budget_bytes, &p);
