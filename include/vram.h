@@ -1270,7 +1270,9 @@ VRAM_API int vram_spawn_read_exit(const char *exit_dir, int64_t id, int *exit_st
  * percent sign (as in sbatch's --output). EINVAL when out[len] is too small. */
 VRAM_API int vram_spawn_expand_path(const char *pattern, int64_t id, char *out, size_t len);
 /* Checks the ledger invariants (reserved <= usable per device, no job both
- * queued and running, per-device job counts); 0 or ESTATE with a message. */
+ * queued and running, per-device job counts, a running job with a
+ * batch_bytes table reserving mem_bytes or the entry at its granted
+ * batch); 0 or ESTATE with a message. */
 VRAM_API int vram_sched_check(vram_sched_t *s);
 VRAM_API const char *vram_job_state_name(vram_job_state_t st);
 /* Parses "queued", "running", ...; -1 if unknown. */

@@ -951,6 +951,20 @@ int vram_sched_wait_end(vram_sched_t *s, int64_t id, int timeout_ms, vram_job_t 
     return wait_while(s, id, 0, true, timeout_ms, out);
 }
 
+/* A running job with a table holds its full ask, or exactly the table's
+ * entry for the batch it was granted. (One without a table holds mem_bytes,
+ * but a job degraded by an earlier release, reloaded from the store, may
+ * hold what that release reserved.) */
+static bool reserves_an_entry(const vram_job_t *j)
+{
+    if (j->req.nbatch_bytes == 0 || j->reserved_bytes == j->req.mem_bytes) return true;
+    for (int i = 0; i < j->req.nbatch_bytes; i++)
+        if (j->req.batch_bytes[i].batch == j->granted_batch &&
+            j->req.batch_bytes[i].bytes == j->reserved_bytes)
+            return true;
+    return false;
+}
+
 int vram_sched_check(vram_sched_t *s)
 {
     pthread_mutex_lock(&s->lock);
@@ -990,6 +1004,10 @@ int vram_sched_check(vram_sched_t *s)
                            j->ndevices, j->req.gpus);
         else if (j->state == VRAM_JOB_QUEUED && j->ndevices != 0)
             rc = vram_fail(VRAM_ESTATE, "queued job %lld holds devices", (long long)j->id);
+        else if (j->state == VRAM_JOB_RUNNING && !reserves_an_entry(j))
+            rc = vram_fail(VRAM_ESTATE, "job %lld reserves %llu at batch %u: not its table's",
+                           (long long)j->id, (unsigned long long)j->reserved_bytes,
+                           j->granted_batch);
         for (int a = 0; rc == 0 && a < j->ndevices; a++)
             for (int b = 0; b < a; b++)
                 if (j->devices[a] == j->devices[b])
