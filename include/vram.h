@@ -868,8 +868,10 @@ typedef struct {
  * out[0..*n). A batch worth granting is the smallest one for its number of
  * accumulation steps k, ceil(B/k): every other batch needs as many steps
  * and more memory. When there are more than `cap`, the largest cap/2 are
- * kept and the rest thinned evenly, keeping the smallest. EINVAL when lo < 1,
- * lo > the batch, cap < 1 or a NULL argument; errors of vram_estimate. */
+ * kept and the rest thinned evenly, keeping the smallest (cap 1: the batch
+ * alone). Bytes never fall as the batch grows (a running maximum, should
+ * an estimate dip). EINVAL when lo < 1, lo > the batch, cap < 1 or a NULL
+ * argument; errors of vram_estimate. */
 VRAM_API int vram_estimate_batch_table(const vram_model_t *m, const vram_estimate_config_t *cfg,
                                        int64_t lo, vram_batch_bytes_t *out, int cap, int *n);
 

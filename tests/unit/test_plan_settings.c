@@ -327,6 +327,35 @@ static void memory_at_batch_from_full_estimates(void **state)
     assert_int_equal(t[0].batch, 3);
     for (int i = 1; i < n; i++)
         assert_true(t[i].batch > t[i - 1].batch && t[i].bytes >= t[i - 1].bytes);
+    /* any range and cap: increasing batches, all worth granting, the
+     * largest cap/2 of them all kept, the batch and (cap > 1) the smallest
+     * one >= lo always there */
+    srand(22);
+    for (int round = 0; round < 300; round++) {
+        int64_t top = 1 + rand() % (round < 150 ? 200 : 5000), lo = 1 + rand() % top;
+        int cap = 1 + rand() % VRAM_JOB_MAX_BATCHES;
+        c.batch_size = top;
+        assert_int_equal(vram_estimate_batch_table(&m, &c, lo, t, cap, &n), 0);
+        int64_t all[200], count = 0; /* ceil(top/k) >= lo, largest first */
+        for (int64_t k = 1; k <= top && count < 200; k++) {
+            int64_t b = (top + k - 1) / k;
+            if (b < lo) break;
+            if (!count || all[count - 1] != b) all[count++] = b;
+        }
+        if (count == 200) continue; /* longer than the reference keeps */
+        assert_int_equal(n, count < cap ? count : cap);
+        assert_int_equal(t[n - 1].batch, top);
+        if (cap > 1 || count == 1) assert_int_equal(t[0].batch, all[count - 1]);
+        for (int i = 0; i < n; i++) {
+            bool listed = false;
+            for (int64_t k = 0; k < count; k++)
+                listed |= all[k] == t[i].batch;
+            assert_true(listed);
+            if (i) assert_true(t[i].batch > t[i - 1].batch && t[i].bytes >= t[i - 1].bytes);
+        }
+        for (int k = 0; k < (count <= cap ? count : (cap > 1 ? cap / 2 : 1)); k++)
+            assert_int_equal(t[n - 1 - k].batch, all[k]);
+    }
     assert_int_equal(vram_estimate_batch_table(&m, &c, 0, t, 20, &n), VRAM_EINVAL);
     assert_int_equal(vram_estimate_batch_table(&m, &c, 100001, t, 20, &n), VRAM_EINVAL);
 }
