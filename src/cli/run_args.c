@@ -337,8 +337,10 @@ static int memory_source(run_opts_t *o, const cli_model_args_t *ma)
  * --min-batch-size says otherwise. */
 static int mem_at_table(run_opts_t *o)
 {
-    vram_batch_bytes_t *last = o->ntable ? &o->table[o->ntable - 1] : NULL;
-    if (!last || last->batch == o->batch) return 0; /* none, or the estimator's */
+    uint32_t largest = o->table[o->ntable - 1].batch;
+    if (largest >= o->batch)
+        return cli_usage_error(o->cmd, "--mem-at %u=...: batch %u is not below --batch-size %u",
+                               largest, largest, o->batch);
     o->table[o->ntable++] = (vram_batch_bytes_t){o->batch, o->mem};
     if (!o->min_batch) o->min_batch = o->table[0].batch;
     vram_job_request_t r = {.mem_bytes = o->mem,
@@ -405,7 +407,7 @@ int run_parse(const char *cmd, int argc, char **argv, run_opts_t *o)
     if ((rc = parse_options(o, n, o->argv_copy, &seen))) return rc;
     if ((rc = memory_source(o, &ma))) return rc;
     if ((rc = check_combination(o, &seen, gpus_flag || seen.given['g']))) return rc;
-    if ((rc = mem_at_table(o))) return rc;
+    if (seen.given['a'] && (rc = mem_at_table(o))) return rc;
     describe_command(o);
     return 0;
 }

@@ -36,6 +36,7 @@ check_usage '--devices 0,1 names 2 GPU(s) but --gpus asks for 1' run --devices 0
 check_usage '--oom-exit-code does nothing without --retry-oom' run --mem 1GiB --oom-exit-code 3 -- true
 check_usage '--mem-at gives smaller batches: it needs --batch-size' run --mem 1GiB --mem-at 2=1GiB -- true
 check_usage 'batch_bytes[1]: 3221225472 bytes at batch 4, less than' run --mem 8GiB --batch-size 8 --mem-at 2=4GiB,4=3GiB -- true
+check_usage '--mem-at 8=...: batch 8 is not below --batch-size 8' run --mem 8GiB --batch-size 8 --mem-at 8=4GiB -- true
 check_usage '--mem-at: batch 2 is given twice' run --mem 8GiB --batch-size 8 --mem-at 2=1GiB --mem-at 2=2GiB -- true
 check_usage '--mem-at and --model' run --mem-at 2=1GiB --model gpt2 --batch-size 4 -- true
 check_usage '--mem and --model' run --mem 1GiB --model gpt2 -- true
