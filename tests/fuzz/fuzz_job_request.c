@@ -36,6 +36,24 @@ static void check_job_matches_body(const uint8_t *data, size_t size, json_t *job
         FUZZ_CHECK(json_integer_value(asked) == json_integer_value(json_object_get(job, ints[i])),
                    "job holds a different %s than the body asked for", ints[i]);
     }
+    /* the batch table as asked, and one vramd may trust: batches
+     * increasing, bytes non-decreasing and never above mem_bytes */
+    json_t *asked = json_object_get(body, "batch_bytes"),
+           *table = json_object_get(job, "batch_bytes");
+    FUZZ_CHECK(json_is_array(table), "job without a batch_bytes array");
+    FUZZ_CHECK(json_array_size(table) == (json_is_array(asked) ? json_array_size(asked) : 0),
+               "job holds %zu batch_bytes entries, the body asked for another count",
+               json_array_size(table));
+    for (size_t i = 0; i < json_array_size(table); i++) {
+        json_t *e = json_array_get(table, i), *prev = i ? json_array_get(table, i - 1) : NULL;
+        json_int_t b = json_integer_value(json_object_get(e, "batch"));
+        json_int_t n = json_integer_value(json_object_get(e, "bytes"));
+        FUZZ_CHECK(b >= 1 && n >= 1 && (uint64_t)n <= want,
+                   "batch_bytes[%zu] accepted out of range", i);
+        FUZZ_CHECK(!prev || (b > json_integer_value(json_object_get(prev, "batch")) &&
+                             n >= json_integer_value(json_object_get(prev, "bytes"))),
+                   "batch_bytes[%zu] accepted out of order", i);
+    }
     json_t *name = json_object_get(body, "name");
     if (json_is_string(name))
         FUZZ_CHECK(json_equal(name, json_object_get(job, "name")),
