@@ -9,6 +9,7 @@
 # peer's uid is still the client's (not vramd's) through the relay.
 source "$(dirname "$0")/daemon_lib.sh"
 export VRAM_REQUEST_TIMEOUT=3
+export VRAM_TOKEN=screen-token # TCP reads /v1/status with it
 start_daemon --socket-mode 0666
 chmod 755 "$T"
 
@@ -63,7 +64,8 @@ def make(host):
     global HOST, GOOD, STATUS, HEADS, CHUNKS, LIMITS, EDGES
     HOST = host
     GOOD = b"GET /v1/health HTTP/1.1\r\nHost: " + HOST + b"\r\n\r\n"
-    STATUS = b"GET /v1/status HTTP/1.1\r\nHost: " + HOST + b"\r\n\r\n"
+    auth = b"" if host == b"localhost" else b"Authorization: Bearer screen-token\r\n"
+    STATUS = b"GET /v1/status HTTP/1.1\r\nHost: " + HOST + b"\r\n" + auth + b"\r\n"
     def chunked(body):
         return (b"POST /v1/jobs HTTP/1.1\r\nHost: " + HOST + b"\r\nContent-Type: application/json\r\n"
                 b"Transfer-Encoding: chunked\r\n\r\n" + body)
