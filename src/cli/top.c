@@ -6,6 +6,7 @@
 #include "cli/top.h"
 #include "cli/proc_text.h"
 #include "core/proc.h"
+#include "core/escape.h"
 
 #include <curses.h>
 #include <getopt.h>
