@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Fails when libvram defines a global symbol without the vram_ prefix:
 # the shared library's dynamic symbols and the static archives' globals
-# (libvram.a, vram_core's) alike. Usage: check_symbols.sh SHARED ARCHIVE...
+# (libvram.a, vram_core, vram_pool_tools) alike.
+# Usage: check_symbols.sh LIBVRAM_SO ARCHIVE...
 # (ASan builds add an __odr_asan.<name> companion for each global variable.)
 set -euo pipefail
 shared=$1; shift
