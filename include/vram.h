@@ -850,7 +850,7 @@ VRAM_API int vram_estimate_setting_applies(const vram_model_t *m, const char *ke
  * derives it from a slope. Errors as vram_estimate. */
 VRAM_API int vram_estimate_at_batch(const vram_model_t *m, const vram_estimate_config_t *cfg,
                                     int64_t batch, uint64_t *bytes);
-/* For vramd's degradation (vram_job_request_t.per_sample_bytes): the
+/* For vramd's degradation (a job request's per_sample_bytes, docs/daemon.md): the
  * smallest per-sample figure that keeps mem(hi) - (hi - b) * figure at or
  * above the full estimate at every batch b in [lo, hi], and at hi exactly.
  * Computed from full estimates at each b (no slope assumed; a range longer
