@@ -4,6 +4,7 @@
 #define VRAM_DAEMON_H
 
 #include "vram.h"
+#include "watch/watch.h"
 
 #include <stdarg.h>
 

@@ -2,6 +2,7 @@
  * handler). Request bodies are decoded by libvram (vram_job_request_decode)
  * before anything reaches the scheduler, so bad input never changes state. */
 #include "daemon/daemon.h"
+#include "vram_int.h"
 
 #include <errno.h>
 #include <jansson.h>

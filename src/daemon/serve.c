@@ -16,7 +16,7 @@
 #include <grp.h>
 #include <sys/file.h>
 #include <sys/resource.h>
-#include "core/file.h"
+#include "vram_int.h"
 #include <time.h>
 #include <unistd.h>
 

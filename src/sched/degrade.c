@@ -1,5 +1,5 @@
 /* Graceful degradation: a smaller batch with gradient accumulation. */
-#include "vram.h"
+#include "sched/sched.h"
 
 uint64_t vram_job_mem_at_batch(const vram_job_request_t *req, uint32_t batch)
 {

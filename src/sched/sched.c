@@ -1,7 +1,7 @@
 /* The scheduler object the daemon drives: submit, cancel, finish, renew and a
  * periodic tick. One lock guards everything; every operation writes its state
  * changes to the store in one transaction before it returns. */
-#include "device/source.h"
+#include "sched/device_source.h"
 #include "sched_internal.h"
 
 #include <errno.h>

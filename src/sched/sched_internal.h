@@ -2,7 +2,7 @@
 #ifndef VRAM_SCHED_INTERNAL_H
 #define VRAM_SCHED_INTERNAL_H
 
-#include "vram.h"
+#include "sched/sched.h"
 #include "core/json_writer.h"
 #include "core/proc.h"
 

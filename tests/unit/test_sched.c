@@ -18,6 +18,7 @@
 #include <unistd.h>
 
 #include "vram.h"
+#include "sched/sched.h"
 
 #define GiB (1024ull * 1024 * 1024)
 
