@@ -54,11 +54,11 @@ static uid_t actor(const vramd_request_t *q)
     return q->transport == VRAMD_UNIX ? q->uid : 0;
 }
 
-/* Who reads: the socket peer, root for the token, else an anonymous reader. */
+/* Who reads: reading routes admit identified callers only (admitted()), so
+ * the reader is the actor. */
 static int64_t viewer(const vramd_request_t *q)
 {
-    if (q->transport == VRAMD_UNIX) return q->may_mutate ? (int64_t)q->uid : VRAM_VIEWER_ANONYMOUS;
-    return q->may_mutate ? 0 : VRAM_VIEWER_ANONYMOUS;
+    return (int64_t)actor(q);
 }
 
 static void job_reply(vramd_state_t *d, const vramd_request_t *q, vramd_response_t *r, int status,
@@ -249,7 +249,8 @@ static void list_jobs(vramd_state_t *d, const vramd_request_t *q, vramd_response
 static void status(vramd_state_t *d, const vramd_request_t *q, vramd_response_t *r, int64_t id)
 {
     (void)id;
-    char *t = vram_sched_status_json_for(d->sched, viewer(q));
+    (void)q;
+    char *t = vram_sched_status_json(d->sched);
     if (!t) {
         vramd_error(r, 500, "internal", "cannot read devices: %s", vram_last_error());
         return;

@@ -216,14 +216,10 @@ char *vram_sched_job_json(vram_sched_t *s, int64_t id);
 char *vram_sched_jobs_json(vram_sched_t *s, int limit);
 char *vram_sched_status_json(vram_sched_t *s);
 char *vram_sched_devices_json(vram_sched_t *s);
-/* The same views as one reader sees them (the plain ones are root's view):
- * a uid sees the pid and command of its own jobs only (root: of all);
- * VRAM_VIEWER_ANONYMOUS (an unauthenticated TCP reader) sees no job at all
- * (job/jobs return NULL) and a status without the names of pending jobs. */
-#define VRAM_VIEWER_ANONYMOUS ((int64_t)-1)
+/* The same views as one reader (a uid; 0 is root) sees them (the plain ones
+ * are root's view): a uid sees the pid and command of its own jobs only. */
 char *vram_sched_job_json_for(vram_sched_t *s, int64_t id, int64_t viewer);
 char *vram_sched_jobs_json_for(vram_sched_t *s, int limit, int64_t viewer);
-char *vram_sched_status_json_for(vram_sched_t *s, int64_t viewer);
 /* The event log of one job, oldest first: {"id", "events": [{"at", "kind",
  * "message"}]}; NULL for an unknown id (ENOENT) or a store error. */
 char *vram_sched_events_json(vram_sched_t *s, int64_t id);
