@@ -21,6 +21,7 @@
 #include "firstfit.h"
 
 #include "vram.h"
+#include "sched/sched.h"
 
 #include <math.h>
 #include <stdbool.h>

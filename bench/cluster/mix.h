@@ -5,6 +5,7 @@
 #define BENCH_CLUSTER_MIX_H
 
 #include "vram.h"
+#include "sched/sched.h"
 
 #include <stdint.h>
 

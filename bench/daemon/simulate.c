@@ -8,6 +8,7 @@
  *
  *   bench_simulate [JOBS=200] [SEED=1] */
 #include "vram.h"
+#include "sched/sched.h"
 
 #include <math.h>
 #include <stdio.h>

@@ -12,7 +12,7 @@
  * recorded ones, so a rule fitted to those gains nothing here.
  *
  * Usage: bench_pool_frag [max size in bytes (default 4194304)] [seed] */
-#include "pool/replay.h"
+#include "pool/tools/replay.h"
 
 #include <math.h>
 #include <stdio.h>

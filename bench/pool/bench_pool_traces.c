@@ -23,7 +23,7 @@
  *
  * Usage: bench_pool_traces [DIR with *.trace (default ../shared/traces)] [repeat (default 3)]
  *                          [device cost as for vram replay, e.g. map=231,unmap=26,move=63] */
-#include "pool/replay.h"
+#include "pool/tools/replay.h"
 
 #include <dirent.h>
 #include <stdio.h>

@@ -12,6 +12,7 @@
  * usage: bench_watch [SECONDS]   (default 10)
  */
 #include "vram.h"
+#include "watch/watch.h"
 
 #include <signal.h>
 #include <stdio.h>

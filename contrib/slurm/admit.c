@@ -1,8 +1,8 @@
 /* The step's side of vramd: estimate, register, wait, report, finish. */
 #include "spank_vram.h"
 
-#include "cli/batch_table.h"
 #include "cli/daemon_client.h"
+#include "sched/sched.h" /* VRAM_JOB_MAX_BATCHES: the table vramd accepts */
 #include "vram.h"
 
 #include <errno.h>

@@ -2,6 +2,7 @@
  * a rules file before vramd is pointed at it. */
 #include "cli/daemon_client.h"
 #include "cli/proc_text.h"
+#include "watch/watch.h"
 
 #include <getopt.h>
 #include <stdio.h>

@@ -1,5 +1,6 @@
 /* Error reporting, size and id parsing, and "did you mean" shared by the subcommands. */
 #include "cli.h"
+#include "vram_int.h"
 
 #include <ctype.h>
 #include <errno.h>

@@ -1,7 +1,7 @@
 /* vram estimate: the memory a training or inference job will need. */
 #include "cli.h"
 #include "model_args.h"
-#include "plan/estimate_json.h"
+#include "vram_int.h"
 
 #include <stdio.h>
 #include <string.h>

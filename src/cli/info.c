@@ -1,8 +1,7 @@
 /* vram info: the devices and their memory, as a table or JSON
  * (schema: docs/info-json.md). */
 #include "cli.h"
-#include "core/proc.h"
-#include "device/info_json.h"
+#include "vram_int.h"
 #include "cli/daemon_client.h"
 #include "cli/proc_text.h"
 

@@ -2,6 +2,7 @@
  * vram cancel ID... | --user U --state S. */
 #include "cli/daemon_client.h"
 #include "cli/jobs_view.h"
+#include "sched/sched.h"
 
 #include <errno.h>
 #include <pwd.h>

@@ -2,7 +2,7 @@
  * detail of one job. Every string from the daemon is escaped before it
  * reaches the terminal (names and commands are whatever a client sent). */
 #include "cli/jobs_view.h"
-#include "core/proc.h"
+#include "vram_int.h"
 
 #include <stdio.h>
 #include <stdlib.h>

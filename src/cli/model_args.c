@@ -2,7 +2,6 @@
 #include "model_args.h"
 
 #include "cli.h"
-#include "plan/estimate_limits.h"
 
 #include <stdlib.h>
 #include <string.h>

@@ -2,6 +2,7 @@
  * reset (GET /v1/peaks, POST /v1/peaks/reset). */
 #include "cli/daemon_client.h"
 #include "cli/proc_text.h"
+#include "vram_int.h"
 
 #include <getopt.h>
 #include <stdio.h>

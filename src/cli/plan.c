@@ -1,9 +1,8 @@
 /* vram plan: which batch size fits a GPU, and what to change when none does. */
 #include "cli.h"
-#include "plan/gpu_names.h"
+#include "vram_int.h"
 #include "cli/daemon_client.h"
 #include "model_args.h"
-#include "plan/estimate_json.h"
 
 #include <errno.h>
 #include <stdio.h>

@@ -1,7 +1,7 @@
 /* vram replay: replays an allocation trace through the pool (and baselines beside it)
  * on a private simulated device and reports latency and fragmentation. */
 #include "cli.h"
-#include "pool/replay.h"
+#include "pool/tools/replay.h"
 
 #include <getopt.h>
 #include <stdio.h>

@@ -4,6 +4,7 @@
 #define VRAM_CLI_RUN_H
 
 #include "cli/daemon_client.h"
+#include "sched/sched.h"
 
 typedef struct {
     const char *cmd; /* "run" or "submit" */

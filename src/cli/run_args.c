@@ -1,6 +1,5 @@
 /* The options of vram run and vram submit (one table), their checks, and
  * the job request built from them. */
-#include "cli/batch_table.h"
 #include "cli/model_args.h"
 #include "cli/run.h"
 

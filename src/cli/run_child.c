@@ -5,6 +5,7 @@
  * job), else through a pipe. Signals to vram run become SIGTERM to the
  * group, then SIGKILL after --grace. */
 #include "cli/run.h"
+#include "sched/sched.h"
 
 #include <errno.h>
 #include <fcntl.h>

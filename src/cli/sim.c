@@ -2,7 +2,7 @@
  * the shared sim state. Always uses the sim backend, whatever VRAM_BACKEND
  * says: these commands are about the simulation itself. */
 #include "cli.h"
-#include "device/sim.h"
+#include "vram_int.h"
 
 #include <errno.h>
 #include <getopt.h>

@@ -1,5 +1,6 @@
 /* vram submit (a detached job vramd starts), vram wait ID..., vram attach ID. */
 #include "cli/run.h"
+#include "sched/sched.h"
 
 #include <errno.h>
 #include <limits.h>

@@ -5,7 +5,7 @@
  * This file: data and keys; top_draw.c lays the screen out. */
 #include "cli/top.h"
 #include "cli/proc_text.h"
-#include "core/proc.h"
+#include "vram_int.h"
 
 #include <curses.h>
 #include <getopt.h>

@@ -5,7 +5,7 @@
  * names, users, command lines, alert messages) goes through
  * vram_escape_text: a newline in a name cannot move the cursor. */
 #include "cli/top.h"
-#include "core/escape.h"
+#include "vram_int.h"
 
 #include <curses.h>
 #include <math.h>

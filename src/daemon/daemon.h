@@ -4,6 +4,7 @@
 #define VRAM_DAEMON_H
 
 #include "vram.h"
+#include "watch/watch.h"
 
 #include <stdarg.h>
 
@@ -34,8 +35,10 @@ typedef struct {
     vramd_transport_t transport;
     uid_t uid;               /* peer uid (Unix socket) */
     pid_t peer_pid;          /* peer pid (Unix socket), 0 = unknown */
-    bool may_mutate;         /* Unix socket, or TCP with the token */
-    const char *deny_reason; /* why mutations are refused (TCP) */
+    bool may_mutate;         /* identified: Unix-socket peer, or TCP with the token */
+    const char *deny_reason; /* why not identified (may_mutate false) */
+    int deny_status;         /* and the status of a refusal: 401 (token missing or
+                                wrong) or 403 (no token can help) */
 } vramd_request_t;
 
 typedef struct {
@@ -103,9 +106,9 @@ void vramd_watch_alerts(vramd_state_t *d, const vramd_request_t *q, vramd_respon
 void vramd_watch_peaks(vramd_state_t *d, const vramd_request_t *q, vramd_response_t *r, int64_t id);
 void vramd_watch_reset_peaks(vramd_state_t *d, const vramd_request_t *q, vramd_response_t *r,
                              int64_t id);
-/* dashboard.c: the dashboard's embedded files on TCP; true when the request
- * was one of them and resp is filled. */
-bool vramd_dashboard_route(vramd_state_t *d, const vramd_request_t *req, vramd_response_t *resp);
+/* dashboard.c: GET of the dashboard's embedded files (rows of routes.c's
+ * table): on TCP the file at the path, else 404. */
+void vramd_dashboard(vramd_state_t *d, const vramd_request_t *q, vramd_response_t *r, int64_t id);
 /* Opens and starts the watch on the daemon's devices, scheduler and database. */
 int vramd_watch_start(vramd_state_t *d, vram_ctx_t *ctx, vram_sched_t *sched, const char *db);
 

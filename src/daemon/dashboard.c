@@ -1,37 +1,32 @@
-/* The web dashboard: GET / and /static/... on the TCP listener, from the
- * files embedded at build time (web/, and dygraphs from Debian's
- * libjs-dygraphs). The page reads the JSON API of the same listener. */
+/* The web dashboard: GET /, /index.html and /static/... on the TCP listener
+ * (rows of routes.c's table), from the files embedded at build time (web/,
+ * and dygraphs from Debian's libjs-dygraphs). The files hold no data: the
+ * page reads the JSON API of the same listener with the token. */
 #include "daemon/daemon.h"
 #include "daemon/web_assets.h"
 
 #include <stdlib.h>
 #include <string.h>
 
-bool vramd_dashboard_route(vramd_state_t *d, const vramd_request_t *q, vramd_response_t *r)
+void vramd_dashboard(vramd_state_t *d, const vramd_request_t *q, vramd_response_t *r, int64_t id)
 {
     (void)d;
-    if (q->transport != VRAMD_TCP) return false;
+    (void)id;
     const char *path = !strcmp(q->path, "/index.html") ? "/" : q->path;
-    for (size_t i = 0; i < vramd_nassets; i++) {
+    for (size_t i = 0; q->transport == VRAMD_TCP && i < vramd_nassets; i++) {
         const vramd_asset_t *a = &vramd_assets[i];
         if (strcmp(a->url, path)) continue;
-        if (strcmp(q->method, "GET") && strcmp(q->method, "HEAD")) {
-            r->status = 405;
-            r->allow = "GET";
-            r->body = strdup("{\"error\":{\"code\":\"method_not_allowed\",\"message\":\"GET "
-                             "only\"}}");
-            return true;
-        }
-        r->body = malloc(a->size + 1);
-        if (!r->body) return false;
-        memcpy(r->body, a->data, a->size + 1);
-        r->status = 200;
+        char *body = malloc(a->size + 1);
+        if (body) memcpy(body, a->data, a->size + 1);
+        vramd_reply_text(r, 200, body);
+        if (!body) return;
         r->content_type = a->content_type;
         /* The page itself is checked on every load; the script, the style
          * and dygraphs are kept 10 minutes (a new vramd's are picked up
          * within that), so a reload moves only the page and the data. */
         r->cache_control = strncmp(a->url, "/static/", 8) ? "no-cache" : "max-age=600";
-        return true;
+        return;
     }
-    return false;
+    vramd_error(r, 404, "not_found", "no file %s%s", q->path,
+                q->transport == VRAMD_TCP ? "" : " (the dashboard is served on TCP)");
 }

@@ -94,6 +94,7 @@ static bool same_secret(const char *a, const char *b)
 
 static void authorize(void *guard_ctx, const char *auth, vramd_request_t *q)
 {
+    q->deny_status = 403;
     if (q->transport == VRAMD_UNIX) {
         if (vramd_guard_peer_cred(guard_ctx, &q->uid, &q->peer_pid))
             q->may_mutate = true;
@@ -103,10 +104,14 @@ static void authorize(void *guard_ctx, const char *auth, vramd_request_t *q)
     }
     const char *token = vram_option_str(VRAM_OPT_TOKEN);
     if (!*token) {
-        q->deny_reason = "TCP is read-only: use the Unix socket, or start vramd with VRAM_TOKEN "
-                         "and send \"Authorization: Bearer TOKEN\"";
-    } else if (!auth || strncmp(auth, "Bearer ", 7) || !same_secret(auth + 7, token)) {
-        q->deny_reason = "wrong or missing token: send \"Authorization: Bearer TOKEN\"";
+        q->deny_reason = "vramd has no token (VRAM_TOKEN or VRAM_TOKEN_FILE), so TCP serves "
+                         "unidentified callers only: use the Unix socket";
+    } else if (!auth) {
+        q->deny_status = 401;
+        q->deny_reason = "missing token: send \"Authorization: Bearer TOKEN\"";
+    } else if (strncmp(auth, "Bearer ", 7) || !same_secret(auth + 7, token)) {
+        q->deny_status = 401;
+        q->deny_reason = "wrong token: send \"Authorization: Bearer TOKEN\"";
     } else {
         q->may_mutate = true;
     }
@@ -246,10 +251,13 @@ char *vramd_reply_bytes(const vramd_response_t *r, bool head_only, bool close, b
     char head[512];
     int hl = snprintf(
         head, sizeof head,
-        "HTTP/1.1 %d %s\r\nContent-Type: %s\r\nContent-Length: %zu\r\n%s%s%s%s%s%s%s%s"
+        "HTTP/1.1 %d %s\r\nContent-Type: %s\r\nContent-Length: %zu\r\n%s%s%s%s%s%s%s%s%s"
         "\r\n",
         r->status, status_text(r->status), r->content_type ? r->content_type : "application/json",
         blen, packed ? "Content-Encoding: gzip\r\nVary: Accept-Encoding\r\n" : "",
+        /* RFC 9110 §15.5.2: a 401 names its scheme (a browser asks no
+         * password for Bearer) */
+        r->status == 401 ? "WWW-Authenticate: Bearer realm=\"vramd\"\r\n" : "",
         r->allow ? "Allow: " : "", r->allow ? r->allow : "", r->allow ? "\r\n" : "",
         r->cache_control ? "Cache-Control: " : "", r->cache_control ? r->cache_control : "",
         r->cache_control ? "\r\n" : "", close ? "Connection: close\r\n" : "");

@@ -3,7 +3,7 @@
  * drops it when the process dies, so a crash never leaves a stale lock). The
  * file holds the holder's pid, to name it to a second vramd. */
 #include "daemon/daemon.h"
-#include "device/sim.h"
+#include "vram_int.h"
 
 #include <errno.h>
 #include <fcntl.h>

@@ -1,5 +1,6 @@
 /* Log lines to stderr: "2026-01-01T12:00:00.123Z vramd info: message". */
 #include "daemon/daemon.h"
+#include "vram_int.h"
 
 #include <pthread.h>
 #include <stdio.h>

@@ -2,6 +2,7 @@
  * handler). Request bodies are decoded by libvram (vram_job_request_decode)
  * before anything reaches the scheduler, so bad input never changes state. */
 #include "daemon/daemon.h"
+#include "vram_int.h"
 
 #include <errno.h>
 #include <jansson.h>
@@ -53,11 +54,11 @@ static uid_t actor(const vramd_request_t *q)
     return q->transport == VRAMD_UNIX ? q->uid : 0;
 }
 
-/* Who reads: the socket peer, root for the token, else an anonymous reader. */
+/* Who reads: reading routes admit identified callers only (admitted()), so
+ * the reader is the actor. */
 static int64_t viewer(const vramd_request_t *q)
 {
-    if (q->transport == VRAMD_UNIX) return q->may_mutate ? (int64_t)q->uid : VRAM_VIEWER_ANONYMOUS;
-    return q->may_mutate ? 0 : VRAM_VIEWER_ANONYMOUS;
+    return (int64_t)actor(q);
 }
 
 static void job_reply(vramd_state_t *d, const vramd_request_t *q, vramd_response_t *r, int status,
@@ -248,7 +249,8 @@ static void list_jobs(vramd_state_t *d, const vramd_request_t *q, vramd_response
 static void status(vramd_state_t *d, const vramd_request_t *q, vramd_response_t *r, int64_t id)
 {
     (void)id;
-    char *t = vram_sched_status_json_for(d->sched, viewer(q));
+    (void)q;
+    char *t = vram_sched_status_json(d->sched);
     if (!t) {
         vramd_error(r, 500, "internal", "cannot read devices: %s", vram_last_error());
         return;
@@ -301,25 +303,29 @@ static void output(vramd_state_t *d, const vramd_request_t *q, vramd_response_t 
 
 /* ---- the table ------------------------------------------------------------------ */
 
-/* Who may call a route: anyone who can connect (aggregates only), an
- * identified reader (a Unix-socket peer or a token holder; it sees other
- * users' jobs without their private fields), or an identified caller that may
- * change state (ownership is then checked by the scheduler). */
-typedef enum { ANYONE, READER, MUTATOR } who_t;
+/* Who may call a route, the column that says what TCP without the token
+ * may see. OPEN: anyone who can connect, TCP without the token included:
+ * what a Prometheus scrape and a health check need, and the dashboard's
+ * files (code, no data: the page asks for the token). READER: an
+ * identified caller (a Unix-socket peer, or TCP with the token; it sees
+ * other users' jobs without their private fields). MUTATOR: an identified
+ * caller that changes state (ownership is then checked by the scheduler). */
+typedef enum { OPEN, READER, MUTATOR } who_t;
 
 typedef void (*handler_fn)(vramd_state_t *d, const vramd_request_t *q, vramd_response_t *r,
                            int64_t id);
 
-/* "{id}" in a pattern matches one path segment holding a job id. */
+/* "{id}" in a pattern matches one path segment holding a job id, "{file}"
+ * any one non-empty segment. */
 static const struct route {
     const char *method;
     const char *pattern;
     who_t who;
     handler_fn handler;
 } routes[] = {
-    {"GET", "/v1/health", ANYONE, health},
-    {"GET", "/v1/status", ANYONE, status},
-    {"GET", "/v1/devices", ANYONE, devices},
+    {"GET", "/v1/health", OPEN, health},
+    {"GET", "/v1/status", READER, status},
+    {"GET", "/v1/devices", READER, devices},
     {"GET", "/v1/config", READER, config},
     {"GET", "/v1/jobs", READER, list_jobs},
     {"POST", "/v1/jobs", MUTATOR, submit},
@@ -330,16 +336,21 @@ static const struct route {
     {"POST", "/v1/jobs/{id}/peak", MUTATOR, peak},
     {"GET", "/v1/jobs/{id}/events", READER, events},
     {"GET", "/v1/jobs/{id}/output", READER, output},
-    /* monitoring (watch_routes.c, docs/monitoring.md): aggregates, no command lines */
-    {"GET", "/metrics", ANYONE, vramd_watch_metrics},
-    {"GET", "/v1/watch", ANYONE, vramd_watch_sample},
-    {"GET", "/v1/history", ANYONE, vramd_watch_history},
-    {"GET", "/v1/alerts", ANYONE, vramd_watch_alerts},
-    {"GET", "/v1/peaks", ANYONE, vramd_watch_peaks},
+    /* monitoring (watch_routes.c, docs/monitoring.md): no command lines;
+     * Prometheus scrapes /metrics without a token */
+    {"GET", "/metrics", OPEN, vramd_watch_metrics},
+    {"GET", "/v1/watch", READER, vramd_watch_sample},
+    {"GET", "/v1/history", READER, vramd_watch_history},
+    {"GET", "/v1/alerts", READER, vramd_watch_alerts},
+    {"GET", "/v1/peaks", READER, vramd_watch_peaks},
     {"POST", "/v1/peaks/reset", MUTATOR, vramd_watch_reset_peaks},
     /* the estimator and the planner (estimate_routes.c, docs/daemon.md) */
     {"POST", "/v1/estimate", READER, vramd_estimate},
     {"POST", "/v1/plan", READER, vramd_plan},
+    /* the dashboard's embedded files (dashboard.c; on TCP only) */
+    {"GET", "/", OPEN, vramd_dashboard},
+    {"GET", "/index.html", OPEN, vramd_dashboard},
+    {"GET", "/static/{file}", OPEN, vramd_dashboard},
 };
 
 static bool parse_id(const char *text, size_t len, int64_t *id)
@@ -361,6 +372,13 @@ static match_t match(const char *pattern, const char *path, int64_t *id)
 {
     const char *p = pattern, *s = path;
     while (*p && *s) {
+        if (!strncmp(p, "{file}", 6)) {
+            size_t n = strcspn(s, "/");
+            if (!n) return NO_MATCH;
+            p += 6;
+            s += n;
+            continue;
+        }
         if (!strncmp(p, "{id}", 4)) {
             size_t n = strcspn(s, "/");
             const char *pend = p + 4;
@@ -379,18 +397,24 @@ static match_t match(const char *pattern, const char *path, int64_t *id)
     return *p || *s ? NO_MATCH : MATCH;
 }
 
-/* Refuses a caller the route does not admit; returns true when allowed. */
+/* Refuses a caller the route does not admit (401: the token is missing or
+ * wrong; 403: nothing the caller can send helps); returns true when
+ * allowed. The message lists what unidentified callers may read, from the
+ * table. */
 static bool admitted(const struct route *rt, const vramd_request_t *q, vramd_response_t *r)
 {
-    if (rt->who == ANYONE || q->may_mutate) return true;
-    if (rt->who == READER)
-        vramd_error(r, 403, "forbidden",
-                    "without the token, TCP readers see aggregate status only (/v1/health, "
-                    "/v1/status, /v1/devices); jobs are visible on the Unix socket or with "
-                    "\"Authorization: Bearer TOKEN\"");
-    else
-        vramd_error(r, q->deny_reason && strstr(q->deny_reason, "wrong") ? 401 : 403, "forbidden",
-                    "%s", q->deny_reason ? q->deny_reason : "mutations are not allowed here");
+    if (rt->who == OPEN || q->may_mutate) return true;
+    char open[192] = "";
+    size_t at = 0;
+    for (size_t i = 0; i < sizeof routes / sizeof routes[0] && at < sizeof open; i++)
+        if (routes[i].who == OPEN && routes[i].handler != vramd_dashboard)
+            at += (size_t)snprintf(open + at, sizeof open - at, at ? ", %s" : "%s",
+                                   routes[i].pattern);
+    int status = q->deny_status == 401 ? 401 : 403;
+    vramd_error(r, status, status == 401 ? "unauthorized" : "forbidden",
+                "%s %s is for identified callers (%s); unidentified ones may read %s and the "
+                "dashboard's files",
+                rt->method, rt->pattern, q->deny_reason ? q->deny_reason : "not identified", open);
     return false;
 }
 
@@ -436,7 +460,6 @@ void vramd_route(vramd_state_t *d, const vramd_request_t *q, vramd_response_t *r
         r->allow = r->allow_buf;
         return;
     }
-    if (vramd_dashboard_route(d, q, r)) return; /* the dashboard's files, on TCP */
     if (bad_id) {
         vramd_error(r, 404, "not_found", "no such job in \"%.60s\" (ids are positive integers)", p);
         return;

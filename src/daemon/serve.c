@@ -16,7 +16,7 @@
 #include <grp.h>
 #include <sys/file.h>
 #include <sys/resource.h>
-#include "core/file.h"
+#include "vram_int.h"
 #include <time.h>
 #include <unistd.h>
 
@@ -467,8 +467,8 @@ int vramd_main(int argc, char **argv, const char *prog)
         goto out;
     }
     const char *tcp_mode = !*d.tcp_address                    ? "no TCP"
-                           : *vram_option_str(VRAM_OPT_TOKEN) ? "TCP mutations need the token"
-                                                              : "TCP read-only";
+                           : *vram_option_str(VRAM_OPT_TOKEN) ? "TCP token set"
+                                                              : "no TCP token set";
     vramd_log("info", "listening on unix:%s%s%s (%s) with %d GPU(s) from the %s backend; db %s",
               d.socket_path, *d.tcp_address ? " and http://" : "", d.tcp_address, tcp_mode,
               vram_ctx_device_count(ctx), vram_ctx_backend(ctx), db);

@@ -1,7 +1,7 @@
 /* Graceful degradation: a smaller batch with gradient accumulation, at the
  * memory the client's table gives for that batch (full estimates at each
  * batch: nothing here assumes how memory grows with the batch). */
-#include "vram.h"
+#include "sched/sched.h"
 
 #include <stdbool.h>
 

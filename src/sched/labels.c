@@ -3,6 +3,7 @@
  * are Prometheus-safe (they become label_<key>), values short and printable,
  * so metrics and terminals never see control bytes. */
 #include "sched_internal.h"
+#include "core/escape.h"
 
 #include <jansson.h>
 #include <stdio.h>

@@ -1,7 +1,7 @@
 /* The scheduler object the daemon drives: submit, cancel, finish, renew and a
  * periodic tick. One lock guards everything; every operation writes its state
  * changes to the store in one transaction before it returns. */
-#include "device/source.h"
+#include "sched/device_source.h"
 #include "sched_internal.h"
 
 #include <errno.h>
@@ -265,6 +265,7 @@ static int locked_op(vram_sched_t *s, int (*fn)(vram_sched_t *, void *), void *a
     pthread_mutex_lock(&s->lock);
     s->dirty = false;
     s->nevents = 0;
+    s->nexits = 0;
     int rc = vram_store_begin(s->store);
     if (rc == 0) {
         rc = fn(s, arg);
@@ -285,6 +286,7 @@ static int locked_op(vram_sched_t *s, int (*fn)(vram_sched_t *, void *), void *a
         }
     }
     if (rc < 0) s->nevents = 0; /* a failed begin or commit */
+    vram_spawn_exits_done(s, rc >= 0);
     vram_sched_drop_ended(s);
     unlock_and_deliver(s);
     return rc;
@@ -430,6 +432,7 @@ void vram_sched_close(vram_sched_t *s)
     free(s->queue);
     free(s->events);
     free(s->spare_events);
+    free(s->exits_read);
     free(s->kills);
     pthread_mutex_destroy(&s->deliver_lock);
     free(s->obs);

@@ -2,7 +2,7 @@
 #ifndef VRAM_SCHED_INTERNAL_H
 #define VRAM_SCHED_INTERNAL_H
 
-#include "vram.h"
+#include "sched/sched.h"
 #include "core/json_writer.h"
 #include "core/proc.h"
 
@@ -100,8 +100,10 @@ struct vram_sched {
     uint64_t unmanaged_seen[64]; /* outside use per device the waiting jobs did not fit with */
     uint64_t pass_free[64];      /* free memory for admission per device after the last pass */
     char exit_dir[512];          /* cfg.exit_dir, copied; "" = none */
-    sched_dev_t *obs;            /* last observation of the devices (reservations not filled) */
-    uint64_t obs_ns;             /* when it was made (monotonic) */
+    int64_t *exits_read;      /* jobs whose exit file the current operation recorded: the files */
+    size_t nexits, exits_cap; /* are removed once it committed (vram_spawn_exits_done) */
+    sched_dev_t *obs;         /* last observation of the devices (reservations not filled) */
+    uint64_t obs_ns;          /* when it was made (monotonic) */
     bool obs_valid;
 };
 
@@ -157,8 +159,18 @@ void vram_pid_kill_now(pid_t pid);
 int vram_sched_end_running(vram_sched_t *s, sched_job_t *j, const vram_job_end_t *e);
 int vram_sched_process_ended(vram_sched_t *s, sched_job_t *j, const char *kind,
                              const char *message);
-/* spawn.c: at open, exit files of jobs that are not running any more. */
+/* spawn.c: at open, exit files of jobs that are not running any more
+ * (also one whose status was committed just before a crash). */
 void vram_spawn_sweep_exits(vram_sched_t *s);
+/* spawn.c: the end of an operation (locked_op): the exit files it recorded
+ * are removed when it committed, kept (read again next time) when not. An
+ * exit status is never lost between its file and the database. */
+void vram_spawn_exits_done(vram_sched_t *s, bool committed);
+/* spawn_exec.c: vram_spawn_read_exit without removing the file, and the
+ * removal. */
+int vram_spawn_peek_exit(const char *exit_dir, int64_t id, int *exit_status, char *message,
+                         size_t len);
+void vram_spawn_remove_exit(const char *exit_dir, int64_t id);
 
 /* labels.c: job labels (vram_job_label_t). parse fills r->labels from a
  * JSON object, sorted by key, and returns 0, or 400 (wrong type) / 422 (bad

@@ -120,7 +120,6 @@ static char *dump(json_t *v)
 
 char *vram_sched_job_json_for(vram_sched_t *s, int64_t id, int64_t viewer)
 {
-    if (viewer == VRAM_VIEWER_ANONYMOUS) return NULL;
     job_copy_t c = {0};
     int rc = 0;
     pthread_mutex_lock(&s->lock);
@@ -168,7 +167,6 @@ static int append_ended(void *arg, const vram_job_t *job, uint64_t pid_start)
 
 char *vram_sched_jobs_json_for(vram_sched_t *s, int limit, int64_t viewer)
 {
-    if (viewer == VRAM_VIEWER_ANONYMOUS) return NULL;
     copies_t ended = {0};
     pthread_mutex_lock(&s->lock);
     size_t n = s->nactive;
@@ -211,7 +209,7 @@ static json_t *known(bool ok, uint64_t bytes)
     return ok ? json_integer((json_int_t)bytes) : json_null();
 }
 
-char *vram_sched_status_json_for(vram_sched_t *s, int64_t viewer)
+char *vram_sched_status_json(vram_sched_t *s)
 {
     pthread_mutex_lock(&s->lock);
     sched_dev_t *devs = calloc((size_t)s->ndev + 1, sizeof *devs);
@@ -262,7 +260,7 @@ char *vram_sched_status_json_for(vram_sched_t *s, int64_t viewer)
     }
     free(devs);
     json_t *pending = json_array();
-    for (size_t i = 0; viewer != VRAM_VIEWER_ANONYMOUS && i < shown; i++) {
+    for (size_t i = 0; i < shown; i++) {
         const vram_job_t *j = &head[i].job;
         json_array_append_new(
             pending, json_pack("{s:I,s:s,s:I,s:I,s:i,s:i,s:i}", "id", (json_int_t)j->id, "name",
@@ -275,11 +273,6 @@ char *vram_sched_status_json_for(vram_sched_t *s, int64_t viewer)
                           "pending_jobs", (int)nq, "total_reserved_bytes",
                           (json_int_t)total_reserved, "pending_bytes", (json_int_t)pending_bytes,
                           "pending", pending, "config", cfg));
-}
-
-char *vram_sched_status_json(vram_sched_t *s)
-{
-    return vram_sched_status_json_for(s, 0);
 }
 
 char *vram_sched_devices_json(vram_sched_t *s)

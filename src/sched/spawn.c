@@ -93,13 +93,40 @@ int vram_sched_attach_pid(vram_sched_t *s, int64_t id, pid_t pid)
     return rc < 0 ? rc : 0;
 }
 
+/* Notes that job id's exit file is to go once the operation commits; when
+ * there is no room, the file stays until the next start's sweep, which
+ * finds the job ended. */
+static void exit_recorded(vram_sched_t *s, int64_t id)
+{
+    if (s->nexits == s->exits_cap) {
+        size_t cap = s->exits_cap ? 2 * s->exits_cap : 8;
+        int64_t *grown = realloc(s->exits_read, cap * sizeof *grown);
+        if (!grown) return;
+        s->exits_read = grown;
+        s->exits_cap = cap;
+    }
+    s->exits_read[s->nexits++] = id;
+}
+
+void vram_spawn_exits_done(vram_sched_t *s, bool committed)
+{
+    for (size_t i = 0; committed && i < s->nexits; i++)
+        vram_spawn_remove_exit(s->exit_dir, s->exits_read[i]);
+    s->nexits = 0;
+}
+
 int vram_sched_process_ended(vram_sched_t *s, sched_job_t *j, const char *kind, const char *message)
 {
     vram_job_end_t end = {0};
+    /* The file goes only once the status is committed (vram_spawn_exits_done):
+     * a crash in between leaves it for the next start, never loses it. */
     if (j->job.has_spawn && s->exit_dir[0] &&
-        vram_spawn_read_exit(s->exit_dir, j->job.id, &end.exit_status, end.error,
-                             sizeof end.error) == 0)
-        return vram_sched_end_running(s, j, &end);
+        vram_spawn_peek_exit(s->exit_dir, j->job.id, &end.exit_status, end.error,
+                             sizeof end.error) == 0) {
+        int rc = vram_sched_end_running(s, j, &end);
+        if (rc == 0) exit_recorded(s, j->job.id);
+        return rc;
+    }
     char msg[300];
     if (j->job.has_spawn)
         snprintf(msg, sizeof msg, "%s; its monitor recorded no exit status (killed?)", message);

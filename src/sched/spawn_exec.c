@@ -407,7 +407,7 @@ out:
     return rc;
 }
 
-int vram_spawn_read_exit(const char *exit_dir, int64_t id, int *exit_status, char *message,
+int vram_spawn_peek_exit(const char *exit_dir, int64_t id, int *exit_status, char *message,
                          size_t len)
 {
     char tmp[4096], path[4096], text[512];
@@ -422,8 +422,21 @@ int vram_spawn_read_exit(const char *exit_dir, int64_t id, int *exit_status, cha
     long status = strtol(text, &end, 10);
     if (n <= 0 || end == text || *end != '\n' || status < -1000 || status > 1000)
         return vram_fail(VRAM_EPARSE, "%s: malformed exit status", path);
-    (void)unlink(path);
     *exit_status = (int)status;
     if (len) snprintf(message, len, "%s", end + 1);
     return 0;
+}
+
+void vram_spawn_remove_exit(const char *exit_dir, int64_t id)
+{
+    char tmp[4096], path[4096];
+    if (exit_paths(exit_dir, id, tmp, path, sizeof path) == 0) (void)unlink(path);
+}
+
+int vram_spawn_read_exit(const char *exit_dir, int64_t id, int *exit_status, char *message,
+                         size_t len)
+{
+    int rc = vram_spawn_peek_exit(exit_dir, id, exit_status, message, len);
+    if (rc == 0) vram_spawn_remove_exit(exit_dir, id);
+    return rc;
 }

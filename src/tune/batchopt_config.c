@@ -1,17 +1,62 @@
 /* The training_automations YAML of the dynamic batch-size optimizer, read
- * with libyaml's document API so every error can name its key and line. */
+ * with libyaml's document API so every error can name its key and line.
+ * libyaml is loaded when the first config is read, as device/ loads the
+ * NVIDIA libraries: libvram.so needs no YAML library to load, and a
+ * training process that reads no config never maps one (docs/design.md,
+ * "Libraries and headers"). */
 #include "core/file.h"
+#include "device/driver_util.h"
 #include "tune/tune_internal.h"
 
+#include <dlfcn.h>
 #include <errno.h>
 #include <math.h>
+#include <pthread.h>
 #include <stddef.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
 #include <yaml.h>
 
 #define CONFIG_LIMIT (1u << 20)
+
+/* The SONAME the headers we compile against belong to (libyaml 0.2.x). */
+#define YAML_LIBRARY "libyaml-0.so.2"
+
+/* The libyaml functions the reader calls, looked up once. */
+static struct {
+    int (*parser_initialize)(yaml_parser_t *parser);
+    void (*parser_set_input_string)(yaml_parser_t *parser, const unsigned char *input, size_t size);
+    int (*parser_load)(yaml_parser_t *parser, yaml_document_t *document);
+    void (*parser_delete)(yaml_parser_t *parser);
+    yaml_node_t *(*document_get_root_node)(yaml_document_t *document);
+    yaml_node_t *(*document_get_node)(yaml_document_t *document, int index);
+    void (*document_delete)(yaml_document_t *document);
+} yaml;
+static pthread_once_t yaml_once = PTHREAD_ONCE_INIT;
+static char yaml_missing[256]; /* why libyaml cannot be used; "" once loaded */
+
+static void yaml_load(void)
+{
+    void *lib = dlopen(YAML_LIBRARY, RTLD_NOW | RTLD_LOCAL);
+    if (!lib) {
+        const char *why = dlerror();
+        snprintf(yaml_missing, sizeof yaml_missing, "%s", why ? why : YAML_LIBRARY " not found");
+        return;
+    }
+    VRAM_DRIVER_LOAD(lib, yaml.parser_initialize, "yaml_parser_initialize");
+    VRAM_DRIVER_LOAD(lib, yaml.parser_set_input_string, "yaml_parser_set_input_string");
+    VRAM_DRIVER_LOAD(lib, yaml.parser_load, "yaml_parser_load");
+    VRAM_DRIVER_LOAD(lib, yaml.parser_delete, "yaml_parser_delete");
+    VRAM_DRIVER_LOAD(lib, yaml.document_get_root_node, "yaml_document_get_root_node");
+    VRAM_DRIVER_LOAD(lib, yaml.document_get_node, "yaml_document_get_node");
+    VRAM_DRIVER_LOAD(lib, yaml.document_delete, "yaml_document_delete");
+    if (!yaml.parser_initialize || !yaml.parser_set_input_string || !yaml.parser_load ||
+        !yaml.parser_delete || !yaml.document_get_root_node || !yaml.document_get_node ||
+        !yaml.document_delete)
+        snprintf(yaml_missing, sizeof yaml_missing, "%s lacks the document API", YAML_LIBRARY);
+}
 
 typedef enum { KEY_BOOL, KEY_DOUBLE, KEY_INT } key_type_t;
 
@@ -106,8 +151,8 @@ static int read_optimizer(reader_t *r, const yaml_node_t *map, vram_batchopt_con
                          r->origin, line_of(map));
     for (yaml_node_pair_t *p = map->data.mapping.pairs.start; p < map->data.mapping.pairs.top;
          p++) {
-        const yaml_node_t *kn = yaml_document_get_node(r->doc, p->key);
-        const yaml_node_t *vn = yaml_document_get_node(r->doc, p->value);
+        const yaml_node_t *kn = yaml.document_get_node(r->doc, p->key);
+        const yaml_node_t *vn = yaml.document_get_node(r->doc, p->value);
         const char *name = scalar(kn);
         size_t i = 0;
         while (name && i < NKEYS && strcmp(name, keys[i].name))
@@ -138,17 +183,17 @@ static int key_line(const reader_t *r, const char *name)
 
 static int read_document(reader_t *r, vram_batchopt_config_t *cfg)
 {
-    const yaml_node_t *root = yaml_document_get_root_node(r->doc);
+    const yaml_node_t *root = yaml.document_get_root_node(r->doc);
     const yaml_node_t *ta = NULL;
     if (root && root->type == YAML_MAPPING_NODE)
         for (yaml_node_pair_t *p = root->data.mapping.pairs.start; p < root->data.mapping.pairs.top;
              p++) {
-            const char *name = scalar(yaml_document_get_node(r->doc, p->key));
+            const char *name = scalar(yaml.document_get_node(r->doc, p->key));
             if (name && !strcmp(name, "training_automations")) {
                 if (ta)
                     return vram_fail(VRAM_EPARSE, "%s:%d: training_automations: given twice",
-                                     r->origin, line_of(yaml_document_get_node(r->doc, p->key)));
-                ta = yaml_document_get_node(r->doc, p->value);
+                                     r->origin, line_of(yaml.document_get_node(r->doc, p->key)));
+                ta = yaml.document_get_node(r->doc, p->value);
             }
         }
     if (!ta) return vram_fail(VRAM_EPARSE, "%s: no training_automations section", r->origin);
@@ -158,8 +203,8 @@ static int read_document(reader_t *r, vram_batchopt_config_t *cfg)
     bool all_on = true, seen_all = false, seen_opt = false;
     static const key_def_t enabled_key = {"enabled", KEY_BOOL, 0};
     for (yaml_node_pair_t *p = ta->data.mapping.pairs.start; p < ta->data.mapping.pairs.top; p++) {
-        const yaml_node_t *kn = yaml_document_get_node(r->doc, p->key);
-        const yaml_node_t *vn = yaml_document_get_node(r->doc, p->value);
+        const yaml_node_t *kn = yaml.document_get_node(r->doc, p->key);
+        const yaml_node_t *vn = yaml.document_get_node(r->doc, p->value);
         const char *name = scalar(kn);
         int rc = 0;
         if (name && !strcmp(name, "enabled") && !seen_all) {
@@ -202,12 +247,16 @@ int vram_batchopt_config_parse(const char *text, const char *origin, vram_batcho
 {
     if (!text || !cfg) return vram_fail(VRAM_EINVAL, "batch optimizer config: NULL argument");
     if (!origin) origin = "<config>";
+    pthread_once(&yaml_once, yaml_load);
+    if (yaml_missing[0])
+        return vram_fail(VRAM_ENOLIB, "%s: reading YAML needs libyaml (%s): %s", origin,
+                         YAML_LIBRARY, yaml_missing);
     yaml_parser_t parser;
     yaml_document_t doc;
-    if (!yaml_parser_initialize(&parser)) return vram_fail(VRAM_ENOMEM, "yaml: out of memory");
-    yaml_parser_set_input_string(&parser, (const unsigned char *)text, strlen(text));
+    if (!yaml.parser_initialize(&parser)) return vram_fail(VRAM_ENOMEM, "yaml: out of memory");
+    yaml.parser_set_input_string(&parser, (const unsigned char *)text, strlen(text));
     int rc = 0;
-    if (!yaml_parser_load(&parser, &doc)) {
+    if (!yaml.parser_load(&parser, &doc)) {
         rc = vram_fail(VRAM_EPARSE, "%s:%zu:%zu: %s%s%s", origin, parser.problem_mark.line + 1,
                        parser.problem_mark.column + 1,
                        parser.problem ? parser.problem : "malformed YAML",
@@ -218,9 +267,9 @@ int vram_batchopt_config_parse(const char *text, const char *origin, vram_batcho
     reader_t r = {.doc = &doc, .origin = origin};
     rc = read_document(&r, &work);
     if (!rc) *cfg = work;
-    yaml_document_delete(&doc);
+    yaml.document_delete(&doc);
 out_parser:
-    yaml_parser_delete(&parser);
+    yaml.parser_delete(&parser);
     return rc;
 }
 

@@ -2,7 +2,7 @@
  * and the JSON of the last sample. */
 #include "core/proc.h"
 #include "watch_internal.h"
-#include "device/source.h"
+#include "sched/device_source.h"
 
 #include <curl/curl.h>
 #include <errno.h>

@@ -4,7 +4,7 @@
 #ifndef VRAM_WATCH_INTERNAL_H
 #define VRAM_WATCH_INTERNAL_H
 
-#include "vram.h"
+#include "watch/watch.h"
 #include "core/map.h"
 
 #include <pthread.h>

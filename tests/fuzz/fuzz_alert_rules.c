@@ -2,6 +2,7 @@
  * rules_yaml.c, libyaml underneath). A file is accepted whole or refused with
  * a message naming the file and a line; an accepted one lists every rule. */
 #include "fuzz.h"
+#include "watch/watch.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {

@@ -7,6 +7,7 @@
 #include "fuzz.h"
 
 #include "fuzz_daemon.h"
+#include "sched/sched.h"
 
 #include <jansson.h>
 #include <unistd.h>

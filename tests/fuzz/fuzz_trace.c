@@ -4,8 +4,8 @@
  * figures (allocs, slots, peak, max size) match what the events say. */
 #include "fuzz.h"
 
-#include "pool/replay.h"
-#include "pool/trace.h"
+#include "pool/tools/replay.h"
+#include "pool/tools/trace.h"
 
 /* One private simulated GPU for every replay of the process. */
 static vram_replay_device_t replay_device;

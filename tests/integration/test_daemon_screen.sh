@@ -6,9 +6,14 @@
 # JSON error and a close, from vramd's one HTTP parser (http_head.c).
 # Pipelined good requests are all answered, in order; good chunked bodies
 # pass; a slow later request is still cut by the request timeout; and the
-# peer's uid is still the client's (not vramd's) through the relay.
+# peer's uid is still the client's (not vramd's) through the relay. vramd
+# links no other HTTP server library (one parser in the tree).
 source "$(dirname "$0")/daemon_lib.sh"
+# one HTTP parser in the tree: vramd links no HTTP server library beside its own
+servers=$(ldd "$VRAMD" | grep -Eo 'lib(microhttpd|civetweb|h2o[^ ]*|event[^ ]*)\.so[^ ]*' || true)
+[ -z "$servers" ] || fail "vramd links another HTTP server: $servers"
 export VRAM_REQUEST_TIMEOUT=3
+export VRAM_TOKEN=screen-token # TCP reads /v1/status with it
 start_daemon --socket-mode 0666
 chmod 755 "$T"
 
@@ -63,7 +68,8 @@ def make(host):
     global HOST, GOOD, STATUS, HEADS, CHUNKS, LIMITS, EDGES
     HOST = host
     GOOD = b"GET /v1/health HTTP/1.1\r\nHost: " + HOST + b"\r\n\r\n"
-    STATUS = b"GET /v1/status HTTP/1.1\r\nHost: " + HOST + b"\r\n\r\n"
+    auth = b"" if host == b"localhost" else b"Authorization: Bearer screen-token\r\n"
+    STATUS = b"GET /v1/status HTTP/1.1\r\nHost: " + HOST + b"\r\n" + auth + b"\r\n"
     def chunked(body):
         return (b"POST /v1/jobs HTTP/1.1\r\nHost: " + HOST + b"\r\nContent-Type: application/json\r\n"
                 b"Transfer-Encoding: chunked\r\n\r\n" + body)

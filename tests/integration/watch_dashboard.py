@@ -1,6 +1,8 @@
 """Headless Chromium on vramd's dashboard, kept open while jobs start and end.
 
-Checks: the figures of each GPU equal /v1/status (null for the failed GPU is
+Checks: without the token the page asks for it and shows no data (a wrong
+one is asked again); the form and the address's fragment (#token=) open it;
+the figures of each GPU equal /v1/status (null for the failed GPU is
 shown as "–"); the job started through `vram run` is listed and charted; the
 firing alert is shown; a job name with HTML in it stays text and is escaped
 once; then, for VRAM_DASHBOARD_SOAK_S seconds (default 300), jobs start and end
@@ -12,7 +14,7 @@ phone's page is no wider than the phone), and vramd is stopped: the page says
 so instead of showing old figures as current.
 
 usage: watch_dashboard.py http://127.0.0.1:PORT OUT_DIR JOB_NAME RULE VRAMD_PID
-environment: VRAM_BIN (the CLI), VRAM_SOCKET, VRAM_DASHBOARD_SOAK_S
+environment: VRAM_BIN (the CLI), VRAM_SOCKET, VRAM_TOKEN (vramd's), VRAM_DASHBOARD_SOAK_S
 """
 import http.client
 import json
@@ -37,8 +39,12 @@ VRAM = os.environ["VRAM_BIN"]
 SOAK_S = float(os.environ.get("VRAM_DASHBOARD_SOAK_S", "300"))
 
 
+TOKEN = os.environ["VRAM_TOKEN"]
+
+
 def api(path):
-    with urllib.request.urlopen(base + path, timeout=10) as r:
+    req = urllib.request.Request(base + path, headers={"Authorization": "Bearer " + TOKEN})
+    with urllib.request.urlopen(req, timeout=10) as r:
         return json.load(r)
 
 
@@ -152,9 +158,41 @@ def charts_consistent():
         assert abs(x_end - now_ms) < 600e3, "%s: axis ends at %s" % (cid, x_end)
 
 
+def ready(d):
+    return d.find_element(By.TAG_NAME, "body").get_attribute("data-ready") == "1"
+
+
 try:
+    # without the token the page asks for it and shows no data
     driver.get(base + "/")
-    wait.until(lambda d: d.find_element(By.TAG_NAME, "body").get_attribute("data-ready") == "1")
+    form = wait.until(lambda d: d.find_element(By.ID, "login") if
+                      d.find_element(By.ID, "login").is_displayed() else None)
+    assert "token" in form.text.lower(), form.text
+    assert not ready(driver) and not driver.find_elements(By.CSS_SELECTOR, ".gpu"), \
+        "data shown without the token"
+    assert "missing token" in driver.find_element(By.ID, "login-why").text
+    driver.find_element(By.ID, "token").send_keys("not-" + TOKEN)
+    form.find_element(By.TAG_NAME, "button").click()
+    wait.until(lambda d: d.find_element(By.ID, "login").is_displayed() and
+               "wrong token" in d.find_element(By.ID, "login-why").text)
+    assert not ready(driver), "data shown with a wrong token"
+    driver.find_element(By.ID, "token").send_keys(TOKEN)
+    form.find_element(By.TAG_NAME, "button").click()
+    wait.until(ready)
+    assert not driver.find_element(By.ID, "login").is_displayed()
+    print("ok - without the token the page asks for it and shows nothing; a wrong one is "
+          "asked again; with the token the data comes")
+    # the token in the address's fragment, taken off the address once read
+    driver.execute_script("sessionStorage.clear()")
+    driver.get("about:blank")
+    driver.get(base + "/#token=" + TOKEN)
+    wait.until(ready)
+    assert driver.execute_script("return sessionStorage.getItem('vramd-token')") == TOKEN
+    assert "token" not in driver.current_url, driver.current_url
+    print("ok - the token in the fragment (#token=) opens the data; the address keeps no token")
+    # what the browser logged so far: the refused requests (401), nothing else
+    other = [e for e in driver.get_log("browser") if "status of 401" not in e["message"]]
+    assert not other, "console before the token: %s" % other
     status = api("/v1/status")
     n = len(status["devices"])
     for i in range(n):

@@ -10,6 +10,8 @@
 #include <string.h>
 
 #include "vram.h"
+#include "sched/sched.h"
+#include "core/escape.h"
 
 static int decode(const char *body, vram_job_request_t *q, vram_request_error_t *e)
 {

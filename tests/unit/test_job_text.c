@@ -12,6 +12,7 @@
 #include <cmocka.h>
 
 #include "vram.h"
+#include "sched/sched.h"
 
 static const char *feed_in_two(const char *text, size_t cut)
 {

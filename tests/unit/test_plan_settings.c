@@ -283,6 +283,8 @@ static void live_parts_add_up(void **state)
     }
 }
 
+#define TABLE_CAP 64 /* vramd's VRAM_JOB_MAX_BATCHES */
+
 /* Memory at a batch is the full estimate there; the table vramd degrades
  * with holds the full estimate at each batch worth granting. */
 static void memory_at_batch_from_full_estimates(void **state)
@@ -295,9 +297,9 @@ static void memory_at_batch_from_full_estimates(void **state)
     assert_int_equal(vram_estimate_at_batch(&m, &c, 1024, &at), 0);
     c.batch_size = 1024;
     assert_int_equal(at, est(&m, &c).total);
-    vram_batch_bytes_t t[VRAM_JOB_MAX_BATCHES];
+    vram_batch_bytes_t t[TABLE_CAP];
     int n = 0;
-    assert_int_equal(vram_estimate_batch_table(&m, &c, 1, t, VRAM_JOB_MAX_BATCHES, &n), 0);
+    assert_int_equal(vram_estimate_batch_table(&m, &c, 1, t, TABLE_CAP, &n), 0);
     /* ceil(1024/k) for every k: 63 distinct batches, all kept, 1024 last */
     assert_int_equal(n, 63);
     assert_int_equal(t[n - 1].batch, 1024);
@@ -333,7 +335,7 @@ static void memory_at_batch_from_full_estimates(void **state)
     srand(22);
     for (int round = 0; round < 300; round++) {
         int64_t top = 1 + rand() % (round < 150 ? 200 : 5000), lo = 1 + rand() % top;
-        int cap = 1 + rand() % VRAM_JOB_MAX_BATCHES;
+        int cap = 1 + rand() % TABLE_CAP;
         c.batch_size = top;
         assert_int_equal(vram_estimate_batch_table(&m, &c, lo, t, cap, &n), 0);
         int64_t all[200], count = 0; /* ceil(top/k) >= lo, largest first */

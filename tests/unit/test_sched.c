@@ -13,10 +13,12 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
 #include "vram.h"
+#include "sched/sched.h"
 
 #define GiB (1024ull * 1024 * 1024)
 
@@ -749,6 +751,82 @@ static void failed_transactions_change_nothing(void **st)
     vram_sched_close(s);
 }
 
+/* Writes exit file `status` of job id in dir, as a monitor does. */
+static void write_exit(const char *dir, int64_t id, const char *text)
+{
+    char path[700];
+    snprintf(path, sizeof path, "%s/%lld", dir, (long long)id);
+    FILE *f = fopen(path, "w");
+    assert_non_null(f);
+    fputs(text, f);
+    fclose(f);
+}
+
+static bool exit_file_exists(const char *dir, int64_t id)
+{
+    char path[700];
+    snprintf(path, sizeof path, "%s/%lld", dir, (long long)id);
+    return access(path, F_OK) == 0;
+}
+
+/* A started job's exit status goes into the store before its exit file is
+ * removed: when the transaction that records it fails (as a crash between
+ * the two would), the file stays and the status is recorded at the next
+ * pass, not lost as "its monitor recorded no exit status". At start, an exit
+ * file of a job the store already has ended (a crash after the commit) is
+ * removed and changes nothing. */
+static void exit_status_is_committed_before_its_file_goes(void **st)
+{
+    (void)st;
+    char path[512], exits[600];
+    vram_sched_config_t c = file_config(1, 80, "exits.db", path);
+    snprintf(exits, sizeof exits, "%s/exits", db_dir);
+    assert_int_equal(mkdir(exits, 0700), 0);
+    c.exit_dir = exits;
+    c.clock = NULL;
+    vram_sched_t *s;
+    assert_int_equal(vram_sched_open(&c, &s), 0);
+    vram_job_request_t r = req_of("started", 10, 1, 0);
+    r.uid = getuid();
+    r.spawn = "{\"argv\":[\"true\"],\"cwd\":\"/\"}";
+    vram_job_t j;
+    assert_int_equal(vram_sched_submit(s, &r, &j), 0);
+    assert_int_equal(j.state, VRAM_JOB_RUNNING);
+    pid_t child = fork();
+    if (child == 0) {
+        pause();
+        _exit(0);
+    }
+    assert_int_equal(vram_sched_attach_pid(s, j.id, child), 0);
+    write_exit(exits, j.id, "3\n");
+    exec_sql(path, "CREATE TRIGGER refuse_finish BEFORE INSERT ON events WHEN NEW.kind='finished'"
+                   " BEGIN SELECT RAISE(ABORT, 'injected failure'); END;");
+    kill(child, SIGKILL);
+    waitpid(child, NULL, 0);
+    /* each pass sees the process gone and fails to record its end */
+    for (int i = 0; i < 3; i++)
+        vram_sched_run_once(s, 0);
+    assert_int_equal(state_of(s, j.id), VRAM_JOB_RUNNING);
+    assert_true(exit_file_exists(exits, j.id));
+    exec_sql(path, "DROP TRIGGER refuse_finish;");
+    for (int i = 0; i < 50 && state_of(s, j.id) == VRAM_JOB_RUNNING; i++)
+        vram_sched_run_once(s, 100);
+    vram_job_t now;
+    assert_int_equal(vram_sched_job(s, j.id, &now), 0);
+    assert_int_equal(now.state, VRAM_JOB_FAILED);
+    assert_int_equal(now.exit_status, 3);
+    assert_false(exit_file_exists(exits, j.id));
+    vram_sched_close(s);
+    /* a crash after the commit, before the removal: the file is back */
+    write_exit(exits, j.id, "0\n");
+    assert_int_equal(vram_sched_open(&c, &s), 0);
+    assert_false(exit_file_exists(exits, j.id));
+    assert_int_equal(vram_sched_job(s, j.id, &now), 0);
+    assert_int_equal(now.state, VRAM_JOB_FAILED);
+    assert_int_equal(now.exit_status, 3);
+    vram_sched_close(s);
+}
+
 /* A job keeps the largest peak it reported, across a restart; a database
  * made before the peak_bytes column gets it (NULL: never reported). */
 static void peak_reports_keep_the_maximum(void **st)
@@ -1390,6 +1468,7 @@ int main(void)
         cmocka_unit_test(peak_reports_keep_the_maximum),
         cmocka_unit_test(usage_watch_flags_overuse),
         cmocka_unit_test(failed_transactions_change_nothing),
+        cmocka_unit_test(exit_status_is_committed_before_its_file_goes),
         cmocka_unit_test(concurrent_clients),
         cmocka_unit_test(randomized_against_reference),
         cmocka_unit_test(degrades_to_the_estimate_at_the_batch),

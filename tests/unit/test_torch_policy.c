@@ -17,7 +17,7 @@
 #include <cmocka.h>
 
 #include "core/map.h"
-#include "pool/torch_policy.h"
+#include "pool/tools/torch_policy.h"
 
 #define THREADS 4
 #define OPS     100000

@@ -11,7 +11,7 @@
 #include <unistd.h>
 #include <cmocka.h>
 
-#include "pool/trace.h"
+#include "pool/tools/trace.h"
 #include "unit/pool_sim.h"
 
 static int parse(const char *text, vram_trace_t *t)

@@ -8,6 +8,7 @@
 #include <cmocka.h>
 
 #include "vram.h"
+#include "watch/watch.h"
 
 #include <jansson.h>
 #include <math.h>

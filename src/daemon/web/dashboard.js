@@ -19,11 +19,49 @@ function el(tag, attrs, text) {
   if (text != null) e.textContent = text;
   return e;
 }
+// vramd's token: TCP serves its data to token holders only. It comes in
+// the address's fragment (http://127.0.0.1:7878/#token=TOKEN: a fragment
+// never reaches a server or its logs) or from the form, is kept for this
+// tab only (sessionStorage), and the fragment is taken off the address.
+const TOKEN_KEY = "vramd-token";
+function takeToken() {
+  const m = /(?:^#|&)token=([^&]*)/.exec(location.hash);
+  if (!m) return;
+  sessionStorage.setItem(TOKEN_KEY, decodeURIComponent(m[1]));
+  history.replaceState(null, "", location.pathname + location.search);
+}
+takeToken();
+window.addEventListener("hashchange", takeToken);  // a new address in an open tab
+
+class Refused extends Error {}  // 401/403: the token is missing or wrong
+
 async function get(path) {
-  const r = await fetch(path, {cache: "no-store"});
+  const token = sessionStorage.getItem(TOKEN_KEY);
+  const r = await fetch(path, {cache: "no-store",
+                               headers: token ? {Authorization: "Bearer " + token} : {}});
+  if (r.status === 401 || r.status === 403) {
+    let why = "HTTP " + r.status;
+    try { why = (await r.json()).error.message; } catch (e) { /* not JSON: the status says it */ }
+    throw new Refused(why);
+  }
   if (!r.ok) throw new Error(path + ": HTTP " + r.status);
   return r.json();
 }
+
+function askToken(e) {
+  const form = document.getElementById("login");
+  form.hidden = false;
+  document.body.classList.add("offline");  // figures shown before are not current
+  document.getElementById("login-why").textContent = e.message;
+  document.getElementById("updated").textContent = "needs vramd's token";
+}
+document.getElementById("login").addEventListener("submit", (ev) => {
+  ev.preventDefault();
+  const input = document.getElementById("token");
+  sessionStorage.setItem(TOKEN_KEY, input.value.trim());
+  input.value = "";
+  document.getElementById("login").hidden = true;
+});
 
 function figure(parent, id, label, value, text) {
   const span = el("span", {}, label + " ");
@@ -247,8 +285,9 @@ async function refresh() {
     document.getElementById("updated").textContent = "updated " + lastOk.toLocaleTimeString();
     document.body.setAttribute("data-ready", "1");
     document.body.setAttribute("data-refreshes", String(+(document.body.getAttribute("data-refreshes") || 0) + 1));
+    document.getElementById("login").hidden = true;
   } catch (e) {
-    offline(e);
+    if (e instanceof Refused) askToken(e); else offline(e);
   }
   setTimeout(refresh, REFRESH_MS);
 }

@@ -1,10 +1,11 @@
 /* Replays a trace through the pool, straight to the device, or through
- * malloc, timing every request. Internal; used by `vram replay` and bench/. */
-#ifndef VRAM_POOL_REPLAY_H
-#define VRAM_POOL_REPLAY_H
+ * malloc, timing every request. Part of vram_pool_tools (not libvram.so):
+ * `vram replay`, bench/ and the tests. */
+#ifndef VRAM_POOL_TOOLS_REPLAY_H
+#define VRAM_POOL_TOOLS_REPLAY_H
 
-#include "pool/torch_policy.h"
-#include "pool/trace.h"
+#include "pool/tools/torch_policy.h"
+#include "pool/tools/trace.h"
 
 typedef enum {
     VRAM_REPLAY_POOL,             /* vram_pool_alloc / vram_pool_free */

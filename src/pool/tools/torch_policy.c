@@ -16,7 +16,7 @@
  * figures are what a thread-safe allocator with this policy costs, like
  * the pool's (one mutex per call); `locked` false leaves them out, to show
  * what they cost. */
-#include "pool/torch_policy.h"
+#include "pool/tools/torch_policy.h"
 
 #include <pthread.h>
 #include <stdlib.h>

@@ -3,7 +3,7 @@
 #include "core/array.h"
 #include "core/file.h"
 #include "core/map.h"
-#include "pool/trace.h"
+#include "pool/tools/trace.h"
 #include "pool/pool_internal.h"
 
 #include <errno.h>

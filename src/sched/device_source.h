@@ -1,9 +1,9 @@
 /* A context seen as a scheduler/watch device source (vram_sched_devices_t),
  * for the modules that accept either. */
-#ifndef VRAM_DEVICE_SOURCE_H
-#define VRAM_DEVICE_SOURCE_H
+#ifndef VRAM_SCHED_DEVICE_SOURCE_H
+#define VRAM_SCHED_DEVICE_SOURCE_H
 
-#include "vram.h"
+#include "sched/sched.h"
 
 /* Callbacks over vram_ctx_device_count/vram_device_info/
  * vram_device_processes of ctx (borrowed). */

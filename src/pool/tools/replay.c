@@ -1,5 +1,5 @@
 /* Trace replay with per-request timing (see replay.h). */
-#include "pool/replay.h"
+#include "pool/tools/replay.h"
 
 #include "core/map.h"
 

@@ -5,8 +5,8 @@
  * c10/cuda/CUDACachingAllocator.cpp (cited in docs/pool.md, "Baselines");
  * the code is ours. Thread-safe with `locked` (the two locks PyTorch
  * takes per call, torch_policy.c), else for one thread only. */
-#ifndef VRAM_POOL_TORCH_POLICY_H
-#define VRAM_POOL_TORCH_POLICY_H
+#ifndef VRAM_POOL_TOOLS_TORCH_POLICY_H
+#define VRAM_POOL_TOOLS_TORCH_POLICY_H
 
 #include "pool/pool_internal.h"
 

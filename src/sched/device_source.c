@@ -1,6 +1,6 @@
 /* A context as a device source: the callbacks the scheduler and the watch
  * take, so tests can hand them fake devices instead. */
-#include "device/source.h"
+#include "sched/device_source.h"
 
 static int ctx_count(void *arg)
 {

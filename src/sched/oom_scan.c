@@ -1,7 +1,7 @@
 /* Recognizes the messages with which GPU programs report running out of
  * device memory, in a stream read in pieces (a job's stderr). Only these
  * exact texts count: a line that merely mentions "out of memory" does not. */
-#include "vram.h"
+#include "sched/sched.h"
 
 #include <string.h>
 

@@ -1,9 +1,9 @@
 /* Allocation traces (format: docs/pool.md, ../shared/traces/README.md):
  * parsed into events whose ids are renumbered as dense slots, so a replay
- * keeps its live pointers in a plain array. Internal to libvram, used by
- * `vram replay`, the benchmarks and the tests. */
-#ifndef VRAM_POOL_TRACE_H
-#define VRAM_POOL_TRACE_H
+ * keeps its live pointers in a plain array. Part of vram_pool_tools (not
+ * libvram.so): `vram replay`, the benchmarks and the tests. */
+#ifndef VRAM_POOL_TOOLS_TRACE_H
+#define VRAM_POOL_TOOLS_TRACE_H
 
 #include "vram.h"
 
