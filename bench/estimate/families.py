@@ -13,8 +13,12 @@ tests/data/hf/ on the meta device and compare the parameter counts.
 SDPA runs the kernel a GPU would pick for the call and keeps what that
 kernel keeps (gpu_sdpa.py), not what the CPU's own SDPA kernels keep.
 
+Then LoRA: vram's trainable parameters against PEFT's get_peft_model for
+a few families, MoE ones included.
+
 --check (make test, tests/integration/test_families.sh) fails on any
-parameter count that is not exact, and on any activation error above 1 %,
+parameter count that is not exact (LoRA's included), and on any activation
+error above 1 %,
 eager or SDPA (a family without an SDPA implementation shows "-").
 """
 import argparse
@@ -353,6 +357,47 @@ def published_rows(vram):
     return rows
 
 
+# LoRA: vram's trainable-parameter count against PEFT's get_peft_model on
+# the same small configs, rank 8: (family, vram's --lora-targets, PEFT's
+# target_modules under the family's own names). MoE families included:
+# transformers 5 stacks their experts, which PEFT reaches through
+# target_parameters (gate and up fused at rank 2r), or not (Qwen2-MoE).
+_QV = ["q_proj", "v_proj"]
+_GUD = ["gate_proj", "up_proj", "down_proj"]
+LORA_CASES = [
+    ("llama", "q,v", _QV), ("llama", "all-linear", "all-linear"),
+    ("gpt2", "q,v", ["c_attn"]), ("gpt2", "all-linear", "all-linear"),
+    ("phi3", "q,v", ["qkv_proj"]), ("phi3", "all-linear", "all-linear"),
+    ("t5", "q,v", ["q", "v"]), ("t5", "all-linear", "all-linear"),
+    ("bart", "q,v", _QV), ("bart", "all-linear", "all-linear"),
+    ("mixtral", "q,v", _QV), ("mixtral", "gate,up,down", ["w1", "w3", "w2"]),
+    ("mixtral", "all-linear", "all-linear"),
+    ("qwen2_moe", "gate,up,down", _GUD), ("qwen2_moe", "all-linear", "all-linear"),
+    ("qwen3_moe", "gate,up,down", _GUD), ("qwen3_moe", "all-linear", "all-linear"),
+    ("deepseek_v2", "gate,up,down", _GUD), ("deepseek_v2", "all-linear", "all-linear"),
+]
+LORA_RANK = 8
+
+
+def lora_rows(vram):
+    import peft
+    configs = {}
+    for model_type, arch, keys in SMALL:
+        configs.setdefault(model_type, (arch, keys))
+    for model_type, vram_targets, targets in LORA_CASES:
+        arch, keys = configs[model_type]
+        cfg = hf_config(model_type, arch, keys)
+        d = cfg.to_dict()
+        d["model_type"] = model_type
+        d["architectures"] = [arch]
+        wrapped = peft.get_peft_model(build(cfg, arch, None, meta=True),
+                                      peft.LoraConfig(r=LORA_RANK, target_modules=targets))
+        want = sum(p.numel() for p in wrapped.parameters() if p.requires_grad)
+        est, err = vram_estimate(vram, d, ["--lora-rank", str(LORA_RANK), "--lora-targets",
+                                           vram_targets])
+        yield model_type, vram_targets, want, est and est["trainable_count"], err
+
+
 # Fixtures that exist to be refused (tests/unit/test_plan_hfconfig.c).
 REFUSED = {"unsupported.json", "missing-field.json"}
 
@@ -395,6 +440,15 @@ def main():
         if not exact:
             failures.append(f"{r['family']} ({r['arch']}): vram {r['vram_params']}, "
                             f"transformers {r['hf_params']} {r['error'] or ''}")
+    import peft
+    print(f"\nLoRA r{LORA_RANK} trainable parameters: PEFT {peft.__version__} get_peft_model "
+          f"against vram")
+    print(f"{'family':<14} {'targets':<13} {'PEFT':>10} {'vram':>10} exact")
+    for family, targets, want, got, err in lora_rows(a.vram):
+        exact = got == want
+        print(f"{family:<14} {targets:<13} {want:>10} {str(got):>10} {'yes' if exact else 'NO'}")
+        if not exact:
+            failures.append(f"LoRA {family} {targets}: vram {got}, PEFT {want} {err or ''}")
     print(f"\npublished configs (tests/data/hf/), parameters on the meta device")
     print(f"{'file':<34} {'family':<14} {'transformers':>14} {'vram':>14} exact")
     for r in published_rows(a.vram):
