@@ -20,13 +20,18 @@ static void attention(vram_lora_linears_t *l, const vram_model_t *m, double coun
     vram_lora_add(l, VRAM_LORA_O, q, h, count);
 }
 
+/* q, k, v, o and the MLP (gated or two-layer) of every layer */
+static void blocks(const vram_model_t *m, vram_lora_linears_t *l, bool gated)
+{
+    attention(l, m, (double)m->num_layers);
+    vram_lora_mlp(l, m->hidden_size, m->intermediate_size, gated, (double)m->num_layers);
+}
+
 /* The "LoRA targets" column of the second-edition rows (arch.c). */
 
 void vram_lora_llama(const vram_model_t *m, vram_lora_linears_t *l)
 {
-    double L = (double)m->num_layers;
-    attention(l, m, L);
-    vram_lora_mlp(l, m->hidden_size, m->intermediate_size, true, L);
+    blocks(m, l, true);
 }
 
 /* transformers 5 stacks Mixtral's experts (w1 and w3 in gate_up_proj, w2
@@ -82,9 +87,7 @@ void vram_lora_fused_qkv(const vram_model_t *m, vram_lora_linears_t *l)
 /* BERT, OPT, Phi, wav2vec2: q, k, v, o and a two-layer MLP */
 void vram_lora_two_layer(const vram_model_t *m, vram_lora_linears_t *l)
 {
-    double L = (double)m->num_layers;
-    attention(l, m, L);
-    vram_lora_mlp(l, m->hidden_size, m->intermediate_size, false, L);
+    blocks(m, l, false);
 }
 
 /* encoder, decoder and cross attention */
