@@ -656,7 +656,16 @@ typedef struct {
     bool pretraining_head; /* wav2vec2 ForPreTraining: quantizer and projections */
     int64_t codevector_dim, codevector_groups, codevectors_per_group, proj_codevector_dim;
     int64_t num_negatives; /* wav2vec2 ForPreTraining: distractors per masked frame */
+    uint8_t sdpa_saves;    /* VRAM_SDPA_* bits: what SDPA keeps beyond q, k, v, output */
 } vram_model_t;
+
+/* How a family calls scaled_dot_product_attention, which decides what the
+ * GPU's kernel keeps (docs/estimation.md, "What SDPA keeps"). */
+#define VRAM_SDPA_QKV_VIEW                                                                         \
+    1u /* q is a view of one fused q/k/v projection output: all of it stays */
+#define VRAM_SDPA_OUT_COPY 2u /* q is contiguous: flash's output follows it and is copied after */
+#define VRAM_SDPA_MASK     4u /* a materialized boolean mask: memory-efficient kernel or math */
+#define VRAM_SDPA_KV_FULL  8u /* k and v expanded to every query head before SDPA (Falcon) */
 
 /* Looks a catalog model up by name (case-insensitive, '_' == '-'). ENOENT
  * names the closest catalog names by edit distance in vram_last_error(). */

@@ -10,9 +10,16 @@ tests/data/hf/ on the meta device and compare the parameter counts.
 
     python bench/estimate/families.py [--vram build/vram] [--check]
 
+SDPA runs the kernel a GPU would pick for the call and keeps what that
+kernel keeps (gpu_sdpa.py), not what the CPU's own SDPA kernels keep.
+
+Then LoRA: vram's trainable parameters against PEFT's get_peft_model for
+a few families, MoE ones included.
+
 --check (make test, tests/integration/test_families.sh) fails on any
-parameter count that is not exact, and on an activation error above 1 %
-for the (family, attention) pairs listed in ACTS_WITHIN_1PCT.
+parameter count that is not exact (LoRA's included), and on any activation
+error above 1 %,
+eager or SDPA (a family without an SDPA implementation shows "-").
 """
 import argparse
 import copy
@@ -38,6 +45,8 @@ ROOT = os.path.dirname(os.path.dirname(HERE))
 # 1-byte mask as CUDA's native_dropout does, and names storages.
 sys.path.insert(0, HERE)
 from measure import storage_key as storage  # noqa: E402
+# gpu_sdpa.py: SDPA runs the kernel a GPU would pick, keeping what it keeps.
+from gpu_sdpa import use_gpu_sdpa  # noqa: E402
 
 # Small configs, one per family: model_type, architecture, keys. wav2vec2
 # trains with LayerDrop (a random layer skipped per step): off here, so the
@@ -165,18 +174,6 @@ SMALL = [
                                                 layerdrop=0.0)),
 ]
 
-# (family, attention) pairs whose activation model --check holds to 1 % of
-# the measured saved tensors (fp32). The others are reported, not hidden:
-# docs/estimation.md, "Family table", says why each differs (CPU kernels
-# that keep what a GPU kernel does not, or a term not modelled yet).
-_EAGER_AND_SDPA = ["bert", "roberta", "llama", "mistral", "qwen2", "qwen3", "qwen3_moe",
-                   "mixtral", "qwen2_moe", "gemma", "gemma3_text", "gemma3", "olmo", "olmo2", "opt", "bart", "mbart",
-                   "distilbert", "vit", "clip", "clip_vision_model", "wav2vec2"]
-_EAGER_ONLY = ["gpt2", "gpt_neox", "phi", "phi3", "gemma2", "bloom", "t5", "mt5", "umt5",
-               "deberta-v2", "mamba", "whisper", "gpt_bigcode", "deepseek_v2", "deepseek_v3"]
-ACTS_WITHIN_1PCT = ({(f, "eager") for f in _EAGER_AND_SDPA + _EAGER_ONLY} |
-                    {(f, "sdpa") for f in _EAGER_AND_SDPA})
-
 BATCH, SEQ, IMAGE = 2, 32, 32
 
 
@@ -210,21 +207,6 @@ def build(cfg, arch, attn, meta=False):
         with torch.device("meta"):
             return cls(cfg)
     torch.manual_seed(0)
-    if attn == "sdpa":
-        # The CPU's SDPA with attention dropout falls back to the math kernel
-        # and keeps the probabilities; a GPU's flash and memory-efficient
-        # kernels apply dropout inside and keep only the RNG state, which is
-        # what the CPU keeps with attention dropout 0.
-        cfg = copy.deepcopy(cfg)
-        for key in ("attention_probs_dropout_prob", "attention_dropout", "attn_pdrop",
-                    "attention_dropout_prob"):
-            if getattr(cfg, key, None):
-                setattr(cfg, key, 0.0)
-        for sub in ("text_config", "vision_config"):
-            if getattr(cfg, sub, None) is not None:
-                setattr(cfg, sub, copy.deepcopy(getattr(cfg, sub)))
-                if getattr(getattr(cfg, sub), "attention_dropout", None):
-                    getattr(cfg, sub).attention_dropout = 0.0
     try:
         return cls._from_config(cfg, attn_implementation=attn)
     except (ValueError, TypeError):
@@ -281,7 +263,8 @@ def measure(model, model_type, arch):
             saved[ptr] = max(saved.get(ptr, 0), n)
         return t
 
-    with torch.autograd.graph.saved_tensors_hooks(pack, lambda t: t):
+    # SDPA (attn_implementation="sdpa") runs what a GPU would run: gpu_sdpa.py
+    with torch.autograd.graph.saved_tensors_hooks(pack, lambda t: t), use_gpu_sdpa():
         out = model(**kw)
         loss = out.loss if how == "loss" else out.last_hidden_state.sum()
     # inputs kept by the model (ids, pixels) count as activations
@@ -374,6 +357,47 @@ def published_rows(vram):
     return rows
 
 
+# LoRA: vram's trainable-parameter count against PEFT's get_peft_model on
+# the same small configs, rank 8: (family, vram's --lora-targets, PEFT's
+# target_modules under the family's own names). MoE families included:
+# transformers 5 stacks their experts, which PEFT reaches through
+# target_parameters (gate and up fused at rank 2r), or not (Qwen2-MoE).
+_QV = ["q_proj", "v_proj"]
+_GUD = ["gate_proj", "up_proj", "down_proj"]
+LORA_CASES = [
+    ("llama", "q,v", _QV), ("llama", "all-linear", "all-linear"),
+    ("gpt2", "q,v", ["c_attn"]), ("gpt2", "all-linear", "all-linear"),
+    ("phi3", "q,v", ["qkv_proj"]), ("phi3", "all-linear", "all-linear"),
+    ("t5", "q,v", ["q", "v"]), ("t5", "all-linear", "all-linear"),
+    ("bart", "q,v", _QV), ("bart", "all-linear", "all-linear"),
+    ("mixtral", "q,v", _QV), ("mixtral", "gate,up,down", ["w1", "w3", "w2"]),
+    ("mixtral", "all-linear", "all-linear"),
+    ("qwen2_moe", "gate,up,down", _GUD), ("qwen2_moe", "all-linear", "all-linear"),
+    ("qwen3_moe", "gate,up,down", _GUD), ("qwen3_moe", "all-linear", "all-linear"),
+    ("deepseek_v2", "gate,up,down", _GUD), ("deepseek_v2", "all-linear", "all-linear"),
+]
+LORA_RANK = 8
+
+
+def lora_rows(vram):
+    import peft
+    configs = {}
+    for model_type, arch, keys in SMALL:
+        configs.setdefault(model_type, (arch, keys))
+    for model_type, vram_targets, targets in LORA_CASES:
+        arch, keys = configs[model_type]
+        cfg = hf_config(model_type, arch, keys)
+        d = cfg.to_dict()
+        d["model_type"] = model_type
+        d["architectures"] = [arch]
+        wrapped = peft.get_peft_model(build(cfg, arch, None, meta=True),
+                                      peft.LoraConfig(r=LORA_RANK, target_modules=targets))
+        want = sum(p.numel() for p in wrapped.parameters() if p.requires_grad)
+        est, err = vram_estimate(vram, d, ["--lora-rank", str(LORA_RANK), "--lora-targets",
+                                           vram_targets])
+        yield model_type, vram_targets, want, est and est["trainable_count"], err
+
+
 # Fixtures that exist to be refused (tests/unit/test_plan_hfconfig.c).
 REFUSED = {"unsupported.json", "missing-field.json"}
 
@@ -407,7 +431,7 @@ def main():
             else:
                 err = pct(got[0], got[1])
                 cells.append(f"{err:+.1f}%")
-                if a.check and (r["family"], attn) in ACTS_WITHIN_1PCT and abs(err) > 1.0:
+                if a.check and abs(err) > 1.0:
                     failures.append(f"{r['family']} {attn}: activations {err:+.2f}% "
                                     f"(measured {got[0]}, vram {got[1]})")
         print(f"{r['family']:<18} {r['arch']:<32} {'yes' if r['accepted'] else 'NO':<8} "
@@ -416,6 +440,15 @@ def main():
         if not exact:
             failures.append(f"{r['family']} ({r['arch']}): vram {r['vram_params']}, "
                             f"transformers {r['hf_params']} {r['error'] or ''}")
+    import peft
+    print(f"\nLoRA r{LORA_RANK} trainable parameters: PEFT {peft.__version__} get_peft_model "
+          f"against vram")
+    print(f"{'family':<14} {'targets':<13} {'PEFT':>10} {'vram':>10} exact")
+    for family, targets, want, got, err in lora_rows(a.vram):
+        exact = got == want
+        print(f"{family:<14} {targets:<13} {want:>10} {str(got):>10} {'yes' if exact else 'NO'}")
+        if not exact:
+            failures.append(f"LoRA {family} {targets}: vram {got}, PEFT {want} {err or ''}")
     print(f"\npublished configs (tests/data/hf/), parameters on the meta device")
     print(f"{'file':<34} {'family':<14} {'transformers':>14} {'vram':>14} exact")
     for r in published_rows(a.vram):

@@ -1,5 +1,6 @@
 /* Dispatch from a model's family to its architecture code. */
 #include "arch.h"
+#include "lora.h"
 
 #include <string.h>
 
@@ -91,8 +92,9 @@ static int profile_acts(const vram_model_t *m, const vram_arch_shape_t *s, doubl
 }
 
 /* What a family is to the estimator: one row (docs/estimation.md, "Family
- * table"). The config.json readers are rows too, by model_type
- * (hf_read.h); LoRA's target linears are in lora.c and arch_lora.c. */
+ * table"): parameters, activations, what it has, and its LoRA targets (the
+ * linears PEFT adapts and QLoRA quantizes: lora.c, arch_lora.c; NULL: no
+ * LoRA). The config.json readers are rows too, by model_type (hf_read.h). */
 enum {
     LAYERS = 1u << 0,  /* a transformer-style layer stack: heads from arch_head.c */
     IMAGE = 1u << 1,   /* input is an image (--image-size), no sequence */
@@ -104,6 +106,7 @@ typedef struct {
     int (*params)(const vram_model_t *m, vram_arch_params_t *p);
     int (*acts)(const vram_model_t *m, const vram_arch_shape_t *s, double *bytes);
     unsigned flags;
+    void (*lora)(const vram_model_t *m, vram_lora_linears_t *l);
 } family_row_t;
 
 #define TRANSFORMER vram_arch_transformer_params, vram_arch_transformer_acts
@@ -114,11 +117,11 @@ typedef struct {
 #define RNN         vram_arch_rnn_params, vram_arch_rnn_acts
 
 static const family_row_t rows[] = {
-    [VRAM_FAMILY_BERT] = {TRANSFORMER, LAYERS},
-    [VRAM_FAMILY_GPT2] = {TRANSFORMER, LAYERS | KV | DECODER},
-    [VRAM_FAMILY_GPTNEOX] = {TRANSFORMER, LAYERS | KV | DECODER},
-    [VRAM_FAMILY_LLAMA] = {TRANSFORMER, LAYERS | KV | DECODER},
-    [VRAM_FAMILY_T5] = {TRANSFORMER, LAYERS | KV},
+    [VRAM_FAMILY_BERT] = {TRANSFORMER, LAYERS, vram_lora_two_layer},
+    [VRAM_FAMILY_GPT2] = {TRANSFORMER, LAYERS | KV | DECODER, vram_lora_fused_qkv},
+    [VRAM_FAMILY_GPTNEOX] = {TRANSFORMER, LAYERS | KV | DECODER, vram_lora_fused_qkv},
+    [VRAM_FAMILY_LLAMA] = {TRANSFORMER, LAYERS | KV | DECODER, vram_lora_llama},
+    [VRAM_FAMILY_T5] = {TRANSFORMER, LAYERS | KV, vram_lora_t5},
     [VRAM_FAMILY_VIT] = {TRANSFORMER, LAYERS | IMAGE},
     [VRAM_FAMILY_RESNET] = {CNN, IMAGE},
     [VRAM_FAMILY_VGG] = {CNN, IMAGE},
@@ -127,25 +130,25 @@ static const family_row_t rows[] = {
     [VRAM_FAMILY_LSTM] = {RNN, 0},
     [VRAM_FAMILY_GRU] = {RNN, 0},
     [VRAM_FAMILY_PROFILE] = {profile_params, profile_acts, 0},
-    [VRAM_FAMILY_QWEN2] = {DECODERS, LAYERS | KV | DECODER},
-    [VRAM_FAMILY_PHI] = {DECODERS, LAYERS | KV | DECODER},
-    [VRAM_FAMILY_PHI3] = {DECODERS, LAYERS | KV | DECODER},
-    [VRAM_FAMILY_GEMMA] = {DECODERS, LAYERS | KV | DECODER},
-    [VRAM_FAMILY_GEMMA2] = {DECODERS, LAYERS | KV | DECODER},
-    [VRAM_FAMILY_OPT] = {DECODERS, LAYERS | KV | DECODER},
-    [VRAM_FAMILY_GPT_BIGCODE] = {DECODERS, LAYERS | KV | DECODER},
-    [VRAM_FAMILY_MIXTRAL] = {DECODERS, LAYERS | KV | DECODER},
-    [VRAM_FAMILY_QWEN2_MOE] = {DECODERS, LAYERS | KV | DECODER},
-    [VRAM_FAMILY_WHISPER] = {AUDIO, LAYERS | KV},
-    [VRAM_FAMILY_WAV2VEC2] = {AUDIO, LAYERS},
+    [VRAM_FAMILY_QWEN2] = {DECODERS, LAYERS | KV | DECODER, vram_lora_llama},
+    [VRAM_FAMILY_PHI] = {DECODERS, LAYERS | KV | DECODER, vram_lora_two_layer},
+    [VRAM_FAMILY_PHI3] = {DECODERS, LAYERS | KV | DECODER, vram_lora_phi3},
+    [VRAM_FAMILY_GEMMA] = {DECODERS, LAYERS | KV | DECODER, vram_lora_llama},
+    [VRAM_FAMILY_GEMMA2] = {DECODERS, LAYERS | KV | DECODER, vram_lora_llama},
+    [VRAM_FAMILY_OPT] = {DECODERS, LAYERS | KV | DECODER, vram_lora_two_layer},
+    [VRAM_FAMILY_GPT_BIGCODE] = {DECODERS, LAYERS | KV | DECODER, vram_lora_fused_qkv},
+    [VRAM_FAMILY_MIXTRAL] = {DECODERS, LAYERS | KV | DECODER, vram_lora_mixtral},
+    [VRAM_FAMILY_QWEN2_MOE] = {DECODERS, LAYERS | KV | DECODER, vram_lora_qwen2_moe},
+    [VRAM_FAMILY_WHISPER] = {AUDIO, LAYERS | KV, vram_lora_whisper},
+    [VRAM_FAMILY_WAV2VEC2] = {AUDIO, LAYERS, vram_lora_two_layer},
     [VRAM_FAMILY_DECODER] = {vram_arch_generic_params, vram_arch_generic_acts,
-                             LAYERS | KV | DECODER},
-    [VRAM_FAMILY_BART] = {MORE, LAYERS | KV},
-    [VRAM_FAMILY_DISTILBERT] = {MORE, LAYERS},
-    [VRAM_FAMILY_DEBERTA_V2] = {MORE, LAYERS},
-    [VRAM_FAMILY_CLIP] = {MORE, LAYERS},
-    [VRAM_FAMILY_CLIP_VISION] = {MORE, LAYERS | IMAGE},
-    [VRAM_FAMILY_MAMBA] = {MORE, LAYERS | KV},
+                             LAYERS | KV | DECODER, vram_lora_decoder},
+    [VRAM_FAMILY_BART] = {MORE, LAYERS | KV, vram_lora_bart},
+    [VRAM_FAMILY_DISTILBERT] = {MORE, LAYERS, vram_lora_encoder},
+    [VRAM_FAMILY_DEBERTA_V2] = {MORE, LAYERS, vram_lora_encoder},
+    [VRAM_FAMILY_CLIP] = {MORE, LAYERS, vram_lora_clip},
+    [VRAM_FAMILY_CLIP_VISION] = {MORE, LAYERS | IMAGE, vram_lora_encoder},
+    [VRAM_FAMILY_MAMBA] = {MORE, LAYERS | KV, vram_lora_mamba},
 };
 
 static const family_row_t *row(const vram_model_t *m)
@@ -203,6 +206,18 @@ static double head_tokens(const vram_model_t *m, const vram_arch_shape_t *s)
     double b = (double)s->batch;
     if (m->family == VRAM_FAMILY_WAV2VEC2) return b * (double)vram_arch_wav2vec2_frames(m, s->seq);
     return b * (double)s->seq;
+}
+
+int vram_lora_linears(const vram_model_t *m, vram_lora_linears_t *l)
+{
+    const family_row_t *r = row(m);
+    l->n = 0;
+    if (!r || !r->lora || m->num_heads <= 0)
+        return vram_fail(VRAM_EINVAL,
+                         "LoRA is not supported for %s models (transformer families only)",
+                         vram_family_name(m->family));
+    r->lora(m, l);
+    return 0;
 }
 
 int vram_arch_acts(const vram_model_t *m, const vram_arch_shape_t *s, double *bytes)

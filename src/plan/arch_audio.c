@@ -132,6 +132,9 @@ static int whisper_acts(const vram_model_t *m, const vram_arch_shape_t *sh, doub
     layer_acts_t dec = classic_layer(sh, b, sd, h, I, a, false, 3, 2 * sh->mm, 2);
     double cross = cross_attention(sh, b, sd, frames, h, a);
     dec.layer += cross;
+    /* SDPA: q made contiguous, its output copied (encoder, decoder, cross) */
+    enc.layer += b * frames * sdpa_extra(m, sh, h, h);
+    dec.layer += 2 * b * sd * sdpa_extra(m, sh, h, h);
     if (!sh->training) {
         *bytes = max2(enc.working, dec.working) + sh->mm * b * mel * 2 * frames;
         return 0;

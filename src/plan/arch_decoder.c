@@ -119,6 +119,7 @@ static layer_acts_t decoder_layer(const vram_model_t *m, const vram_arch_shape_t
             per += (m->family == VRAM_FAMILY_OPT ? I : 2 * I) * p->mm;
     }
     if (m->family == VRAM_FAMILY_OPT) per += 2 * MASK * h;
+    per += sdpa_extra(m, p, qd, kvd);
     l.core = attention_core(p, b, a, s, s, false) + softcap_scores(m, p, b, a, s);
     l.layer = tok * per + l.core;
     l.input = p->f32 * tok * h;
@@ -132,7 +133,10 @@ static layer_acts_t decoder_layer(const vram_model_t *m, const vram_arch_shape_t
          * every head before attention: GPT-2's layer with a fused GELU */
         layer_acts_t g = classic_layer(p, b, s, h, I, a, true, 1, 2 * p->mm, 2);
         l.core = g.core;
-        l.layer = g.layer;
+        /* SDPA takes the single key/value head as it is (enable_gqa), where
+         * the classic layer counts k and v expanded */
+        l.layer = g.layer + tok * (p->fused_attention ? -2 * (h - kvd) * p->mm : 0) +
+                  tok * sdpa_extra(m, p, qd, kvd);
     }
     return l;
 }

@@ -165,7 +165,20 @@ static layer_acts_t generic_layer(const vram_model_t *m, const vram_arch_shape_t
     /* GQA's keys and values: eager repeats them to every head, SDPA without
      * a padding mask takes them as they are (transformers' use_gqa_in_sdpa) */
     double qd = (double)q_width(m);
-    double kvd = p->fused_attention && !latent(m) ? (double)kv_width(m) : qd;
+    /* Falcon's materialized mask refuses flash; the memory-efficient
+     * kernel keeps it as a float mask, or, with fewer key/value heads than
+     * query heads (which it cannot take), math runs and keeps the scores as
+     * eager does */
+    bool mask = p->fused_attention && (m->sdpa_saves & VRAM_SDPA_MASK);
+    bool kv_full = m->sdpa_saves & VRAM_SDPA_KV_FULL;
+    vram_arch_shape_t math;
+    if (mask && !kv_full && kv_heads(m) < m->num_heads) {
+        math = *p;
+        math.fused_attention = false;
+        p = &math;
+        mask = false;
+    }
+    double kvd = p->fused_attention && !latent(m) && !kv_full ? (double)kv_width(m) : qd;
     double vd = latent(m) ? a * (double)m->v_head_dim : kvd;
     bool gated = m->gated_mlp, moe = m->num_experts > 0;
     int n = norms_per_layer(m);
@@ -195,7 +208,12 @@ static layer_acts_t generic_layer(const vram_model_t *m, const vram_arch_shape_t
     else if (m->qk_norm == 2)
         per += norm_bytes(m, p, qd) + norm_bytes(m, p, (double)kv_width(m));
     /* q and k after rotary, v and the context */
-    per += qd * fed(p, 1) + kvd * fed(p, 1) + vd * p->mm + (latent(m) ? vd : qd) * p->mm;
+    /* MLA under SDPA: v goes in as a view of kv_b's output, keeping all
+     * of it (the non-rotary keys' part too); eager's matmul copies it */
+    double v_kept =
+        latent(m) && p->fused_attention ? a * (double)(m->head_dim + m->v_head_dim) : vd;
+    per += qd * fed(p, 1) + kvd * fed(p, 1) + v_kept * p->mm + (latent(m) ? vd : qd) * p->mm;
+    per += sdpa_extra(m, p, qd, kvd);
     double I = (double)m->intermediate_size;
     double dense_mlp = gated ? 4 * I * p->mm : (m->gelu_mlp ? 2 : 1) * I * p->mm;
     double sparse_mlp = 0;
@@ -211,6 +229,7 @@ static layer_acts_t generic_layer(const vram_model_t *m, const vram_arch_shape_t
     double L = (double)m->num_layers, nd = moe ? (double)m->dense_layers : L;
     per += (nd * dense_mlp + (L - nd) * sparse_mlp) / L; /* the layers' mean */
     l.core = attention_core(p, b, a, s, s, false) + softcap_scores(m, p, b, a, s);
+    if (mask) l.core += p->mm * b * s * s; /* convert_boolean_attn_mask's float mask */
     l.layer = tok * per + l.core;
     l.input = p->f32 * tok * h;
     double work_I = moe ? (double)m->expert_intermediate * (double)m->experts_per_token : I;

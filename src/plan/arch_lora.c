@@ -1,11 +1,12 @@
 /* The LoRA target linears of the third-edition families, the "LoRA
- * targets" column of their rows (docs/estimation.md, "Family table"), under
- * PEFT's roles: q, k, v, o for attention, gate, up, down for the MLP.
- * transformers 5 keeps MoE experts as stacked parameters, not nn.Linear:
- * PEFT's target_modules (and bitsandbytes) do not reach them, so only the
- * attention, the dense MLPs and the shared experts are listed. Mamba's
- * in_proj answers to "up", out_proj to "down", x_proj and dt_proj to
- * "gate". */
+ * targets" column of their rows (arch.c; docs/estimation.md, "LoRA and
+ * QLoRA"), under PEFT's roles: q, k, v, o for attention, gate, up, down
+ * for the MLP. transformers 5 keeps MoE experts as stacked parameters, not
+ * nn.Linear: bitsandbytes does not quantize them, and PEFT 0.21 reaches
+ * them only through its conversion of gate/up/down into target_parameters,
+ * which then leaves the dense MLPs and shared experts (nn.Linear, so
+ * quantized) without adapters. Mamba's in_proj answers to "up", out_proj
+ * to "down", x_proj and dt_proj to "gate". */
 #include "arch_parts.h"
 #include "lora.h"
 
@@ -17,6 +18,13 @@ static void attn(vram_lora_linears_t *l, int64_t h, double count)
     vram_lora_add(l, VRAM_LORA_K, h, h, count);
     vram_lora_add(l, VRAM_LORA_V, h, h, count);
     vram_lora_add(l, VRAM_LORA_O, h, h, count);
+}
+
+/* A gated MLP quantized but not adapted (roles 0): see the top of the file */
+static void frozen_mlp(vram_lora_linears_t *l, int64_t h, int64_t I, double count)
+{
+    for (int i = 0; i < 3; i++)
+        vram_lora_add(l, 0, i < 2 ? h : I, i < 2 ? I : h, I > 0 ? count : 0);
 }
 
 static void decoder(const vram_model_t *m, vram_lora_linears_t *l)
@@ -44,47 +52,51 @@ static void decoder(const vram_model_t *m, vram_lora_linears_t *l)
         vram_lora_add(l, VRAM_LORA_V, h, kv, L);
         vram_lora_add(l, VRAM_LORA_O, q, h, L);
     }
-    double dense = m->num_experts > 0 ? (double)m->dense_layers : L;
-    vram_lora_mlp(l, h, m->intermediate_size, m->gated_mlp, dense);
-    if (m->num_experts > 0 && m->shared_intermediate > 0)
-        vram_lora_mlp(l, h, m->shared_intermediate, m->gated_mlp, L - dense);
+    if (m->num_experts <= 0) {
+        vram_lora_mlp(l, h, m->intermediate_size, m->gated_mlp, L);
+        return;
+    }
+    double dense = (double)m->dense_layers;
+    frozen_mlp(l, h, m->intermediate_size, dense);
+    frozen_mlp(l, h, m->shared_intermediate, L - dense);
+    vram_lora_experts(l, h, m->expert_intermediate, m->num_experts, m->experts_per_token,
+                      L - dense);
 }
 
-int vram_arch_lora_linears(const vram_model_t *m, vram_lora_linears_t *l)
+void vram_lora_decoder(const vram_model_t *m, vram_lora_linears_t *l)
+{
+    decoder(m, l);
+}
+
+/* encoder, decoder and cross attention, fc1/fc2 */
+void vram_lora_bart(const vram_model_t *m, vram_lora_linears_t *l)
 {
     double L = (double)m->num_layers, D = (double)m->num_decoder_layers;
-    int64_t h = m->hidden_size, I = m->intermediate_size;
-    switch (m->family) {
-    case VRAM_FAMILY_DECODER:
-        decoder(m, l);
-        return 0;
-    case VRAM_FAMILY_BART:
-        attn(l, h, L + 2 * D);
-        vram_lora_mlp(l, h, I, false, L + D);
-        return 0;
-    case VRAM_FAMILY_DISTILBERT:
-    case VRAM_FAMILY_DEBERTA_V2:
-    case VRAM_FAMILY_CLIP_VISION:
-        attn(l, h, L);
-        vram_lora_mlp(l, h, I, false, L);
-        return 0;
-    case VRAM_FAMILY_CLIP:
-        attn(l, h, L);
-        vram_lora_mlp(l, h, I, false, L);
-        attn(l, m->text_hidden, (double)m->text_layers);
-        vram_lora_mlp(l, m->text_hidden, m->text_intermediate, false, (double)m->text_layers);
-        return 0;
-    case VRAM_FAMILY_MAMBA: {
-        int64_t in = m->ssm_inner, n = m->ssm_state, r = m->ssm_dt_rank;
-        vram_lora_add(l, VRAM_LORA_UP, h, 2 * in, L);
-        vram_lora_add(l, VRAM_LORA_GATE, in, r + 2 * n, L);
-        vram_lora_add(l, VRAM_LORA_GATE, r, in, L);
-        vram_lora_add(l, VRAM_LORA_DOWN, in, h, L);
-        return 0;
-    }
-    default:
-        return vram_fail(VRAM_EINVAL,
-                         "LoRA is not supported for %s models (transformer families only)",
-                         vram_family_name(m->family));
-    }
+    attn(l, m->hidden_size, L + 2 * D);
+    vram_lora_mlp(l, m->hidden_size, m->intermediate_size, false, L + D);
+}
+
+/* DistilBERT, DeBERTa-v2, CLIP's vision tower */
+void vram_lora_encoder(const vram_model_t *m, vram_lora_linears_t *l)
+{
+    double L = (double)m->num_layers;
+    attn(l, m->hidden_size, L);
+    vram_lora_mlp(l, m->hidden_size, m->intermediate_size, false, L);
+}
+
+void vram_lora_clip(const vram_model_t *m, vram_lora_linears_t *l)
+{
+    vram_lora_encoder(m, l);
+    attn(l, m->text_hidden, (double)m->text_layers);
+    vram_lora_mlp(l, m->text_hidden, m->text_intermediate, false, (double)m->text_layers);
+}
+
+void vram_lora_mamba(const vram_model_t *m, vram_lora_linears_t *l)
+{
+    double L = (double)m->num_layers;
+    int64_t h = m->hidden_size, in = m->ssm_inner, n = m->ssm_state, r = m->ssm_dt_rank;
+    vram_lora_add(l, VRAM_LORA_UP, h, 2 * in, L);
+    vram_lora_add(l, VRAM_LORA_GATE, in, r + 2 * n, L);
+    vram_lora_add(l, VRAM_LORA_GATE, r, in, L);
+    vram_lora_add(l, VRAM_LORA_DOWN, in, h, L);
 }

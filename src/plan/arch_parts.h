@@ -87,6 +87,23 @@ static inline double attention_core(const vram_arch_shape_t *p, double b, double
     return clamp + attention_probs(p, scores, dropout);
 }
 
+/* What a GPU's SDPA kernel keeps per token beyond q, k, v and an output
+ * shared with the output projection's input (docs/estimation.md, "What
+ * SDPA keeps"): a q that is a view of one fused projection keeps all of it
+ * (its k and v parts: k and v themselves are the cache's copies); a q made
+ * contiguous (by cat or .contiguous()) makes FlashAttention allocate its
+ * output in that layout (flash_api.cpp: empty_like(q)), which the
+ * transpose(1, 2).contiguous() after it copies for the projection. */
+static inline double sdpa_extra(const vram_model_t *m, const vram_arch_shape_t *p, double qd,
+                                double kvd)
+{
+    if (!p->fused_attention) return 0;
+    double x = 0;
+    if (m->sdpa_saves & VRAM_SDPA_QKV_VIEW) x += 2 * kvd;
+    if (m->sdpa_saves & VRAM_SDPA_OUT_COPY) x += qd;
+    return x * p->mm;
+}
+
 /* Inference working set of attention: q, k, v, context, scores and probs
  * (fused attention materializes no scores). */
 static inline double attention_working(const vram_arch_shape_t *p, double b, double s, double h,

@@ -309,6 +309,7 @@ int vram_arch_transformer_acts(const vram_model_t *m, const vram_arch_shape_t *s
         bool gpt2 = m->family == VRAM_FAMILY_GPT2;
         l = classic_layer(sh, b, s, h, I, a, gpt2, 1, gpt2 ? gelu_new_bytes(sh) : 2 * sh->mm,
                           gpt2 ? 2 : 1);
+        l.layer += tok * sdpa_extra(m, sh, h, h);
         if (!sh->training) {
             *bytes = l.working;
             return 0;
@@ -375,6 +376,18 @@ int vram_arch_transformer_acts(const vram_model_t *m, const vram_arch_shape_t *s
         total += t5_norm(sh, tok, h) + MASK * tok * h + fed(sh, 2 * (int)dec) * tok * h;
         total += dec * sh->mm * tok * 2 * h;
         total += IDX * tokd + MASK * tokd * h + stack(&dec_l, dec, sh->checkpointing);
+        if (sh->fused_attention) {
+            /* the position bias is SDPA's float mask, so the memory-efficient
+             * kernel runs and keeps it (batch 1; f32 role, an embedding's
+             * output): create_position_bias_mask's .contiguous() copy of the
+             * permuted bias in each encoder layer, each decoder layer's
+             * torch.where with the causal mask (and where's boolean
+             * condition), the cross-attention's zeros (shared; UMT5: per
+             * layer); no scores */
+            double bias = sh->f32 * a * s * sd;
+            double cross = m->relative_bias_all ? dec : 1;
+            total += bias * (L + dec + cross) + dec * MASK * sd * sd;
+        }
         /* final decoder norm and dropout (the rescaled output is the head's) */
         total += t5_norm(sh, tokd, h) + MASK * tokd * h;
         break;

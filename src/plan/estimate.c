@@ -238,6 +238,7 @@ static int lora_memory(const vram_model_t *m, const vram_estimate_config_t *c,
     int rc = vram_lora_linears(m, &lin);
     if (rc) return rc;
     unsigned targets = c->lora_targets ? c->lora_targets : (VRAM_LORA_Q | VRAM_LORA_V);
+    if ((rc = vram_lora_check_targets(&lin, targets))) return rc;
     double n = (double)p->params, largest = 0;
     double A = vram_lora_adapter_params(&lin, targets, c->lora_rank);
     double Q = vram_lora_linear_params(&lin, &largest);

@@ -17,18 +17,20 @@ typedef struct {
     bool gated;          /* gated MLP (SwiGLU, GeGLU) */
     bool tied;           /* tie_word_embeddings' default in the family's config class */
     bool sdpa;           /* Hugging Face's default attention is SDPA */
+    uint8_t sdpa_saves;  /* VRAM_SDPA_* (vram.h): how the family calls SDPA */
     int64_t sliding_pat; /* every n-th layer global (0: all slide when a window is set) */
 } decoder_row_t;
 
 static const decoder_row_t rows[] = {
-    /* types            norm                   layout               qk gated tied  sdpa pattern */
-    {"qwen3,qwen3_moe", VRAM_NORM_RMS, VRAM_NORMS_PRE, 1, true, false, true, 0},
-    {"olmo", VRAM_NORM_NONPARAM, VRAM_NORMS_PRE, 0, true, false, true, 0},
-    {"olmo2", VRAM_NORM_RMS, VRAM_NORMS_POST, 2, true, false, true, 0},
-    {"gemma3_text", VRAM_NORM_RMS, VRAM_NORMS_SANDWICH, 1, true, true, true, 6},
-    {"falcon", VRAM_NORM_LAYER, VRAM_NORMS_PARALLEL1, 0, false, true, true, 0},
-    {"bloom", VRAM_NORM_LAYER, VRAM_NORMS_PRE, 0, false, true, false, 0},
-    {"deepseek_v2,deepseek_v3", VRAM_NORM_RMS, VRAM_NORMS_PRE, 0, true, false, true, 0},
+    /* types            norm                   layout               qk gated tied  sdpa saves
+     * pattern (Falcon materializes a boolean causal mask: allow_is_causal_skip=False) */
+    {"qwen3,qwen3_moe", VRAM_NORM_RMS, VRAM_NORMS_PRE, 1, true, false, true, 0, 0},
+    {"olmo", VRAM_NORM_NONPARAM, VRAM_NORMS_PRE, 0, true, false, true, 0, 0},
+    {"olmo2", VRAM_NORM_RMS, VRAM_NORMS_POST, 2, true, false, true, 0, 0},
+    {"gemma3_text", VRAM_NORM_RMS, VRAM_NORMS_SANDWICH, 1, true, true, true, 0, 6},
+    {"falcon", VRAM_NORM_LAYER, VRAM_NORMS_PARALLEL1, 0, false, true, true, VRAM_SDPA_MASK, 0},
+    {"bloom", VRAM_NORM_LAYER, VRAM_NORMS_PRE, 0, false, true, false, 0, 0},
+    {"deepseek_v2,deepseek_v3", VRAM_NORM_RMS, VRAM_NORMS_PRE, 0, true, false, true, 0, 0},
 };
 
 static const decoder_row_t *row_of(const char *t)
@@ -139,6 +141,8 @@ static int falcon(json_t *root, const char *origin, vram_model_t *m)
     OPT(KEYS("ffn_hidden_size"), intermediate_size, 4 * m->hidden_size, VRAM_MAX_MLP_WIDTH);
     if (vram_hf_bool(root, "new_decoder_architecture", false)) {
         OPT(KEYS("num_kv_heads"), num_kv_heads, m->num_heads, VRAM_MAX_HEADS);
+        /* _split_heads gives keys and values every query head */
+        m->sdpa_saves |= VRAM_SDPA_KV_FULL;
         int64_t lns;
         if ((rc = vram_hf_int(root, origin, KEYS("num_ln_in_parallel_attn"), false, 2, 2, &lns)))
             return rc;
@@ -181,6 +185,7 @@ static int read_row(json_t *root, const char *origin, const char *t, vram_model_
     m->qk_norm = r->qk_norm;
     m->gated_mlp = r->gated;
     m->sdpa_default = r->sdpa;
+    m->sdpa_saves = r->sdpa_saves;
     m->softmax_upcast = true;
     m->tied_embeddings = vram_hf_bool(root, "tie_word_embeddings", r->tied);
     if (falcon_like && (rc = falcon(root, origin, m))) return rc;

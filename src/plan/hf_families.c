@@ -114,6 +114,8 @@ static int read_gpt2(json_t *root, const char *origin, const char *t, vram_model
         m->softmax_upcast = vram_hf_bool(root, "attention_softmax_in_fp32", true);
     }
     m->sdpa_default = true;
+    /* q is a view of c_attn's output; k and v are the cache's copies */
+    m->sdpa_saves = VRAM_SDPA_QKV_VIEW;
     return 0;
 }
 
@@ -128,6 +130,7 @@ static int read_neox(json_t *root, const char *origin, const char *t, vram_model
     m->tied_embeddings = vram_hf_bool(root, "tie_word_embeddings", false);
     m->softmax_upcast = true;
     m->sdpa_default = true;
+    m->sdpa_saves = VRAM_SDPA_OUT_COPY; /* partial rotary rebuilds q by cat */
     return 0;
 }
 
@@ -154,6 +157,8 @@ static int read_phi3(json_t *root, const char *origin, const char *t, vram_model
 {
     (void)t;
     m->family = VRAM_FAMILY_PHI3;
+    /* apply_rotary_pos_emb rebuilds q by cat (partial rotary) */
+    m->sdpa_saves = VRAM_SDPA_OUT_COPY;
     return read_llama_like(root, origin, m, false);
 }
 
@@ -224,6 +229,7 @@ static int read_phi(json_t *root, const char *origin, const char *t, vram_model_
     m->tied_embeddings = vram_hf_bool(root, "tie_word_embeddings", false);
     m->softmax_upcast = true;
     m->sdpa_default = true;
+    m->sdpa_saves = VRAM_SDPA_OUT_COPY; /* partial rotary rebuilds q by cat */
     return 0;
 }
 
@@ -283,6 +289,7 @@ static int read_whisper(json_t *root, const char *origin, const char *t, vram_mo
     OPT(KEYS("max_source_positions"), max_source_positions, 1500, VRAM_MAX_POSITIONS);
     OPT(KEYS("max_target_positions"), max_positions, 448, VRAM_MAX_POSITIONS);
     m->tied_embeddings = true;
+    m->sdpa_saves = VRAM_SDPA_OUT_COPY; /* q, k, v made .contiguous() */
     return 0;
 }
 

@@ -1,4 +1,5 @@
-/* LoRA and QLoRA: the linear layers each family has, under the names PEFT
+/* LoRA and QLoRA: the linear layers of the second-edition families (the
+ * "LoRA targets" column of their rows in arch.c), under the names PEFT
  * targets (q, k, v, o, gate, up, down), the adapters' parameters and the
  * bytes of a quantized frozen base (docs/estimation.md, "LoRA and QLoRA"). */
 #include "arch_parts.h"
@@ -19,66 +20,102 @@ static void attention(vram_lora_linears_t *l, const vram_model_t *m, double coun
     vram_lora_add(l, VRAM_LORA_O, q, h, count);
 }
 
-int vram_lora_linears(const vram_model_t *m, vram_lora_linears_t *l)
+/* q, k, v, o and the MLP (gated or two-layer) of every layer */
+static void blocks(const vram_model_t *m, vram_lora_linears_t *l, bool gated)
 {
-    l->n = 0;
-    if (!vram_arch_has_layers(m) || m->family == VRAM_FAMILY_VIT || m->num_heads <= 0)
-        return vram_fail(VRAM_EINVAL,
-                         "LoRA is not supported for %s models (transformer families only)",
-                         vram_family_name(m->family));
+    attention(l, m, (double)m->num_layers);
+    vram_lora_mlp(l, m->hidden_size, m->intermediate_size, gated, (double)m->num_layers);
+}
+
+/* The "LoRA targets" column of the second-edition rows (arch.c). */
+
+void vram_lora_llama(const vram_model_t *m, vram_lora_linears_t *l)
+{
+    blocks(m, l, true);
+}
+
+/* transformers 5 stacks Mixtral's experts (w1 and w3 in gate_up_proj, w2
+ * in down_proj) and its router is a module of its own: PEFT 0.21 reaches
+ * them through target_parameters (utils/transformers_weight_conversion.py,
+ * _MOE_TARGET_MODULE_MAPPING), bitsandbytes does not quantize them. */
+void vram_lora_mixtral(const vram_model_t *m, vram_lora_linears_t *l)
+{
+    double L = (double)m->num_layers;
+    attention(l, m, L);
+    vram_lora_experts(l, m->hidden_size, m->expert_intermediate, m->num_experts,
+                      m->experts_per_token, L);
+}
+
+/* Qwen2-MoE: PEFT 0.21 keeps gate_proj, up_proj and down_proj on the shared
+ * expert's nn.Linear and never reaches the stacked experts or the router;
+ * "all-linear" adds shared_expert_gate (an nn.Linear: quantized). The
+ * stacked experts are neither adapted nor quantized: not listed. */
+void vram_lora_qwen2_moe(const vram_model_t *m, vram_lora_linears_t *l)
+{
+    double L = (double)m->num_layers;
+    int64_t h = m->hidden_size;
+    attention(l, m, L);
+    if (m->shared_intermediate > 0) {
+        vram_lora_mlp(l, h, m->shared_intermediate, true, L);
+        vram_lora_add(l, VRAM_LORA_ROUTER, h, 1, L);
+    }
+}
+
+void vram_lora_phi3(const vram_model_t *m, vram_lora_linears_t *l)
+{
+    /* fused qkv_proj and gate_up_proj */
     double L = (double)m->num_layers;
     int64_t h = m->hidden_size, I = m->intermediate_size, d = head_dim(m);
     int64_t q = m->num_heads * d, kv = kv_heads(m) * d;
-    switch (m->family) {
-    case VRAM_FAMILY_LLAMA:
-    case VRAM_FAMILY_QWEN2:
-    case VRAM_FAMILY_GEMMA:
-    case VRAM_FAMILY_GEMMA2:
-        attention(l, m, L);
-        vram_lora_mlp(l, h, I, true, L);
-        return 0;
-    case VRAM_FAMILY_MIXTRAL:
-    case VRAM_FAMILY_QWEN2_MOE:
-        /* every expert's w1 (gate), w3 (up), w2 (down); the router stays frozen */
-        attention(l, m, L);
-        vram_lora_mlp(l, h, m->expert_intermediate, true, L * (double)m->num_experts);
-        if (m->shared_intermediate > 0) vram_lora_mlp(l, h, m->shared_intermediate, true, L);
-        return 0;
-    case VRAM_FAMILY_PHI3: /* fused qkv_proj and gate_up_proj */
-        vram_lora_add(l, QKV, h, q + 2 * kv, L);
-        vram_lora_add(l, VRAM_LORA_O, q, h, L);
-        vram_lora_add(l, VRAM_LORA_GATE | VRAM_LORA_UP, h, 2 * I, L);
-        vram_lora_add(l, VRAM_LORA_DOWN, I, h, L);
-        return 0;
-    case VRAM_FAMILY_GPT2:
-    case VRAM_FAMILY_GPT_BIGCODE:
-    case VRAM_FAMILY_GPTNEOX: /* fused c_attn / query_key_value; c_fc, c_proj */
-        vram_lora_add(l, QKV, h, q + 2 * kv, L);
-        vram_lora_add(l, VRAM_LORA_O, h, h, L);
-        vram_lora_mlp(l, h, I, false, L);
-        return 0;
-    case VRAM_FAMILY_BERT:
-    case VRAM_FAMILY_OPT:
-    case VRAM_FAMILY_PHI:
-    case VRAM_FAMILY_WAV2VEC2:
-        attention(l, m, L);
-        vram_lora_mlp(l, h, I, false, L);
-        return 0;
-    case VRAM_FAMILY_T5: {
-        double dec = (double)(m->num_decoder_layers > 0 ? m->num_decoder_layers : m->num_layers);
-        attention(l, m, L + 2 * dec);
-        vram_lora_mlp(l, h, I, m->gated_mlp, L + dec);
-        return 0;
-    }
-    case VRAM_FAMILY_WHISPER: {
-        double dec = (double)m->num_decoder_layers;
-        attention(l, m, L + 2 * dec);
-        vram_lora_mlp(l, h, I, false, L + dec);
-        return 0;
-    }
-    default: /* the third-edition families' rows (arch_lora.c) */
-        return vram_arch_lora_linears(m, l);
-    }
+    vram_lora_add(l, QKV, h, q + 2 * kv, L);
+    vram_lora_add(l, VRAM_LORA_O, q, h, L);
+    vram_lora_add(l, VRAM_LORA_GATE | VRAM_LORA_UP, h, 2 * I, L);
+    vram_lora_add(l, VRAM_LORA_DOWN, I, h, L);
+}
+
+/* GPT-2, GPTBigCode, GPT-NeoX: fused c_attn / query_key_value; c_fc, c_proj */
+void vram_lora_fused_qkv(const vram_model_t *m, vram_lora_linears_t *l)
+{
+    double L = (double)m->num_layers;
+    int64_t h = m->hidden_size, d = head_dim(m);
+    int64_t q = m->num_heads * d, kv = kv_heads(m) * d;
+    vram_lora_add(l, QKV, h, q + 2 * kv, L);
+    vram_lora_add(l, VRAM_LORA_O, h, h, L);
+    vram_lora_mlp(l, h, m->intermediate_size, false, L);
+}
+
+/* BERT, OPT, Phi, wav2vec2: q, k, v, o and a two-layer MLP */
+void vram_lora_two_layer(const vram_model_t *m, vram_lora_linears_t *l)
+{
+    blocks(m, l, false);
+}
+
+/* encoder, decoder and cross attention */
+void vram_lora_t5(const vram_model_t *m, vram_lora_linears_t *l)
+{
+    double L = (double)m->num_layers;
+    double dec = (double)(m->num_decoder_layers > 0 ? m->num_decoder_layers : m->num_layers);
+    attention(l, m, L + 2 * dec);
+    vram_lora_mlp(l, m->hidden_size, m->intermediate_size, m->gated_mlp, L + dec);
+}
+
+void vram_lora_whisper(const vram_model_t *m, vram_lora_linears_t *l)
+{
+    double L = (double)m->num_layers, dec = (double)m->num_decoder_layers;
+    attention(l, m, L + 2 * dec);
+    vram_lora_mlp(l, m->hidden_size, m->intermediate_size, false, L + dec);
+}
+
+int vram_lora_check_targets(const vram_lora_linears_t *l, unsigned targets)
+{
+    unsigned gu = VRAM_LORA_GATE | VRAM_LORA_UP, t = targets & gu;
+    for (int i = 0; i < l->n; i++)
+        if (l->items[i].stacked && l->items[i].roles == gu && t && t != gu)
+            return vram_fail(VRAM_EINVAL,
+                             "LoRA targets: this model's experts keep gate and up in one "
+                             "gate_up_proj, which PEFT adapts only when both are targeted: add %s",
+                             t == VRAM_LORA_GATE ? "up" : "gate");
+    return 0;
 }
 
 int vram_lora_targets_parse(const char *text, unsigned *out)
@@ -113,12 +150,21 @@ int vram_lora_targets_parse(const char *text, unsigned *out)
     return 0;
 }
 
+/* "all-linear" (every role) reaches the routers too, as PEFT's does */
+static unsigned reach(unsigned targets)
+{
+    return (targets & VRAM_LORA_ALL_LINEAR) == VRAM_LORA_ALL_LINEAR ? targets | VRAM_LORA_ROUTER
+                                                                    : targets;
+}
+
 double vram_lora_adapter_params(const vram_lora_linears_t *l, unsigned targets, int64_t rank)
 {
     double n = 0;
+    targets = reach(targets);
     for (int i = 0; i < l->n; i++)
         if (l->items[i].roles & targets)
-            n += (double)rank * (l->items[i].in + l->items[i].out) * l->items[i].count;
+            n += (double)rank * l->items[i].rank_mult * (l->items[i].in + l->items[i].out) *
+                 l->items[i].count;
     return n;
 }
 
@@ -126,6 +172,7 @@ double vram_lora_linear_params(const vram_lora_linears_t *l, double *largest)
 {
     double n = 0, big = 0;
     for (int i = 0; i < l->n; i++) {
+        if (l->items[i].stacked) continue; /* bitsandbytes replaces nn.Linear only */
         double e = l->items[i].in * l->items[i].out;
         n += e * l->items[i].count;
         if (e > big) big = e;
@@ -140,8 +187,10 @@ double vram_lora_adapter_acts_per_token(const vram_lora_linears_t *l, unsigned t
     /* lora_A's output, kept by lora_B, per targeted linear and token; the
      * input x is the base linear's (already counted) */
     double per = 0;
+    targets = reach(targets);
     for (int i = 0; i < l->n; i++)
-        if (l->items[i].roles & targets) per += (double)rank * bytes * l->items[i].count;
+        if (l->items[i].roles & targets)
+            per += (double)rank * l->items[i].rank_mult * bytes * l->items[i].runs;
     return per;
 }
 

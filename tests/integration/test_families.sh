@@ -2,9 +2,10 @@
 # Every family vram reads, checked against the real transformers code
 # (bench/estimate/families.py --check): parameter counts of a small config
 # of each family and of every published config.json in tests/data/hf/ must
-# be exact, and the activations of the families the script lists in
-# ACTS_WITHIN_1PCT within 1 % of one measured fp32 training step on the
-# CPU (eager and SDPA). Needs the project's venv (make deps): VRAM_PYTHON.
+# be exact, and the activations of every family within 1 % of one measured
+# fp32 training step on the CPU, eager and SDPA (SDPA with the kernel a GPU
+# would run: bench/estimate/gpu_sdpa.py). Needs the project's venv (make
+# deps): VRAM_PYTHON.
 set -euo pipefail
 SRC=${VRAM_SOURCE_DIR:?}
 BIN=${VRAM_BIN:?}

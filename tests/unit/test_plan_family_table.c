@@ -9,6 +9,7 @@
 #include <stdarg.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -157,6 +158,27 @@ static void lora_on_new_families(void **state)
     uint64_t layer =
         16ull * ((4096 + 4096) + 2 * (4096 + 1024) + (4096 + 4096) + 3 * (4096 + 12288));
     assert_int_equal(e.trainable_count, 36 * layer);
+
+    /* Mixtral-8x7B: transformers 5 stacks the experts, PEFT 0.21 adapts
+     * them as parameters (gate_up_proj [8, 2 x 14336, 4096] at rank 2r,
+     * down_proj at r, per expert) and, with all-linear, the router
+     * [8, 4096]; bitsandbytes quantizes only the attention's nn.Linear */
+    vram_model_t x = load("mixtral-8x7b.json");
+    assert_int_equal(vram_estimate(&x, &c, &e), 0);
+    uint64_t attn = (4096 + 4096) + 2 * (4096 + 1024) + (4096 + 4096);
+    uint64_t experts = 8 * (2 * (4096 + 2 * 14336) + (14336 + 4096));
+    assert_int_equal(e.trainable_count, 32 * 16 * (attn + experts + (4096 + 8)));
+    c.quantize_base = VRAM_QUANT_NF4;
+    c.double_quant = true;
+    vram_estimate_t q4;
+    assert_int_equal(vram_estimate(&x, &c, &q4), 0);
+    double quantized = 32.0 * (2 * 4096.0 * 4096 + 2 * 4096.0 * 1024);
+    double saved = quantized * (2 - (0.5 + 1.0 / 64 + 4.0 / (64 * 256)));
+    assert_true(fabs((double)e.parameters - (double)q4.parameters - saved) < 64);
+    /* PEFT refuses gate without up there: they are one gate_up_proj */
+    c.lora_targets = VRAM_LORA_GATE;
+    assert_int_equal(vram_estimate(&x, &c, &e), VRAM_EINVAL);
+    assert_non_null(strstr(vram_last_error(), "gate_up_proj"));
 }
 
 /* --help's list comes from the table: every type in it has a row of its own
