@@ -25,7 +25,6 @@ from ..torch.runtime import _length, _slice
 log = logging.getLogger("vram")
 
 ORDER = ("free-cache", "micro-batch")  # the chain's strategies a trainer's step can use
-MAX_BATCH = 1 << 24  # the estimator's largest batch
 
 
 def _empty_cuda_cache():
@@ -134,29 +133,13 @@ def predict(profile, memory_bytes=None, device=0, host=False):
     """The largest batch predicted for training with `profile` on
     memory_bytes of memory (the model included), or on vram device `device`
     (its free memory now): the whole budget, no rounding to powers of two,
-    no CUDA context. host=True (memory of the CPU): the estimate's allocated
-    peak against the budget, without the CUDA caching allocator's rounding
-    that the planner adds (2 MiB blocks, 20 MiB segments: they rule small
-    models and do not exist on the CPU)."""
+    no CUDA context. host=True (memory of the CPU): libvram's host planner
+    (vram_plan_host) judges each batch by the estimate's allocated peak,
+    without the CUDA caching allocator's rounding (2 MiB blocks, 20 MiB
+    segments: they rule small models and do not exist on the CPU)."""
     target = {"gpu_mem": int(memory_bytes)} if memory_bytes else {"gpu": int(device or 0)}
-    p = api.plan(profile=profile, target=1.0, power_of_two=False, overhead_bytes=0,
-                 optimizer=profile.optimizer or None, **target)
-    if not host:
-        return p.largest_fitting
-
-    def fits(b):
-        return api.estimate(profile=profile, batch_size=b, optimizer=profile.optimizer or None,
-                            overhead_bytes=0).allocated_peak <= p.total_bytes
-    # the peak grows with the batch but is not affine (at small batches the
-    # optimizer step's temporaries rule it): double, then bisect
-    lo, hi = 0, 1
-    while hi <= MAX_BATCH and fits(hi):
-        lo, hi = hi, 2 * hi
-    hi = min(hi, MAX_BATCH + 1)
-    while hi - lo > 1:
-        mid = (lo + hi) // 2
-        lo, hi = (mid, hi) if fits(mid) else (lo, mid)
-    return lo
+    return api.plan(profile=profile, target=1.0, power_of_two=False, overhead_bytes=0,
+                    optimizer=profile.optimizer or None, host=bool(host), **target).largest_fitting
 
 
 def estimate_bytes(profile, batch_size, device=None):
