@@ -989,6 +989,13 @@ VRAM_API void vram_plan_config_init(vram_plan_config_t *cfg);
  * vram_estimate, or for a target outside (0,1]. */
 VRAM_API int vram_plan(const vram_model_t *m, const vram_estimate_config_t *est,
                        const vram_plan_config_t *dev, vram_plan_t *out);
+/* vram_plan for host memory (a CPU run under a memory limit): every batch
+ * is judged by its estimate's allocated_peak (what the tensors hold at
+ * once) instead of its total, which adds a caching allocator's rounding
+ * that host memory does not have; give est->overhead_bytes = 0 for no CUDA
+ * context. Same search, fields and errors as vram_plan. */
+VRAM_API int vram_plan_host(const vram_model_t *m, const vram_estimate_config_t *est,
+                            const vram_plan_config_t *dev, vram_plan_t *out);
 VRAM_API const char *vram_fit_name(vram_fit_t f);
 
 /* ===================================================================== */

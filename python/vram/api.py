@@ -116,16 +116,19 @@ def estimate(model=None, *, hf_config=None, profile=None, **settings):
 
 
 def plan(model=None, *, hf_config=None, profile=None, gpu=None, gpu_mem=None, gpu_name=None,
-         target=None, power_of_two=None, **settings):
+         target=None, power_of_two=None, host=None, **settings):
     """Batch-size recommendations (the knobs of `vram plan`). The device is
     one of gpu= (an index: its free memory now), gpu_mem= (bytes or "24GiB")
-    or gpu_name= ("A100-80GB", "L40S"); gpu=0 is the default. settings: as
-    estimate(). Plan.bytes_at(b) is the full estimate at batch b."""
+    or gpu_name= ("A100-80GB", "L40S"); gpu=0 is the default. host=True:
+    the memory is the host's (a CPU run), so each batch is judged by the
+    estimate's allocated peak, without a caching allocator's rounding
+    (vram_plan_host). settings: as estimate(). Plan.bytes_at(b) is the full
+    estimate at batch b."""
     if gpu is None and gpu_mem is None and gpu_name is None:
         gpu = 0
     est = _model_request(model, hf_config, profile, dict(_sized(settings), gpu_name=gpu_name))
     req = dict(est, gpu=gpu, gpu_mem=optional_size(gpu_mem, "gpu_mem"), target=target,
-               power_of_two=power_of_two)
+               power_of_two=power_of_two, host=host)
     req = {k: v for k, v in req.items() if v is not None}
     p = Plan.from_json(_lib.call_json(lib.vram_plan_json, _lib.encode(req)))
     p.estimate_request = est

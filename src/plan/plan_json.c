@@ -16,14 +16,15 @@ typedef struct {
     vram_model_t model;
     vram_estimate_config_t est;
     vram_plan_config_t dev;
+    bool host; /* "host": the budget is host memory (vram_plan_host) */
     char gpu_label[160];
 } request_t;
 
 /* Besides the estimate settings (vram_estimate_settings): the model's keys,
  * and the planner's target. */
 static const char *const model_keys[] = {"model", "hf_config", "profile", NULL};
-static const char *const plan_keys[] = {"gpu",    "gpu_mem",      "gpu_name",
-                                        "target", "power_of_two", NULL};
+static const char *const plan_keys[] = {"gpu",          "gpu_mem", "gpu_name", "target",
+                                        "power_of_two", "host",    NULL};
 
 static bool listed(const char *key, const char *const *keys)
 {
@@ -152,7 +153,7 @@ static int read_target(json_t *req, request_t *r)
     vram_plan_config_t *pc = &r->dev;
     json_t *gpu = json_object_get(req, "gpu"), *mem = json_object_get(req, "gpu_mem"),
            *name = json_object_get(req, "gpu_name"), *t = json_object_get(req, "target"),
-           *p2 = json_object_get(req, "power_of_two");
+           *p2 = json_object_get(req, "power_of_two"), *host = json_object_get(req, "host");
     if ((gpu != NULL) + (mem != NULL) + (name != NULL) != 1)
         return vram_fail(VRAM_EINVAL, "give exactly one of \"gpu\", \"gpu_mem\" or \"gpu_name\"");
     if (t) {
@@ -164,6 +165,10 @@ static int read_target(json_t *req, request_t *r)
         if (!json_is_boolean(p2))
             return vram_fail(VRAM_EINVAL, "\"power_of_two\" must be true or false");
         pc->power_of_two = json_is_true(p2);
+    }
+    if (host) {
+        if (!json_is_boolean(host)) return vram_fail(VRAM_EINVAL, "\"host\" must be true or false");
+        r->host = json_is_true(host);
     }
     int rc;
     if (mem) {
@@ -285,7 +290,7 @@ int vram_plan_json(const char *request, char **out)
     int rc = read_request(request, true, &r);
     if (rc) return rc;
     vram_plan_t p;
-    if ((rc = vram_plan(&r.model, &r.est, &r.dev, &p))) return rc;
+    if ((rc = (r.host ? vram_plan_host : vram_plan)(&r.model, &r.est, &r.dev, &p))) return rc;
     return reply(vram_plan_to_json(&r.model, &r.est, &r.dev, &p, r.gpu_label), out);
 }
 

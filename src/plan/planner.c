@@ -27,24 +27,33 @@ static int64_t floor_pow2(int64_t v)
     return p;
 }
 
+/* The bytes a batch is judged by: on a GPU everything nvidia-smi shows
+ * (the caching allocator's reservation, the context); in host memory what
+ * the tensors hold at once (no caching allocator, no context). */
+static uint64_t judged_bytes(const vram_estimate_t *e, bool host)
+{
+    return host ? e->allocated_peak : e->total;
+}
+
 /* Whether the estimate at `batch` fits; a refused estimate does not. */
 static bool fits_at(const vram_model_t *m, const vram_estimate_config_t *c, int64_t batch,
-                    uint64_t budget)
+                    uint64_t budget, bool host)
 {
     vram_estimate_t e;
-    return vram_estimate_whole_at(m, c, batch, &e) == 0 && e.total <= budget;
+    return vram_estimate_whole_at(m, c, batch, &e) == 0 && judged_bytes(&e, host) <= budget;
 }
 
 /* Largest batch whose estimate fits the budget (0: not even one). The
  * estimate grows with the batch: double until one does not fit, then
  * bisect. */
-static int64_t max_batch(const vram_model_t *m, const vram_estimate_config_t *c, uint64_t budget)
+static int64_t max_batch(const vram_model_t *m, const vram_estimate_config_t *c, uint64_t budget,
+                         bool host)
 {
-    if (!fits_at(m, c, 1, budget)) return 0;
+    if (!fits_at(m, c, 1, budget, host)) return 0;
     int64_t lo = 1, hi = MAX_BATCH + 1; /* fits(lo), !fits(hi) */
     while (lo < MAX_BATCH) {
         int64_t next = lo > MAX_BATCH / 2 ? MAX_BATCH : 2 * lo;
-        if (!fits_at(m, c, next, budget)) {
+        if (!fits_at(m, c, next, budget, host)) {
             hi = next;
             break;
         }
@@ -52,7 +61,7 @@ static int64_t max_batch(const vram_model_t *m, const vram_estimate_config_t *c,
     }
     while (hi - lo > 1) {
         int64_t mid = lo + (hi - lo) / 2;
-        if (fits_at(m, c, mid, budget))
+        if (fits_at(m, c, mid, budget, host))
             lo = mid;
         else
             hi = mid;
@@ -178,7 +187,7 @@ static void combine(vram_estimate_config_t *dst, const vram_estimate_config_t *a
 /* What each memory-saving change would save at `batch`, and the best one
  * of each group together. */
 static void suggestions(const vram_model_t *m, const vram_estimate_config_t *c, int64_t batch,
-                        uint64_t budget, vram_plan_t *p)
+                        uint64_t budget, bool host, vram_plan_t *p)
 {
     vram_estimate_t base;
     if (vram_estimate_whole_at(m, c, batch, &base)) return;
@@ -197,7 +206,7 @@ static void suggestions(const vram_model_t *m, const vram_estimate_config_t *c, 
         snprintf(s->name, sizeof s->name, "%s", all[i].name);
         snprintf(s->description, sizeof s->description, "%s", all[i].desc);
         s->saving_bytes = base.total - alt.total;
-        s->fits = alt.total <= budget;
+        s->fits = judged_bytes(&alt, host) <= budget;
         if (s->saving_bytes > best_saving[all[i].group]) {
             best_saving[all[i].group] = s->saving_bytes;
             best[all[i].group] = i;
@@ -219,11 +228,11 @@ static void suggestions(const vram_model_t *m, const vram_estimate_config_t *c, 
     snprintf(s->name, sizeof s->name, "%s", "all-of-the-above");
     snprintf(s->description, sizeof s->description, "%s", desc);
     s->saving_bytes = base.total - combined.total;
-    s->fits = combined.total <= budget;
+    s->fits = judged_bytes(&combined, host) <= budget;
 }
 
-int vram_plan(const vram_model_t *m, const vram_estimate_config_t *est,
-              const vram_plan_config_t *dev, vram_plan_t *out)
+static int plan(const vram_model_t *m, const vram_estimate_config_t *est,
+                const vram_plan_config_t *dev, bool host, vram_plan_t *out)
 {
     if (!m || !est || !dev || !out) return vram_fail(VRAM_EINVAL, "vram_plan: NULL argument");
     if (!(dev->target > 0 && dev->target <= 1))
@@ -243,7 +252,7 @@ int vram_plan(const vram_model_t *m, const vram_estimate_config_t *est,
     /* an estimate above VRAM_MAX_BYTES is refused: no need to look beyond */
     uint64_t search =
         p.budget_bytes > (uint64_t)VRAM_MAX_BYTES ? (uint64_t)VRAM_MAX_BYTES : p.budget_bytes;
-    p.max_batch_raw = max_batch(m, est, search);
+    p.max_batch_raw = max_batch(m, est, search, host);
     int64_t raw = p.max_batch_raw;
     /* Recommended and safe are 60 % and 40 % of the maximum people see, so
      * with power-of-two rounding they come out as half and a quarter of it. */
@@ -258,7 +267,7 @@ int vram_plan(const vram_model_t *m, const vram_estimate_config_t *est,
     int64_t judged = dev->batch_size > 0 ? dev->batch_size : 1;
     if (dev->batch_size > 0) {
         p.current = current;
-        uint64_t t = p.current.total;
+        uint64_t t = judged_bytes(&p.current, host);
         p.fit = t <= p.budget_bytes ? VRAM_FIT_YES
                                     : (t <= dev->free_bytes ? VRAM_FIT_TIGHT : VRAM_FIT_NO);
         if (p.fit == VRAM_FIT_YES) {
@@ -285,7 +294,19 @@ int vram_plan(const vram_model_t *m, const vram_estimate_config_t *est,
     else if ((rc = vram_estimate_whole_at(m, est, p.shown_batch, &p.shown)))
         return rc;
     bool judged_fits = dev->batch_size > 0 ? p.fit == VRAM_FIT_YES : raw >= 1;
-    if (!judged_fits) suggestions(m, est, judged, p.budget_bytes, &p);
+    if (!judged_fits) suggestions(m, est, judged, p.budget_bytes, host, &p);
     *out = p;
     return 0;
+}
+
+int vram_plan(const vram_model_t *m, const vram_estimate_config_t *est,
+              const vram_plan_config_t *dev, vram_plan_t *out)
+{
+    return plan(m, est, dev, false, out);
+}
+
+int vram_plan_host(const vram_model_t *m, const vram_estimate_config_t *est,
+                   const vram_plan_config_t *dev, vram_plan_t *out)
+{
+    return plan(m, est, dev, true, out);
 }

@@ -193,3 +193,17 @@ def test_accelerate_drop_in_edges():
         find_executable_batch_size(never, starting_batch_size=4)()
     fn = find_executable_batch_size(lambda b, x: (b, x), starting_batch_size=7)
     assert fn("x") == (7, "x") and fn.batch_size == 7 and fn.trials == 1
+
+
+def test_lightning_finder_names_missing_private_helpers(monkeypatch):
+    """The finder's trials use Lightning's private tuner helpers (no public
+    API runs one trial at a chosen size): a Lightning without one gets an
+    ImportError naming it and the public fallback, not an AttributeError
+    in the middle of fit."""
+    from lightning.pytorch.tuner import batch_size_scaling
+
+    from vram.integrations import lightning as vl
+    assert set(vl._tuner_helpers()) == set(vl.TUNER_HELPERS)
+    monkeypatch.delattr(batch_size_scaling, "_try_loop_run")
+    with pytest.raises(ImportError, match="lacks _try_loop_run.*init_val"):
+        vl._tuner_helpers()

@@ -135,6 +135,7 @@ static void bad_requests_are_named(void **state)
         {"{\"model\": \"gpt2\", \"gpu_name\": \"Z9000\"}", "unknown GPU \"Z9000\""},
         {"{\"model\": \"gpt2\", \"gpu_mem\": \"8GiB\", \"target\": 1.5}", "\"target\""},
         {"{\"model\": \"gpt2\", \"gpu_mem\": \"8GiB\", \"power_of_two\": 1}", "\"power_of_two\""},
+        {"{\"model\": \"gpt2\", \"gpu_mem\": \"8GiB\", \"host\": \"yes\"}", "\"host\" must be"},
     };
     for (size_t i = 0; i < sizeof plans / sizeof plans[0]; i++) {
         char *out = (char *)1;

@@ -5,6 +5,7 @@
 #include <stdarg.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <cmocka.h>
@@ -256,6 +257,51 @@ static void bad_input(void **state)
     assert_int_equal(vram_plan(NULL, &c, &pc, &p), VRAM_EINVAL);
 }
 
+/* vram_plan_host judges each batch by the allocated peak (host memory has
+ * no caching allocator's rounding): its largest batch is the largest whose
+ * allocated peak fits, at least vram_plan's; the JSON request's "host"
+ * gives the same answer. */
+static void host_plan_judges_the_allocated_peak(void **state)
+{
+    (void)state;
+    const char *names[] = {"gpt2", "bert-base", "resnet50", "mobilenet-v2"};
+    vram_plan_config_t pc;
+    device(&pc, 6 * GIB, 0);
+    pc.target = 1.0;
+    pc.power_of_two = false;
+    for (size_t i = 0; i < sizeof names / sizeof names[0]; i++) {
+        vram_model_t m = model(names[i]);
+        vram_estimate_config_t c;
+        vram_estimate_config_init(&c);
+        c.overhead_bytes = 0; /* no CUDA context in host memory */
+        c.seq_len = 128;
+        vram_plan_t host, gpu;
+        assert_int_equal(vram_plan_host(&m, &c, &pc, &host), 0);
+        assert_int_equal(vram_plan(&m, &c, &pc, &gpu), 0);
+        int64_t raw = host.max_batch_raw;
+        assert_true(raw >= 1 && raw >= gpu.max_batch_raw);
+        c.batch_size = raw;
+        assert_true(est(&m, &c).allocated_peak <= host.budget_bytes);
+        c.batch_size = raw + 1;
+        assert_true(est(&m, &c).allocated_peak > host.budget_bytes); /* the largest */
+        char req[256], *out = NULL;
+        snprintf(req, sizeof req,
+                 "{\"model\": \"%s\", \"overhead_bytes\": 0, \"seq_len\": 128, \"gpu_mem\": %llu, "
+                 "\"target\": 1, "
+                 "\"power_of_two\": false, \"host\": true}",
+                 names[i], (unsigned long long)(6 * GIB));
+        assert_int_equal(vram_plan_json(req, &out), 0);
+        char want[64];
+        snprintf(want, sizeof want, "\"largest_fitting\":%lld", (long long)raw);
+        if (!strstr(out, want)) fail_msg("%s: %s not in %s", names[i], want, out);
+        vram_json_free(out);
+    }
+    vram_estimate_config_t c;
+    vram_estimate_config_init(&c);
+    vram_plan_t p;
+    assert_int_equal(vram_plan_host(NULL, &c, &pc, &p), VRAM_EINVAL);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -265,6 +311,7 @@ int main(void)
         cmocka_unit_test(verdicts_and_accumulation_keep_effective_batch),
         cmocka_unit_test(nothing_fits_suggests_changes),
         cmocka_unit_test(used_memory_lowers_the_budget),
+        cmocka_unit_test(host_plan_judges_the_allocated_peak),
         cmocka_unit_test(bad_input),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);

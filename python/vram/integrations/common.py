@@ -1,12 +1,12 @@
 """What the trainer integrations share (one copy for Hugging Face, Lightning
 and Accelerate): the out-of-memory guard that retries a batch as smaller
-micro-batches with gradient accumulation, the prediction of the largest
+micro-batches with gradient accumulation (vram.torch.microbatch's
+MicroBatchGuard, which oom_guard is built on too), the prediction of the largest
 batch, the reservation with vramd and the figures logged to the trainers.
 
 The decisions stay in libvram: how many micro-batches after each
 out-of-memory error is vram.tune.OOMChain (src/tune/oomchain.c), the batch
 prediction is vram.plan, the search is vram.torch.find_batch_size."""
-import gc
 import io
 import logging
 import os
@@ -14,112 +14,14 @@ import resource
 
 import torch
 
-from .. import api, tune
+from .. import api
 from ..client import Client
 from ..errors import Error, OutOfMemoryError
 from ..job import job as _job_from_env
-from ..torch.oom import is_oom
+from ..torch.microbatch import MicroBatchGuard
 from ..torch.report import print_memory_analysis
-from ..torch.runtime import _length, _slice
 
 log = logging.getLogger("vram")
-
-ORDER = ("free-cache", "micro-batch")  # the chain's strategies a trainer's step can use
-MAX_BATCH = 1 << 24  # the estimator's largest batch
-
-
-def _empty_cuda_cache():
-    torch.cuda.empty_cache()
-    return 1  # unknown, but something may have been freed
-
-
-class MicroBatchGuard:
-    """Runs each batch's forward and backward in micro-batches, as many as
-    libvram's OOM chain says: 1 until an out-of-memory error, then twice as
-    many each time (up to 2**max_splits), kept for the following batches
-    of the same size. Nothing is lost or counted twice:
-
-    - a failed attempt leaves partial gradients, so zero_grad() is called
-      and every batch of the current accumulation cycle (since the last
-      optimizer step, end_cycle()) is run again in the new split before the
-      failed batch is; the optimizer sees the same gradient as without the
-      error;
-    - step_piece(piece, share) does one micro-batch's forward and backward
-      and returns its (detached) loss; share = len(piece) / len(batch), by
-      which a mean loss must be weighted (a loss already divided by the
-      batch's item count needs no weight).
-
-    The trainer keeps the batches of a cycle anyway; the guard holds
-    references to them until end_cycle(), no copies."""
-
-    def __init__(self, zero_grad, max_splits=3, min_micro_batch=1, logger=None):
-        self.zero_grad = zero_grad
-        self.chain = tune.OOMChain(ORDER, _empty_cuda_cache if torch.cuda.is_available() else None,
-                                   None, None, max_splits, min_micro_batch)
-        self.logger = logger or log
-        self.micro_batch_size = None  # None until the first batch
-        self.parts = 1
-        self.errors = []  # the first line of each out-of-memory error, in order
-        self._cycle = []
-
-    def run(self, batch, step_piece):
-        n = _length(batch)
-        self.parts = self.chain.begin_step(n)
-        replay = False
-        while True:
-            size = -(-n // self.parts)
-            try:
-                if replay:
-                    for old in self._cycle:
-                        self._pieces(old, size, step_piece)
-                total = self._pieces(batch, size, step_piece)
-                failed = None
-            except Exception as e:  # noqa: BLE001 (only OOMs are handled; the rest re-raised)
-                if not is_oom(e):
-                    raise
-                failed = str(e).splitlines()[0][:200]
-                del e
-            if failed is None:
-                break
-            # outside the except block: the failed frames and their tensors are gone
-            self.errors.append(failed)
-            self.zero_grad()
-            gc.collect()
-            action = self.chain.on_oom()  # raises vram.OutOfMemoryError when exhausted
-            self.logger.warning("vram: out of memory (%s): %s%s", failed, action["message"],
-                                " (%d earlier batches of this accumulation cycle run again)" %
-                                len(self._cycle) if self._cycle else "")
-            self.parts = action["micro_batches"]
-            replay = True
-        self.chain.end_step()
-        self.micro_batch_size = size
-        self._cycle.append(batch)
-        return total
-
-    @staticmethod
-    def _pieces(batch, size, step_piece):
-        n = _length(batch)
-        total = 0.0
-        for start in range(0, n, size):
-            piece = _slice(batch, start, min(start + size, n)) if size < n else batch
-            total = total + step_piece(piece, (min(start + size, n) - start) / n)
-        return total
-
-    def end_cycle(self):
-        """The optimizer stepped: the gradients of the kept batches are used."""
-        self._cycle = []
-
-    @property
-    def ooms(self):
-        return self.chain.stats()["ooms"]
-
-    def figures(self):
-        """vram/* figures for a trainer's log."""
-        out = {"vram/ooms": self.ooms, "vram/micro_batches": self.parts}
-        if self.micro_batch_size is not None:
-            out["vram/micro_batch_size"] = self.micro_batch_size
-        return out
-
 
 def peak_bytes(device=None):
     """This process's peak memory: the CUDA allocator's peak on a CUDA
@@ -134,29 +36,13 @@ def predict(profile, memory_bytes=None, device=0, host=False):
     """The largest batch predicted for training with `profile` on
     memory_bytes of memory (the model included), or on vram device `device`
     (its free memory now): the whole budget, no rounding to powers of two,
-    no CUDA context. host=True (memory of the CPU): the estimate's allocated
-    peak against the budget, without the CUDA caching allocator's rounding
-    that the planner adds (2 MiB blocks, 20 MiB segments: they rule small
-    models and do not exist on the CPU)."""
+    no CUDA context. host=True (memory of the CPU): libvram's host planner
+    (vram_plan_host) judges each batch by the estimate's allocated peak,
+    without the CUDA caching allocator's rounding (2 MiB blocks, 20 MiB
+    segments: they rule small models and do not exist on the CPU)."""
     target = {"gpu_mem": int(memory_bytes)} if memory_bytes else {"gpu": int(device or 0)}
-    p = api.plan(profile=profile, target=1.0, power_of_two=False, overhead_bytes=0,
-                 optimizer=profile.optimizer or None, **target)
-    if not host:
-        return p.largest_fitting
-
-    def fits(b):
-        return api.estimate(profile=profile, batch_size=b, optimizer=profile.optimizer or None,
-                            overhead_bytes=0).allocated_peak <= p.total_bytes
-    # the peak grows with the batch but is not affine (at small batches the
-    # optimizer step's temporaries rule it): double, then bisect
-    lo, hi = 0, 1
-    while hi <= MAX_BATCH and fits(hi):
-        lo, hi = hi, 2 * hi
-    hi = min(hi, MAX_BATCH + 1)
-    while hi - lo > 1:
-        mid = (lo + hi) // 2
-        lo, hi = (mid, hi) if fits(mid) else (lo, mid)
-    return lo
+    return api.plan(profile=profile, target=1.0, power_of_two=False, overhead_bytes=0,
+                    optimizer=profile.optimizer or None, host=bool(host), **target).largest_fitting
 
 
 def estimate_bytes(profile, batch_size, device=None):

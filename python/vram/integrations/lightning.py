@@ -44,6 +44,27 @@ log = logging.getLogger("vram")
 
 ANALYSIS_SAMPLES = 2
 
+# Lightning has no public way to run one trial at a batch size the caller
+# chooses: BatchSizeFinder(init_val=...) and Tuner.scale_batch_size run
+# Lightning's own search from there (doubling after each success). These
+# private helpers of lightning.pytorch.tuner.batch_size_scaling are what
+# its own finder runs each trial with (tested with Lightning 2.6).
+TUNER_HELPERS = ("__scale_batch_dump_params", "__scale_batch_reset_params",
+                 "__scale_batch_restore_params", "_reset_progress", "_reset_dataloaders",
+                 "_try_loop_run")
+
+
+def _tuner_helpers():
+    """The private tuner helpers by name; a clear error when this Lightning
+    lacks one (a release other than the one the finder is tested with)."""
+    missing = [n for n in TUNER_HELPERS if not hasattr(_scaling, n)]
+    if missing:
+        raise ImportError("vram: VramBatchSizeFinder runs its trials with Lightning's private "
+                          "tuner helpers, and Lightning %s lacks %s (tested with 2.6); use "
+                          "lightning's BatchSizeFinder(init_val=vram's prediction) or pin "
+                          "lightning 2.6" % (pl.__version__, ", ".join(missing)))
+    return {n: getattr(_scaling, n) for n in TUNER_HELPERS}
+
 
 def _loss_of(output):
     return output["loss"] if isinstance(output, dict) else output
@@ -190,18 +211,19 @@ class VramBatchSizeFinder(BatchSizeFinder):
         # a VramCallback's micro-batches would hide the OOMs: plain steps here
         hidden = {k: pl_module.__dict__.pop(k) for k in ("training_step", "optimizer_zero_grad")
                   if k in pl_module.__dict__}
+        helpers = _tuner_helpers()
         ckpt = os.path.join(trainer.default_root_dir, ".vram_batch_size_%s.ckpt" % uuid.uuid4())
         trainer.save_checkpoint(ckpt)
-        params = getattr(_scaling, "__scale_batch_dump_params")(trainer)
-        getattr(_scaling, "__scale_batch_reset_params")(trainer, self._steps_per_trial)
+        params = helpers["__scale_batch_dump_params"](trainer)
+        helpers["__scale_batch_reset_params"](trainer, self._steps_per_trial)
         if trainer.progress_bar_callback:
             trainer.progress_bar_callback.disable()
 
         def trial(b):
-            _scaling._reset_progress(trainer)
+            helpers["_reset_progress"](trainer)
             lightning_setattr(pl_module, self._batch_arg_name, b)
-            _scaling._reset_dataloaders(trainer)
-            _scaling._try_loop_run(trainer, params)
+            helpers["_reset_dataloaders"](trainer)
+            helpers["_try_loop_run"](trainer, params)
 
         try:
             self.search = find_batch_size(trial, predicted=self.predicted or self.min_val,
@@ -211,14 +233,14 @@ class VramBatchSizeFinder(BatchSizeFinder):
                                           cleanup=garbage_collection_cuda, logger=self.logger)
             size = self.search.batch_size
         finally:
-            getattr(_scaling, "__scale_batch_restore_params")(trainer, params)
+            helpers["__scale_batch_restore_params"](trainer, params)
             if trainer.progress_bar_callback:
                 trainer.progress_bar_callback.enable()
             trainer._checkpoint_connector.restore(ckpt)
             trainer.strategy.remove_checkpoint(ckpt)
             pl_module.__dict__.update(hidden)
         lightning_setattr(pl_module, self._batch_arg_name, size)
-        _scaling._reset_dataloaders(trainer)
+        helpers["_reset_dataloaders"](trainer)
         self.optimal_batch_size = size
         if self._early_exit:  # set by Lightning's Tuner: stop after the search
             raise _TunerExitException()

@@ -7,12 +7,15 @@ What is measured, by running real training steps:
   torch.autograd.graph.saved_tensors_hooks during forward + loss, with the
   parameters and buffers excluded and the inputs included, at two batch
   sizes; per sample = the slope, fixed = the intercept;
-- batch gradients: the bytes backward allocates and holds at once (the
-  gradients with respect to activations and the kernels' temporaries), from
-  the CPU allocator's own events (torch.profiler, profile_memory) during
-  each backward, at b1, b2 and 4 * b2; per sample and fixed through the
-  larger two (small batches are ruled by fixed-size transients). Parameter
-  gradients exist before (zeros), so only their in-flight copies count;
+- batch gradients: what forward and backward hold at once beyond the saved
+  activations (the gradients with respect to activations, the kernels'
+  temporaries, and the parameters' gradients backward has made by then),
+  from the CPU allocator's own events (torch.profiler, profile_memory)
+  over each forward + backward, at b1, b2 and 4 * b2; per sample and fixed
+  through the larger two (small batches are ruled by fixed-size
+  transients). The parameters' gradients are absent before (None), as
+  zero_grad(set_to_none=True), PyTorch 2's default, leaves them: backward
+  makes them while the earlier layers' activations are still saved;
 - gradients of trainable parameters after backward, and optimizer states
   after one step of the real optimizer (unique storages).
 The module's weights, gradients and mode are restored afterwards."""
@@ -99,11 +102,11 @@ def is_wrapped_number(t):
                                                 torch.bool))
 
 
-def backward_peak_bytes(loss):
-    """Runs loss.backward() and returns the most bytes it allocated and held
-    at once, from the CPU allocator's allocation and free events
-    (torch.profiler with profile_memory; frees of blocks that existed before,
-    the saved activations, are not reported, so this is what backward adds).
+def allocated_peak_bytes(run):
+    """Calls run() and returns the most bytes it allocated and held at
+    once, from the CPU allocator's allocation and free events
+    (torch.profiler with profile_memory; blocks freed in run() that were
+    allocated before it are not reported, so this is what run() adds).
     The events are read from the profiler's public export, the Chrome trace
     (its "[memory]" instant events, each with the signed "Bytes" and the
     "Device Type", 0 being the CPU): the profiler's own event list keeps
@@ -111,7 +114,7 @@ def backward_peak_bytes(loss):
     it returns."""
     from torch.profiler import ProfilerActivity, profile
     with profile(activities=[ProfilerActivity.CPU], profile_memory=True) as prof:
-        loss.backward()
+        run()
     with tempfile.TemporaryDirectory(prefix="vram-trace-") as tmp:
         path = os.path.join(tmp, "trace.json")
         prof.export_chrome_trace(path)
@@ -125,6 +128,33 @@ def backward_peak_bytes(loss):
         live += e["args"]["Bytes"]
         peak = max(peak, live)
     return peak
+
+
+def step_bytes(model, make_batch, loss_fn, forward=None, peak_bytes=allocated_peak_bytes):
+    """One forward + loss + backward of `model` on make_batch() (made inside
+    the measured run, as a real step's batch is there while it runs):
+    (saved, extra, input_bytes): the bytes of the activations saved for
+    backward (inputs included), what the step held at once beyond them (its
+    peak less the saved bytes: backward's transients, the parameters'
+    gradients made by then, forward's own temporaries, inputs not saved)
+    and the batch's bytes. The saved bytes are counted in a forward of
+    their own (saved_activation_bytes), the peak in a plain step without
+    the hooks. peak_bytes(run) measures run()'s peak (the CPU
+    allocator's events; meta.live_peak_bytes on the meta device). The
+    parameter gradients present before (None after set_to_none, else kept
+    ones that backward adds into) are the caller's."""
+    forward = forward or call_model
+    batch = make_batch()
+    inputs = sum(storage_of(t)[1] for t in tensors_in(batch))
+    saved, loss = saved_activation_bytes(model, batch, loss_fn, forward)
+    del batch, loss  # unused: a step under the hooks peaks higher than a plain one
+
+    def run():
+        batch = make_batch()
+        loss = loss_fn(forward(model, batch), batch)
+        del batch
+        loss.backward()
+    return saved, max(0, peak_bytes(run) - saved), inputs
 
 
 def tensors_in(obj):
@@ -286,7 +316,7 @@ def analyze(model, example_batch, loss_fn=None, optimizer="adamw", precision="fp
         from . import meta
         try:
             measured = _measure(meta.meta_copy(model), example_batch, loss_fn, forward,
-                                optimizer, sizes, meta.to_meta, meta.backward_peak_bytes_meta)
+                                optimizer, sizes, meta.to_meta, meta.live_peak_bytes)
         except (NotImplementedError, RuntimeError) as e:
             log.warning("vram.torch.analyze: measuring %s on the CPU: the meta device cannot "
                         "run it (%s)", name or type(model).__name__,
@@ -325,7 +355,7 @@ def _measure_restoring(model, example_batch, loss_fn, forward, optimizer, sizes)
     old_grads = [p.grad for p in params]
     try:
         return _measure(model, example_batch, loss_fn, forward, optimizer, sizes,
-                        lambda batch: batch, backward_peak_bytes)
+                        lambda batch: batch, allocated_peak_bytes)
     finally:
         with torch.no_grad():
             for p, w, g in zip(params, weights, old_grads):
@@ -336,24 +366,25 @@ def _measure_restoring(model, example_batch, loss_fn, forward, optimizer, sizes)
         model.train(was_training)
 
 
-def _measure(model, example_batch, loss_fn, forward, optimizer, sizes, place, backward_peak):
+def _measure(model, example_batch, loss_fn, forward, optimizer, sizes, place, peak_bytes):
     """Training steps at the batch sizes (b1, b2, b3): saved activations and
-    input bytes at b1 and b2, backward's peak at all three, then gradient
-    and optimizer-state bytes. place(batch) moves a batch to the model's
-    device; backward_peak(loss) runs backward and measures it."""
+    input bytes at b1 and b2, the step's bytes beyond them at all three
+    (step_bytes, the parameter gradients None before each, as PyTorch 2's
+    zero_grad leaves them), then gradient and optimizer-state bytes.
+    place(batch) moves a batch to the model's device; peak_bytes(run)
+    measures a run's peak."""
     trainable = [p for p in model.parameters() if p.requires_grad]
     acts, bwds, inputs = [], [], []
     model.train()
-    for p in model.parameters():  # zeros: backward adds into them, as after a first step
-        p.grad = torch.zeros_like(p) if p.requires_grad else None
     for b in sizes:
-        batch = place(resize_batch(example_batch, b))
-        act, loss = saved_activation_bytes(model, batch, loss_fn, forward)
+        for p in model.parameters():
+            p.grad = None
+        act, extra, nbytes = step_bytes(
+            model, lambda: place(resize_batch(example_batch, b)), loss_fn, forward, peak_bytes)
         if b != sizes[2]:
-            inputs.append(sum(storage_of(t)[1] for t in tensors_in(batch)))
+            inputs.append(nbytes)
             acts.append(act)
-        bwds.append(backward_peak(loss))
-        del loss, batch
+        bwds.append(extra)
     grads = dict(storage_of(p.grad) for p in trainable if p.grad is not None)
     opt = make_optimizer(optimizer, trainable)
     opt.step()

@@ -3,13 +3,14 @@
 Search: try the prediction (or, when peaks are measured, a little below it);
 from a measured peak, the line through the model memory and that peak says
 where the capacity is reached; when the line is contradicted, walk 1, 2, 4
-away from it; without a line, step 2 %, 4 %, ... away from the prediction;
-once a success and a failure are known, bisect only between them. The line
-is only a guess for the next trial, never a figure anything reserves: near
-the capacity activations dominate and the peak grows about in step with the
-batch, so a measured point usually corrects an estimate that is off by a few
-percent in one trial; where it does not (the optimizer step as the peak),
-the trial contradicts the line and the search walks (docs/python.md)."""
+away from it; without a line, try the prediction's neighbour, then step 2 %,
+4 %, ... away from the prediction; once a success and a failure are known,
+bisect only between them. The line is only a guess for the next trial, never
+a figure anything reserves: near the capacity activations dominate and the
+peak grows about in step with the batch, so a measured point usually
+corrects an estimate that is off by a few percent in one trial; where it
+does not (the optimizer step as the peak), the trial contradicts the line
+and the search walks (docs/python.md)."""
 import gc
 import logging
 from dataclasses import dataclass, field
@@ -154,6 +155,8 @@ def find_batch_size(step_fn, predicted=None, min_batch_size=1, max_batch_size=1 
         elif walk and ok == (walk > 0):  # after a wrong guess, on the same side
             b = min(max(lo + walk if ok else hi + walk, lo + 1), hi - 1)
             walk *= 2
+        elif lo == 0 and len(trials) == 1 and hi == predicted:
+            b = hi - 1  # the prediction failed: its neighbour first, as upwards
         elif lo == 0:  # only failures: step down from the smallest
             b = min(hi - 1, int(hi * (1 - down)))
             down = min(0.5, 2 * down)

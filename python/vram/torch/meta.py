@@ -71,10 +71,11 @@ class LiveBytes(TorchDispatchMode):
         return out
 
 
-def backward_peak_bytes_meta(loss):
-    """loss.backward() on meta tensors; the most bytes of new tensors it held
-    at once (the meta counterpart of analyze.backward_peak_bytes)."""
+def live_peak_bytes(run):
+    """Calls run() (on meta tensors) and returns the most bytes of new
+    tensors it held at once (the meta counterpart of
+    analyze.allocated_peak_bytes)."""
     mode = LiveBytes()
     with mode:
-        loss.backward()
+        run()
     return mode.peak

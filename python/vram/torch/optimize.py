@@ -25,8 +25,9 @@ PRECISIONS = ("fp32", "fp16", "bf16", "int8", "mixed")
 
 
 # What _measure() adds up, for the report.
-MEASURED = ("training-step peak at batch %d by analyze(): parameters, buffers, gradients, "
-            "saved activations, backward's transient")
+MEASURED = ("training-step peak at batch %d by analyze(): parameters, buffers, and the larger of "
+            "the saved activations with what the step makes beyond them (the gradients made by "
+            "then included) and every gradient")
 
 
 def _mib(n):
@@ -206,8 +207,11 @@ def _measure(model, example_batch, loss_fn, forward, batch):
     it adds (low-precision copies of the weights, saved for backward) too."""
     p = analyze(model, example_batch, loss_fn=loss_fn, forward=forward, optimizer="sgd")
     param_bytes = sum(t.numel() * t.element_size() for t in model.parameters())
-    return (param_bytes + p.buffers_bytes + p.gradient_bytes + p.activation_bytes_at(batch) +
-            p.backward_bytes_at(batch))
+    # as the planner reads a profile: the step holds the saved activations and
+    # what it makes beyond them (the gradients made by then included), or,
+    # after backward, every gradient
+    return param_bytes + p.buffers_bytes + max(
+        p.activation_bytes_at(batch) + p.backward_bytes_at(batch), p.gradient_bytes)
 
 
 def optimize(model, level="basic", precision=None, checkpointing=None, channels_last=None,

@@ -21,7 +21,7 @@ import torch
 
 from .. import tune
 from ..errors import OutOfMemoryError
-from .oom import is_oom
+from .microbatch import MicroBatchGuard
 
 log = logging.getLogger("vram.runtime")
 
@@ -200,34 +200,6 @@ class AdaptiveBatchIterator:
         return self.policy.stats()
 
 
-def _split(batch, parts):
-    """Splits tensors (dim 0), lists and tuples of them into `parts` pieces."""
-    n = _length(batch)
-    size = -(-n // parts)
-    return [_slice(batch, s, min(s + size, n)) for s in range(0, n, size)]
-
-
-def _length(x):
-    if torch.is_tensor(x):
-        return x.shape[0]
-    if isinstance(x, (list, tuple)) and x and (torch.is_tensor(x[0]) or
-                                               isinstance(x[0], (list, tuple, dict))):
-        return _length(x[0])
-    if isinstance(x, dict):
-        return _length(next(iter(x.values())))
-    return len(x)
-
-
-def _slice(x, a, b):
-    if torch.is_tensor(x):
-        return x[a:b]
-    if isinstance(x, dict):
-        return {k: _slice(v, a, b) for k, v in x.items()}
-    if isinstance(x, tuple) and x and (torch.is_tensor(x[0]) or isinstance(x[0], (list, dict))):
-        return tuple(_slice(v, a, b) for v in x)
-    return x[a:b]
-
-
 class ActivationOffload:
     """The chain's default offload step: once called, the guarded step's
     forward passes run under torch.autograd.graph.save_on_cpu, so the tensors
@@ -276,7 +248,11 @@ def oom_guard(loss_fn=None, *, optimizer, free_cache=None, offload="activations"
     bytes freed; None skips the step. checkpoint() saves and returns where. When
     the chain is exhausted the call raises vram.OutOfMemoryError saying how to
     resume (after the checkpoint). `iterator`: an AdaptiveBatchIterator that
-    is told when a batch is given up. The chain is `guarded.chain`.
+    is told when a batch is given up. The chain is `guarded.chain`; the
+    micro-batch loop is vram.torch.microbatch.MicroBatchGuard (the one the
+    trainer integrations use), `guarded.guard`. An out-of-memory error in
+    optimizer.step() is not retried (some parameters may have been updated
+    already): it propagates.
 
     model= lets the guard check for batch-statistics layers (BatchNorm in
     train mode), for which micro-batches do not give the whole batch's
@@ -307,37 +283,32 @@ def oom_guard(loss_fn=None, *, optimizer, free_cache=None, offload="activations"
         chain.attach_pool(pool)
 
     def wrap(fn):
+        guard = MicroBatchGuard(lambda: optimizer.zero_grad(set_to_none=True), chain=chain,
+                                logger=log)
+
+        def piece(part, share):
+            with activations.context() if activations else contextlib.nullcontext():
+                loss = fn(part) * share
+            loss.backward()
+            return float(loss.detach())
+
         @functools.wraps(fn)
         def guarded(batch):
-            n = _length(batch)
-            parts = chain.begin_step(n)
-            while True:
-                optimizer.zero_grad(set_to_none=True)
-                try:
-                    total = 0.0
-                    for piece in _split(batch, parts):
-                        with activations.context() if activations else contextlib.nullcontext():
-                            loss = fn(piece) * (_length(piece) / n)
-                        loss.backward()
-                        total += float(loss.detach())
-                        del loss
-                    optimizer.step()
-                    chain.end_step()
-                    return total
-                except Exception as e:
-                    if not is_oom(e):
-                        raise
-                    optimizer.zero_grad(set_to_none=True)  # a failed attempt keeps nothing
-                    del e
-                    try:
-                        action = chain.on_oom()
-                    except OutOfMemoryError:
-                        if iterator is not None:
-                            iterator.failed()
-                        raise
-                    log.warning("out of memory: %s", action["message"])
-                    parts = action["micro_batches"]
+            optimizer.zero_grad(set_to_none=True)
+            guard.end_cycle()  # one batch a step: nothing earlier to run again
+            try:
+                total = guard.run(batch, piece)
+            except OutOfMemoryError:
+                if iterator is not None:
+                    iterator.failed()
+                raise
+            # an OOM inside optimizer.step is not retried: it may have
+            # updated some parameters already, and a second step would
+            # apply their update twice
+            optimizer.step()
+            return total
         guarded.chain = chain
+        guarded.guard = guard
         guarded.activation_offload = activations
         return guarded
 
