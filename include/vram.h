@@ -788,15 +788,22 @@ typedef struct {
                                    * and a log-sum-exp instead of fp32 log-probabilities */
     bool sum_loss;                /* benchmark loss logits.sum(): no log-softmax, the logits
                                    * stay referenced by the outputs */
-    bool compiled_loss;           /* torch.compile'd loss (upcast, log-softmax and NLL in one
-                                   * graph): keeps its input, not the log-probabilities, and
-                                   * its backward is one fused kernel; layers count as eager */
+    bool compiled_loss;           /* torch.compile (torchtune compile=True): the loss (upcast,
+                                   * log-softmax and NLL in one graph) keeps its input, not
+                                   * the log-probabilities, and its backward is one fused
+                                   * kernel; the layers keep what inductor's min-cut
+                                   * partitioner saves where that is modelled, else eager's */
     /* third edition: every setting of the table (vram_estimate_settings) */
     int64_t accumulation_steps; /* gradient accumulation; > 1 keeps gradients live (0 = 1) */
     vram_head_t head;           /* the class the model is loaded with (DEFAULT = the model's) */
     int64_t num_labels;         /* labels of a classification head (0 = the model's) */
     vram_sharding_t sharding;   /* how ZeRO/FSDP shards half-precision training */
-    uint64_t reserved_[8];      /* zero: room for settings to come (vram_estimate_config_init) */
+    /* the transformers release the model runs with, major x 100 + minor (445 = 4.45);
+     * 0 = 5.x. Older releases' modeling code keeps other tensors (docs/estimation.md,
+     * "transformers versions") */
+    int32_t transformers_version;
+    uint32_t reserved_pad_;
+    uint64_t reserved_[7]; /* zero: room for settings to come (vram_estimate_config_init) */
 } vram_estimate_config_t;
 
 /* Default CUDA context + library workspaces (docs/estimation.md). */

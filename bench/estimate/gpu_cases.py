@@ -13,7 +13,9 @@ tests/data/hf, since this machine has no network), through --hf-config ID.
 bench/estimate/heldout-measurements.json (same schema) holds published
 rows the shared file does not ship, as a held-out check.
 
-Usage: bench/estimate/gpu_cases.py [--vram build/vram] [--cases FILE] [--json]
+Usage: bench/estimate/gpu_cases.py [--vram build/vram] [--cases FILE]... [--json]
+(without --cases: the shared file and the held-out file, each with its own
+median and worst error)
 """
 import argparse
 import json
@@ -150,6 +152,24 @@ def zeroes_grads(t):
     if tv and "trainer" in t:
         return int(tv.group(1)) < 28
     return False
+
+
+# PyTorch release -> the newest transformers release out when it shipped
+# (PyPI release dates): what a run that names only its PyTorch used
+TRANSFORMERS_AT_PYTORCH = {(2, 4): "4.43", (2, 5): "4.45", (2, 6): "4.48", (2, 7): "4.51"}
+
+
+def transformers_flags(t):
+    """--transformers X.Y: the release the text names, else the one current
+    when the PyTorch it names came out (modeling code changes between
+    releases: OPT clamped its scores before 4.49, docs/estimation.md)."""
+    tv = re.search(r"transformers ~?v?(\d+)\.(\d+)", t)
+    if tv:
+        return ["--transformers", f"{tv.group(1)}.{tv.group(2)}"]
+    pv = re.search(r"pytorch (\d+)\.(\d+)", t)
+    if pv and (int(pv.group(1)), int(pv.group(2))) in TRANSFORMERS_AT_PYTORCH:
+        return ["--transformers", TRANSFORMERS_AT_PYTORCH[(int(pv.group(1)), int(pv.group(2)))]]
+    return []
 
 
 def sharding_flags(case, t):
@@ -289,6 +309,7 @@ def flags_for(case):
         if "qlora" in peft or "nf4" in peft:
             f += ["--quantize-base", "nf4"]
     f += sharding_flags(case, t)
+    f += transformers_flags(t)
     gpu = re.sub(r"\brtx ", "rtx", (case.get("gpu_model") or "").lower().replace("-", " "))
     for name in ("h200", "h100", "b200", "a100", "v100", "l40s", "l4", "a6000", "a40", "a10",
                  "t4", "rtx4090", "rtx3090"):
@@ -321,10 +342,24 @@ def measured_key(case):
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--vram", default=os.path.join(ROOT, "build", "vram"))
-    ap.add_argument("--cases")
+    ap.add_argument("--cases", action="append",
+                    help="a case file (repeat for several; default: the shared file and "
+                         "bench/estimate/heldout-measurements.json)")
     ap.add_argument("--json", action="store_true")
     args = ap.parse_args()
-    cases = json.load(open(find_cases(args.cases)))
+    files = args.cases or [find_cases(None), os.path.join(ROOT, "bench", "estimate",
+                                                          "heldout-measurements.json")]
+    results = {path: run_set(args, json.load(open(path))) for path in files}
+    if args.json:
+        print(json.dumps({path: {"rows": rows, "summary": summary}
+                          for path, (rows, summary) in results.items()}, indent=1))
+        return
+    for path, (rows, summary) in results.items():
+        print(f"== {path}")
+        print_set(rows, summary)
+
+
+def run_set(args, cases):
     rows = []
     with tempfile.TemporaryDirectory() as tmp:
         ids = {c["hf_model_id"] for c in cases if c.get("hf_model_id") and fixture_for(c["hf_model_id"])}
@@ -353,9 +388,10 @@ def main():
     summary = {"cases": len(rows), "estimable": len(errs),
                "median_abs_error_pct": round(statistics.median(errs), 1) if errs else None,
                "worst_abs_error_pct": round(max(errs), 1) if errs else None}
-    if args.json:
-        print(json.dumps({"rows": rows, "summary": summary}, indent=1))
-        return
+    return rows, summary
+
+
+def print_set(rows, summary):
     print(f"{'case':52} {'compare':>14} {'measured':>10} {'estimate':>10} {'error':>7}")
     for r in rows:
         if "error_pct" in r:

@@ -1,8 +1,10 @@
 /* vram_estimate: combines the architecture's counts and activations with
  * precision, optimizer, ZeRO partitioning and overhead (docs/estimation.md). */
+#include "arch_compile.h"
 #include "arch_parts.h"
 #include "estimate_limits.h"
 #include "gpu_overhead.h"
+#include "hf_version.h"
 #include "lora.h"
 
 #include <math.h>
@@ -457,6 +459,29 @@ int vram_estimate_setting_applies(const vram_model_t *m, const char *key)
     return 1;
 }
 
+/* What torch.compile's partitioner saves over eager in the layers kept at
+ * once (every layer, or with full checkpointing the one recomputed):
+ * eager's layer is the difference one more layer makes to the stack
+ * (arch_compile.c). 0 where the compiled layer is not modelled. */
+static double compiled_savings(const vram_model_t *m, const vram_arch_shape_t *sh)
+{
+    double compiled;
+    if (!vram_arch_compiled_layer(m, sh, &compiled)) return 0;
+    if (sh->checkpointing != VRAM_CKPT_NONE && sh->checkpointing != VRAM_CKPT_FULL &&
+        sh->checkpointing != VRAM_CKPT_FULL_OFFLOAD)
+        return 0; /* selective: the kept part is not one whole layer */
+    vram_arch_shape_t plain = *sh;
+    plain.checkpointing = VRAM_CKPT_NONE;
+    vram_model_t more = *m;
+    more.num_layers = m->num_layers + 1;
+    double with = 0, without = 0;
+    if (vram_arch_acts(m, &plain, &without) || vram_arch_acts(&more, &plain, &with)) return 0;
+    double tokens = (double)sh->batch * (double)sh->seq;
+    double saved = (with - without) - compiled * tokens;
+    if (saved <= 0) return 0;
+    return sh->checkpointing == VRAM_CKPT_NONE ? saved * (double)m->num_layers : saved;
+}
+
 static int estimate(const vram_model_t *m, const vram_estimate_config_t *c, vram_estimate_t *out);
 
 int vram_estimate(const vram_model_t *m, const vram_estimate_config_t *c, vram_estimate_t *out)
@@ -556,7 +581,7 @@ static int estimate(const vram_model_t *m, const vram_estimate_config_t *c, vram
         .chunked_loss = c->chunked_loss,
         .compiled_loss = c->compiled_loss,
         .sum_loss = c->sum_loss,
-        .clamp = m->score_clamp,
+        .clamp = vram_hf_scores_clamped(m, c->transformers_version),
     };
     if (c->activation_offload) {
         if (!vram_arch_has_layers(m))
@@ -568,6 +593,7 @@ static int estimate(const vram_model_t *m, const vram_estimate_config_t *c, vram
         rc = vram_arch_acts(m, &shape, &acts);
         if (rc) return rc;
     }
+    if (train && c->compiled_loss) acts -= compiled_savings(m, &shape);
     if (train && c->lora_rank > 0) {
         double tok = (double)c->batch_size * (double)seq;
         if (m->family == VRAM_FAMILY_WAV2VEC2)
