@@ -95,10 +95,10 @@ static int set_cuda(cfg_t *c, const char *v)
 /* "4.45" or "4.45.2": the transformers release (major x 100 + minor). */
 static int set_transformers(cfg_t *c, const char *v)
 {
-    int major, minor, patch, len = 0;
+    int major, minor, patch, len = 0, more = 0;
     if (sscanf(v, "%d.%d%n", &major, &minor, &len) != 2) return 1;
-    if (v[len] == '.' && sscanf(v + len + 1, "%d%n", &patch, &len) == 1 && patch >= 0)
-        len = (int)strlen(v);
+    if (v[len] == '.' && sscanf(v + len + 1, "%d%n", &patch, &more) == 1 && patch >= 0)
+        len += 1 + more; /* the patch release changes nothing the estimate models */
     if (v[len] || major < 4 || major > 9 || minor < 0 || minor > 99) return 1;
     c->transformers_version = major * 100 + minor;
     return 0;

@@ -1,0 +1,145 @@
+/* Mechanisms the estimate settings name: the transformers release a model
+ * runs with (--transformers: OPT's eager scores clamped before 4.49) and
+ * torch.compile's saved tensors (--compile: the min-cut partitioner's set
+ * for LLaMA-layout layers). The byte counts themselves are checked against
+ * PyTorch by bench/estimate/compiled_layer.py (integration test
+ * test_estimate_compiled); here the rules' scope and shape. */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+#include <cmocka.h>
+
+#include "vram.h"
+#include "unit/estimate_fixture.h"
+
+static vram_model_t hf(const char *file)
+{
+    char path[1024];
+    const char *src = getenv("VRAM_SOURCE_DIR");
+    snprintf(path, sizeof path, "%s/tests/data/hf/%s", src ? src : ".", file);
+    vram_model_t m;
+    if (vram_model_from_hf_config(path, &m)) fail_msg("%s: %s", path, vram_last_error());
+    return m;
+}
+
+static void set(vram_estimate_config_t *c, const char *key, const char *value)
+{
+    if (vram_estimate_set(c, key, value)) fail_msg("%s=%s: %s", key, value, vram_last_error());
+}
+
+/* Before 4.49 OPT's eager attention kept the clamp's input: one more
+ * scores-sized tensor per layer in the working dtype; 4.49 and later, SDPA,
+ * and families without the clamp are unchanged. */
+static void opt_clamp_by_transformers_version(void **state)
+{
+    (void)state;
+    vram_model_t m = hf("opt-125m.json");
+    vram_estimate_config_t c;
+    vram_estimate_config_init(&c);
+    set(&c, "precision", "fp16");
+    set(&c, "attention", "eager");
+    set(&c, "seq_len", "512");
+    set(&c, "batch_size", "2");
+    uint64_t now = est(&m, &c).activations;
+    set(&c, "transformers", "4.49");
+    assert_int_equal(est(&m, &c).activations, now);
+    set(&c, "transformers", "4.45.2");
+    assert_int_equal(c.transformers_version, 445);
+    uint64_t old = est(&m, &c).activations;
+    /* 2 bytes x batch x heads x seq^2 x layers */
+    double scores = 2.0 * 2 * (double)m.num_heads * 512.0 * 512.0 * (double)m.num_layers;
+    assert_int_equal(old - now, (uint64_t)scores);
+    set(&c, "attention", "sdpa");
+    vram_estimate_config_t fused = c;
+    fused.transformers_version = 0;
+    assert_int_equal(est(&m, &c).activations, est(&m, &fused).activations);
+    vram_model_t llama = hf("llama-3.2-3b.json");
+    set(&c, "attention", "eager");
+    vram_estimate_config_t latest = c;
+    latest.transformers_version = 0;
+    assert_int_equal(est(&llama, &c).activations, est(&llama, &latest).activations);
+}
+
+/* A compiled LLaMA layer keeps less than an eager one, every layer without
+ * checkpointing and the one recomputed layer with it; autocast, eager
+ * attention and families outside the rule keep the eager count. */
+static void compiled_layers(void **state)
+{
+    (void)state;
+    vram_model_t m = hf("llama-3.2-3b.json");
+    vram_estimate_config_t c;
+    vram_estimate_config_init(&c);
+    set(&c, "precision", "bf16");
+    set(&c, "attention", "sdpa");
+    set(&c, "seq_len", "1024");
+    vram_estimate_config_t on = c;
+    set(&on, "compile", "on");
+    /* the loss's own compiled rule apart: compare layer stacks of L and L+1 */
+    vram_model_t more = m;
+    more.num_layers++;
+    double eager_layer = (double)est(&more, &c).activations - (double)est(&m, &c).activations;
+    double compiled_layer = (double)est(&more, &on).activations - (double)est(&m, &on).activations;
+    assert_true(compiled_layer > 0 && compiled_layer < eager_layer);
+    /* one token of one layer: h + 2h + q + 2kv + 2q + h + 3I elements of 2
+     * bytes, 1/rms per norm, one fp32 log-sum-exp per head */
+    double h = (double)m.hidden_size, q = (double)(m.num_heads * m.head_dim);
+    double kv = (double)(m.num_kv_heads * m.head_dim), I = (double)m.intermediate_size;
+    double per = 2 * (4 * h + 3 * q + 2 * kv + 3 * I) + 2 * 4 + 4.0 * (double)m.num_heads;
+    assert_int_equal((uint64_t)compiled_layer, (uint64_t)(per * 1024));
+
+    /* full checkpointing: only the recomputed layer is compiled away */
+    vram_estimate_config_t ck = c, ck_on = on;
+    set(&ck, "checkpointing", "full");
+    set(&ck_on, "checkpointing", "full");
+    double drop = (double)est(&m, &ck).activations - (double)est(&m, &ck_on).activations;
+    double loss_only = ((double)est(&m, &c).activations - (double)est(&m, &on).activations) -
+                       (double)m.num_layers * (eager_layer - compiled_layer);
+    assert_true(fabs(drop - (loss_only + eager_layer - compiled_layer)) < 2);
+
+    /* outside the rule: the eager count (only the loss differs) */
+    vram_estimate_config_t amp = c, amp_on = on;
+    set(&amp, "precision", "amp-bf16");
+    set(&amp_on, "precision", "amp-bf16");
+    double amp_layer =
+        (double)est(&more, &amp_on).activations - (double)est(&m, &amp_on).activations;
+    double amp_eager = (double)est(&more, &amp).activations - (double)est(&m, &amp).activations;
+    assert_true(fabs(amp_layer - amp_eager) < 2);
+    vram_model_t opt = hf("opt-125m.json");
+    vram_model_t opt_more = opt;
+    opt_more.num_layers++;
+    double opt_layer = (double)est(&opt_more, &on).activations - (double)est(&opt, &on).activations;
+    double opt_eager = (double)est(&opt_more, &c).activations - (double)est(&opt, &c).activations;
+    assert_true(fabs(opt_layer - opt_eager) < 2);
+}
+
+/* A bad version is refused with the setting's name and leaves the
+ * settings alone. */
+static void bad_versions(void **state)
+{
+    (void)state;
+    static const char *const bad[] = {"4", "4.x", "3.9", "4.45.", "4.45.2.1", "v4.45", "4.100"};
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+        vram_estimate_config_t c, before;
+        vram_estimate_config_init(&c);
+        before = c;
+        if (vram_estimate_set(&c, "--transformers", bad[i]) != VRAM_EINVAL ||
+            !strstr(vram_last_error(), "--transformers"))
+            fail_msg("%s: \"%s\"", bad[i], vram_last_error());
+        assert_memory_equal(&c, &before, sizeof c);
+    }
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(opt_clamp_by_transformers_version),
+        cmocka_unit_test(compiled_layers),
+        cmocka_unit_test(bad_versions),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
