@@ -841,7 +841,11 @@ typedef struct {
     bool peak_in_optimizer_step; /* the peak is the optimizer step, not backward */
     bool fused_attention;        /* the attention implementation used */
     vram_estimate_live_t live;   /* third edition: the parts live at the peak */
-    uint64_t reserved_[8];       /* zero: room for parts to come */
+    /* --compile on: the layers counted as inductor's partitioner keeps them
+     * (false: counted as eager, the rule does not cover them) */
+    bool compiled_layers;
+    uint8_t reserved_pad_[7];
+    uint64_t reserved_[7]; /* zero: room for parts to come */
 } vram_estimate_t;
 
 VRAM_API void vram_estimate_config_init(vram_estimate_config_t *cfg);

@@ -593,7 +593,8 @@ static int estimate(const vram_model_t *m, const vram_estimate_config_t *c, vram
         rc = vram_arch_acts(m, &shape, &acts);
         if (rc) return rc;
     }
-    if (train && c->compiled_loss) acts -= compiled_savings(m, &shape);
+    double compiled = train && c->compiled_loss ? compiled_savings(m, &shape) : 0;
+    acts -= compiled;
     if (train && c->lora_rank > 0) {
         double tok = (double)c->batch_size * (double)seq;
         if (m->family == VRAM_FAMILY_WAV2VEC2)
@@ -760,6 +761,7 @@ static int estimate(const vram_model_t *m, const vram_estimate_config_t *c, vram
                  e.allocator_rounding + e.cuda_context;
     e.peak_in_optimizer_step = in_step;
     e.fused_attention = fused;
+    e.compiled_layers = compiled > 0;
     e.seq_len = vram_estimate_setting_applies(m, "seq_len") ? seq : 0;
     e.image_size = vram_estimate_setting_applies(m, "image_size") ? image : 0;
     *out = e;

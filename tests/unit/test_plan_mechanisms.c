@@ -85,6 +85,8 @@ static void compiled_layers(void **state)
     double eager_layer = (double)est(&more, &c).activations - (double)est(&m, &c).activations;
     double compiled_layer = (double)est(&more, &on).activations - (double)est(&m, &on).activations;
     assert_true(compiled_layer > 0 && compiled_layer < eager_layer);
+    assert_true(est(&m, &on).compiled_layers);
+    assert_false(est(&m, &c).compiled_layers);
     /* one token of one layer: h + 2h + q + 2kv + 2q + h + 3I elements of 2
      * bytes, 1/rms per norm, one fp32 log-sum-exp per head */
     double h = (double)m.hidden_size, q = (double)(m.num_heads * m.head_dim);
@@ -115,6 +117,7 @@ static void compiled_layers(void **state)
     double opt_layer = (double)est(&opt_more, &on).activations - (double)est(&opt, &on).activations;
     double opt_eager = (double)est(&opt_more, &c).activations - (double)est(&opt, &c).activations;
     assert_true(fabs(opt_layer - opt_eager) < 2);
+    assert_false(est(&opt, &on).compiled_layers);
 }
 
 /* A bad version is refused with the setting's name and leaves the
