@@ -802,7 +802,10 @@ typedef struct {
      * 0 = 5.x. Older releases' modeling code keeps other tensors (docs/estimation.md,
      * "transformers versions") */
     int32_t transformers_version;
-    uint32_t reserved_pad_;
+    /* NF4 base: the dtype bitsandbytes computes in (bnb_4bit_compute_dtype),
+     * 0 = the working precision, 1 fp32, 2 fp16, 3 bf16 (names of the
+     * "compute_dtype" setting) */
+    int32_t quant_compute;
     uint64_t reserved_[7]; /* zero: room for settings to come (vram_estimate_config_init) */
 } vram_estimate_config_t;
 

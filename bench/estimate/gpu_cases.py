@@ -239,6 +239,11 @@ def flags_for(case):
         f += ["--precision", "bf16" if "bf16" in prec or "bfloat16" in prec else "fp16",
               "--quantize-base", "int8" if "8bit" in prec or "8-bit" in prec else "nf4",
               "--double-quant", "on" if "double" in prec else "off"]
+        if "8bit" not in prec and "8-bit" not in prec:
+            # bnb_4bit_compute_dtype as stated, else BitsAndBytesConfig's fp32
+            cd = re.search(r"compute_dtype\s*=\s*(?:torch\.)?(\w+)", prec)
+            names = {"bfloat16": "bf16", "float16": "fp16", "half": "fp16", "float32": "fp32"}
+            f += ["--compute-dtype", names.get(cd.group(1), cd.group(1)) if cd else "fp32"]
     elif "amp" in prec or "mixed" in prec or "autocast" in prec:
         f += ["--precision", "amp-bf16" if "bf16" in prec else "amp-fp16"]
     elif "bf16" in prec:

@@ -231,6 +231,25 @@ static void shard(const vram_estimate_config_t *c, param_memory_t *pm, double ga
     if (c->zero_stage >= 3) pm->params = pm->params / gpus + gathered;
 }
 
+/* Bytes per weight of one NF4 linear in flight for its matmul: bitsandbytes'
+ * MatMul4Bit dequantizes the weight to the dtype it was loaded in
+ * (quant_state.dtype: the working precision) and casts it to the input's
+ * dtype, which Linear4bit first sets to its compute dtype
+ * (bnb_4bit_compute_dtype; transformers' BitsAndBytesConfig defaults it
+ * to fp32): when the two differ both copies are live. */
+static double dequantized_bytes(const vram_estimate_config_t *c, double mm)
+{
+    if (c->quantize_base != VRAM_QUANT_NF4 || c->quant_compute <= 0) return mm;
+    vram_precision_t loaded = c->precision;
+    if (loaded == VRAM_PREC_AMP_FP16) loaded = VRAM_PREC_FP16;
+    if (loaded == VRAM_PREC_AMP_BF16) loaded = VRAM_PREC_BF16;
+    static const vram_precision_t compute[] = {VRAM_PREC_FP32, VRAM_PREC_FP32, VRAM_PREC_FP16,
+                                               VRAM_PREC_BF16};
+    vram_precision_t to = compute[c->quant_compute & 3];
+    if (to == loaded) return mm;
+    return mm + (to == VRAM_PREC_FP32 ? 4 : 2);
+}
+
 static int lora_memory(const vram_model_t *m, const vram_estimate_config_t *c,
                        const vram_arch_params_t *p, double mm, param_memory_t *pm)
 {
@@ -250,7 +269,7 @@ static int lora_memory(const vram_model_t *m, const vram_estimate_config_t *c,
     if (c->quantize_base != VRAM_QUANT_NONE) {
         pm->params -= base * Q;
         pm->params += vram_quant_bytes_per_weight(c->quantize_base, c->double_quant) * Q;
-        pm->dequant = mm * largest; /* dequantized for the matmul, forward and backward */
+        pm->dequant = dequantized_bytes(c, mm) * largest;
     }
     vram_arch_params_t ap = {.params = (uint64_t)A, .tensors = 0, .factored = (uint64_t)A};
     pm->grads = adapter * A;

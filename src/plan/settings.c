@@ -198,6 +198,10 @@ static int set_gpu_name(cfg_t *c, const char *v)
       "torch.compile over the layers and the loss (torchtune compile=True):\n"                     \
       "inductor's partitioner recomputes pointwise ops instead of saving them",                    \
       F(compiled_loss), NULL)                                                                      \
+    X("compute_dtype", "--compute-dtype", NAME, "auto, fp32, fp16, bf16", 0, 0, L, "D",            \
+      "NF4 base: the dtype bitsandbytes computes in (bnb_4bit_compute_dtype;\n"                    \
+      "transformers' default fp32); auto = --precision",                                           \
+      F(quant_compute), NULL)                                                                      \
     X("transformers", "--transformers", TEXT, NULL, 0, 0, G, "X.Y",                                \
       "the transformers release the model runs with (default 5.x); older\n"                        \
       "modeling code keeps other tensors (OPT clamped its scores before 4.49)",                    \

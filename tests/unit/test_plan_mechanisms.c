@@ -120,6 +120,36 @@ static void compiled_layers(void **state)
     assert_false(est(&opt, &on).compiled_layers);
 }
 
+/* bitsandbytes' 4-bit matmul dequantizes a weight to the dtype it was
+ * loaded in and casts it to its compute dtype: one more copy of the
+ * largest quantized linear when the two differ (BitsAndBytesConfig's
+ * default compute dtype is fp32), none when they are the same. */
+static void nf4_compute_dtype(void **state)
+{
+    (void)state;
+    vram_model_t m = hf("llama-3.2-3b.json");
+    vram_estimate_config_t c;
+    vram_estimate_config_init(&c);
+    set(&c, "mode", "infer");
+    set(&c, "precision", "fp16");
+    set(&c, "quantize_base", "nf4");
+    set(&c, "seq_len", "20");
+    set(&c, "max_new_tokens", "60");
+    vram_estimate_t same = est(&m, &c);
+    set(&c, "compute_dtype", "fp16");
+    assert_int_equal(est(&m, &c).allocated_peak, same.allocated_peak);
+    set(&c, "compute_dtype", "fp32");
+    double largest = (double)m.intermediate_size * (double)m.hidden_size;
+    assert_int_equal(est(&m, &c).allocated_peak - same.allocated_peak, (uint64_t)(4 * largest));
+    set(&c, "compute_dtype", "bf16");
+    assert_int_equal(est(&m, &c).allocated_peak - same.allocated_peak, (uint64_t)(2 * largest));
+    /* no quantized base: nothing is dequantized */
+    set(&c, "quantize_base", "none");
+    vram_estimate_config_t plain = c;
+    plain.quant_compute = 0;
+    assert_int_equal(est(&m, &c).allocated_peak, est(&m, &plain).allocated_peak);
+}
+
 /* A bad version is refused with the setting's name and leaves the
  * settings alone. */
 static void bad_versions(void **state)
@@ -142,6 +172,7 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(opt_clamp_by_transformers_version),
         cmocka_unit_test(compiled_layers),
+        cmocka_unit_test(nf4_compute_dtype),
         cmocka_unit_test(bad_versions),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
