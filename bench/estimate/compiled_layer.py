@@ -16,7 +16,7 @@ partition is decided on the traced graph, before any kernel is generated.
 
     python bench/estimate/compiled_layer.py [--vram build/vram] [--check]
 
---check (make test, tests/integration/test_estimate_compiled.sh) fails when
+--check (make test, tests/integration/test_families.sh) fails when
 any family's estimate is more than 1 % from the partitioner's count.
 """
 import argparse

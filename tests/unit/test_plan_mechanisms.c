@@ -3,7 +3,7 @@
  * torch.compile's saved tensors (--compile: the min-cut partitioner's set
  * for LLaMA-layout layers). The byte counts themselves are checked against
  * PyTorch by bench/estimate/compiled_layer.py (integration test
- * test_estimate_compiled); here the rules' scope and shape. */
+ * test_families); here the rules' scope and shape. */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -32,6 +32,24 @@ static void set(vram_estimate_config_t *c, const char *key, const char *value)
     if (vram_estimate_set(c, key, value)) fail_msg("%s=%s: %s", key, value, vram_last_error());
 }
 
+/* The defaults with "key=value" settings applied in order. */
+static vram_estimate_config_t config(const char *const *settings, size_t n)
+{
+    vram_estimate_config_t c;
+    vram_estimate_config_init(&c);
+    for (size_t i = 0; i < n; i++) {
+        char key[64];
+        const char *eq = strchr(settings[i], '=');
+        assert_non_null(eq);
+        snprintf(key, sizeof key, "%.*s", (int)(eq - settings[i]), settings[i]);
+        set(&c, key, eq + 1);
+    }
+    return c;
+}
+#define CONFIG(...)                                                                                \
+    config((const char *const[]){__VA_ARGS__},                                                     \
+           sizeof((const char *const[]){__VA_ARGS__}) / sizeof(const char *))
+
 /* Before 4.49 OPT's eager attention kept the clamp's input: one more
  * scores-sized tensor per layer in the working dtype; 4.49 and later, SDPA,
  * and families without the clamp are unchanged. */
@@ -39,12 +57,8 @@ static void opt_clamp_by_transformers_version(void **state)
 {
     (void)state;
     vram_model_t m = hf("opt-125m.json");
-    vram_estimate_config_t c;
-    vram_estimate_config_init(&c);
-    set(&c, "precision", "fp16");
-    set(&c, "attention", "eager");
-    set(&c, "seq_len", "512");
-    set(&c, "batch_size", "2");
+    vram_estimate_config_t c =
+        CONFIG("precision=fp16", "attention=eager", "seq_len=512", "batch_size=2");
     uint64_t now = est(&m, &c).activations;
     set(&c, "transformers", "4.49");
     assert_int_equal(est(&m, &c).activations, now);
@@ -65,25 +79,26 @@ static void opt_clamp_by_transformers_version(void **state)
     assert_int_equal(est(&llama, &c).activations, est(&llama, &latest).activations);
 }
 
+/* One layer's activations: what one more layer adds to the stack (the
+ * loss's own compiled rule cancels out). */
+static double layer_bytes(const vram_model_t *m, const vram_estimate_config_t *c)
+{
+    vram_model_t more = *m;
+    more.num_layers++;
+    return (double)est(&more, c).activations - (double)est(m, c).activations;
+}
+
 /* A compiled LLaMA layer keeps less than an eager one, every layer without
- * checkpointing and the one recomputed layer with it; autocast, eager
- * attention and families outside the rule keep the eager count. */
+ * checkpointing and the one recomputed layer with it; autocast and
+ * families outside the rule keep the eager count. */
 static void compiled_layers(void **state)
 {
     (void)state;
     vram_model_t m = hf("llama-3.2-3b.json");
-    vram_estimate_config_t c;
-    vram_estimate_config_init(&c);
-    set(&c, "precision", "bf16");
-    set(&c, "attention", "sdpa");
-    set(&c, "seq_len", "1024");
+    vram_estimate_config_t c = CONFIG("precision=bf16", "attention=sdpa", "seq_len=1024");
     vram_estimate_config_t on = c;
     set(&on, "compile", "on");
-    /* the loss's own compiled rule apart: compare layer stacks of L and L+1 */
-    vram_model_t more = m;
-    more.num_layers++;
-    double eager_layer = (double)est(&more, &c).activations - (double)est(&m, &c).activations;
-    double compiled_layer = (double)est(&more, &on).activations - (double)est(&m, &on).activations;
+    double eager_layer = layer_bytes(&m, &c), compiled_layer = layer_bytes(&m, &on);
     assert_true(compiled_layer > 0 && compiled_layer < eager_layer);
     assert_true(est(&m, &on).compiled_layers);
     assert_false(est(&m, &c).compiled_layers);
@@ -103,20 +118,13 @@ static void compiled_layers(void **state)
                        (double)m.num_layers * (eager_layer - compiled_layer);
     assert_true(fabs(drop - (loss_only + eager_layer - compiled_layer)) < 2);
 
-    /* outside the rule: the eager count (only the loss differs) */
+    /* outside the rule: the eager count */
     vram_estimate_config_t amp = c, amp_on = on;
     set(&amp, "precision", "amp-bf16");
     set(&amp_on, "precision", "amp-bf16");
-    double amp_layer =
-        (double)est(&more, &amp_on).activations - (double)est(&m, &amp_on).activations;
-    double amp_eager = (double)est(&more, &amp).activations - (double)est(&m, &amp).activations;
-    assert_true(fabs(amp_layer - amp_eager) < 2);
+    assert_true(fabs(layer_bytes(&m, &amp_on) - layer_bytes(&m, &amp)) < 2);
     vram_model_t opt = hf("opt-125m.json");
-    vram_model_t opt_more = opt;
-    opt_more.num_layers++;
-    double opt_layer = (double)est(&opt_more, &on).activations - (double)est(&opt, &on).activations;
-    double opt_eager = (double)est(&opt_more, &c).activations - (double)est(&opt, &c).activations;
-    assert_true(fabs(opt_layer - opt_eager) < 2);
+    assert_true(fabs(layer_bytes(&opt, &on) - layer_bytes(&opt, &c)) < 2);
     assert_false(est(&opt, &on).compiled_layers);
 }
 
@@ -128,13 +136,8 @@ static void nf4_compute_dtype(void **state)
 {
     (void)state;
     vram_model_t m = hf("llama-3.2-3b.json");
-    vram_estimate_config_t c;
-    vram_estimate_config_init(&c);
-    set(&c, "mode", "infer");
-    set(&c, "precision", "fp16");
-    set(&c, "quantize_base", "nf4");
-    set(&c, "seq_len", "20");
-    set(&c, "max_new_tokens", "60");
+    vram_estimate_config_t c = CONFIG("mode=infer", "precision=fp16", "quantize_base=nf4",
+                                      "seq_len=20", "max_new_tokens=60");
     vram_estimate_t same = est(&m, &c);
     set(&c, "compute_dtype", "fp16");
     assert_int_equal(est(&m, &c).allocated_peak, same.allocated_peak);
