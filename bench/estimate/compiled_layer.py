@@ -47,6 +47,14 @@ FAMILIES = {
                   num_key_value_heads=2, num_hidden_layers=2, vocab_size=512),
     "gemma": dict(hidden_size=256, intermediate_size=768, num_attention_heads=4,
                   num_key_value_heads=1, head_dim=64, num_hidden_layers=2, vocab_size=512),
+    "mistral": dict(hidden_size=256, intermediate_size=704, num_attention_heads=4,
+                    num_key_value_heads=2, num_hidden_layers=2, vocab_size=512),
+    "phi3": dict(hidden_size=256, intermediate_size=704, num_attention_heads=4,
+                 num_key_value_heads=4, num_hidden_layers=2, vocab_size=512, pad_token_id=0),
+    "qwen3": dict(hidden_size=256, intermediate_size=640, num_attention_heads=4,
+                  num_key_value_heads=2, head_dim=64, num_hidden_layers=2, vocab_size=512),
+    "olmo2": dict(hidden_size=256, intermediate_size=704, num_attention_heads=4,
+                  num_key_value_heads=4, num_hidden_layers=2, vocab_size=512),
 }
 
 

@@ -19,19 +19,29 @@
  *     log-sum-exp per query and head.
  * Measured with PyTorch's partitioner on transformers 5's LlamaDecoderLayer
  * (bench/estimate/compiled_layer.py: the compiled backward graph's inputs),
- * exact for bf16 and fp32. Covered: LLaMA-layout decoders (pre-norm RMSNorm,
- * gated MLP, SDPA) in one precision; eager attention, autocast and other
- * layouts stay counted as eager, an upper bound. */
+ * exact for bf16 and fp32 (LLaMA, Mistral, Qwen2, Gemma, Phi-3, and the
+ * generic row's Qwen 3 and OLMo 2). Covered: two RMSNorms per layer,
+ * before or after attention and the MLP, optional q/k norms, gated MLP,
+ * SDPA, one precision; eager attention, autocast, LayerNorm (OLMo's keeps
+ * q_proj's and k_proj's outputs too), sandwich norms and experts stay
+ * counted as eager, an upper bound. */
 #include "arch_compile.h"
 #include "arch_parts.h"
 
-static bool llama_layout(const vram_model_t *m)
+/* Two RMSNorms per layer (before attention and the MLP, or after them as
+ * OLMo 2 places them), a gated MLP, no experts: the layouts measured. */
+static bool covered(const vram_model_t *m)
 {
+    if (m->num_experts > 0) return false;
     switch (m->family) {
     case VRAM_FAMILY_LLAMA:
     case VRAM_FAMILY_QWEN2:
     case VRAM_FAMILY_GEMMA:
-        return m->num_experts == 0;
+    case VRAM_FAMILY_PHI3: /* fused qkv and gate_up: the same tensors, in one matmul each */
+        return true;
+    case VRAM_FAMILY_DECODER:
+        return m->norm_kind == VRAM_NORM_RMS && m->gated_mlp && !m->fused_qkv &&
+               (m->norm_layout == VRAM_NORMS_PRE || m->norm_layout == VRAM_NORMS_POST);
     default:
         return false;
     }
@@ -39,17 +49,25 @@ static bool llama_layout(const vram_model_t *m)
 
 bool vram_arch_compiled_layer(const vram_model_t *m, const vram_arch_shape_t *s, double *bytes)
 {
-    if (!llama_layout(m) || !s->fused_attention || s->amp || !s->training) return false;
+    if (!covered(m) || !s->fused_attention || s->amp || !s->training) return false;
     double e = s->mm, h = (double)m->hidden_size, a = (double)m->num_heads;
     double q = a * (double)head_dim(m), kv = (double)kv_heads(m) * (double)head_dim(m);
     double I = (double)m->intermediate_size;
-    double norms = 2;          /* before attention, before the MLP */
-    double kept = h            /* the layer input */
-                  + norms * h  /* the norms' outputs, matmul inputs */
-                  + q + 2 * kv /* attention's q, k (after rotary) and v */
-                  + 2 * q      /* attention's output and o_proj's contiguous input */
-                  + h          /* o_proj's output */
-                  + 3 * I;     /* gate's and up's outputs, their product */
-    *bytes = e * kept + norms * STAT /* 1/rms per norm */ + 4.0 * a; /* log-sum-exp */
+    double norms = 2;                      /* before (after) attention, before (after) the MLP */
+    double kept = h                        /* the layer input */
+                  + norms * h              /* the norms' outputs (post-norm: o_proj's and down's
+                                            * outputs, the MLP's input) */
+                  + q + 2 * kv             /* attention's q, k (after rotary) and v */
+                  + 2 * q                  /* attention's output and o_proj's contiguous input */
+                  + h                      /* o_proj's output */
+                  + 3 * I;                 /* gate's and up's outputs, their product */
+    double stats = norms * STAT + 4.0 * a; /* 1/rms per norm, log-sum-exp per head */
+    if (m->qk_norm) {
+        /* q_proj's and k_proj's outputs feed the q/k norms and are kept;
+         * 1/rms per head (Qwen 3) or per token over the projection (OLMo 2) */
+        kept += q + kv;
+        stats += m->qk_norm == 1 ? STAT * (a + (double)kv_heads(m)) : 2 * STAT;
+    }
+    *bytes = e * kept + stats;
     return true;
 }
