@@ -194,6 +194,15 @@ def sharding_flags(case, t):
         ["--sharding", "fsdp"] if fsdp else [])
 
 
+def compute_dtype(t):
+    """The 4-bit compute dtype the text states (bnb_4bit_compute_dtype=...,
+    "compute dtype bf16"), or None."""
+    cd = re.search(r"compute[_ ]dtype\W{0,3}(?:torch\.)?(bfloat16|bf16|float16|fp16|half|"
+                   r"float32|fp32)", t)
+    names = {"bfloat16": "bf16", "float16": "fp16", "half": "fp16", "float32": "fp32"}
+    return names.get(cd.group(1), cd.group(1)) if cd else None
+
+
 def flags_for(case):
     """The `vram estimate` flags that describe the case, from its fields."""
     t = text(case)
@@ -241,9 +250,7 @@ def flags_for(case):
               "--double-quant", "on" if "double" in prec else "off"]
         if "8bit" not in prec and "8-bit" not in prec:
             # bnb_4bit_compute_dtype as stated, else BitsAndBytesConfig's fp32
-            cd = re.search(r"compute_dtype\s*=\s*(?:torch\.)?(\w+)", prec)
-            names = {"bfloat16": "bf16", "float16": "fp16", "half": "fp16", "float32": "fp32"}
-            f += ["--compute-dtype", names.get(cd.group(1), cd.group(1)) if cd else "fp32"]
+            f += ["--compute-dtype", compute_dtype(t) or "fp32"]
     elif "amp" in prec or "mixed" in prec or "autocast" in prec:
         f += ["--precision", "amp-bf16" if "bf16" in prec else "amp-fp16"]
     elif "bf16" in prec:
@@ -313,6 +320,8 @@ def flags_for(case):
             f += ["--lora-targets", ",".join(targets)]
         if "qlora" in peft or "nf4" in peft:
             f += ["--quantize-base", "nf4"]
+            if compute_dtype(t):
+                f += ["--compute-dtype", compute_dtype(t)]
     f += sharding_flags(case, t)
     f += transformers_flags(t)
     gpu = re.sub(r"\brtx ", "rtx", (case.get("gpu_model") or "").lower().replace("-", " "))
