@@ -136,6 +136,14 @@ static int validate(const vram_model_t *m, const vram_estimate_config_t *c, int6
         return vram_fail(VRAM_EINVAL,
                          "activation offloading moves checkpointed layer inputs to the CPU: use "
                          "--checkpointing full");
+    if (c->quant_compute < 0 || c->quant_compute > 3)
+        return vram_fail(VRAM_EINVAL,
+                         "compute dtype %d does not exist (0 auto, 1 fp32, 2 fp16, "
+                         "3 bf16)",
+                         (int)c->quant_compute);
+    if (c->transformers_version < 0 || c->transformers_version > 999)
+        return vram_fail(VRAM_EINVAL, "transformers version %d out of range (major x 100 + minor)",
+                         (int)c->transformers_version);
     if (c->gpu_cc < 0 || c->gpu_cc > 200 || c->cuda_version < 0 || c->cuda_version > 200 ||
         c->lazy_loading < 0 || c->lazy_loading > 2)
         return vram_fail(VRAM_EINVAL, "GPU generation, CUDA version or lazy loading out of range");
@@ -245,7 +253,7 @@ static double dequantized_bytes(const vram_estimate_config_t *c, double mm)
     if (loaded == VRAM_PREC_AMP_BF16) loaded = VRAM_PREC_BF16;
     static const vram_precision_t compute[] = {VRAM_PREC_FP32, VRAM_PREC_FP32, VRAM_PREC_FP16,
                                                VRAM_PREC_BF16};
-    vram_precision_t to = compute[c->quant_compute & 3];
+    vram_precision_t to = compute[c->quant_compute];
     if (to == loaded) return mm;
     return mm + (to == VRAM_PREC_FP32 ? 4 : 2);
 }

@@ -151,6 +151,13 @@ static void nf4_compute_dtype(void **state)
     vram_estimate_config_t plain = c;
     plain.quant_compute = 0;
     assert_int_equal(est(&m, &c).allocated_peak, est(&m, &plain).allocated_peak);
+    /* a struct caller's impossible value is refused, not reinterpreted */
+    vram_estimate_t e;
+    plain.quant_compute = 4;
+    assert_int_equal(vram_estimate(&m, &plain, &e), VRAM_EINVAL);
+    plain.quant_compute = 0;
+    plain.transformers_version = -1;
+    assert_int_equal(vram_estimate(&m, &plain, &e), VRAM_EINVAL);
 }
 
 /* A bad version is refused with the setting's name and leaves the
