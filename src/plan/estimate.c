@@ -577,7 +577,8 @@ static int estimate(const vram_model_t *m, const vram_estimate_config_t *c, vram
 
     bool train = c->mode == VRAM_MODE_TRAIN, load = c->mode == VRAM_MODE_LOAD;
     /* fused when asked, or by the family's Hugging Face default */
-    bool fused = c->fused_attention || (c->attention_from_model && m->sdpa_default);
+    bool fused = c->fused_attention || (c->attention_from_model && m->sdpa_default &&
+                                        !vram_hf_eager_by_default(m, c->transformers_version));
     double n = (double)p.params;
     double mm = is_half(c->precision) ? 2 : 4;
     param_memory_t pm = {0};

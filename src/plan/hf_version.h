@@ -9,5 +9,8 @@
  * keeps its input) in transformers `version` (major x 100 + minor; 0 =
  * 5.x, the release the family readers follow). */
 bool vram_hf_scores_clamped(const vram_model_t *m, int version);
+/* Whether transformers `version` still ran m's model_type with eager
+ * attention by default (its SDPA support came in a later release). */
+bool vram_hf_eager_by_default(const vram_model_t *m, int version);
 
 #endif

@@ -204,7 +204,7 @@ static int set_gpu_name(cfg_t *c, const char *v)
       F(quant_compute), NULL)                                                                      \
     X("transformers", "--transformers", TEXT, NULL, 0, 0, G, "X.Y",                                \
       "the transformers release the model runs with (default 5.x); older\n"                        \
-      "modeling code keeps other tensors (OPT clamped its scores before 4.49)",                    \
+      "code keeps other tensors (eager attention before a model's SDPA)",                          \
       NOF, set_transformers)
 
 #define PUB(key, flag, type, names, lo, hi, group, metavar, help, field, set)                      \

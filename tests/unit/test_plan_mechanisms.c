@@ -1,7 +1,9 @@
 /* Mechanisms the estimate settings name: the transformers release a model
- * runs with (--transformers: OPT's eager scores clamped before 4.49) and
- * torch.compile's saved tensors (--compile: the min-cut partitioner's set
- * for LLaMA-layout layers). The byte counts themselves are checked against
+ * runs with (--transformers: OPT's eager scores clamped before 4.49, eager
+ * attention by default before a type's SDPA support), torch.compile's
+ * saved tensors (--compile: the min-cut partitioner's set for RMSNorm
+ * decoder layers) and bitsandbytes' compute dtype (--compute-dtype). The
+ * byte counts themselves are checked against
  * PyTorch by bench/estimate/compiled_layer.py (integration test
  * test_families); here the rules' scope and shape. */
 #include <setjmp.h>
@@ -86,6 +88,28 @@ static double layer_bytes(const vram_model_t *m, const vram_estimate_config_t *c
     vram_model_t more = *m;
     more.num_layers++;
     return (double)est(&more, c).activations - (double)est(m, c).activations;
+}
+
+/* --attention auto follows the release: before a model type's SDPA
+ * support (llama: 4.36, opt: 4.46) transformers ran it eager. */
+static void default_attention_by_version(void **state)
+{
+    (void)state;
+    vram_model_t llama = hf("llama-3.2-3b.json"), opt = hf("opt-350m.json");
+    vram_estimate_config_t c = CONFIG("seq_len=512");
+    assert_true(est(&llama, &c).fused_attention);
+    set(&c, "transformers", "4.35");
+    assert_false(est(&llama, &c).fused_attention);
+    set(&c, "transformers", "4.36");
+    assert_true(est(&llama, &c).fused_attention);
+    set(&c, "transformers", "4.45");
+    assert_false(est(&opt, &c).fused_attention);
+    set(&c, "transformers", "4.46");
+    assert_true(est(&opt, &c).fused_attention);
+    /* an explicit choice is kept */
+    set(&c, "transformers", "4.30");
+    set(&c, "attention", "sdpa");
+    assert_true(est(&llama, &c).fused_attention);
 }
 
 /* A compiled LLaMA layer keeps less than an eager one, every layer without
@@ -181,6 +205,7 @@ int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(opt_clamp_by_transformers_version),
+        cmocka_unit_test(default_attention_by_version),
         cmocka_unit_test(compiled_layers),
         cmocka_unit_test(nf4_compute_dtype),
         cmocka_unit_test(bad_versions),
