@@ -156,13 +156,15 @@ def zeroes_grads(t):
 
 # PyTorch release -> the newest transformers release out when it shipped
 # (PyPI release dates): what a run that names only its PyTorch used
-TRANSFORMERS_AT_PYTORCH = {(2, 4): "4.43", (2, 5): "4.45", (2, 6): "4.48", (2, 7): "4.51"}
+TRANSFORMERS_AT_PYTORCH = {(2, 0): "4.27", (2, 1): "4.34", (2, 2): "4.37", (2, 3): "4.40",
+                           (2, 4): "4.43", (2, 5): "4.45", (2, 6): "4.48", (2, 7): "4.51"}
 
 
 def transformers_flags(t):
     """--transformers X.Y: the release the text names, else the one current
     when the PyTorch it names came out (modeling code changes between
-    releases: OPT clamped its scores before 4.49, docs/estimation.md)."""
+    releases: OPT clamped its scores before 4.49, models ran eager attention
+    before their SDPA support, docs/estimation.md)."""
     tv = re.search(r"transformers ~?v?(\d+)\.(\d+)", t)
     if tv:
         return ["--transformers", f"{tv.group(1)}.{tv.group(2)}"]
