@@ -790,15 +790,25 @@ typedef struct {
                                    * and a log-sum-exp instead of fp32 log-probabilities */
     bool sum_loss;                /* benchmark loss logits.sum(): no log-softmax, the logits
                                    * stay referenced by the outputs */
-    bool compiled_loss;           /* torch.compile'd loss (upcast, log-softmax and NLL in one
-                                   * graph): keeps its input, not the log-probabilities, and
-                                   * its backward is one fused kernel; layers count as eager */
+    bool compiled_loss;           /* torch.compile (torchtune compile=True): the loss (upcast,
+                                   * log-softmax and NLL in one graph) keeps its input, not
+                                   * the log-probabilities, and its backward is one fused
+                                   * kernel; the layers keep what inductor's min-cut
+                                   * partitioner saves where that is modelled, else eager's */
     /* third edition: every setting of the table (vram_estimate_settings) */
     int64_t accumulation_steps; /* gradient accumulation; > 1 keeps gradients live (0 = 1) */
     vram_head_t head;           /* the class the model is loaded with (DEFAULT = the model's) */
     int64_t num_labels;         /* labels of a classification head (0 = the model's) */
     vram_sharding_t sharding;   /* how ZeRO/FSDP shards half-precision training */
-    uint64_t reserved_[8];      /* zero: room for settings to come (vram_estimate_config_init) */
+    /* the transformers release the model runs with, major x 100 + minor (445 = 4.45);
+     * 0 = 5.x. Older releases' modeling code keeps other tensors (docs/estimation.md,
+     * "transformers versions") */
+    int32_t transformers_version;
+    /* NF4 base: the dtype bitsandbytes computes in (bnb_4bit_compute_dtype),
+     * 0 = the working precision, 1 fp32, 2 fp16, 3 bf16 (names of the
+     * "compute_dtype" setting) */
+    int32_t quant_compute;
+    uint64_t reserved_[7]; /* zero: room for settings to come (vram_estimate_config_init) */
 } vram_estimate_config_t;
 
 /* Default CUDA context + library workspaces (docs/estimation.md). */
@@ -836,7 +846,11 @@ typedef struct {
     bool peak_in_optimizer_step; /* the peak is the optimizer step, not backward */
     bool fused_attention;        /* the attention implementation used */
     vram_estimate_live_t live;   /* third edition: the parts live at the peak */
-    uint64_t reserved_[8];       /* zero: room for parts to come */
+    /* --compile on: the layers counted as inductor's partitioner keeps them
+     * (false: counted as eager, the rule does not cover them) */
+    bool compiled_layers;
+    uint8_t reserved_pad_[7];
+    uint64_t reserved_[7]; /* zero: room for parts to come */
 } vram_estimate_t;
 
 VRAM_API void vram_estimate_config_init(vram_estimate_config_t *cfg);

@@ -13,7 +13,9 @@ tests/data/hf, since this machine has no network), through --hf-config ID.
 bench/estimate/heldout-measurements.json (same schema) holds published
 rows the shared file does not ship, as a held-out check.
 
-Usage: bench/estimate/gpu_cases.py [--vram build/vram] [--cases FILE] [--json]
+Usage: bench/estimate/gpu_cases.py [--vram build/vram] [--cases FILE]... [--json]
+(without --cases: the shared file and the held-out file, each with its own
+median and worst error)
 """
 import argparse
 import json
@@ -152,6 +154,26 @@ def zeroes_grads(t):
     return False
 
 
+# PyTorch release -> the newest transformers release out when it shipped
+# (PyPI release dates): what a run that names only its PyTorch used
+TRANSFORMERS_AT_PYTORCH = {(2, 0): "4.27", (2, 1): "4.34", (2, 2): "4.37", (2, 3): "4.40",
+                           (2, 4): "4.43", (2, 5): "4.45", (2, 6): "4.48", (2, 7): "4.51"}
+
+
+def transformers_flags(t):
+    """--transformers X.Y: the release the text names, else the one current
+    when the PyTorch it names came out (modeling code changes between
+    releases: OPT clamped its scores before 4.49, models ran eager attention
+    before their SDPA support, docs/estimation.md)."""
+    tv = re.search(r"transformers ~?v?(\d+)\.(\d+)", t)
+    if tv:
+        return ["--transformers", f"{tv.group(1)}.{tv.group(2)}"]
+    pv = re.search(r"pytorch (\d+)\.(\d+)", t)
+    if pv and (int(pv.group(1)), int(pv.group(2))) in TRANSFORMERS_AT_PYTORCH:
+        return ["--transformers", TRANSFORMERS_AT_PYTORCH[(int(pv.group(1)), int(pv.group(2)))]]
+    return []
+
+
 def sharding_flags(case, t):
     """--zero/--gpus/--sharding from the case's `zero` field (a stage, or
     text such as "ZeRO-3", "FSDP FULL_SHARD", "SHARD_GRAD_OP") and its
@@ -172,6 +194,15 @@ def sharding_flags(case, t):
         stage = (re.findall(r"\d", z) or ["3"])[0]
     return ["--zero", stage, "--gpus", str(case.get("gpus") or 1)] + (
         ["--sharding", "fsdp"] if fsdp else [])
+
+
+def compute_dtype(t):
+    """The 4-bit compute dtype the text states (bnb_4bit_compute_dtype=...,
+    "compute dtype bf16"), or None."""
+    cd = re.search(r"compute[_ ]dtype\W{0,3}(?:torch\.)?(bfloat16|bf16|float16|fp16|half|"
+                   r"float32|fp32)", t)
+    names = {"bfloat16": "bf16", "float16": "fp16", "half": "fp16", "float32": "fp32"}
+    return names.get(cd.group(1), cd.group(1)) if cd else None
 
 
 def flags_for(case):
@@ -219,6 +250,9 @@ def flags_for(case):
         f += ["--precision", "bf16" if "bf16" in prec or "bfloat16" in prec else "fp16",
               "--quantize-base", "int8" if "8bit" in prec or "8-bit" in prec else "nf4",
               "--double-quant", "on" if "double" in prec else "off"]
+        if "8bit" not in prec and "8-bit" not in prec:
+            # bnb_4bit_compute_dtype as stated, else BitsAndBytesConfig's fp32
+            f += ["--compute-dtype", compute_dtype(t) or "fp32"]
     elif "amp" in prec or "mixed" in prec or "autocast" in prec:
         f += ["--precision", "amp-bf16" if "bf16" in prec else "amp-fp16"]
     elif "bf16" in prec:
@@ -288,7 +322,10 @@ def flags_for(case):
             f += ["--lora-targets", ",".join(targets)]
         if "qlora" in peft or "nf4" in peft:
             f += ["--quantize-base", "nf4"]
+            if compute_dtype(t):
+                f += ["--compute-dtype", compute_dtype(t)]
     f += sharding_flags(case, t)
+    f += transformers_flags(t)
     gpu = re.sub(r"\brtx ", "rtx", (case.get("gpu_model") or "").lower().replace("-", " "))
     for name in ("h200", "h100", "b200", "a100", "v100", "l40s", "l4", "a6000", "a40", "a10",
                  "t4", "rtx4090", "rtx3090"):
@@ -321,10 +358,24 @@ def measured_key(case):
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--vram", default=os.path.join(ROOT, "build", "vram"))
-    ap.add_argument("--cases")
+    ap.add_argument("--cases", action="append",
+                    help="a case file (repeat for several; default: the shared file and "
+                         "bench/estimate/heldout-measurements.json)")
     ap.add_argument("--json", action="store_true")
     args = ap.parse_args()
-    cases = json.load(open(find_cases(args.cases)))
+    files = args.cases or [find_cases(None), os.path.join(ROOT, "bench", "estimate",
+                                                          "heldout-measurements.json")]
+    results = {path: run_set(args, json.load(open(path))) for path in files}
+    if args.json:
+        print(json.dumps({path: {"rows": rows, "summary": summary}
+                          for path, (rows, summary) in results.items()}, indent=1))
+        return
+    for path, (rows, summary) in results.items():
+        print(f"== {path}")
+        print_set(rows, summary)
+
+
+def run_set(args, cases):
     rows = []
     with tempfile.TemporaryDirectory() as tmp:
         ids = {c["hf_model_id"] for c in cases if c.get("hf_model_id") and fixture_for(c["hf_model_id"])}
@@ -353,9 +404,10 @@ def main():
     summary = {"cases": len(rows), "estimable": len(errs),
                "median_abs_error_pct": round(statistics.median(errs), 1) if errs else None,
                "worst_abs_error_pct": round(max(errs), 1) if errs else None}
-    if args.json:
-        print(json.dumps({"rows": rows, "summary": summary}, indent=1))
-        return
+    return rows, summary
+
+
+def print_set(rows, summary):
     print(f"{'case':52} {'compare':>14} {'measured':>10} {'estimate':>10} {'error':>7}")
     for r in rows:
         if "error_pct" in r:

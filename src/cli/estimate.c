@@ -79,6 +79,10 @@ static void cli_print_estimate(const vram_model_t *m, const cli_model_args_t *a,
                    grouped(e->trainable_count, buf, sizeof buf));
     }
     printf(", attention %s", e->fused_attention ? "fused" : "eager");
+    if (c->mode == VRAM_MODE_TRAIN && c->compiled_loss)
+        printf("\n             torch.compile: %s",
+               e->compiled_layers ? "loss and layers (inductor's partitioner)"
+                                  : "loss; layers counted eager (layout not modelled)");
     if (a->gpu_note) printf("\nGPU          %s", a->gpu_note);
     const char *phase = c->mode == VRAM_MODE_LOAD    ? "after loading"
                         : c->mode == VRAM_MODE_INFER ? "forward pass"

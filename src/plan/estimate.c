@@ -1,9 +1,11 @@
 /* vram_estimate: combines the architecture's counts and activations with
  * precision, optimizer, ZeRO partitioning and overhead (docs/estimation.md). */
+#include "arch_compile.h"
 #include "arch_parts.h"
 #include "estimate_at.h"
 #include "estimate_limits.h"
 #include "gpu_overhead.h"
+#include "hf_version.h"
 #include "lora.h"
 
 #include <math.h>
@@ -136,6 +138,14 @@ static int validate(const vram_model_t *m, const vram_estimate_config_t *c, int6
         return vram_fail(VRAM_EINVAL,
                          "activation offloading moves checkpointed layer inputs to the CPU: use "
                          "--checkpointing full");
+    if (c->quant_compute < 0 || c->quant_compute > 3)
+        return vram_fail(VRAM_EINVAL,
+                         "compute dtype %d does not exist (0 auto, 1 fp32, 2 fp16, "
+                         "3 bf16)",
+                         (int)c->quant_compute);
+    if (c->transformers_version < 0 || c->transformers_version > 999)
+        return vram_fail(VRAM_EINVAL, "transformers version %d out of range (major x 100 + minor)",
+                         (int)c->transformers_version);
     if (c->gpu_cc < 0 || c->gpu_cc > 200 || c->cuda_version < 0 || c->cuda_version > 200 ||
         c->lazy_loading < 0 || c->lazy_loading > 2)
         return vram_fail(VRAM_EINVAL, "GPU generation, CUDA version or lazy loading out of range");
@@ -231,6 +241,25 @@ static void shard(const vram_estimate_config_t *c, param_memory_t *pm, double ga
     if (c->zero_stage >= 3) pm->params = pm->params / gpus + gathered;
 }
 
+/* Bytes per weight of one NF4 linear in flight for its matmul: bitsandbytes'
+ * MatMul4Bit dequantizes the weight to the dtype it was loaded in
+ * (quant_state.dtype: the working precision) and casts it to the input's
+ * dtype, which Linear4bit first sets to its compute dtype
+ * (bnb_4bit_compute_dtype; transformers' BitsAndBytesConfig defaults it
+ * to fp32): when the two differ both copies are live. */
+static double dequantized_bytes(const vram_estimate_config_t *c, double mm)
+{
+    if (c->quantize_base != VRAM_QUANT_NF4 || c->quant_compute <= 0) return mm;
+    vram_precision_t loaded = c->precision;
+    if (loaded == VRAM_PREC_AMP_FP16) loaded = VRAM_PREC_FP16;
+    if (loaded == VRAM_PREC_AMP_BF16) loaded = VRAM_PREC_BF16;
+    static const vram_precision_t compute[] = {VRAM_PREC_FP32, VRAM_PREC_FP32, VRAM_PREC_FP16,
+                                               VRAM_PREC_BF16};
+    vram_precision_t to = compute[c->quant_compute];
+    if (to == loaded) return mm;
+    return mm + (to == VRAM_PREC_FP32 ? 4 : 2);
+}
+
 static int lora_memory(const vram_model_t *m, const vram_estimate_config_t *c,
                        const vram_arch_params_t *p, double mm, param_memory_t *pm)
 {
@@ -251,7 +280,7 @@ static int lora_memory(const vram_model_t *m, const vram_estimate_config_t *c,
     if (c->quantize_base != VRAM_QUANT_NONE) {
         pm->params -= base * Q;
         pm->params += vram_quant_bytes_per_weight(c->quantize_base, c->double_quant) * Q;
-        pm->dequant = mm * largest; /* dequantized for the matmul, forward and backward */
+        pm->dequant = dequantized_bytes(c, mm) * largest;
     }
     vram_arch_params_t ap = {.params = (uint64_t)A, .tensors = 0, .factored = (uint64_t)A};
     pm->grads = adapter * A;
@@ -460,6 +489,29 @@ int vram_estimate_setting_applies(const vram_model_t *m, const char *key)
     return 1;
 }
 
+/* What torch.compile's partitioner saves over eager in the layers kept at
+ * once (every layer, or with full checkpointing the one recomputed):
+ * eager's layer is the difference one more layer makes to the stack
+ * (arch_compile.c). 0 where the compiled layer is not modelled. */
+static double compiled_savings(const vram_model_t *m, const vram_arch_shape_t *sh)
+{
+    double compiled;
+    if (!vram_arch_compiled_layer(m, sh, &compiled)) return 0;
+    if (sh->checkpointing != VRAM_CKPT_NONE && sh->checkpointing != VRAM_CKPT_FULL &&
+        sh->checkpointing != VRAM_CKPT_FULL_OFFLOAD)
+        return 0; /* selective: the kept part is not one whole layer */
+    vram_arch_shape_t plain = *sh;
+    plain.checkpointing = VRAM_CKPT_NONE;
+    vram_model_t more = *m;
+    more.num_layers = m->num_layers + 1;
+    double with = 0, without = 0;
+    if (vram_arch_acts(m, &plain, &without) || vram_arch_acts(&more, &plain, &with)) return 0;
+    double tokens = (double)sh->batch * (double)sh->seq;
+    double saved = (with - without) - compiled * tokens;
+    if (saved <= 0) return 0;
+    return sh->checkpointing == VRAM_CKPT_NONE ? saved * (double)m->num_layers : saved;
+}
+
 static int estimate(const vram_model_t *m, const vram_estimate_config_t *c, vram_estimate_t *out);
 
 int vram_estimate(const vram_model_t *m, const vram_estimate_config_t *c, vram_estimate_t *out)
@@ -587,7 +639,8 @@ static int estimate(const vram_model_t *m, const vram_estimate_config_t *c, vram
 
     bool train = c->mode == VRAM_MODE_TRAIN, load = c->mode == VRAM_MODE_LOAD;
     /* fused when asked, or by the family's Hugging Face default */
-    bool fused = c->fused_attention || (c->attention_from_model && m->sdpa_default);
+    bool fused = c->fused_attention || (c->attention_from_model && m->sdpa_default &&
+                                        !vram_hf_eager_by_default(m, c->transformers_version));
     double n = (double)p.params;
     double mm = is_half(c->precision) ? 2 : 4;
     param_memory_t pm = {0};
@@ -618,7 +671,7 @@ static int estimate(const vram_model_t *m, const vram_estimate_config_t *c, vram
         .chunked_loss = c->chunked_loss,
         .compiled_loss = c->compiled_loss,
         .sum_loss = c->sum_loss,
-        .clamp = m->score_clamp,
+        .clamp = vram_hf_scores_clamped(m, c->transformers_version),
     };
     if (c->activation_offload) {
         if (!vram_arch_has_layers(m))
@@ -630,6 +683,8 @@ static int estimate(const vram_model_t *m, const vram_estimate_config_t *c, vram
         rc = vram_arch_acts(m, &shape, &acts);
         if (rc) return rc;
     }
+    double compiled = train && c->compiled_loss ? compiled_savings(m, &shape) : 0;
+    acts -= compiled;
     if (train && c->lora_rank > 0) {
         double tok = (double)c->batch_size * (double)seq;
         if (m->family == VRAM_FAMILY_WAV2VEC2)
@@ -796,6 +851,7 @@ static int estimate(const vram_model_t *m, const vram_estimate_config_t *c, vram
                  e.allocator_rounding + e.cuda_context;
     e.peak_in_optimizer_step = in_step;
     e.fused_attention = fused;
+    e.compiled_layers = compiled > 0;
     e.seq_len = vram_estimate_setting_applies(m, "seq_len") ? seq : 0;
     e.image_size = vram_estimate_setting_applies(m, "image_size") ? image : 0;
     *out = e;

@@ -58,6 +58,7 @@ static void add_setup(json_t *o, const vram_estimate_config_t *c, const vram_est
                                         : c->sum_loss   ? "sum"
                                                         : "full"));
         json_object_set_new(o, "compiled_loss", json_boolean(c->compiled_loss));
+        json_object_set_new(o, "compiled_layers", json_boolean(e->compiled_layers));
         json_object_set_new(o, "activation_offload", json_boolean(c->activation_offload));
     }
     if (c->lora_rank > 0)

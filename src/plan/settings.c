@@ -92,6 +92,18 @@ static int set_cuda(cfg_t *c, const char *v)
     return 0;
 }
 
+/* "4.45" or "4.45.2": the transformers release (major x 100 + minor). */
+static int set_transformers(cfg_t *c, const char *v)
+{
+    int major, minor, patch, len = 0, more = 0;
+    if (sscanf(v, "%d.%d%n", &major, &minor, &len) != 2) return 1;
+    if (v[len] == '.' && sscanf(v + len + 1, "%d%n", &patch, &more) == 1 && patch >= 0)
+        len += 1 + more; /* the patch release changes nothing the estimate models */
+    if (v[len] || major < 4 || major > 9 || minor < 0 || minor > 99) return 1;
+    c->transformers_version = major * 100 + minor;
+    return 0;
+}
+
 static int set_gpu_name(cfg_t *c, const char *v)
 {
     const vram_gpu_model_t *g = vram_gpu_model_resolve(v, NULL);
@@ -183,7 +195,17 @@ static int set_gpu_name(cfg_t *c, const char *v)
       "gradients allocated between steps",                                                         \
       NOF, set_zero_grad)                                                                          \
     X("compile", "--compile", BOOL, NULL, 0, 0, G, "on|off",                                       \
-      "the loss runs under torch.compile (torchtune compile=True)", F(compiled_loss), NULL)
+      "torch.compile over the layers and the loss (torchtune compile=True):\n"                     \
+      "inductor's partitioner recomputes pointwise ops instead of saving them",                    \
+      F(compiled_loss), NULL)                                                                      \
+    X("compute_dtype", "--compute-dtype", NAME, "auto, fp32, fp16, bf16", 0, 0, L, "D",            \
+      "NF4 base: the dtype bitsandbytes computes in (bnb_4bit_compute_dtype;\n"                    \
+      "transformers' default fp32); auto = --precision",                                           \
+      F(quant_compute), NULL)                                                                      \
+    X("transformers", "--transformers", TEXT, NULL, 0, 0, G, "X.Y",                                \
+      "the transformers release the model runs with (default 5.x); older\n"                        \
+      "code keeps other tensors (eager attention before a model's SDPA)",                          \
+      NOF, set_transformers)
 
 #define PUB(key, flag, type, names, lo, hi, group, metavar, help, field, set)                      \
     {key, flag, VRAM_SETTING_##type, names, lo, hi, group, metavar, help},
@@ -341,6 +363,9 @@ static int refuse(const vram_estimate_setting_t *s, const char *name, const char
     }
     if (!strcmp(s->key, "cuda"))
         return vram_fail(VRAM_EINVAL, "%s \"%s\": give the CUDA version as 11.8 or 12.4", name, v);
+    if (!strcmp(s->key, "transformers"))
+        return vram_fail(VRAM_EINVAL, "%s \"%s\": give the transformers version as 4.45 or 5.0",
+                         name, v);
     char copy[512];
     snprintf(copy, sizeof copy, "%s", last);
     return vram_fail(VRAM_EINVAL, "%s: %s", name, copy);
