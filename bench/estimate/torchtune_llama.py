@@ -8,7 +8,11 @@ training step of each in fp32 under a saved-tensors hook (the saved
 tensors' storages, parameters and buffers left out, as families.py
 measures) with SDPA replaced by what a GPU kernel keeps (gpu_sdpa.py), and
 compares each with vram's activations for the same config, with and
-without --framework torchtune. The loss is the recipe's: the model's
+without --framework torchtune. Then compiles one torchtune decoder layer
+(TransformerSelfAttentionLayer) through AOTAutograd with inductor's
+min-cut partitioner, as compiled_layer.py does for transformers' layers,
+and compares the compiled backward graph's inputs with what one more layer
+adds to `vram estimate --compile on --framework torchtune`. The loss is the recipe's: the model's
 logits, the labels shifted by one, torch.nn.CrossEntropyLoss
 (recipes/full_finetune_single_device.py, torchtune 0.6).
 
@@ -26,6 +30,8 @@ import sys
 import warnings
 
 import torch
+from torch._dynamo.backends.common import aot_autograd
+from torch._functorch.partitioners import min_cut_rematerialization_partition
 
 warnings.filterwarnings("ignore")
 HERE = os.path.dirname(os.path.abspath(__file__))
@@ -39,6 +45,9 @@ import transformers  # noqa: E402
 from torchtune.models.llama3_2 import llama3_2  # noqa: E402
 
 BATCH, SEQ = 2, 32
+# the compiled layer's sequence: batch x sequence unlike any weight's
+# dimension, as weights are told apart from activations by shape
+CSEQ = 160
 # Llama 3.2's layout (grouped keys and values, tied embeddings, llama3 rope
 # scaling) at a small size; two shapes of grouping
 SHAPES = [
@@ -54,7 +63,7 @@ def hf_config(s):
                 vocab_size=s["vocab_size"], hidden_size=s["embed_dim"],
                 intermediate_size=s["intermediate_dim"], num_hidden_layers=s["num_layers"],
                 num_attention_heads=s["num_heads"], num_key_value_heads=s["num_kv_heads"],
-                max_position_embeddings=SEQ * 4, rms_norm_eps=1e-5, rope_theta=500000.0,
+                max_position_embeddings=CSEQ * 2, rms_norm_eps=1e-5, rope_theta=500000.0,
                 rope_scaling=dict(rope_type="llama3", factor=32.0, low_freq_factor=1.0,
                                   high_freq_factor=4.0, original_max_position_embeddings=SEQ),
                 tie_word_embeddings=True, hidden_act="silu", attention_bias=False,
@@ -82,10 +91,48 @@ def ids():
     return torch.randint(2, 300, (BATCH, SEQ), generator=g)
 
 
-def measure_torchtune(s):
+def tt_model(s, dtype=torch.float32, max_seq=SEQ * 4):
     torch.manual_seed(0)
-    model = llama3_2(max_seq_len=SEQ * 4, attn_dropout=0.0, norm_eps=1e-5,
-                     rope_base=500000, scale_factor=32, tie_word_embeddings=True, **s)
+    return llama3_2(max_seq_len=max_seq, attn_dropout=0.0, norm_eps=1e-5, rope_base=500000,
+                    scale_factor=32, tie_word_embeddings=True, **s).to(dtype)
+
+
+def compiled_layer_bytes(s, dtype, b, seq):
+    """The tensors one compiled torchtune layer hands its backward."""
+    layer = tt_model(s, dtype, max_seq=seq).layers[0]
+    seen = {}
+
+    def backward(gm, _):
+        seen["inputs"] = [n.meta.get("val") for n in gm.graph.nodes
+                          if n.op == "placeholder" and not n.name.startswith("tangents")]
+        return gm
+
+    backend = aot_autograd(fw_compiler=lambda gm, _: gm, bw_compiler=backward,
+                           partition_fn=min_cut_rematerialization_partition)
+    x = torch.randn(b, seq, s["embed_dim"], dtype=dtype).requires_grad_(True)
+    torch.compile(layer, backend=backend)(x).sum().backward()
+    torch._dynamo.reset()
+    # weights and the rotary cache buffer come from outside the graph
+    outside = {tuple(t.shape) for t in list(layer.parameters()) + list(layer.buffers())}
+    return sum(v.numel() * v.element_size() for v in seen["inputs"]
+               if isinstance(v, torch.Tensor) and tuple(v.shape) not in outside)
+
+
+def estimated_layer_bytes(vram, s, prec, b, seq):
+    acts = []
+    for layers in (s["num_layers"], s["num_layers"] + 1):
+        cfg = hf_config(dict(s, num_layers=layers))
+        e, err = vram_estimate(vram, cfg, ["--batch-size", str(b), "--seq-len", str(seq),
+                                           "--precision", prec, "--attention", "fused",
+                                           "--compile", "on", "--framework", "torchtune"])
+        if err:
+            sys.exit(err)
+        acts.append(e["bytes"]["activations"])
+    return acts[1] - acts[0]
+
+
+def measure_torchtune(s, dtype):
+    model = tt_model(s, dtype)
     model.train()
     tokens = ids()
     # the recipe: labels shifted left with an ignored last position
@@ -99,11 +146,11 @@ def measure_torchtune(s):
     return params, saved_bytes(model, step)
 
 
-def measure_transformers(s):
+def measure_transformers(s, dtype):
     cfg = transformers.AutoConfig.for_model(**{k: v for k, v in hf_config(s).items()
                                                if k != "architectures"})
     torch.manual_seed(0)
-    model = transformers.LlamaForCausalLM._from_config(cfg, attn_implementation="sdpa")
+    model = transformers.LlamaForCausalLM._from_config(cfg, attn_implementation="sdpa").to(dtype)
     model.train()
     tokens = ids()
     params = sum(p.numel() for p in model.parameters())
@@ -119,13 +166,14 @@ def main():
     ap.add_argument("--vram", default=os.path.join(ROOT, "build", "vram"))
     ap.add_argument("--json", action="store_true")
     args = ap.parse_args()
-    flags = ["--batch-size", str(BATCH), "--seq-len", str(SEQ), "--precision", "fp32",
-             "--attention", "fused"]
     rows, worst = [], 0.0
-    for s in SHAPES:
+    for s, (dtype, prec) in [(s, d) for s in SHAPES for d in ((torch.float32, "fp32"),
+                                                               (torch.bfloat16, "bf16"))]:
+        flags = ["--batch-size", str(BATCH), "--seq-len", str(SEQ), "--precision", prec,
+                 "--attention", "fused"]
         cfg = hf_config(s)
-        tt_params, tt_acts = measure_torchtune(s)
-        hf_params, hf_acts = measure_transformers(s)
+        tt_params, tt_acts = measure_torchtune(s, dtype)
+        hf_params, hf_acts = measure_transformers(s, dtype)
         est_hf, err = vram_estimate(args.vram, cfg, flags)
         if err:
             sys.exit(err)
@@ -133,7 +181,7 @@ def main():
         if err:
             sys.exit(err)
         row = dict(shape=f"{s['num_heads']}/{s['num_kv_heads']} heads, h={s['embed_dim']}, "
-                         f"L={s['num_layers']}",
+                         f"L={s['num_layers']}, {prec}",
                    params=dict(torchtune=tt_params, transformers=hf_params,
                                vram=est_tt["parameters_count"]),
                    torchtune=dict(measured=tt_acts, framework_torchtune=est_tt["bytes"]["activations"],
@@ -144,8 +192,17 @@ def main():
                     abs(pct(row["transformers"]["vram"], hf_acts)))
         if tt_params != row["params"]["vram"]:
             worst = max(worst, 100.0)
+    compiled = []
+    for s in SHAPES:
+        for dtype, prec in ((torch.bfloat16, "bf16"), (torch.float32, "fp32")):
+            got = compiled_layer_bytes(s, dtype, BATCH, CSEQ)
+            est = estimated_layer_bytes(args.vram, s, prec, BATCH, CSEQ)
+            compiled.append(dict(shape=f"{s['num_heads']}/{s['num_kv_heads']} heads, "
+                                       f"h={s['embed_dim']}", dtype=prec, measured=got,
+                                 vram=est))
+            worst = max(worst, abs(pct(est, got)))
     if args.json:
-        print(json.dumps(rows, indent=1))
+        print(json.dumps(dict(eager=rows, compiled_layer=compiled), indent=1))
     else:
         print(f"{'shape':30} {'model':13} {'measured':>10} {'vram':>10} {'error':>7} "
               f"{'vram (transformers rules)':>26}")
@@ -161,6 +218,10 @@ def main():
                   f"{pct(h['vram'], h['measured']):>+6.2f}%")
             print(f"{'':30} parameters: torchtune {r['params']['torchtune']}, transformers "
                   f"{r['params']['transformers']}, vram {r['params']['vram']}")
+        print(f"one compiled layer (batch {BATCH}, sequence {CSEQ}): the partitioner's saved bytes")
+        for c in compiled:
+            print(f"{c['shape']:30} {c['dtype']:13} {c['measured']:>10} {c['vram']:>10.0f} "
+                  f"{pct(c['vram'], c['measured']):>+6.2f}%")
         print(f"command: PYTHONPATH=<torchtune> {' '.join(sys.argv)}")
     sys.exit(1 if worst > 1.0 else 0)
 

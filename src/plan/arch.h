@@ -56,6 +56,8 @@ typedef struct {
                            * MultiHeadAttention): SDPA keeps them q-wide */
     bool rope_buffer;     /* rotary cos/sin read from a module buffer (torchtune's
                            * RotaryPositionalEmbeddings cache), not built per step */
+    bool rms_fp32;        /* RMSNorm as F.rms_norm over an fp32 copy (torchtune's RMSNorm):
+                           * the normalized tensor is kept in fp32 in every precision */
 } vram_arch_shape_t;
 
 /* Full checkpointing with the layer inputs offloaded to the CPU

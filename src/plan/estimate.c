@@ -677,6 +677,7 @@ static int estimate(const vram_model_t *m, const vram_estimate_config_t *c, vram
         .clamp = vram_hf_scores_clamped(m, c->transformers_version),
         .kv_expanded = c->framework == VRAM_FRAMEWORK_TORCHTUNE,
         .rope_buffer = c->framework == VRAM_FRAMEWORK_TORCHTUNE,
+        .rms_fp32 = c->framework == VRAM_FRAMEWORK_TORCHTUNE,
     };
     if (c->activation_offload) {
         if (!vram_arch_has_layers(m))
