@@ -208,7 +208,7 @@ static int set_gpu_name(cfg_t *c, const char *v)
       NOF, set_transformers)                                                                       \
     X("framework", "--framework", NAME, "transformers, torchtune", 0, 0, G, "F",                   \
       "whose modules build the model: transformers (default) or torchtune\n"                       \
-      "(its attention expands k and v to every query head before SDPA)",                           \
+      "(k and v expanded to every query head, RMSNorm over an fp32 copy)",                         \
       F(framework), NULL)
 
 #define PUB(key, flag, type, names, lo, hi, group, metavar, help, field, set)                      \
