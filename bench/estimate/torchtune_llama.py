@@ -30,16 +30,13 @@ import sys
 import warnings
 
 import torch
-from torch._dynamo.backends.common import aot_autograd
-from torch._functorch.partitioners import min_cut_rematerialization_partition
 
 warnings.filterwarnings("ignore")
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(os.path.dirname(HERE))
 sys.path.insert(0, HERE)
-from families import vram_estimate  # noqa: E402
-from gpu_sdpa import use_gpu_sdpa  # noqa: E402
-from measure import storage_key as storage  # noqa: E402
+from compiled_layer import backward_inputs_backend  # noqa: E402
+from families import saved_bytes, vram_estimate  # noqa: E402
 
 import transformers  # noqa: E402
 from torchtune.models.llama3_2 import llama3_2  # noqa: E402
@@ -70,22 +67,6 @@ def hf_config(s):
                 mlp_bias=False)
 
 
-def saved_bytes(model, step):
-    params = {storage(p)[0] for p in list(model.parameters()) + list(model.buffers())}
-    saved = {}
-
-    def pack(t):
-        ptr, n = storage(t)
-        if ptr not in params and n:
-            saved[ptr] = max(saved.get(ptr, 0), n)
-        return t
-
-    with torch.autograd.graph.saved_tensors_hooks(pack, lambda t: t), use_gpu_sdpa():
-        loss = step()
-    loss.backward()
-    return sum(saved.values())
-
-
 def ids():
     g = torch.Generator().manual_seed(0)
     return torch.randint(2, 300, (BATCH, SEQ), generator=g)
@@ -100,15 +81,7 @@ def tt_model(s, dtype=torch.float32, max_seq=SEQ * 4):
 def compiled_layer_bytes(s, dtype, b, seq):
     """The tensors one compiled torchtune layer hands its backward."""
     layer = tt_model(s, dtype, max_seq=seq).layers[0]
-    seen = {}
-
-    def backward(gm, _):
-        seen["inputs"] = [n.meta.get("val") for n in gm.graph.nodes
-                          if n.op == "placeholder" and not n.name.startswith("tangents")]
-        return gm
-
-    backend = aot_autograd(fw_compiler=lambda gm, _: gm, bw_compiler=backward,
-                           partition_fn=min_cut_rematerialization_partition)
+    seen, backend = backward_inputs_backend()
     x = torch.randn(b, seq, s["embed_dim"], dtype=dtype).requires_grad_(True)
     torch.compile(layer, backend=backend)(x).sum().backward()
     torch._dynamo.reset()
