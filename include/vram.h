@@ -736,6 +736,9 @@ typedef enum {
  * FSDP (FULL_SHARD = stage 3, SHARD_GRAD_OP = stage 2) with every tensor in
  * the --precision dtype, pure bf16 as torchtune trains (docs/estimation.md). */
 typedef enum { VRAM_SHARD_DEEPSPEED, VRAM_SHARD_FSDP } vram_sharding_t;
+/* Whose modules build the model: Hugging Face transformers' modeling files
+ * (default) or torchtune's (docs/estimation.md, "torchtune's modules"). */
+typedef enum { VRAM_FRAMEWORK_TRANSFORMERS, VRAM_FRAMEWORK_TORCHTUNE } vram_framework_t;
 /* QLoRA base weights: NF4 (4 bits + absmax per 64) or LLM.int8. */
 typedef enum { VRAM_QUANT_NONE, VRAM_QUANT_NF4, VRAM_QUANT_INT8 } vram_quant_t;
 /* LoRA target modules, mapped to each family's layer names
@@ -808,7 +811,11 @@ typedef struct {
      * 0 = the working precision, 1 fp32, 2 fp16, 3 bf16 (names of the
      * "compute_dtype" setting) */
     int32_t quant_compute;
-    uint64_t reserved_[7]; /* zero: room for settings to come (vram_estimate_config_init) */
+    /* whose modules build the model (VRAM_FRAMEWORK_*, names of the "framework"
+     * setting); torchtune's attention expands k and v to every query head */
+    int32_t framework;
+    int32_t reserved32_;   /* zero */
+    uint64_t reserved_[6]; /* zero: room for settings to come (vram_estimate_config_init) */
 } vram_estimate_config_t;
 
 /* Default CUDA context + library workspaces (docs/estimation.md). */

@@ -58,6 +58,21 @@ FAMILIES = {
 }
 
 
+def backward_inputs_backend():
+    """A torch.compile backend that partitions with inductor's min-cut
+    partitioner and records, in the returned dict's "inputs", the tensors
+    the forward hands the backward (its graph's inputs but the tangents)."""
+    seen = {}
+
+    def backward(gm, _):
+        seen["inputs"] = [n.meta.get("val") for n in gm.graph.nodes
+                          if n.op == "placeholder" and not n.name.startswith("tangents")]
+        return gm
+
+    return seen, aot_autograd(fw_compiler=lambda gm, _: gm, bw_compiler=backward,
+                              partition_fn=min_cut_rematerialization_partition)
+
+
 def compiled_layer_bytes(model_type, kw, dtype):
     cfg = transformers.AutoConfig.for_model(model_type, **kw)
     cfg._attn_implementation = "sdpa"
@@ -67,15 +82,7 @@ def compiled_layer_bytes(model_type, kw, dtype):
     x0 = torch.randn(B, S, cfg.hidden_size, dtype=dtype)
     pos = torch.arange(S)[None].expand(B, S)
     cos, sin = inner.rotary_emb(x0, pos)
-    seen = {}
-
-    def backward(gm, _):
-        seen["inputs"] = [n.meta.get("val") for n in gm.graph.nodes
-                          if n.op == "placeholder" and not n.name.startswith("tangents")]
-        return gm
-
-    backend = aot_autograd(fw_compiler=lambda gm, _: gm, bw_compiler=backward,
-                           partition_fn=min_cut_rematerialization_partition)
+    seen, backend = backward_inputs_backend()
     run = torch.compile(lambda x: layer(x, attention_mask=None, position_ids=pos,
                                         position_embeddings=(cos, sin)), backend=backend)
     x = x0.clone().requires_grad_(True)

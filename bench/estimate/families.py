@@ -249,11 +249,11 @@ def inputs(model_type, model, arch):
     return kw, "loss"
 
 
-def measure(model, model_type, arch):
-    model.train()
-    kw, how = inputs(model_type, model, arch)
-    if kw is None:
-        return None
+def saved_bytes(model, step):
+    """Bytes of the tensors autograd saves while `step()` runs the forward
+    (each storage once, parameters and buffers left out); SDPA runs what a
+    GPU would run (gpu_sdpa.py). Inputs kept by the model (ids, pixels)
+    count as activations."""
     params = {storage(p)[0] for p in list(model.parameters()) + list(model.buffers())}
     saved = {}
 
@@ -263,12 +263,21 @@ def measure(model, model_type, arch):
             saved[ptr] = max(saved.get(ptr, 0), n)
         return t
 
-    # SDPA (attn_implementation="sdpa") runs what a GPU would run: gpu_sdpa.py
     with torch.autograd.graph.saved_tensors_hooks(pack, lambda t: t), use_gpu_sdpa():
-        out = model(**kw)
-        loss = out.loss if how == "loss" else out.last_hidden_state.sum()
-    # inputs kept by the model (ids, pixels) count as activations
+        step()
     return sum(saved.values())
+
+
+def measure(model, model_type, arch):
+    model.train()
+    kw, how = inputs(model_type, model, arch)
+    if kw is None:
+        return None
+
+    def step():
+        out = model(**kw)
+        return out.loss if how == "loss" else out.last_hidden_state.sum()
+    return saved_bytes(model, step)
 
 
 def vram_flags(model_type, attn):

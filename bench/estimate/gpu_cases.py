@@ -128,6 +128,16 @@ def text(case):
                      "gpu_model", "measured_what")).lower()
 
 
+def framework_flags(case, t):
+    """--framework torchtune when the case ran torchtune's own modules: its
+    source is torchtune's, or its text names one of torchtune's recipes or
+    modules (docs/estimation.md, "torchtune's modules")."""
+    src = str(case.get("source") or "").lower()
+    if "torchtune" in src or re.search(r"torchtune|_finetune_single_device|_finetune_distributed", t):
+        return ["--framework", "torchtune"]
+    return []
+
+
 NEGATION = r"(?:\bno|\bwithout|\bnon|\bnot)[- ](?:[\w.]+[- ]){0,2}"
 
 
@@ -325,7 +335,7 @@ def flags_for(case):
             if compute_dtype(t):
                 f += ["--compute-dtype", compute_dtype(t)]
     f += sharding_flags(case, t)
-    f += transformers_flags(t)
+    f += framework_flags(case, t) or transformers_flags(t)
     gpu = re.sub(r"\brtx ", "rtx", (case.get("gpu_model") or "").lower().replace("-", " "))
     for name in ("h200", "h100", "b200", "a100", "v100", "l40s", "l4", "a6000", "a40", "a10",
                  "t4", "rtx4090", "rtx3090"):

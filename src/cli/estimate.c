@@ -79,6 +79,8 @@ static void cli_print_estimate(const vram_model_t *m, const cli_model_args_t *a,
                    grouped(e->trainable_count, buf, sizeof buf));
     }
     printf(", attention %s", e->fused_attention ? "fused" : "eager");
+    if (c->framework == VRAM_FRAMEWORK_TORCHTUNE)
+        printf("\n             torchtune's modules (k and v expanded to every head, fp32 RMSNorm)");
     if (c->mode == VRAM_MODE_TRAIN && c->compiled_loss)
         printf("\n             torch.compile: %s",
                e->compiled_layers ? "loss and layers (inductor's partitioner)"

@@ -52,6 +52,12 @@ typedef struct {
     bool compiled_loss;   /* torch.compile'd loss: keeps its input, fused backward */
     bool sum_loss;        /* logits.sum(): the logits kept as the output, no log-softmax */
     bool clamp;           /* eager scores clamped by torch.max, which keeps its input */
+    bool kv_expanded;     /* k and v expanded to every query head before SDPA (torchtune's
+                           * MultiHeadAttention): SDPA keeps them q-wide */
+    bool rope_buffer;     /* rotary cos/sin read from a module buffer (torchtune's
+                           * RotaryPositionalEmbeddings cache), not built per step */
+    bool rms_fp32;        /* RMSNorm as F.rms_norm over an fp32 copy (torchtune's RMSNorm):
+                           * the normalized tensor is kept in fp32 in every precision */
 } vram_arch_shape_t;
 
 /* Full checkpointing with the layer inputs offloaded to the CPU

@@ -52,6 +52,9 @@ bool vram_arch_compiled_layer(const vram_model_t *m, const vram_arch_shape_t *s,
     if (!covered(m) || !s->fused_attention || s->amp || !s->training) return false;
     double e = s->mm, h = (double)m->hidden_size, a = (double)m->num_heads;
     double q = a * (double)head_dim(m), kv = (double)kv_heads(m) * (double)head_dim(m);
+    /* torchtune's expanded keys and values are SDPA's inputs: kept q-wide
+     * (measured, bench/estimate/torchtune_llama.py) */
+    if (s->kv_expanded) kv = q;
     double I = (double)m->intermediate_size;
     double norms = 2;                      /* before (after) attention, before (after) the MLP */
     double kept = h                        /* the layer input */

@@ -95,7 +95,7 @@ static layer_acts_t decoder_layer(const vram_model_t *m, const vram_arch_shape_t
     bool bigcode = m->family == VRAM_FAMILY_GPT_BIGCODE;
     /* GQA's keys and values: eager repeats them to every head, SDPA without
      * a padding mask takes them as they are (transformers' use_gqa_in_sdpa) */
-    double kvd = bigcode || p->fused_attention ? (double)kv_heads(m) * d : qd;
+    double kvd = bigcode || (p->fused_attention && !p->kv_expanded) ? (double)kv_heads(m) * d : qd;
     double norm_b = layer_norm_family(m) ? h * p->f32 + 2 * STAT : rms_norm(p, h);
     int fused_qkv = (m->family == VRAM_FAMILY_PHI3 || bigcode) ? 1 : 3;
     double per = norms_per_layer(m) * norm_b + h * fed(p, fused_qkv);
@@ -155,7 +155,7 @@ int vram_arch_decoder_acts(const vram_model_t *m, const vram_arch_shape_t *sh, d
     double total = IDX * tok;
     if (m->family == VRAM_FAMILY_OPT || m->family == VRAM_FAMILY_GPT_BIGCODE)
         total += IDX * s + (m->family == VRAM_FAMILY_GPT_BIGCODE ? MASK * tok * h : 0);
-    else
+    else if (!sh->rope_buffer)
         total += 2 * 4.0 * s * (double)head_dim(m);
     total += stack(&l, (double)m->num_layers, sh->checkpointing);
     total += norm_weights(m, (double)(norms_per_layer(m) * m->num_layers + 1), h);

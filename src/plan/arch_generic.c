@@ -170,7 +170,7 @@ static layer_acts_t generic_layer(const vram_model_t *m, const vram_arch_shape_t
      * query heads (which it cannot take), math runs and keeps the scores as
      * eager does */
     bool mask = p->fused_attention && (m->sdpa_saves & VRAM_SDPA_MASK);
-    bool kv_full = m->sdpa_saves & VRAM_SDPA_KV_FULL;
+    bool kv_full = (m->sdpa_saves & VRAM_SDPA_KV_FULL) || p->kv_expanded;
     vram_arch_shape_t math;
     if (mask && !kv_full && kv_heads(m) < m->num_heads) {
         math = *p;
@@ -250,7 +250,7 @@ int vram_arch_generic_acts(const vram_model_t *m, const vram_arch_shape_t *sh, d
     }
     /* token ids, the rotary cos and sin tables (fp32), the embedding norm */
     double rope = latent(m) ? (double)m->rope_head_dim : (double)head_dim(m);
-    double total = IDX * tok + 2 * 4.0 * s * rope;
+    double total = IDX * tok + (sh->rope_buffer ? 0 : 2 * 4.0 * s * rope);
     if (m->embed_norm) total += tok * norm_bytes(m, sh, h);
     total += stack(&l, (double)m->num_layers, sh->checkpointing);
     total += norm_weights(m, (double)(norms_per_layer(m) * m->num_layers + 1), h);

@@ -122,7 +122,7 @@ static inline double attention_working(const vram_arch_shape_t *p, double b, dou
  * tensor the weight multiplies (fp32; in pure half precision its cast). */
 static inline double rms_norm(const vram_arch_shape_t *p, double width)
 {
-    return (4 + p->f32) * width + 4;
+    return (4 + (p->rms_fp32 ? 4 : p->f32)) * width + 4;
 }
 
 /* Gemma's extras: eager soft-capped scores keep tanh's output (one more

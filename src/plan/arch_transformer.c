@@ -222,8 +222,9 @@ static layer_acts_t llama_layer(const vram_arch_shape_t *p, double b, double s, 
     l.core = attention_core(p, b, a, s, s, false);
     double norms = 2 * rms_norm(p, h) + h * (fed(p, 3) + fed(p, 2));
     /* SDPA without a padding mask takes the grouped keys and values as they
-     * are (transformers' use_gqa_in_sdpa: enable_gqa), eager repeats them */
-    double kv = p->fused_attention ? kvd : h;
+     * are (transformers' use_gqa_in_sdpa: enable_gqa), eager repeats them;
+     * torchtune expands them before SDPA */
+    double kv = p->fused_attention && !p->kv_expanded ? kvd : h;
     double attn = h * (fed(p, 1) + p->mm) + kv * (fed(p, 1) + p->mm);
     l.layer = tok * (norms + attn + 4 * I * p->mm) + l.core;
     l.input = p->f32 * tok * h;
@@ -327,7 +328,8 @@ int vram_arch_transformer_acts(const vram_model_t *m, const vram_arch_shape_t *s
             return 0;
         }
         /* token ids; the rotary cos and sin tables (fp32) */
-        total = IDX * tok + 2 * 4.0 * s * (double)head_dim(m) + stack(&l, L, sh->checkpointing);
+        total = IDX * tok + stack(&l, L, sh->checkpointing);
+        if (!sh->rope_buffer) total += 2 * 4.0 * s * (double)head_dim(m);
         total += tok * rms_norm(sh, h); /* final norm */
         break;
     case VRAM_FAMILY_VIT: {

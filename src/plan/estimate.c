@@ -143,6 +143,9 @@ static int validate(const vram_model_t *m, const vram_estimate_config_t *c, int6
                          "compute dtype %d does not exist (0 auto, 1 fp32, 2 fp16, "
                          "3 bf16)",
                          (int)c->quant_compute);
+    if (c->framework != VRAM_FRAMEWORK_TRANSFORMERS && c->framework != VRAM_FRAMEWORK_TORCHTUNE)
+        return vram_fail(VRAM_EINVAL, "framework %d does not exist (0 transformers, 1 torchtune)",
+                         (int)c->framework);
     if (c->transformers_version < 0 || c->transformers_version > 999)
         return vram_fail(VRAM_EINVAL, "transformers version %d out of range (major x 100 + minor)",
                          (int)c->transformers_version);
@@ -672,6 +675,9 @@ static int estimate(const vram_model_t *m, const vram_estimate_config_t *c, vram
         .compiled_loss = c->compiled_loss,
         .sum_loss = c->sum_loss,
         .clamp = vram_hf_scores_clamped(m, c->transformers_version),
+        .kv_expanded = c->framework == VRAM_FRAMEWORK_TORCHTUNE,
+        .rope_buffer = c->framework == VRAM_FRAMEWORK_TORCHTUNE,
+        .rms_fp32 = c->framework == VRAM_FRAMEWORK_TORCHTUNE,
     };
     if (c->activation_offload) {
         if (!vram_arch_has_layers(m))

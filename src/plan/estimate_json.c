@@ -90,6 +90,9 @@ json_t *vram_estimate_to_json(const vram_model_t *m, const vram_estimate_config_
     if (o && c->zero_stage > 0)
         json_object_set_new(o, "sharding",
                             json_string(c->sharding == VRAM_SHARD_FSDP ? "fsdp" : "deepspeed"));
+    /* the modules the estimate describes, when not transformers' */
+    if (o && c->framework == VRAM_FRAMEWORK_TORCHTUNE)
+        json_object_set_new(o, "framework", json_string("torchtune"));
     /* the generic decoder row for an unknown model_type says what it assumed */
     if (o && m->assumed[0]) json_object_set_new(o, "assumed", json_string(m->assumed));
     return o;

@@ -205,7 +205,11 @@ static int set_gpu_name(cfg_t *c, const char *v)
     X("transformers", "--transformers", TEXT, NULL, 0, 0, G, "X.Y",                                \
       "the transformers release the model runs with (default 5.x); older\n"                        \
       "code keeps other tensors (eager attention before a model's SDPA)",                          \
-      NOF, set_transformers)
+      NOF, set_transformers)                                                                       \
+    X("framework", "--framework", NAME, "transformers, torchtune", 0, 0, G, "F",                   \
+      "whose modules build the model: transformers (default) or torchtune\n"                       \
+      "(k and v expanded to every query head, RMSNorm over an fp32 copy)",                         \
+      F(framework), NULL)
 
 #define PUB(key, flag, type, names, lo, hi, group, metavar, help, field, set)                      \
     {key, flag, VRAM_SETTING_##type, names, lo, hi, group, metavar, help},

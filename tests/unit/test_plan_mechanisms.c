@@ -186,6 +186,43 @@ static void nf4_compute_dtype(void **state)
 
 /* A bad version is refused with the setting's name and leaves the
  * settings alone. */
+/* torchtune's modules (--framework torchtune; byte counts measured
+ * against torchtune 0.6.1 by bench/estimate/torchtune_llama.py): its
+ * MultiHeadAttention expands k and v to every query head before SDPA, so
+ * SDPA keeps them q-wide, eager or compiled; its RMSNorm runs F.rms_norm
+ * on an fp32 copy, keeping the normalized tensor in fp32 in bf16 too; its
+ * rotary tables are a buffer. Per token of one layer against transformers'. */
+static void torchtune_modules(void **state)
+{
+    (void)state;
+    vram_model_t m = hf("llama-3.2-3b.json");
+    double h = (double)m.hidden_size, q = (double)(m.num_heads * m.head_dim);
+    double kv = (double)(m.num_kv_heads * m.head_dim), tok = 1024;
+    vram_estimate_config_t c = CONFIG("precision=bf16", "attention=sdpa", "seq_len=1024");
+    vram_estimate_config_t tt = c;
+    set(&tt, "framework", "torchtune");
+    /* k and v: 2 (q - kv) more bf16 elements; two norms 2 bytes more each */
+    double per = 2 * 2 * (q - kv) + 2 * 2 * h;
+    assert_int_equal((uint64_t)(layer_bytes(&m, &tt) - layer_bytes(&m, &c)), (uint64_t)(per * tok));
+    /* compiled: only the expanded k and v differ (norms are recomputed) */
+    vram_estimate_config_t on = c, tt_on = tt;
+    set(&on, "compile", "on");
+    set(&tt_on, "compile", "on");
+    assert_int_equal((uint64_t)(layer_bytes(&m, &tt_on) - layer_bytes(&m, &on)),
+                     (uint64_t)(2 * 2 * (q - kv) * tok));
+    /* eager attention repeats k and v in both */
+    vram_estimate_config_t eager = c, tt_eager = tt;
+    set(&eager, "attention", "eager");
+    set(&tt_eager, "attention", "eager");
+    assert_int_equal((uint64_t)(layer_bytes(&m, &tt_eager) - layer_bytes(&m, &eager)),
+                     (uint64_t)(2 * 2 * h * tok));
+    /* the name is checked, the config untouched on a bad one */
+    vram_estimate_config_t before = c;
+    assert_int_equal(vram_estimate_set(&c, "framework", "tt"), VRAM_EINVAL);
+    assert_non_null(strstr(vram_last_error(), "transformers, torchtune"));
+    assert_memory_equal(&c, &before, sizeof c);
+}
+
 static void bad_versions(void **state)
 {
     (void)state;
@@ -208,6 +245,7 @@ int main(void)
         cmocka_unit_test(default_attention_by_version),
         cmocka_unit_test(compiled_layers),
         cmocka_unit_test(nf4_compute_dtype),
+        cmocka_unit_test(torchtune_modules),
         cmocka_unit_test(bad_versions),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
