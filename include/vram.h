@@ -725,11 +725,15 @@ typedef enum {
 typedef enum { VRAM_CKPT_NONE, VRAM_CKPT_FULL, VRAM_CKPT_SELECTIVE } vram_checkpointing_t;
 /* How the optimizer step runs (torch.optim): FOREACH, the default on CUDA,
  * keeps one parameter-sized intermediate; FUSED none; FOR_LOOP (one tensor
- * at a time, e.g. transformers' old AdamW) one of the largest tensor. */
+ * at a time, e.g. transformers' old AdamW) one of the largest tensor. AUTO
+ * (vram_estimate_config_init's default) is what the framework's own
+ * configuration runs: torchtune's recipe configs build AdamW with
+ * fused=True, anything else gets torch.optim's foreach. */
 typedef enum {
     VRAM_OPTIM_FOREACH,
     VRAM_OPTIM_FUSED,
     VRAM_OPTIM_FOR_LOOP,
+    VRAM_OPTIM_AUTO,
 } vram_optim_impl_t;
 /* Who shards the training state with --zero: DeepSpeed's mixed precision
  * (half weights and gradients, fp32 master weights and states) or PyTorch
@@ -779,7 +783,7 @@ typedef struct {
     int gpu_cc;                   /* compute capability x10 (70 V100, 80 A100, 90 H100); 0 = 80 */
     int cuda_version;             /* x10 (113 = 11.3, 121 = 12.1); 0 = 12.x */
     int lazy_loading;             /* 0 = the CUDA version's default with PyTorch, 1 on, 2 off */
-    vram_optim_impl_t optim_impl; /* default FOREACH */
+    vram_optim_impl_t optim_impl; /* default AUTO (zeroed: FOREACH) */
     bool grads_kept;              /* gradients live when backward starts (accumulation,
                                    * zero_grad(set_to_none=False)); set by --accumulation-steps */
     int64_t lora_rank;            /* 0 = full fine-tuning */
@@ -861,6 +865,9 @@ typedef struct {
 } vram_estimate_t;
 
 VRAM_API void vram_estimate_config_init(vram_estimate_config_t *cfg);
+/* The optimizer implementation cfg runs: its optim_impl, with AUTO resolved
+ * for its framework (vram_optim_impl_t). Pure. */
+VRAM_API vram_optim_impl_t vram_optim_impl_of(const vram_estimate_config_t *cfg);
 /* Estimates one GPU's memory. Pure computation, thread-safe. EINVAL names the
  * impossible setting (batch 0, sequence longer than max_positions, ZeRO
  * without gpus, int8 training, a setting or a part above its documented

@@ -80,7 +80,12 @@ static void cli_print_estimate(const vram_model_t *m, const cli_model_args_t *a,
     }
     printf(", attention %s", e->fused_attention ? "fused" : "eager");
     if (c->framework == VRAM_FRAMEWORK_TORCHTUNE)
-        printf("\n             torchtune's modules (k and v expanded to every head, fp32 RMSNorm)");
+        printf(
+            "\n             torchtune's modules (k and v expanded to every head, fp32 RMSNorm)%s",
+            c->mode == VRAM_MODE_TRAIN && c->optim_impl == VRAM_OPTIM_AUTO &&
+                    vram_optim_impl_of(c) == VRAM_OPTIM_FUSED
+                ? ",\n             optimizer step fused (torchtune's configs)"
+                : "");
     if (c->mode == VRAM_MODE_TRAIN && c->compiled_loss)
         printf("\n             torch.compile: %s",
                e->compiled_layers ? "loss and layers (inductor's partitioner)"

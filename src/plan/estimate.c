@@ -24,6 +24,7 @@ void vram_estimate_config_init(vram_estimate_config_t *cfg)
     cfg->attention_from_model = true;
     cfg->accumulation_steps = 1;
     cfg->double_quant = true; /* QLoRA's default; only NF4 reads it */
+    cfg->optim_impl = VRAM_OPTIM_AUTO;
 }
 
 static bool is_half(vram_precision_t p)
@@ -361,11 +362,19 @@ static void full_memory(const vram_estimate_config_t *c, const vram_arch_params_
  * fused kernel none; a per-parameter loop one tensor's worth (pytorch.org
  * tutorial "How to save memory by fusing the optimizer step into the
  * backward pass"). SGD without momentum updates in place. */
+vram_optim_impl_t vram_optim_impl_of(const vram_estimate_config_t *c)
+{
+    if (c->optim_impl != VRAM_OPTIM_AUTO) return c->optim_impl;
+    /* torchtune 0.6.1: 118 of the 123 recipe configs that build
+     * torch.optim.AdamW pass fused: True (the YAML files of recipes/configs) */
+    return c->framework == VRAM_FRAMEWORK_TORCHTUNE ? VRAM_OPTIM_FUSED : VRAM_OPTIM_FOREACH;
+}
+
 static double optimizer_temps(const vram_estimate_config_t *c, const param_memory_t *pm)
 {
     if (c->optimizer == VRAM_OPTIMIZER_SGD || c->optimizer == VRAM_OPTIMIZER_ADAM8BIT) return 0;
     double gpus = c->gpus > 0 && c->zero_stage >= 1 ? c->gpus : 1;
-    switch (c->optim_impl) {
+    switch (vram_optim_impl_of(c)) {
     case VRAM_OPTIM_FUSED:
         return 0;
     case VRAM_OPTIM_FOR_LOOP:

@@ -181,8 +181,10 @@ static int set_gpu_name(cfg_t *c, const char *v)
       "CUDA version as 11.8 or 12.4 (default 12.x); before 11.7 no lazy loading", NOF, set_cuda)   \
     X("lazy_loading", "--lazy-loading", BOOL, NULL, 0, 0, G, "on|off",                             \
       "CUDA_MODULE_LOADING=LAZY (default: by CUDA version)", F(lazy_loading), NULL)                \
-    X("optimizer_impl", "--optimizer-impl", NAME, "foreach, fused, for-loop", 0, 0, G, "I",        \
-      "how torch.optim steps: foreach (default), fused, for-loop", F(optim_impl), NULL)            \
+    X("optimizer_impl", "--optimizer-impl", NAME, "foreach, fused, for-loop, auto", 0, 0, G, "I",  \
+      "how torch.optim steps: foreach, fused, for-loop; auto (default): the\n"                     \
+      "framework's (torchtune's configs: fused; otherwise foreach)",                               \
+      F(optim_impl), NULL)                                                                         \
     X("activation_offload", "--activation-offload", BOOL, NULL, 0, 0, G, "on|off",                 \
       "checkpointed layer inputs on the CPU (needs --checkpointing full)", F(activation_offload),  \
       NULL)                                                                                        \

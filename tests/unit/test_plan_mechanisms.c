@@ -223,6 +223,40 @@ static void torchtune_modules(void **state)
     assert_memory_equal(&c, &before, sizeof c);
 }
 
+/* The optimizer step's implementation when unstated (auto) is the
+ * framework's: torchtune's recipe configs build AdamW with fused=True (no
+ * parameter-sized temporary), anything else torch.optim's foreach; a stated
+ * one wins under either framework. */
+static void optimizer_impl_by_framework(void **state)
+{
+    (void)state;
+    vram_model_t m = hf("llama-3.2-3b.json");
+    vram_estimate_config_t c = CONFIG("precision=bf16", "seq_len=256");
+    assert_int_equal(c.optim_impl, VRAM_OPTIM_AUTO);
+    assert_int_equal(vram_optim_impl_of(&c), VRAM_OPTIM_FOREACH);
+    vram_estimate_config_t tt = c, tt_foreach, foreach = c, fused = c;
+    set(&tt, "framework", "torchtune");
+    assert_int_equal(vram_optim_impl_of(&tt), VRAM_OPTIM_FUSED);
+    tt_foreach = tt;
+    set(&tt_foreach, "optimizer_impl", "foreach");
+    assert_int_equal(vram_optim_impl_of(&tt_foreach), VRAM_OPTIM_FOREACH);
+    set(&foreach, "optimizer_impl", "foreach");
+    set(&fused, "optimizer_impl", "fused");
+    vram_estimate_t a, b, e_auto, e_tt, e_ttf;
+    assert_int_equal(vram_estimate(&m, &foreach, &a), 0);
+    assert_int_equal(vram_estimate(&m, &fused, &b), 0);
+    assert_int_equal(vram_estimate(&m, &c, &e_auto), 0);
+    assert_int_equal(e_auto.total, a.total); /* transformers: auto is foreach */
+    assert_true(a.total > b.total);          /* foreach keeps a temporary */
+    assert_int_equal(vram_estimate(&m, &tt, &e_tt), 0);
+    assert_int_equal(vram_estimate(&m, &tt_foreach, &e_ttf), 0);
+    assert_true(e_ttf.total > e_tt.total); /* torchtune's auto is fused */
+    /* a struct zeroed by an older caller still means foreach */
+    vram_estimate_config_t zeroed = c;
+    zeroed.optim_impl = 0;
+    assert_int_equal(vram_optim_impl_of(&zeroed), VRAM_OPTIM_FOREACH);
+}
+
 static void bad_versions(void **state)
 {
     (void)state;
@@ -246,6 +280,7 @@ int main(void)
         cmocka_unit_test(compiled_layers),
         cmocka_unit_test(nf4_compute_dtype),
         cmocka_unit_test(torchtune_modules),
+        cmocka_unit_test(optimizer_impl_by_framework),
         cmocka_unit_test(bad_versions),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
