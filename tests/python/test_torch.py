@@ -510,6 +510,27 @@ def test_auto_select_batch_size_memory_cap_caps_on_the_cpu():
         vt.auto_select_batch_size(m, "cpu", example_batch=x, memory_cap=-1, start_batch=1)
 
 
+def test_auto_select_batch_size_plans_host_memory_on_the_cpu():
+    """On the CPU the first trial comes from the host plan (vram.plan
+    host=True: the allocated peak, no caching allocator nor CUDA context),
+    not the GPU plan, which under a 1 MiB cap fits no batch at all."""
+    from vram.torch import batch as vb
+    torch.manual_seed(0)
+    m = nn.Sequential(nn.Linear(64, 256), nn.ReLU(), nn.Linear(256, 8))
+    x = torch.randn(8, 64)
+    prof = vt.analyze(m, x, optimizer="sgd")
+    cap = 1 << 20
+    kw = dict(profile=prof, gpu_mem=cap, target=1.0, power_of_two=False,
+              optimizer=prof.optimizer, overhead_bytes=0)
+    host, gpu = vram.plan(host=True, **kw), vram.plan(**kw)
+    assert host.largest_fitting > 0 and (gpu.largest_fitting or 0) < host.largest_fitting
+    found = vt.auto_select_batch_size(m, "cpu", example_batch=x, memory_cap=cap, profile=prof,
+                                      optimizer="sgd", safety_margin=0.0)
+    first = found.trials[0].batch_size
+    assert first == max(1, int(host.largest_fitting * (1 - vb.MEASURED_START))), (first, host)
+    assert found.exact and all(t.peak_bytes <= cap for t in found.trials if t.ok)
+
+
 def test_memory_usage_on_the_cpu_reads_this_process(no_gpu):
     """On the CPU backend the reading is this process's resident memory over
     the cap, not the machine's used RAM."""
