@@ -161,7 +161,7 @@ def test_bad_sim_spec_is_an_error(monkeypatch, tmp_path):
 @pytest.mark.parametrize("model,kw,flags", [
     ("gpt2", dict(batch_size=8, seq_len=512), ["--batch-size", "8", "--seq-len", "512"]),
     ("resnet50", dict(batch_size=64, precision="amp-bf16", optimizer="sgd"),
-     ["--batch-size", "64", "--precision", "amp-bf16", "--optimizer", "sgd"]),
+     ["--batch-size", "32", "--precision", "amp-bf16", "--optimizer", "sgd"]),
     ("llama2-7b", dict(mode="infer", max_new_tokens=256, precision="int8"),
      ["--mode", "infer", "--max-new-tokens", "256", "--precision", "int8"]),
 ])
@@ -415,6 +415,45 @@ def test_job_from_environment_renews_lease(vramd, monkeypatch):
     monkeypatch.setenv("VRAM_BATCH_SIZE", "x")
     with pytest.raises(ValueError, match="VRAM_BATCH_SIZE"):
         vram.job()
+
+
+def test_batch_table_is_the_clis_and_degrades_in_vramd(vramd):
+    """vram.batch_table() is libvram's table: the one `vram submit --model
+    ... --min-batch-size` sends vramd. Client.submit(estimate=) sends it,
+    and vramd, with less memory free than the full batch needs, starts the
+    job at a smaller batch of the table, reserving exactly its entry."""
+    work = dict(model="gpt2", seq_len=1024, batch_size=32, precision="amp-bf16")
+    table = vram.batch_table(**work, min_batch_size=4)
+    assert list(table) == sorted(table) and min(table) == 4 and max(table) == 32
+    assert table[32] == vram.estimate(**work).total
+    assert vram.plan(model="gpt2", seq_len=1024, precision="amp-bf16",
+                     gpu_mem="80GiB").batch_table(32, 4) == table
+    binary = os.environ.get("VRAM_BIN") or os.path.join(BUILD, "vram")
+    out = subprocess.run([binary, "submit", "--parsable", "--model", "gpt2", "--seq-len", "1024",
+                          "--batch-size", "32", "--precision", "amp-bf16", "--min-batch-size", "4",
+                          "--", "true"], check=True, capture_output=True, text=True)
+    sent = vramd.request("GET", "/v1/jobs/%d" % int(out.stdout.split(";")[0]))
+    assert {e["batch"]: e["bytes"] for e in sent["batch_bytes"]} == table
+    assert sent["mem_bytes"] == table[32] and sent["min_batch_size"] == 4
+    vramd.wait(sent["id"], until="ended", timeout=60)
+    # both GPUs filled so that the full batch does not fit, a smaller one does
+    total = vram.devices()[0].total_bytes
+    middle = sorted(table)[len(table) // 2]
+    filler = vramd.submit(mem_bytes=total - (table[middle] + table[32]) // 2, gpus=2)
+    assert filler.state == "running"
+    with pytest.raises(ValueError, match="both give the memory"):
+        vramd.submit(mem_bytes="1GiB", estimate=work)
+    job = vramd.submit(estimate=work, min_batch_size=4, timeout_s=0)
+    assert job.state == "running", job
+    assert 4 <= job.granted_batch_size < 32 and job.granted_batch_size in table
+    assert job.reserved_bytes == table[job.granted_batch_size]
+    got = vramd.request("GET", "/v1/jobs/%d" % job.id)
+    assert {e["batch"]: e["bytes"] for e in got["batch_bytes"]} == table
+    # without min_batch_size the batch is fixed (no table): the full batch
+    # is over what vramd ever grants on an 80 GB GPU
+    with pytest.raises(vram.DaemonError, match="never fit") as e:
+        vramd.submit(estimate=work, timeout_s=0)
+    assert e.value.status == 422
 
 
 def test_pip_install_offline(tmp_path):

@@ -293,6 +293,8 @@ def test_is_oom():
     assert vt.is_oom(RuntimeError("CUDA out of memory. Tried to allocate 2.00 GiB"))
     assert vt.is_oom(RuntimeError("[enforce fail at alloc_cpu.cpp:75] err == 0. "
                                   "DefaultCPUAllocator: can't allocate memory: you tried"))
+    assert vt.is_oom(RuntimeError("posix_memalign failed:Cannot allocate memory (12)"))
+    assert not vt.is_oom(RuntimeError("posix_memalign failed:Invalid argument (22)"))
     assert vt.is_oom(vram.OutOfMemoryError("pool"))
     assert not vt.is_oom(RuntimeError("shape mismatch"))
     assert not vt.is_oom(MemoryError())
