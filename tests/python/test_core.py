@@ -449,6 +449,14 @@ def test_batch_table_is_the_clis_and_degrades_in_vramd(vramd):
     assert job.reserved_bytes == table[job.granted_batch_size]
     got = vramd.request("GET", "/v1/jobs/%d" % job.id)
     assert {e["batch"]: e["bytes"] for e in got["batch_bytes"]} == table
+    # the integrations' Reservation, asked the same way, on the other GPU
+    from vram.integrations.common import Reservation
+    r = Reservation(client=vramd)
+    rj = r.reserve(estimate=work, min_batch_size=4, name="reservation")
+    assert rj.state == "running" and rj.devices != job.devices
+    assert rj.granted_batch_size < 32 and rj.reserved_bytes == table[rj.granted_batch_size]
+    r.release(1 << 30)
+    assert vramd.job(rj.id).state == "done"
     # without min_batch_size the batch is fixed (no table): the full batch
     # is over what vramd ever grants on an 80 GB GPU
     with pytest.raises(vram.DaemonError, match="never fit") as e:
