@@ -21,7 +21,7 @@ for model in $models; do
         out=$("$py" "$here/tests/python/rlimit_probe.py" "$model" $cap "$(mktemp)" 2>/dev/null)
         rc=$?
         if [ $rc = 0 ]; then
-            echo "$model run $i: $(python3 -c 'import json,sys; d=json.loads(sys.argv[1]); print("maximum", d["maximum"], "in", len(d["trials"]), "trials, predicted", d["predicted"])' "$out")"
+            echo "$model run $i: $(python3 -c 'import json,sys; d=json.loads(sys.argv[1]); print("maximum", d["maximum"], "in", len(d["trials"]), "trials, predicted", d["predicted"], "(host plan; GPU plan", d["predicted_gpu"], end=")\n")' "$out")"
         else
             echo "$model run $i: the probe died (exit $rc)"
         fi

@@ -460,7 +460,10 @@ def test_real_oom_under_rlimit_data_matches_the_plan(tmp_path, model, cap):
     d = json.loads(r.stdout)
     assert d["exact"] and d["maximum"] > 0
     failures = [t for t in d["trials"] if not t[1]]
-    assert failures and all("can't allocate memory" in t[2] for t in failures)
+    assert failures and all(vt.is_oom(RuntimeError(t[2])) for t in failures)
+    # the probe's first trial: the host plan (as auto_select_batch_size off CUDA)
+    assert d["trials"][0][0] == d["predicted"]
+    assert d["predicted"] / 2 <= d["maximum"] <= d["predicted"] * 2, d
     # the profile through the CLI planner on the same cap
     out = subprocess.run([os.path.join(BUILD, "vram"), "plan", "--profile", str(prof_path),
                           "--gpu-mem", f"{cap + d['resident_bytes']}B", "--target", "1",
