@@ -161,7 +161,7 @@ def test_bad_sim_spec_is_an_error(monkeypatch, tmp_path):
 @pytest.mark.parametrize("model,kw,flags", [
     ("gpt2", dict(batch_size=8, seq_len=512), ["--batch-size", "8", "--seq-len", "512"]),
     ("resnet50", dict(batch_size=64, precision="amp-bf16", optimizer="sgd"),
-     ["--batch-size", "32", "--precision", "amp-bf16", "--optimizer", "sgd"]),
+     ["--batch-size", "64", "--precision", "amp-bf16", "--optimizer", "sgd"]),
     ("llama2-7b", dict(mode="infer", max_new_tokens=256, precision="int8"),
      ["--mode", "infer", "--max-new-tokens", "256", "--precision", "int8"]),
 ])
