@@ -439,8 +439,8 @@ def test_find_batch_size_probes_the_longest_sequence(sim16, transformer):
     pytest.param("resnet18", 256 << 20, marks=pytest.mark.skipif(
         not os.environ.get("VRAM_TEST_RLIMIT"), reason=(
             "opt-in (VRAM_TEST_RLIMIT=1): with oneDNN off, ResNet-18's native convolutions "
-            "take minutes of trials on one core (21 min at load 14 on 2026-11-23, maximum 459 "
-            "against 538 planned); the transformer case runs always"))),
+            "take minutes of trials on one core (about 100 s at load 2.6 with torch 2.15, "
+            "maximum 333 against 492 planned); the transformer case runs always"))),
 ])
 def test_real_oom_under_rlimit_data_matches_the_plan(tmp_path, model, cap):
     """REAL out-of-memory without a GPU: a subprocess limits its data
