@@ -904,6 +904,10 @@ typedef struct {
  * NULL argument; errors of vram_estimate. */
 VRAM_API int vram_estimate_batch_table(const vram_model_t *m, const vram_estimate_config_t *cfg,
                                        int64_t lo, vram_batch_bytes_t *out, int cap, int *n);
+/* Most entries of a batch table vramd accepts in a job request: the cap
+ * every client (`vram run`/`submit`, the Slurm plugin, Python through
+ * vram_batch_table_json) passes to vram_estimate_batch_table. */
+#define VRAM_BATCH_TABLE_MAX 64
 
 /* The estimate settings, each defined once (src/plan/settings.c): the CLI
  * flags of `vram estimate`/`plan`/`run`, the JSON keys of
@@ -1385,6 +1389,15 @@ VRAM_API int vram_estimate_json(const char *request, char **out);
  * of `vram plan --json`. Errors as vram_estimate_json, plus ENODEV/EDRIVER
  * from the device. */
 VRAM_API int vram_plan_json(const char *request, char **out);
+/* The batch table of a job request (vramd's degradation, docs/daemon.md):
+ * request as vram_estimate_json ("batch_size" is the job's batch) plus
+ * optional "min_batch_size" (default 1, at most batch_size). Reply:
+ * {"batch_size", "min_batch_size", "mem_bytes" (the estimate at
+ * batch_size), "batch_bytes": [{"batch", "bytes"}, ...]}, the entries of
+ * vram_estimate_batch_table with cap VRAM_BATCH_TABLE_MAX, the last one at
+ * batch_size: what `vram run --min-batch-size` sends. Errors as
+ * vram_estimate_json. */
+VRAM_API int vram_batch_table_json(const char *request, char **out);
 /* The devices of ctx in the schema of `vram info --json` (docs/info-json.md);
  * index -1 = all, else only that device (ENODEV when there is none). */
 VRAM_API int vram_info_json(vram_ctx_t *ctx, int index, char **out);

@@ -41,8 +41,11 @@ LAYERS = 48  # activations are allocated in this many tensors
 
 class Step:
     """One training step's memory on a pool: the model state stays, the
-    activations are allocated layer by layer, then the gradients and the
-    largest activation gradient of backward."""
+    activations are allocated layer by layer, then the gradients, the
+    backward peak the profile measured (backward_bytes_at: the temporaries
+    of backward beyond the saved activations, e.g. attention scores'
+    gradients) and a transient of 2/48 of the activations that the profile
+    does not contain."""
 
     def __init__(self, pool, prof):
         self.pool, self.prof = pool, prof
@@ -56,7 +59,10 @@ class Step:
             for _ in range(LAYERS):
                 live.append(self.pool.alloc(act // LAYERS))
             live.append(self.pool.alloc(self.prof.gradient_bytes))
-            live.append(self.pool.alloc(2 * act // LAYERS))  # backward transient
+            backward = self.prof.backward_bytes_at(b)
+            if backward:
+                live.append(self.pool.alloc(backward))
+            live.append(self.pool.alloc(2 * act // LAYERS))  # unmeasured transient
         finally:
             for p in live:
                 self.pool.free(p)

@@ -12,14 +12,16 @@ shift 2 2>/dev/null
 models=${*:-transformer resnet18}
 export VRAM_LIBRARY=$build/libvram.so VRAM_BUILD_DIR=$build PYTHONPATH=$here/python
 export OMP_NUM_THREADS=1 MALLOC_MMAP_THRESHOLD_=65536
+# the project's venv (make deps), as the Python tests use: vram.torch needs torch 2.1+
+py=${VRAM_PYTHON:-$here/.venv/bin/python}
 for model in $models; do
     cap=$((64 << 20))
     [ "$model" = resnet18 ] && cap=$((256 << 20))
     for i in $(seq "$runs"); do
-        out=$(/usr/bin/python3 "$here/tests/python/rlimit_probe.py" "$model" $cap "$(mktemp)" 2>/dev/null)
+        out=$("$py" "$here/tests/python/rlimit_probe.py" "$model" $cap "$(mktemp)" 2>/dev/null)
         rc=$?
         if [ $rc = 0 ]; then
-            echo "$model run $i: $(python3 -c 'import json,sys; d=json.loads(sys.argv[1]); print("maximum", d["maximum"], "in", len(d["trials"]), "trials, predicted", d["predicted"])' "$out")"
+            echo "$model run $i: $(python3 -c 'import json,sys; d=json.loads(sys.argv[1]); print("maximum", d["maximum"], "in", len(d["trials"]), "trials, predicted", d["predicted"], "(host plan; GPU plan", d["predicted_gpu"], end=")\n")' "$out")"
         else
             echo "$model run $i: the probe died (exit $rc)"
         fi

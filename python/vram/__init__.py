@@ -12,7 +12,7 @@ from .errors import (BusyError, ConnectionError, DaemonError, DriverError, Error
                      NotFoundError, NotSupportedError, OutOfMemoryError, ParseError,
                      PermissionError, StateError, TimeoutError, TryAgainError)
 from .types import Device, Estimate, Job, Plan, PoolStats, Process, Suggestion
-from .api import Context, devices, estimate, parse_size, plan, print_gpu_info
+from .api import Context, batch_table, devices, estimate, parse_size, plan, print_gpu_info
 from .pool import Pool
 from .client import Client, default_socket_path
 from .job import JobInfo, job

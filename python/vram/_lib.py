@@ -70,6 +70,7 @@ _PROTOTYPES = {
     "vram_clear_error": (None, []),
     "vram_estimate_json": (_I, [_S, _OUT]),
     "vram_plan_json": (_I, [_S, _OUT]),
+    "vram_batch_table_json": (_I, [_S, _OUT]),
     "vram_info_json": (_I, [_V, _I, _OUT]),
     "vram_json_free": (None, [_V]),
     "vram_layout_json": (_I, [_OUT]),

@@ -135,6 +135,23 @@ def plan(model=None, *, hf_config=None, profile=None, gpu=None, gpu_mem=None, gp
     return p
 
 
+def batch_table(model=None, *, hf_config=None, profile=None, min_batch_size=None, **settings):
+    """The memory per GPU at each batch vramd may grant a job, from
+    min_batch_size (default 1) up to batch_size: {batch: bytes}, batches
+    increasing, the last one batch_size itself. Each entry is the full
+    estimate at that batch; which batches are listed (the smallest for each
+    number of accumulation steps, at most what vramd accepts) is libvram's
+    choice (vram_estimate_batch_table through vram_batch_table_json): the
+    table `vram run`/`vram submit --model ... --min-batch-size` sends.
+    Arguments as estimate(). Give it to Client.submit(batch_bytes=...), or
+    let Client.submit(estimate=...) build it."""
+    req = _model_request(model, hf_config, profile, _sized(settings))
+    if min_batch_size is not None:
+        req["min_batch_size"] = min_batch_size
+    doc = _lib.call_json(lib.vram_batch_table_json, _lib.encode(req))
+    return {e["batch"]: e["bytes"] for e in doc["batch_bytes"]}
+
+
 def _sized(settings):
     """The size settings through the one size parser (errors name the argument)."""
     return {k: optional_size(v, k) if k == "overhead_bytes" else v for k, v in settings.items()}

@@ -10,12 +10,32 @@ import time
 import urllib.parse
 
 from . import _lib
-from .api import parse_size
+from .api import batch_table, parse_size
 from .errors import ConnectionError as VramConnectionError
 from .errors import DaemonError, TimeoutError as VramTimeoutError
 from .types import Job
 
 FINAL_STATES = ("done", "failed", "cancelled", "timeout")
+
+
+def _from_estimate(estimate, mem_bytes, batch_size, min_batch_size, batch_bytes):
+    """submit()'s memory fields from the workload's estimate settings."""
+    if mem_bytes is not None or batch_bytes is not None:
+        raise ValueError("vram.Client.submit: estimate= and %s both give the memory: keep one" %
+                         ("mem_bytes=" if mem_bytes is not None else "batch_bytes="))
+    req = getattr(estimate, "estimate_request", estimate)
+    if not isinstance(req, dict):
+        raise ValueError("vram.Client.submit: estimate= must be a dict of vram.estimate()'s "
+                         "arguments or a Plan made by vram.plan(), not %r" % (estimate,))
+    req = dict(req)
+    batch = batch_size if batch_size is not None else req.pop("batch_size", None)
+    req.pop("batch_size", None)
+    if batch is None:
+        raise ValueError("vram.Client.submit: estimate= needs the batch: batch_size= or "
+                         "estimate[\"batch_size\"]")
+    low = min_batch_size if min_batch_size is not None else batch
+    table = batch_table(**req, batch_size=batch, min_batch_size=low)
+    return table[batch], batch, low, (table if len(table) > 1 else None)
 
 
 def default_socket_path():
@@ -97,14 +117,26 @@ class Client:
     def devices(self):
         return self.request("GET", "/v1/devices")["devices"]
 
-    def submit(self, mem_bytes, gpus=None, name=None, command=None, priority=None,
+    def submit(self, mem_bytes=None, gpus=None, name=None, command=None, priority=None,
                timeout_s=None, pid=None, devices=None, batch_size=None, min_batch_size=None,
-               batch_bytes=None):
+               batch_bytes=None, estimate=None):
         """POST /v1/jobs. mem_bytes per GPU (int or "20GiB") at batch_size;
         batch_bytes maps each smaller batch the job accepts to its memory per
-        GPU (full estimates, e.g. Plan.bytes_at(b)): vramd may start the job
-        with the largest of them that fits. Returns the Job (already
-        "running" when it fits now)."""
+        GPU (full estimates: vram.batch_table()): vramd may start the job
+        with the largest of them that fits. estimate= instead of both: the
+        workload, as a dict of vram.estimate()'s arguments ({"model":
+        "gpt2", "batch_size": 8, "precision": "amp-bf16"}) or a Plan made by
+        vram.plan(); mem_bytes is the estimate at batch_size and, with
+        min_batch_size, batch_bytes is vram.batch_table() down to it: the
+        request `vram submit --model ... --min-batch-size` makes. Returns
+        the Job (already "running" when it fits now; granted_batch_size is
+        the batch vramd started it with)."""
+        if estimate is not None:
+            mem_bytes, batch_size, min_batch_size, batch_bytes = _from_estimate(
+                estimate, mem_bytes, batch_size, min_batch_size, batch_bytes)
+        if mem_bytes is None:
+            raise ValueError("vram.Client.submit: give mem_bytes= (per GPU, e.g. \"20GiB\") or "
+                             "estimate= (the workload's settings)")
         body = {k: v for k, v in dict(
             mem_bytes=parse_size(mem_bytes, "mem_bytes"), gpus=gpus, name=name, command=command,
             priority=priority,

@@ -151,6 +151,15 @@ class Plan:
         req = dict(self.estimate_request, batch_size=int(batch))
         return estimate(**req).total
 
+    def batch_table(self, batch_size, min_batch_size=None):
+        """vram.batch_table() with the plan's settings at batch_size: the
+        memory at each batch vramd may grant, down to min_batch_size."""
+        if self.estimate_request is None:
+            raise ValueError("vram: this plan was not made by vram.plan(); use vram.batch_table()")
+        from .api import batch_table
+        return batch_table(**dict(self.estimate_request, batch_size=int(batch_size)),
+                           min_batch_size=min_batch_size)
+
 
 @dataclass
 class PoolStats:

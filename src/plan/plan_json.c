@@ -16,7 +16,8 @@ typedef struct {
     vram_model_t model;
     vram_estimate_config_t est;
     vram_plan_config_t dev;
-    bool host; /* "host": the budget is host memory (vram_plan_host) */
+    bool host;         /* "host": the budget is host memory (vram_plan_host) */
+    int64_t min_batch; /* "min_batch_size" of a batch table request */
     char gpu_label[160];
 } request_t;
 
@@ -25,6 +26,11 @@ typedef struct {
 static const char *const model_keys[] = {"model", "hf_config", "profile", NULL};
 static const char *const plan_keys[] = {"gpu",          "gpu_mem", "gpu_name", "target",
                                         "power_of_two", "host",    NULL};
+static const char *const table_keys[] = {"min_batch_size", NULL};
+static const char *const no_keys[] = {NULL};
+
+/* What a request is for: which keys besides the settings it takes. */
+typedef enum { REQ_ESTIMATE, REQ_PLAN, REQ_TABLE } request_kind_t;
 
 static bool listed(const char *key, const char *const *keys)
 {
@@ -205,9 +211,12 @@ static int read_target(json_t *req, request_t *r)
     return 0;
 }
 
-/* Parses the request; `plan` allows (and requires) the target keys. */
-static int read_request(const char *text, bool plan, request_t *r)
+/* Parses the request; REQ_PLAN allows (and requires) the target keys,
+ * REQ_TABLE allows "min_batch_size" (default 1). */
+static int read_request(const char *text, request_kind_t kind, request_t *r)
 {
+    bool plan = kind == REQ_PLAN;
+    const char *const *extra = plan ? plan_keys : kind == REQ_TABLE ? table_keys : no_keys;
     if (!text) return vram_fail(VRAM_EINVAL, "NULL request");
     memset(r, 0, sizeof *r);
     vram_estimate_config_init(&r->est);
@@ -229,7 +238,8 @@ static int read_request(const char *text, bool plan, request_t *r)
     {
         const vram_estimate_setting_t *st = vram_estimate_setting_find(key);
         bool setting = st && strncmp(key, "--", 2);
-        if (setting && !listed(key, model_keys) && !listed(key, plan_keys)) {
+        if (setting && !listed(key, model_keys) && !listed(key, plan_keys) &&
+            !listed(key, table_keys)) {
             /* one setting under two spellings ("zero" and "zero_stage") */
             size_t count;
             const vram_estimate_setting_t *all = vram_estimate_settings(&count);
@@ -241,7 +251,7 @@ static int read_request(const char *text, bool plan, request_t *r)
             }
             seen[idx] = key;
         }
-        if (!setting && !listed(key, model_keys) && !(plan && listed(key, plan_keys))) {
+        if (!setting && !listed(key, model_keys) && !listed(key, extra)) {
             rc = vram_fail(VRAM_EINVAL,
                            "unknown key \"%s\" in the request (the estimate settings are "
                            "those of vram_estimate_settings: `vram estimate --help`)",
@@ -258,6 +268,10 @@ static int read_request(const char *text, bool plan, request_t *r)
         if ((rc = read_target(req, r))) goto out;
         r->dev.batch_size = batch_given ? r->est.batch_size : 0;
     }
+    r->min_batch = 1;
+    if (kind == REQ_TABLE &&
+        (rc = get_int(req, "min_batch_size", 1, (int64_t)r->est.batch_size, &r->min_batch)))
+        goto out;
 out:
     json_decref(req);
     return rc;
@@ -275,7 +289,7 @@ int vram_estimate_json(const char *request, char **out)
     if (!out) return vram_fail(VRAM_EINVAL, "vram_estimate_json: NULL out");
     *out = NULL;
     request_t r;
-    int rc = read_request(request, false, &r);
+    int rc = read_request(request, REQ_ESTIMATE, &r);
     if (rc) return rc;
     vram_estimate_t e;
     if ((rc = vram_estimate(&r.model, &r.est, &e))) return rc;
@@ -287,11 +301,38 @@ int vram_plan_json(const char *request, char **out)
     if (!out) return vram_fail(VRAM_EINVAL, "vram_plan_json: NULL out");
     *out = NULL;
     request_t r;
-    int rc = read_request(request, true, &r);
+    int rc = read_request(request, REQ_PLAN, &r);
     if (rc) return rc;
     vram_plan_t p;
     if ((rc = (r.host ? vram_plan_host : vram_plan)(&r.model, &r.est, &r.dev, &p))) return rc;
     return reply(vram_plan_to_json(&r.model, &r.est, &r.dev, &p, r.gpu_label), out);
+}
+
+int vram_batch_table_json(const char *request, char **out)
+{
+    if (!out) return vram_fail(VRAM_EINVAL, "vram_batch_table_json: NULL out");
+    *out = NULL;
+    request_t r;
+    int rc = read_request(request, REQ_TABLE, &r);
+    if (rc) return rc;
+    vram_batch_bytes_t t[VRAM_BATCH_TABLE_MAX];
+    int n = 0;
+    if ((rc =
+             vram_estimate_batch_table(&r.model, &r.est, r.min_batch, t, VRAM_BATCH_TABLE_MAX, &n)))
+        return rc;
+    json_t *root = json_object(), *list = json_array();
+    if (root && list) {
+        for (int i = 0; i < n; i++)
+            json_array_append_new(list, json_pack("{s:I,s:I}", "batch", (json_int_t)t[i].batch,
+                                                  "bytes", (json_int_t)t[i].bytes));
+        json_object_set_new(root, "batch_size", json_integer((json_int_t)r.est.batch_size));
+        json_object_set_new(root, "min_batch_size", json_integer((json_int_t)r.min_batch));
+        json_object_set_new(root, "mem_bytes", json_integer((json_int_t)t[n - 1].bytes));
+        json_object_set_new(root, "batch_bytes", list);
+        list = NULL;
+    }
+    json_decref(list);
+    return reply(root, out);
 }
 
 void vram_json_free(char *text)

@@ -50,7 +50,7 @@ typedef struct {
 } vram_job_end_t;
 
 /* Most entries of a job's batch_bytes table. */
-#define VRAM_JOB_MAX_BATCHES 64
+#define VRAM_JOB_MAX_BATCHES VRAM_BATCH_TABLE_MAX
 
 /* What a client asks for. mem_bytes is per GPU for batch_size. When the
  * client lists batch_bytes (the memory at smaller batches it accepts, from

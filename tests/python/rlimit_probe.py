@@ -69,9 +69,12 @@ def main():
         vt.training_step(model, opt, batch, loss_fn, forward)
 
     resident = prof.parameter_bytes + prof.optimizer_state_bytes + prof.buffers_bytes
-    # the prediction only chooses the first trial; the answer comes from real OOMs
-    plan = vram.plan(profile=prof, gpu_mem=cap + resident, target=1.0, power_of_two=False,
-                     overhead_bytes=0)
+    # the prediction only chooses the first trial; the answer comes from real
+    # OOMs. Host memory: the host plan (allocated peak, no caching allocator),
+    # as auto_select_batch_size plans off CUDA; the GPU plan printed beside it
+    target = dict(profile=prof, gpu_mem=cap + resident, target=1.0, power_of_two=False,
+                  overhead_bytes=0)
+    plan, gpu_plan = vram.plan(host=True, **target), vram.plan(**target)
     base = vm_data()
     resource.setrlimit(resource.RLIMIT_DATA, (base + cap, resource.RLIM_INFINITY))
     found = vt.find_batch_size(step, predicted=plan.largest_fitting, min_batch_size=2,
@@ -79,7 +82,8 @@ def main():
     resource.setrlimit(resource.RLIMIT_DATA, (resource.RLIM_INFINITY, resource.RLIM_INFINITY))
     json.dump({"maximum": found.maximum, "exact": found.exact,
                "trials": [[t.batch_size, t.ok, t.error] for t in found.trials],
-               "resident_bytes": resident, "predicted": plan.largest_fitting}, sys.stdout)
+               "resident_bytes": resident, "predicted": plan.largest_fitting,
+               "predicted_gpu": gpu_plan.largest_fitting}, sys.stdout)
 
 
 if __name__ == "__main__":

@@ -417,6 +417,53 @@ def test_job_from_environment_renews_lease(vramd, monkeypatch):
         vram.job()
 
 
+def test_batch_table_is_the_clis_and_degrades_in_vramd(vramd):
+    """vram.batch_table() is libvram's table: the one `vram submit --model
+    ... --min-batch-size` sends vramd. Client.submit(estimate=) sends it,
+    and vramd, with less memory free than the full batch needs, starts the
+    job at a smaller batch of the table, reserving exactly its entry."""
+    work = dict(model="gpt2", seq_len=1024, batch_size=32, precision="amp-bf16")
+    table = vram.batch_table(**work, min_batch_size=4)
+    assert list(table) == sorted(table) and min(table) == 4 and max(table) == 32
+    assert table[32] == vram.estimate(**work).total
+    assert vram.plan(model="gpt2", seq_len=1024, precision="amp-bf16",
+                     gpu_mem="80GiB").batch_table(32, 4) == table
+    binary = os.environ.get("VRAM_BIN") or os.path.join(BUILD, "vram")
+    out = subprocess.run([binary, "submit", "--parsable", "--model", "gpt2", "--seq-len", "1024",
+                          "--batch-size", "32", "--precision", "amp-bf16", "--min-batch-size", "4",
+                          "--", "true"], check=True, capture_output=True, text=True)
+    sent = vramd.request("GET", "/v1/jobs/%d" % int(out.stdout.split(";")[0]))
+    assert {e["batch"]: e["bytes"] for e in sent["batch_bytes"]} == table
+    assert sent["mem_bytes"] == table[32] and sent["min_batch_size"] == 4
+    vramd.wait(sent["id"], until="ended", timeout=60)
+    # both GPUs filled so that the full batch does not fit, a smaller one does
+    total = vram.devices()[0].total_bytes
+    middle = sorted(table)[len(table) // 2]
+    filler = vramd.submit(mem_bytes=total - (table[middle] + table[32]) // 2, gpus=2)
+    assert filler.state == "running"
+    with pytest.raises(ValueError, match="both give the memory"):
+        vramd.submit(mem_bytes="1GiB", estimate=work)
+    job = vramd.submit(estimate=work, min_batch_size=4, timeout_s=0)
+    assert job.state == "running", job
+    assert 4 <= job.granted_batch_size < 32 and job.granted_batch_size in table
+    assert job.reserved_bytes == table[job.granted_batch_size]
+    got = vramd.request("GET", "/v1/jobs/%d" % job.id)
+    assert {e["batch"]: e["bytes"] for e in got["batch_bytes"]} == table
+    # the integrations' Reservation, asked the same way, on the other GPU
+    from vram.integrations.common import Reservation
+    r = Reservation(client=vramd)
+    rj = r.reserve(estimate=work, min_batch_size=4, name="reservation")
+    assert rj.state == "running" and rj.devices != job.devices
+    assert rj.granted_batch_size < 32 and rj.reserved_bytes == table[rj.granted_batch_size]
+    r.release(1 << 30)
+    assert vramd.job(rj.id).state == "done"
+    # without min_batch_size the batch is fixed (no table): the full batch
+    # is over what vramd ever grants on an 80 GB GPU
+    with pytest.raises(vram.DaemonError, match="never fit") as e:
+        vramd.submit(estimate=work, timeout_s=0)
+    assert e.value.status == 422
+
+
 def test_pip_install_offline(tmp_path):
     """`pip install ./python` with the interpreter's pip, no network (the
     in-tree backend needs nothing; test_python_install.sh covers the rest)."""

@@ -91,6 +91,54 @@ static void plan_equals_struct_api(void **state)
     json_decref(doc);
 }
 
+/* vram_batch_table_json lists vram_estimate_batch_table's entries (the
+ * cap vramd accepts), the last at batch_size, and refuses what a table
+ * request cannot be. */
+static void batch_table_equals_struct_api(void **state)
+{
+    (void)state;
+    json_t *doc = call(vram_batch_table_json, "{\"model\": \"gpt2\", \"batch_size\": 200, "
+                                              "\"seq_len\": 256, \"min_batch_size\": 3}");
+    assert_non_null(doc);
+    vram_model_t m;
+    assert_int_equal(vram_model_find("gpt2", &m), 0);
+    vram_estimate_config_t c;
+    vram_estimate_config_init(&c);
+    c.batch_size = 200;
+    c.seq_len = 256;
+    vram_batch_bytes_t t[VRAM_BATCH_TABLE_MAX];
+    int n = 0;
+    assert_int_equal(vram_estimate_batch_table(&m, &c, 3, t, VRAM_BATCH_TABLE_MAX, &n), 0);
+    json_t *list = json_object_get(doc, "batch_bytes");
+    assert_int_equal(json_array_size(list), (size_t)n);
+    for (int i = 0; i < n; i++) {
+        assert_int_equal(at(json_array_get(list, (size_t)i), NULL, "batch"), t[i].batch);
+        assert_int_equal(at(json_array_get(list, (size_t)i), NULL, "bytes"), t[i].bytes);
+    }
+    assert_int_equal(t[n - 1].batch, 200);
+    assert_int_equal(at(doc, NULL, "mem_bytes"), t[n - 1].bytes);
+    assert_int_equal(at(doc, NULL, "min_batch_size"), 3);
+    json_decref(doc);
+    static const struct {
+        const char *request, *needle;
+    } bad[] = {
+        {"{\"model\": \"gpt2\", \"batch_size\": 8, \"min_batch_size\": 0}", "min_batch_size"},
+        {"{\"model\": \"gpt2\", \"batch_size\": 8, \"min_batch_size\": 9}", "min_batch_size"},
+        {"{\"model\": \"gpt2\", \"min_batch_size\": \"2\"}", "min_batch_size"},
+        {"{\"model\": \"gpt2\", \"gpu_mem\": 1000}", "gpu_mem"},
+    };
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+        char *out = (char *)1;
+        if (vram_batch_table_json(bad[i].request, &out) == 0 ||
+            !strstr(vram_last_error(), bad[i].needle))
+            fail_msg("%s: \"%s\"", bad[i].request, vram_last_error());
+        assert_null(out);
+    }
+    /* min_batch_size belongs to table requests only */
+    assert_null(call(vram_estimate_json, "{\"model\": \"gpt2\", \"min_batch_size\": 1}"));
+    assert_int_equal(vram_batch_table_json("{}", NULL), VRAM_EINVAL);
+}
+
 static void bad_requests_are_named(void **state)
 {
     (void)state;
@@ -223,9 +271,12 @@ static void layout_reports_compiled_structs(void **state)
 int main(void)
 {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(estimate_equals_struct_api),      cmocka_unit_test(plan_equals_struct_api),
-        cmocka_unit_test(bad_requests_are_named),          cmocka_unit_test(info_lists_sim_devices),
+        cmocka_unit_test(estimate_equals_struct_api),
+        cmocka_unit_test(plan_equals_struct_api),
+        cmocka_unit_test(bad_requests_are_named),
+        cmocka_unit_test(info_lists_sim_devices),
         cmocka_unit_test(layout_reports_compiled_structs),
+        cmocka_unit_test(batch_table_equals_struct_api),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -70,7 +70,13 @@ class Reservation:
         self.job = None  # the vram.Job reserved here
         self.env_job = None  # vram.job() inside `vram run`
 
-    def reserve(self, mem_bytes, name=None, batch_size=None):
+    def reserve(self, mem_bytes=None, name=None, batch_size=None, estimate=None,
+                min_batch_size=None):
+        """Reserves mem_bytes at batch_size, or with estimate= (and
+        min_batch_size) the table Client.submit(estimate=) builds, so vramd
+        may grant a smaller batch: the returned Job's granted_batch_size is
+        the micro-batch to train with (batch_size stays the effective
+        batch, through accumulation). None when nothing was reserved."""
         env = _job_from_env(client=self.client)
         if env.managed:
             self.env_job = env.start()
@@ -83,8 +89,9 @@ class Reservation:
             self.logger.info("vram: no reservation (%s)", e)
             return None
         self.client = client
-        self.job = client.submit(mem_bytes=int(mem_bytes), name=name, pid=os.getpid(),
-                                 batch_size=batch_size)
+        self.job = client.submit(mem_bytes=None if mem_bytes is None else int(mem_bytes),
+                                 name=name, pid=os.getpid(), batch_size=batch_size,
+                                 estimate=estimate, min_batch_size=min_batch_size)
         if self.job.state == "queued":
             self.logger.warning("vram: job %d queued at position %d for %d bytes; waiting",
                                 self.job.id, self.job.queue_position, self.job.mem_bytes)

@@ -214,7 +214,9 @@ def auto_select_batch_size(model, device="cpu", start_batch=None, example_batch=
 
     The first trial is the planner's prediction from `profile` (measured
     with analyze() from example_batch when not given) on the vram device of
-    the same index, or on memory_cap bytes; start_batch overrides it. On the
+    the same index, or on memory_cap bytes; start_batch overrides it. Off
+    CUDA the prediction is vram.plan(host=True): host memory, judged by the
+    estimate's allocated peak (no caching allocator, no CUDA context). On the
     CPU, memory_cap is enforced: a trial whose tensors (the model's and all
     the step makes, live at once) exceed it counts as out of memory.
     samples: variable-length samples, probed at the longest (probe_batch).
@@ -272,8 +274,11 @@ def auto_select_batch_size(model, device="cpu", start_batch=None, example_batch=
                                   forward=forward)
         # the CUDA context is outside the capacity measured above: no overhead
         target = {"gpu_mem": capacity} if capacity else {"gpu": dev.index or 0}
+        # host memory has no caching allocator nor CUDA context: each batch
+        # is judged by the estimate's allocated peak (vram_plan_host)
+        host = True if dev.type != "cuda" else None
         plan = api.plan(profile=prof, target=1.0, power_of_two=False, optimizer=prof.optimizer,
-                        overhead_bytes=0, **target)
+                        overhead_bytes=0, host=host, **target)
         predicted, intercept = plan.largest_fitting or min_batch_size, plan.model_bytes
     weights = {k: v.detach().clone() for k, v in model.state_dict().items()}
     model.to(dev).train()

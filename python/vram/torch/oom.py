@@ -3,7 +3,9 @@ from ..errors import OutOfMemoryError as VramOutOfMemoryError
 
 _CUDA_TEXTS = ("CUDA out of memory", "CUDA error: out of memory", "CUBLAS_STATUS_ALLOC_FAILED",
                "cuDNN error: CUDNN_STATUS_ALLOC_FAILED")
-_CPU_TEXTS = ("can't allocate memory",)  # c10's DefaultCPUAllocator
+# c10's DefaultCPUAllocator; ATen's NNPACK convolution workspace (the CPU
+# convolutions with oneDNN off, torch 2.x: "posix_memalign failed:" + ENOMEM)
+_CPU_TEXTS = ("can't allocate memory", "posix_memalign failed:Cannot allocate memory")
 
 
 def is_oom(exc):
