@@ -417,7 +417,7 @@ def test_job_from_environment_renews_lease(vramd, monkeypatch):
         vram.job()
 
 
-def test_batch_table_is_the_clis_and_degrades_in_vramd(vramd):
+def test_batch_table_is_the_clis_and_degrades_in_vramd(vramd, tmp_path):
     """vram.batch_table() is libvram's table: the one `vram submit --model
     ... --min-batch-size` sends vramd. Client.submit(estimate=) sends it,
     and vramd, with less memory free than the full batch needs, starts the
@@ -431,7 +431,8 @@ def test_batch_table_is_the_clis_and_degrades_in_vramd(vramd):
     binary = os.environ.get("VRAM_BIN") or os.path.join(BUILD, "vram")
     out = subprocess.run([binary, "submit", "--parsable", "--model", "gpt2", "--seq-len", "1024",
                           "--batch-size", "32", "--precision", "amp-bf16", "--min-batch-size", "4",
-                          "--", "true"], check=True, capture_output=True, text=True)
+                          "--", "true"], check=True, capture_output=True, text=True,
+                         cwd=str(tmp_path))  # the job's output file goes there
     sent = vramd.request("GET", "/v1/jobs/%d" % int(out.stdout.split(";")[0]))
     assert {e["batch"]: e["bytes"] for e in sent["batch_bytes"]} == table
     assert sent["mem_bytes"] == table[32] and sent["min_batch_size"] == 4
