@@ -56,6 +56,12 @@ def main():
     # dnnl_primitive_create under convolution_backward). PyTorch's native
     # kernels allocate through c10's CPU allocator, which raises instead.
     torch.backends.mkldnn.enabled = False
+    # NNPACK (convolutions of batches >= 16) takes its workspace with
+    # posix_memalign, outside c10's allocator and the profiler's memory
+    # events that analyze() reads, and keeps it between calls, grown to the
+    # largest batch seen: RLIMIT_DATA counts it, the profile cannot (measured
+    # in bench/RESULTS.md). Off, as in bench_trainers.py and step_peak.py.
+    torch.backends.nnpack.set_flags(False)
     torch.manual_seed(0)
     model, example, loss_fn, forward, data = subject(name)
     prof = vt.analyze(model, example, loss_fn=loss_fn, forward=forward, optimizer="adamw",
