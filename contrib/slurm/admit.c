@@ -4,6 +4,7 @@
 #include "cli/daemon_client.h"
 #include "sched/sched.h" /* VRAM_JOB_MAX_BATCHES: the table vramd accepts */
 #include "vram.h"
+#include "vram_int.h" /* vram_batch_bytes_to_json: the table as vramd reads it */
 
 #include <errno.h>
 #include <stdarg.h>
@@ -102,7 +103,7 @@ static int memory_fields(const spank_vram_step_t *step, json_t *req, long long *
                    vram_last_error());
     json_object_set_new(req, "batch_size", json_integer(b));
     json_object_set_new(req, "min_batch_size", json_integer(lo));
-    json_object_set_new(req, "batch_bytes", cli_batch_bytes_json(table, n));
+    json_object_set_new(req, "batch_bytes", vram_batch_bytes_to_json(table, n));
     return 0;
 }
 

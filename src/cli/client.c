@@ -244,12 +244,3 @@ int cli_daemon_request(const char *cmd, const char *method, const char *path, js
     *reply = NULL;
     return rc;
 }
-
-json_t *cli_batch_bytes_json(const vram_batch_bytes_t *t, int n)
-{
-    json_t *list = json_array();
-    for (int i = 0; list && i < n; i++)
-        json_array_append_new(list, json_pack("{s:I,s:I}", "batch", (json_int_t)t[i].batch, "bytes",
-                                              (json_int_t)t[i].bytes));
-    return list;
-}

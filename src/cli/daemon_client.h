@@ -32,9 +32,4 @@ int cli_daemon_fail(const char *cmd, int rc, long status, json_t *reply);
  * decrefs), or the failure printed for `cmd` and CLI_RUNTIME (*reply NULL). */
 int cli_daemon_request(const char *cmd, const char *method, const char *path, json_t **reply);
 
-/* A job request's "batch_bytes" (POST /v1/jobs: the memory at each batch
- * the job accepts), for vram run, vram submit and the Slurm plugin:
- * [{"batch": B, "bytes": N}, ...] of t[0..n); NULL when out of memory. */
-json_t *cli_batch_bytes_json(const vram_batch_bytes_t *t, int n);
-
 #endif

@@ -2,6 +2,7 @@
  * the job request built from them. */
 #include "cli/model_args.h"
 #include "cli/run.h"
+#include "vram_int.h" /* vram_batch_bytes_to_json */
 
 #include <stdarg.h>
 #include <stdio.h>
@@ -436,7 +437,7 @@ json_t *run_request(const run_opts_t *o, uint32_t cap)
     json_object_set_new(req, "min_batch_size", json_integer(min));
     if (first < o->ntable - 1)
         json_object_set_new(req, "batch_bytes",
-                            cli_batch_bytes_json(o->table + first, o->ntable - first));
+                            vram_batch_bytes_to_json(o->table + first, o->ntable - first));
     if (cap) json_object_set_new(req, "max_batch_size", json_integer(cap));
     return req;
 }

@@ -23,4 +23,10 @@ json_t *vram_plan_to_json(const vram_model_t *m, const vram_estimate_config_t *e
                           const vram_plan_config_t *pc, const vram_plan_t *p,
                           const char *gpu_label);
 
+/* A batch table's JSON form, [{"batch": B, "bytes": N}, ...] of t[0..n):
+ * the "batch_bytes" of vram_batch_table_json and of the job requests that
+ * vram run, vram submit and the Slurm plugin send vramd. NULL when out of
+ * memory. */
+json_t *vram_batch_bytes_to_json(const vram_batch_bytes_t *t, int n);
+
 #endif

@@ -308,6 +308,15 @@ int vram_plan_json(const char *request, char **out)
     return reply(vram_plan_to_json(&r.model, &r.est, &r.dev, &p, r.gpu_label), out);
 }
 
+json_t *vram_batch_bytes_to_json(const vram_batch_bytes_t *t, int n)
+{
+    json_t *list = json_array();
+    for (int i = 0; list && i < n; i++)
+        json_array_append_new(list, json_pack("{s:I,s:I}", "batch", (json_int_t)t[i].batch, "bytes",
+                                              (json_int_t)t[i].bytes));
+    return list;
+}
+
 int vram_batch_table_json(const char *request, char **out)
 {
     if (!out) return vram_fail(VRAM_EINVAL, "vram_batch_table_json: NULL out");
@@ -320,11 +329,8 @@ int vram_batch_table_json(const char *request, char **out)
     if ((rc =
              vram_estimate_batch_table(&r.model, &r.est, r.min_batch, t, VRAM_BATCH_TABLE_MAX, &n)))
         return rc;
-    json_t *root = json_object(), *list = json_array();
+    json_t *root = json_object(), *list = vram_batch_bytes_to_json(t, n);
     if (root && list) {
-        for (int i = 0; i < n; i++)
-            json_array_append_new(list, json_pack("{s:I,s:I}", "batch", (json_int_t)t[i].batch,
-                                                  "bytes", (json_int_t)t[i].bytes));
         json_object_set_new(root, "batch_size", json_integer((json_int_t)r.est.batch_size));
         json_object_set_new(root, "min_batch_size", json_integer((json_int_t)r.min_batch));
         json_object_set_new(root, "mem_bytes", json_integer((json_int_t)t[n - 1].bytes));

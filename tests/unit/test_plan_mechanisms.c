@@ -18,16 +18,7 @@
 
 #include "vram.h"
 #include "unit/estimate_fixture.h"
-
-static vram_model_t hf(const char *file)
-{
-    char path[1024];
-    const char *src = getenv("VRAM_SOURCE_DIR");
-    snprintf(path, sizeof path, "%s/tests/data/hf/%s", src ? src : ".", file);
-    vram_model_t m;
-    if (vram_model_from_hf_config(path, &m)) fail_msg("%s: %s", path, vram_last_error());
-    return m;
-}
+#include "unit/hf_fixture.h"
 
 static void set(vram_estimate_config_t *c, const char *key, const char *value)
 {
@@ -58,7 +49,7 @@ static vram_estimate_config_t config(const char *const *settings, size_t n)
 static void opt_clamp_by_transformers_version(void **state)
 {
     (void)state;
-    vram_model_t m = hf("opt-125m.json");
+    vram_model_t m = load("opt-125m.json");
     vram_estimate_config_t c =
         CONFIG("precision=fp16", "attention=eager", "seq_len=512", "batch_size=2");
     uint64_t now = est(&m, &c).activations;
@@ -74,7 +65,7 @@ static void opt_clamp_by_transformers_version(void **state)
     vram_estimate_config_t fused = c;
     fused.transformers_version = 0;
     assert_int_equal(est(&m, &c).activations, est(&m, &fused).activations);
-    vram_model_t llama = hf("llama-3.2-3b.json");
+    vram_model_t llama = load("llama-3.2-3b.json");
     set(&c, "attention", "eager");
     vram_estimate_config_t latest = c;
     latest.transformers_version = 0;
@@ -95,7 +86,7 @@ static double layer_bytes(const vram_model_t *m, const vram_estimate_config_t *c
 static void default_attention_by_version(void **state)
 {
     (void)state;
-    vram_model_t llama = hf("llama-3.2-3b.json"), opt = hf("opt-350m.json");
+    vram_model_t llama = load("llama-3.2-3b.json"), opt = load("opt-350m.json");
     vram_estimate_config_t c = CONFIG("seq_len=512");
     assert_true(est(&llama, &c).fused_attention);
     set(&c, "transformers", "4.35");
@@ -118,7 +109,7 @@ static void default_attention_by_version(void **state)
 static void compiled_layers(void **state)
 {
     (void)state;
-    vram_model_t m = hf("llama-3.2-3b.json");
+    vram_model_t m = load("llama-3.2-3b.json");
     vram_estimate_config_t c = CONFIG("precision=bf16", "attention=sdpa", "seq_len=1024");
     vram_estimate_config_t on = c;
     set(&on, "compile", "on");
@@ -147,7 +138,7 @@ static void compiled_layers(void **state)
     set(&amp, "precision", "amp-bf16");
     set(&amp_on, "precision", "amp-bf16");
     assert_true(fabs(layer_bytes(&m, &amp_on) - layer_bytes(&m, &amp)) < 2);
-    vram_model_t opt = hf("opt-125m.json");
+    vram_model_t opt = load("opt-125m.json");
     assert_true(fabs(layer_bytes(&opt, &on) - layer_bytes(&opt, &c)) < 2);
     assert_false(est(&opt, &on).compiled_layers);
 }
@@ -159,7 +150,7 @@ static void compiled_layers(void **state)
 static void nf4_compute_dtype(void **state)
 {
     (void)state;
-    vram_model_t m = hf("llama-3.2-3b.json");
+    vram_model_t m = load("llama-3.2-3b.json");
     vram_estimate_config_t c = CONFIG("mode=infer", "precision=fp16", "quantize_base=nf4",
                                       "seq_len=20", "max_new_tokens=60");
     vram_estimate_t same = est(&m, &c);
@@ -195,7 +186,7 @@ static void nf4_compute_dtype(void **state)
 static void torchtune_modules(void **state)
 {
     (void)state;
-    vram_model_t m = hf("llama-3.2-3b.json");
+    vram_model_t m = load("llama-3.2-3b.json");
     double h = (double)m.hidden_size, q = (double)(m.num_heads * m.head_dim);
     double kv = (double)(m.num_kv_heads * m.head_dim), tok = 1024;
     vram_estimate_config_t c = CONFIG("precision=bf16", "attention=sdpa", "seq_len=1024");
@@ -230,7 +221,7 @@ static void torchtune_modules(void **state)
 static void optimizer_impl_by_framework(void **state)
 {
     (void)state;
-    vram_model_t m = hf("llama-3.2-3b.json");
+    vram_model_t m = load("llama-3.2-3b.json");
     vram_estimate_config_t c = CONFIG("precision=bf16", "seq_len=256");
     assert_int_equal(c.optim_impl, VRAM_OPTIM_AUTO);
     assert_int_equal(vram_optim_impl_of(&c), VRAM_OPTIM_FOREACH);
