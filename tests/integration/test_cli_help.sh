@@ -55,10 +55,18 @@ run_examples() {
         local rc=$?
         set -e
         [ $rc = 0 ] || { cat "$T/ex.out" >&2; fail "$name example exited $rc: $line"; }
-        # a daemon started by an example: wait until it answers
+        # a daemon started by an example: wait until it answers. Its pid is
+        # $! (eval ran in this shell), never a search by name: that finds
+        # the newest vramd of any test running beside this one.
         if [[ "$line" == *vramd*"&"* ]]; then
-            for _ in $(seq 100); do curl -sf --unix-socket "$VRAM_SOCKET" http://x/v1/health >/dev/null && break; sleep 0.05; done
-            DAEMON_PID=$(pgrep -n -f "vramd --foreground")
+            DAEMON_PID=$!
+            for _ in $(seq 600); do
+                curl -sf --unix-socket "$VRAM_SOCKET" http://x/v1/health >/dev/null && break
+                kill -0 "$DAEMON_PID" 2>/dev/null || fail "vramd from \"$line\" exited: $(cat "$T/ex.out")"
+                sleep 0.05
+            done
+            [ "$(field "$(api GET /v1/health)" 'd["pid"]')" = "$DAEMON_PID" ] \
+                || fail "the vramd answering on $VRAM_SOCKET is not the one \"$line\" started"
         fi
     done
     [ $n -gt 0 ] || fail "no examples found in $name"
