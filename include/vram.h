@@ -1290,6 +1290,12 @@ VRAM_API int vram_oomchain_attach_pool(vram_oomchain_t *chain, vram_pool_t *pool
  * successful step, the split that step needed (no OOM to rediscover it).
  * EINVAL for batch < 1. */
 VRAM_API int vram_oomchain_begin_step(vram_oomchain_t *chain, int batch, int *micro_batches);
+/* Every following step runs in micro-batches of at most max_samples: the
+ * batch vramd granted the job (it reserved memory for that many samples, not
+ * the whole batch). begin_step then starts at ceil(batch / max_samples)
+ * parts at least, and MICRO_BATCH doubles from there. 0 removes the limit.
+ * EINVAL for a negative max_samples. */
+VRAM_API int vram_oomchain_limit_micro_batch(vram_oomchain_t *chain, int max_samples);
 /* The step ran out of memory: applies the next strategy and says what to do.
  * Returns 0 with action->retry, or VRAM_ENOMEM when the chain is exhausted
  * (after CHECKPOINT: action->message says where it saved and how to resume).

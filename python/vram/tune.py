@@ -136,6 +136,7 @@ _PROTOTYPES = {
     "vram_oomchain_destroy": (None, [_V]),
     "vram_oomchain_attach_pool": (_I, [_V, _V]),
     "vram_oomchain_begin_step": (_I, [_V, _I, _P(_I)]),
+    "vram_oomchain_limit_micro_batch": (_I, [_V, _I]),
     "vram_oomchain_on_oom": (_I, [_V, _P(_Action)]),
     "vram_oomchain_end_step": (_I, [_V]),
     "vram_oomchain_stats": (_I, [_V, _P(_ChainStats)]),
@@ -409,6 +410,11 @@ class OOMChain(_Handle):
         parts = _I()
         check(lib.vram_oomchain_begin_step(self.handle, int(batch), ctypes.byref(parts)))
         return parts.value
+
+    def limit_micro_batch(self, max_samples):
+        """Every following step runs in micro-batches of at most max_samples
+        (the batch vramd granted); 0 or None removes the limit."""
+        check(lib.vram_oomchain_limit_micro_batch(self.handle, int(max_samples or 0)))
 
     def on_oom(self):
         """Applies the next strategy: a dict (strategy, retry, micro_batches,

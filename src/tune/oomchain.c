@@ -24,6 +24,7 @@ struct vram_oomchain {
     int pos;                      /* next entry of cfg.order to try */
     int last;                     /* strategy applied last in this step, -1 = none */
     int known_batch, known_parts; /* the split that last worked, reused for that batch */
+    int max_micro;                /* samples a part may have at most (0: any) */
 };
 
 static const char *const strategy_names[] = {"free-cache", "micro-batch", "offload", "checkpoint"};
@@ -156,6 +157,11 @@ int vram_oomchain_attach_pool(vram_oomchain_t *chain, vram_pool_t *pool)
     return rc;
 }
 
+static int parts_size(int batch, int parts)
+{
+    return (batch + parts - 1) / parts;
+}
+
 int vram_oomchain_begin_step(vram_oomchain_t *c, int batch, int *micro_batches)
 {
     if (!c) return vram_fail(VRAM_EINVAL, "OOM chain: NULL handle");
@@ -163,6 +169,8 @@ int vram_oomchain_begin_step(vram_oomchain_t *c, int batch, int *micro_batches)
     c->in_step = true;
     c->batch = batch;
     c->micro_batches = batch == c->known_batch ? c->known_parts : 1;
+    if (c->max_micro && parts_size(batch, c->micro_batches) > c->max_micro)
+        c->micro_batches = (batch + c->max_micro - 1) / c->max_micro;
     c->splits = 0;
     c->pos = 0;
     c->last = -1;
@@ -173,9 +181,13 @@ int vram_oomchain_begin_step(vram_oomchain_t *c, int batch, int *micro_batches)
     return 0;
 }
 
-static int parts_size(int batch, int parts)
+int vram_oomchain_limit_micro_batch(vram_oomchain_t *c, int max_samples)
 {
-    return (batch + parts - 1) / parts;
+    if (!c) return vram_fail(VRAM_EINVAL, "OOM chain: NULL handle");
+    if (max_samples < 0)
+        return vram_fail(VRAM_EINVAL, "OOM chain: max_samples must be >= 0, not %d", max_samples);
+    c->max_micro = max_samples;
+    return 0;
 }
 
 /* Applies strategy s; true when the step should be retried. */

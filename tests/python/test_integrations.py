@@ -59,6 +59,26 @@ def test_huggingface_trainer_under_a_real_limit(vramd):
     assert all(e["vram/job"] == d["job"] for e in d["logs"])
 
 
+def test_huggingface_trainer_starts_at_the_granted_batch(vramd):
+    """Neighbours hold all but what a quarter of the batch needs: vramd
+    grants the callback's reservation that batch (from the batch table the
+    callback sends) and reserves exactly its bytes; the Trainer runs every
+    batch as micro-batches of it from the first step, no OOM, and ends with
+    the weights of the run without vram."""
+    d, err = probe("hf-granted", socket=vramd.socket_path)
+    table = {int(b): v for b, v in d["table"].items()}
+    g = d["expected_grant"]
+    assert 1 <= g <= BATCH // 4 and table[g] < table[BATCH]
+    job = vramd.job(d["job"])
+    assert (job.state, job.granted_batch_size, job.batch_size) == ("done", g, BATCH), job
+    assert job.reserved_bytes == table[g] and job.mem_bytes == table[BATCH], job
+    assert d["ooms"] == 0 and "out of memory" not in err
+    assert d["micro_batch_sizes"] and set(d["micro_batch_sizes"]) == {g}, d["micro_batch_sizes"]
+    assert d["max_diff"] < 1e-5, d["max_diff"]
+    assert "vramd granted batch %d of %d" % (g, BATCH) in err
+    assert all(e["vram/micro_batch_size"] == g for e in d["logs"] if "vram/micro_batch_size" in e)
+
+
 def test_lightning_callback_under_a_real_limit():
     """VramCallback in a real Lightning fit (accumulate_grad_batches=2, the
     limit after the first batch): the same recovery and weights as the

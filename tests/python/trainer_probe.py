@@ -11,6 +11,7 @@ vram did.
 usage: trainer_probe.py hf|lightning|accelerate CAP_BYTES BATCH
 (MALLOC_MMAP_THRESHOLD_ set by the caller, as for rlimit_probe.py)"""
 import json
+import os
 import resource
 import sys
 
@@ -46,8 +47,21 @@ def max_diff(a, b):
     return max(float((a[k] - b[k]).abs().max()) for k in a)
 
 
+def hf_trainer(batch, out):
+    """A Trainer of gpt2() on 8 batches: 3 optimizer steps of 2 accumulated
+    batches, plain SGD at a constant rate (weights comparable across runs)."""
+    from transformers import Trainer, TrainingArguments
+    args = TrainingArguments(output_dir=out, per_device_train_batch_size=batch,
+                             gradient_accumulation_steps=2, max_steps=3, optim="sgd",
+                             learning_rate=0.5, lr_scheduler_type="constant",
+                             logging_steps=1, save_strategy="no", report_to="none",
+                             use_cpu=True, seed=0, dataloader_num_workers=0,
+                             disable_tqdm=True)
+    return Trainer(model=gpt2(), args=args, train_dataset=samples(8 * batch))
+
+
 def hf(cap, batch):
-    from transformers import Trainer, TrainerCallback, TrainingArguments
+    from transformers import TrainerCallback
 
     from vram.integrations.huggingface import attach
 
@@ -63,14 +77,8 @@ def hf(cap, batch):
                 self.done = True
 
     def train(with_vram, out):
-        model = gpt2()
-        args = TrainingArguments(output_dir=out, per_device_train_batch_size=batch,
-                                 gradient_accumulation_steps=2, max_steps=3, optim="sgd",
-                                 learning_rate=0.5, lr_scheduler_type="constant",
-                                 logging_steps=1, save_strategy="no", report_to="none",
-                                 use_cpu=True, seed=0, dataloader_num_workers=0,
-                                 disable_tqdm=True)
-        trainer = Trainer(model=model, args=args, train_dataset=samples(8 * batch))
+        trainer = hf_trainer(batch, out)
+        model = trainer.model
         cb = None
         if with_vram:
             cb = attach(trainer, memory_bytes=cap)
@@ -88,6 +96,57 @@ def hf(cap, batch):
             "job": cb.session.reservation.job.id if cb.session.reservation.job else None,
             "logs": [{k: v for k, v in e.items() if k.startswith("vram/") or k == "loss"}
                      for e in logs]}
+
+
+def hf_granted(cap, batch):
+    """attach(trainer) when vramd can grant only a quarter of the batch:
+    other jobs hold all but the batch table's bytes at batch/4 (the table
+    the callback sends, computed here from the same measurement). The
+    callback's reservation must be granted that batch and every batch must
+    run as micro-batches of it from the first step, without an OOM, and give
+    the weights of the run without vram. No memory limit here (cap unused)."""
+    from transformers import TrainerCallback
+
+    import vram
+    from vram.integrations.common import estimate_settings
+    from vram.integrations.huggingface import ANALYSIS_SAMPLES, _hf_loss, attach
+    from vram.torch.analyze import analyze
+
+    def weights(trainer):
+        return {k: v.detach().clone() for k, v in trainer.model.state_dict().items()}
+
+    ref = hf_trainer(batch, "/tmp/vram-probe-ref")
+    ref.train()
+    trainer = hf_trainer(batch, "/tmp/vram-probe-granted")
+    data = samples(ANALYSIS_SAMPLES)
+    example = {k: torch.stack([d[k] for d in data]) for k in data[0]}
+    profile = analyze(trainer.model, example, loss_fn=_hf_loss,
+                      name=type(trainer.model).__name__, device="cpu")
+    table = vram.batch_table(batch_size=batch, min_batch_size=1,
+                             **estimate_settings(profile, "cpu"))
+    granted = max(b for b in table if b <= batch // 4)
+    client = vram.Client()
+    fillers = []
+    for d in client.status()["devices"]:
+        free = d["usable_bytes"] - d["reserved_bytes"]
+        fillers.append(client.submit(mem_bytes=free - table[granted], devices=[d["index"]],
+                                     name="neighbour", pid=os.getpid()).id)
+
+    class Steps(TrainerCallback):
+        micro = []
+
+        def on_step_end(self, args, state, control, **kw):
+            self.micro.append(cb.guard.micro_batch_size)
+
+    cb = attach(trainer)
+    trainer.add_callback(Steps())
+    trainer.train()
+    job = cb.session.reservation.job
+    return {"max_diff": max_diff(weights(ref), weights(trainer)), "table": table,
+            "expected_grant": granted, "job": job.id if job else None, "ooms": cb.guard.ooms,
+            "micro_batch_sizes": Steps.micro, "fillers": fillers,
+            "logs": [{k: v for k, v in e.items() if k.startswith("vram/")}
+                     for e in trainer.state.log_history]}
 
 
 def lightning(cap, batch):
@@ -218,7 +277,7 @@ def main():
     which, cap, batch = sys.argv[1], int(sys.argv[2]), int(sys.argv[3])
     torch.set_num_threads(1)
     torch.backends.mkldnn.enabled = False  # rlimit_probe.py says why
-    run = {"hf": hf, "lightning": lightning, "lightning-finder": lightning_finder,
+    run = {"hf": hf, "hf-granted": hf_granted, "lightning": lightning, "lightning-finder": lightning_finder,
            "accelerate": accelerate}.get(which)
     if run is None:
         raise SystemExit("trainer_probe.py: unknown integration %r" % which)

@@ -308,6 +308,46 @@ static void handler_from_many_threads(void **state)
     vram_oomchain_destroy(chain);
 }
 
+/* A batch vramd granted below the step's batch: every step starts split to
+ * parts of at most that many samples; an OOM doubles from there; a split
+ * learnt finer than the limit is kept; 0 lifts the limit. No pool needed:
+ * the chain only counts. */
+static void a_granted_batch_limits_each_part(void **state)
+{
+    (void)state;
+    vram_oomchain_config_t cc;
+    vram_oomchain_config_init(&cc);
+    cc.order[0] = VRAM_OOM_MICRO_BATCH;
+    cc.norder = 1;
+    vram_oomchain_t *chain;
+    assert_int_equal(vram_oomchain_create(&cc, &chain), 0);
+    assert_int_equal(vram_oomchain_limit_micro_batch(chain, -1), VRAM_EINVAL);
+    assert_non_null(strstr(vram_last_error(), "max_samples"));
+    assert_int_equal(vram_oomchain_limit_micro_batch(chain, 5), 0);
+    int parts;
+    for (int batch = 1; batch <= 40; batch++) {
+        assert_int_equal(vram_oomchain_begin_step(chain, batch, &parts), 0);
+        assert_int_equal(parts, (batch + 4) / 5); /* the fewest parts of <= 5 */
+        assert_true((batch + parts - 1) / parts <= 5);
+        assert_int_equal(vram_oomchain_end_step(chain), 0);
+    }
+    assert_int_equal(vram_oomchain_begin_step(chain, 16, &parts), 0);
+    assert_int_equal(parts, 4);
+    vram_oom_action_t a;
+    assert_int_equal(vram_oomchain_on_oom(chain, &a), 0);
+    assert_int_equal(a.micro_batches, 8);
+    assert_int_equal(a.micro_batch_size, 2);
+    assert_int_equal(vram_oomchain_end_step(chain), 0);
+    assert_int_equal(vram_oomchain_begin_step(chain, 16, &parts), 0);
+    assert_int_equal(parts, 8); /* learnt, and finer than the limit asks */
+    assert_int_equal(vram_oomchain_end_step(chain), 0);
+    assert_int_equal(vram_oomchain_limit_micro_batch(chain, 0), 0);
+    assert_int_equal(vram_oomchain_begin_step(chain, 12, &parts), 0);
+    assert_int_equal(parts, 1);
+    assert_int_equal(vram_oomchain_end_step(chain), 0);
+    vram_oomchain_destroy(chain);
+}
+
 static void config_and_names(void **state)
 {
     (void)state;
@@ -337,6 +377,7 @@ int main(void)
         cmocka_unit_test(offload_inside_the_pool),
         cmocka_unit_test(checkpoint_and_give_up),
         cmocka_unit_test(handler_from_many_threads),
+        cmocka_unit_test(a_granted_batch_limits_each_part),
         cmocka_unit_test(config_and_names),
     };
     return cmocka_run_group_tests(tests, setup, teardown);

@@ -45,13 +45,17 @@ def predict(profile, memory_bytes=None, device=0, host=False):
                     optimizer=profile.optimizer or None, host=bool(host), **target).largest_fitting
 
 
-def estimate_bytes(profile, batch_size, device=None):
-    """The estimate's total bytes for training `profile` at batch_size; on
+def estimate_settings(profile, device=None):
+    """vram.estimate()'s arguments for training `profile` (batch aside); on
     a CPU device without the CUDA context and workspaces."""
     cpu = device is None or torch.device(device).type == "cpu"
-    return api.estimate(profile=profile, batch_size=int(batch_size),
-                        optimizer=profile.optimizer or None,
-                        overhead_bytes=0 if cpu else None).total
+    return {"profile": profile, "optimizer": profile.optimizer or None,
+            "overhead_bytes": 0 if cpu else None}
+
+
+def estimate_bytes(profile, batch_size, device=None):
+    """The estimate's total bytes for training `profile` at batch_size."""
+    return api.estimate(batch_size=int(batch_size), **estimate_settings(profile, device)).total
 
 
 class Reservation:
@@ -135,6 +139,7 @@ class Session:
     def __init__(self, zero_grad, memory_bytes=None, client=None, wait_timeout=None,
                  max_splits=3, logger=None):
         self.memory_bytes = api.parse_size(memory_bytes) if memory_bytes else None
+        self.max_splits = max_splits
         self.logger = logger or log
         self.guard = MicroBatchGuard(zero_grad, max_splits=max_splits, logger=self.logger)
         self.reservation = Reservation(client=client, wait_timeout=wait_timeout,
@@ -142,9 +147,16 @@ class Session:
         self.profile = self.predicted_batch = self.estimated_bytes = None
         self.device = None
 
-    def start(self, model, profile, batch_size, device, reserve=True, name=None):
+    def start(self, model, profile, batch_size, device, reserve=True, name=None, split=True):
         """Logs the memory analysis of `profile` at batch_size (INFO), keeps
-        the prediction and the estimate, and reserves the estimate."""
+        the prediction and the estimate, and reserves the estimate with its
+        batch table down to batch_size / 2**max_splits (the smallest
+        micro-batch the guard would run): when vramd grants a smaller
+        batch, every batch runs in micro-batches of at most the granted
+        size from the start, with accumulation, and the DataLoader's batch,
+        the effective batch and the step count stay as they are.
+        split=False (the guard does not run the steps): the estimate at
+        batch_size alone, no smaller grant."""
         dev = self.device = torch.device(device)
         self.profile = profile
         index = (dev.index or 0) if dev.type == "cuda" else 0
@@ -159,8 +171,17 @@ class Session:
         self.estimated_bytes = estimate_bytes(profile, batch_size, dev)
         self.logger.info("vram: batch %d, estimated %d bytes; the largest batch predicted to "
                          "fit is %d", batch_size, self.estimated_bytes, self.predicted_batch)
-        if reserve:
-            self.reservation.reserve(self.estimated_bytes, name=name, batch_size=batch_size)
+        if not reserve:
+            return
+        settings = dict(estimate_settings(profile, dev), batch_size=batch_size)
+        low = max(1, -(-batch_size // (1 << self.max_splits))) if split else batch_size
+        job = self.reservation.reserve(name=name, estimate=settings, min_batch_size=low)
+        granted = job.granted_batch_size if job is not None else 0
+        if 0 < granted < batch_size:
+            self.guard.limit_micro_batch(granted)
+            self.logger.warning("vram: vramd granted batch %d of %d (%d bytes): each batch "
+                                "runs as micro-batches of at most %d with accumulation",
+                                granted, batch_size, job.reserved_bytes, granted)
 
     def figures(self):
         """The vram/* figures for the trainer's log."""

@@ -7,7 +7,8 @@ attach() adds a VramCallback to the trainer and routes its training_step
 through the shared MicroBatchGuard (common.py). At the start of training
 the callback measures the model on two samples of the training set
 (vram.torch.analyze), logs the memory analysis, reserves the estimated
-memory with vramd when one answers, and adds vram's figures (vram/*) to
+memory with vramd when one answers (with the batch table: when vramd
+grants a smaller batch, each batch runs as micro-batches of it), and adds vram's figures (vram/*) to
 every log the Trainer writes. When a batch runs out of memory it is run
 again as 2, 4, ... micro-batches with gradient accumulation (the earlier
 batches of the accumulation cycle too), so every sample is trained exactly
@@ -72,8 +73,10 @@ class VramCallback(TrainerCallback):
             dev = next(model.parameters()).device
             profile = analyze(model, example, loss_fn=_hf_loss, name=type(model).__name__,
                               device="cpu" if dev.type == "cpu" else "meta")
+            # alone (no attach) the callback cannot split the Trainer's steps
             self.session.start(model, profile, args.per_device_train_batch_size, dev,
-                               reserve=self.reserve, name=args.run_name or "hf-trainer")
+                               reserve=self.reserve, name=args.run_name or "hf-trainer",
+                               split=self.trainer is not None)
 
     def on_step_end(self, args, state, control, **kwargs):
         self.guard.end_cycle()  # the optimizer stepped

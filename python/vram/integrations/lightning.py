@@ -7,8 +7,10 @@
 VramCallback: at the start of fit it measures the module on two samples of
 its training set (vram.torch.analyze, through its own training_step), logs
 the memory analysis, reserves the estimated memory with vramd when one
-answers, and logs vram's figures (vram/*) every step. Each training step
-runs through the shared MicroBatchGuard (common.py): after an
+answers (with the batch table: when vramd grants a smaller batch, each
+step runs as micro-batches of it), and logs vram's figures (vram/*) every
+step. Each training step runs through the shared MicroBatchGuard
+(common.py): after an
 out-of-memory error the batch, and the earlier batches of the
 accumulation cycle, run again as 2, 4, ... micro-batches with gradient
 accumulation, so every sample is trained exactly once and the optimizer
@@ -165,8 +167,10 @@ class VramCallback(pl.Callback):
             batch_size = int(lightning_getattr(pl_module, self.batch_arg_name))
         except AttributeError:
             batch_size = _training_loader(trainer).batch_size or 1
+        # the guard runs the steps only where setup() wrapped them
         self.session.start(pl_module, measure(trainer, pl_module), batch_size, pl_module.device,
-                           reserve=self.reserve, name=type(pl_module).__name__)
+                           reserve=self.reserve, name=type(pl_module).__name__,
+                           split=self._module is pl_module)
 
     def on_train_batch_end(self, trainer, pl_module, outputs, batch, batch_idx):
         pl_module.log_dict({k: float(v) for k, v in self.figures().items()}, on_step=True,

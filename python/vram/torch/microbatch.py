@@ -128,6 +128,13 @@ class MicroBatchGuard:
             total = total + step_piece(piece, (min(start + size, n) - start) / n)
         return total
 
+    def limit_micro_batch(self, max_samples):
+        """Runs every following batch in micro-batches of at most
+        max_samples, from its first attempt: the batch vramd granted when it
+        reserved memory for fewer samples than the batch (the chain still
+        halves them after an out-of-memory error). None removes the limit."""
+        self.chain.limit_micro_batch(max_samples)
+
     def end_cycle(self):
         """The optimizer stepped: the gradients of the kept batches are used."""
         self._cycle = []
