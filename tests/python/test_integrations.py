@@ -79,6 +79,36 @@ def test_huggingface_trainer_starts_at_the_granted_batch(vramd):
     assert all(e["vram/micro_batch_size"] == g for e in d["logs"] if "vram/micro_batch_size" in e)
 
 
+def test_session_inside_vram_run_splits_to_its_granted_batch(vramd, monkeypatch, caplog):
+    """Inside `vram run` (VRAM_JOB_ID, VRAM_BATCH_SIZE set to the granted
+    batch 8 of 32) the callbacks' session reserves nothing more and runs
+    each batch of 32 as 4 micro-batches of 8; a session that cannot split
+    the steps says the trainer's batch exceeds the grant."""
+    import torch
+
+    import vram
+    from vram.integrations.common import Session
+    from vram.torch.analyze import analyze
+
+    job = vramd.submit(mem_bytes="1GiB", batch_size=32, pid=os.getpid())
+    monkeypatch.setenv("VRAM_JOB_ID", str(job.id))
+    monkeypatch.setenv("VRAM_BATCH_SIZE", "8")
+    monkeypatch.setenv("VRAM_GRAD_ACCUM", "4")
+    model = torch.nn.Linear(4, 2)
+    profile = analyze(model, torch.randn(2, 4), loss_fn=lambda out, _: out.sum(), device="cpu")
+    for split, parts in ((True, 4), (False, 1)):
+        session = Session(lambda: None, memory_bytes="1GiB", client=vram.Client())
+        caplog.clear()
+        session.start(model, profile, 32, "cpu", split=split)
+        assert session.reservation.job is None and session.reservation.granted_batch_size == 8
+        assert session.guard.chain.begin_step(32) == parts
+        session.guard.chain.end_step()
+        said = "vramd granted batch 8 but the trainer runs 32" in caplog.text
+        assert said is not split, caplog.text
+        session.finish()
+    assert [j.id for j in vramd.jobs()] == [job.id]
+
+
 def test_lightning_callback_under_a_real_limit():
     """VramCallback in a real Lightning fit (accumulate_grad_batches=2, the
     limit after the first batch): the same recovery and weights as the

@@ -107,6 +107,14 @@ class Reservation:
                          self.job.reserved_bytes, self.job.devices, self.job.id)
         return self.job
 
+    @property
+    def granted_batch_size(self):
+        """The batch vramd granted: the reserved job's, or inside `vram run`
+        what it set in VRAM_BATCH_SIZE; None when nothing was granted."""
+        if self.job is not None:
+            return self.job.granted_batch_size or None
+        return self.env_job.batch_size if self.env_job is not None else None
+
     def release(self, peak, failed=None):
         """Reports the peak and ends the reservation (done, or failed with
         the error); problems are logged, the training's result stands."""
@@ -175,13 +183,17 @@ class Session:
             return
         settings = dict(estimate_settings(profile, dev), batch_size=batch_size)
         low = max(1, -(-batch_size // (1 << self.max_splits))) if split else batch_size
-        job = self.reservation.reserve(name=name, estimate=settings, min_batch_size=low)
-        granted = job.granted_batch_size if job is not None else 0
-        if 0 < granted < batch_size:
+        self.reservation.reserve(name=name, estimate=settings, min_batch_size=low)
+        granted = self.reservation.granted_batch_size
+        if granted and granted < batch_size and split:
             self.guard.limit_micro_batch(granted)
-            self.logger.warning("vram: vramd granted batch %d of %d (%d bytes): each batch "
-                                "runs as micro-batches of at most %d with accumulation",
-                                granted, batch_size, job.reserved_bytes, granted)
+            self.logger.warning("vram: vramd granted batch %d of %d: each batch runs as "
+                                "micro-batches of at most %d with accumulation", granted,
+                                batch_size, granted)
+        elif granted and granted < batch_size:
+            self.logger.warning("vram: vramd granted batch %d but the trainer runs %d: use a "
+                                "batch of %d (VRAM_BATCH_SIZE) or let vram split the steps",
+                                granted, batch_size, granted)
 
     def figures(self):
         """The vram/* figures for the trainer's log."""
