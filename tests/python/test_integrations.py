@@ -59,13 +59,15 @@ def test_huggingface_trainer_under_a_real_limit(vramd):
     assert all(e["vram/job"] == d["job"] for e in d["logs"])
 
 
-def test_huggingface_trainer_starts_at_the_granted_batch(vramd):
+@pytest.mark.parametrize("trainer", ["hf", "lightning"])
+def test_trainer_starts_at_the_granted_batch(vramd, trainer):
     """Neighbours hold all but what a quarter of the batch needs: vramd
     grants the callback's reservation that batch (from the batch table the
-    callback sends) and reserves exactly its bytes; the Trainer runs every
-    batch as micro-batches of it from the first step, no OOM, and ends with
-    the weights of the run without vram."""
-    d, err = probe("hf-granted", socket=vramd.socket_path)
+    callback sends) and reserves exactly its bytes; the Trainer (Hugging
+    Face through attach(), Lightning's VramCallback) runs every batch as
+    micro-batches of it from the first step, no OOM, and ends with the
+    weights of the run without vram."""
+    d, err = probe(trainer + "-granted", socket=vramd.socket_path)
     table = {int(b): v for b, v in d["table"].items()}
     g = d["expected_grant"]
     assert 1 <= g <= BATCH // 4 and table[g] < table[BATCH]

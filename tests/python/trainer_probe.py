@@ -98,6 +98,26 @@ def hf(cap, batch):
                      for e in logs]}
 
 
+def leave_room_for_a_quarter(profile, batch):
+    """Neighbour jobs (this process's, released when it ends) hold all of
+    every GPU but the bytes the batch table of `profile` (the table the
+    callbacks send) gives at the largest batch <= batch/4. Returns the
+    table, that batch and the neighbours' job ids."""
+    import vram
+    from vram.integrations.common import estimate_settings
+
+    table = vram.batch_table(batch_size=batch, min_batch_size=1,
+                             **estimate_settings(profile, "cpu"))
+    granted = max(b for b in table if b <= batch // 4)
+    client = vram.Client()
+    fillers = []
+    for d in client.status()["devices"]:
+        free = d["usable_bytes"] - d["reserved_bytes"]
+        fillers.append(client.submit(mem_bytes=free - table[granted], devices=[d["index"]],
+                                     name="neighbour", pid=os.getpid()).id)
+    return table, granted, fillers
+
+
 def hf_granted(cap, batch):
     """attach(trainer) when vramd can grant only a quarter of the batch:
     other jobs hold all but the batch table's bytes at batch/4 (the table
@@ -107,8 +127,6 @@ def hf_granted(cap, batch):
     the weights of the run without vram. No memory limit here (cap unused)."""
     from transformers import TrainerCallback
 
-    import vram
-    from vram.integrations.common import estimate_settings
     from vram.integrations.huggingface import ANALYSIS_SAMPLES, _hf_loss, attach
     from vram.torch.analyze import analyze
 
@@ -122,15 +140,7 @@ def hf_granted(cap, batch):
     example = {k: torch.stack([d[k] for d in data]) for k in data[0]}
     profile = analyze(trainer.model, example, loss_fn=_hf_loss,
                       name=type(trainer.model).__name__, device="cpu")
-    table = vram.batch_table(batch_size=batch, min_batch_size=1,
-                             **estimate_settings(profile, "cpu"))
-    granted = max(b for b in table if b <= batch // 4)
-    client = vram.Client()
-    fillers = []
-    for d in client.status()["devices"]:
-        free = d["usable_bytes"] - d["reserved_bytes"]
-        fillers.append(client.submit(mem_bytes=free - table[granted], devices=[d["index"]],
-                                     name="neighbour", pid=os.getpid()).id)
+    table, granted, fillers = leave_room_for_a_quarter(profile, batch)
 
     class Steps(TrainerCallback):
         micro = []
@@ -138,7 +148,7 @@ def hf_granted(cap, batch):
         def on_step_end(self, args, state, control, **kw):
             self.micro.append(cb.guard.micro_batch_size)
 
-    cb = attach(trainer)
+    cb = attach(trainer, wait_timeout=5)  # granted at once, or the test fails
     trainer.add_callback(Steps())
     trainer.train()
     job = cb.session.reservation.job
@@ -181,6 +191,47 @@ def lightning(cap, batch):
             "micro_batch_size": cb.guard.micro_batch_size, "ooms": cb.guard.ooms,
             "predicted": cb.session.predicted_batch, "job": cb.session.reservation.job.id
             if cb.session.reservation.job else None, "metrics": metrics}
+
+
+def lightning_granted(cap, batch):
+    """VramCallback in a Lightning fit when vramd can grant only a quarter
+    of the batch (as hf_granted: a callback before it measures the module
+    as VramCallback does and lets neighbours hold the rest)."""
+    import lightning.pytorch as pl
+
+    from vram.integrations.lightning import VramCallback, measure
+
+    LitLM = _lit_module()
+    seen = {}
+
+    class Neighbours(pl.Callback):
+        def on_fit_start(self, trainer, module):
+            seen["table"], seen["granted"], seen["fillers"] = leave_room_for_a_quarter(
+                measure(trainer, module), batch)
+
+    class Steps(pl.Callback):
+        micro = []
+
+        def on_train_batch_end(self, trainer, module, outputs, b, batch_idx):
+            self.micro.append(cb.guard.micro_batch_size)
+
+    def fit(callbacks):
+        module = LitLM(batch)
+        trainer = pl.Trainer(accelerator="cpu", devices=1, max_steps=3,
+                             accumulate_grad_batches=2, logger=False, callbacks=callbacks,
+                             enable_checkpointing=False, enable_progress_bar=False,
+                             enable_model_summary=False, num_sanity_val_steps=0)
+        trainer.fit(module)
+        return {k: v.detach().clone() for k, v in module.model.state_dict().items()}
+
+    ref = fit([])
+    cb = VramCallback(wait_timeout=5)  # granted at once, or the test fails
+    got = fit([Neighbours(), cb, Steps()])
+    job = cb.session.reservation.job
+    return {"max_diff": max_diff(ref, got), "table": seen["table"],
+            "expected_grant": seen["granted"], "job": job.id if job else None,
+            "ooms": cb.guard.ooms, "micro_batch_sizes": Steps.micro, "fillers": seen["fillers"],
+            "logs": []}
 
 
 def _lit_module():
@@ -277,7 +328,8 @@ def main():
     which, cap, batch = sys.argv[1], int(sys.argv[2]), int(sys.argv[3])
     torch.set_num_threads(1)
     torch.backends.mkldnn.enabled = False  # rlimit_probe.py says why
-    run = {"hf": hf, "hf-granted": hf_granted, "lightning": lightning, "lightning-finder": lightning_finder,
+    run = {"hf": hf, "hf-granted": hf_granted, "lightning": lightning,
+           "lightning-granted": lightning_granted, "lightning-finder": lightning_finder,
            "accelerate": accelerate}.get(which)
     if run is None:
         raise SystemExit("trainer_probe.py: unknown integration %r" % which)
