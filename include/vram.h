@@ -657,6 +657,9 @@ typedef struct {
     int64_t codevector_dim, codevector_groups, codevectors_per_group, proj_codevector_dim;
     int64_t num_negatives; /* wav2vec2 ForPreTraining: distractors per masked frame */
     uint8_t sdpa_saves;    /* VRAM_SDPA_* bits: what SDPA keeps beyond q, k, v, output */
+    /* VRAM_FAMILY_PROFILE: the parameter gradients backward has made by its
+     * peak, part of profile_bwd_*; not made again when gradients are kept */
+    uint64_t profile_bwd_grads;
 } vram_model_t;
 
 /* How a family calls scaled_dot_product_attention, which decides what the

@@ -4,7 +4,9 @@ over one plain forward + loss + backward (torch.profiler's memory events,
 vram.torch.analyze.allocated_peak_bytes), with the parameter gradients
 absent before (set_to_none, PyTorch 2's default) and kept (zeros), the
 activations saved for backward, and the profile's saved activations plus
-step bytes at that batch. The measurement behind issue 23's ResNet-18
+step bytes at that batch, as they are (gradients None) and less the
+gradients backward had made by its peak (kept: the planner counts every
+gradient already). The measurement behind issue 23's ResNet-18
 prediction (bench/RESULTS.md). Same settings as bench_trainers.py (one
 thread, oneDNN and NNPACK off).
 
@@ -35,8 +37,8 @@ def main(name, batches):
                       forward=forward, optimizer="adamw", name=name)
     grads = sum(p.numel() * p.element_size() for p in model.parameters())
     print("%s: parameter gradients %.1f MB; MB at each batch:" % (name, grads / MB))
-    print("%6s %9s %14s %14s %15s" % ("batch", "saved", "peak (None)", "peak (zeros)",
-                                      "profile says"))
+    print("%6s %9s %14s %14s %15s %15s" % ("batch", "saved", "peak (None)", "peak (zeros)",
+                                           "profile (None)", "profile (kept)"))
     model.train()
     for b in batches:
         batch = default_collate([sample(i) for i in range(b)])
@@ -50,8 +52,9 @@ def main(name, batches):
             peaks.append(allocated_peak_bytes(step))
         saved = saved_activation_bytes(model, batch, loss_fn, forward)[0]
         said = prof.activation_bytes_at(b) + prof.backward_bytes_at(b)
-        print("%6d %9.1f %14.1f %14.1f %15.1f" % (b, saved / MB, peaks[0] / MB, peaks[1] / MB,
-                                                  said / MB), flush=True)
+        kept = said - prof.backward_gradient_bytes  # what the planner counts when kept
+        print("%6d %9.1f %14.1f %14.1f %15.1f %15.1f" % (
+            b, saved / MB, peaks[0] / MB, peaks[1] / MB, said / MB, kept / MB), flush=True)
 
 
 if __name__ == "__main__":

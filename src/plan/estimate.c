@@ -394,15 +394,21 @@ typedef struct {
     double layer, chain; /* one layer's gradients in flight; the loss's chain */
 } backward_t;
 
-static backward_t backward_temps(const vram_model_t *m, const vram_arch_shape_t *sh)
+static backward_t backward_temps(const vram_model_t *m, const vram_arch_shape_t *sh,
+                                 bool grads_kept)
 {
     backward_t r = {0, 0};
     if (m->family == VRAM_FAMILY_PROFILE) {
         /* measured (vram.torch.analyze): what backward holds at once beyond
-         * the saved activations, in the profile's dtype */
+         * the saved activations, in the profile's dtype, with the parameter
+         * gradients absent before; kept gradients (counted whole by the
+         * caller) are added into, so those it made by its peak are not
+         * made again */
         double scale = m->profile_dtype_bytes > 0 ? sh->mm / m->profile_dtype_bytes : 1;
-        r.chain = scale * ((double)m->profile_bwd_per_sample * (double)sh->batch +
-                           (double)m->profile_bwd_fixed);
+        double made = (double)m->profile_bwd_per_sample * (double)sh->batch +
+                      (double)m->profile_bwd_fixed,
+               grads = grads_kept ? (double)m->profile_bwd_grads : 0;
+        r.chain = scale * (made > grads ? made - grads : 0);
         return r;
     }
     if (m->hidden_size <= 0 || m->family == VRAM_FAMILY_LSTM || m->family == VRAM_FAMILY_GRU ||
@@ -738,10 +744,11 @@ static int estimate(const vram_model_t *m, const vram_estimate_config_t *c, vram
      * layer's gradients are in flight the head's tensors are freed (except
      * logits a benchmark's output still references), and with
      * checkpointing that layer's recomputed activations exist. */
+    bool grads_kept = c->grads_kept || c->accumulation_steps > 1;
     backward_t bt = {0, 0};
     double recompute = 0, head = 0;
     if (train) {
-        bt = backward_temps(m, &shape);
+        bt = backward_temps(m, &shape, grads_kept);
         if (vram_arch_has_layers(m)) {
             double tokens = (double)c->batch_size * (double)seq;
             if (m->family == VRAM_FAMILY_WAV2VEC2)
@@ -775,7 +782,6 @@ static int estimate(const vram_model_t *m, const vram_estimate_config_t *c, vram
      * micro-batch), at its end (every gradient, one layer's chain) or in the
      * optimizer step (gradients, states, the step's intermediates). */
     double fixed = pm.params + buffers + pm.states + work;
-    bool grads_kept = c->grads_kept || c->accumulation_steps > 1;
     double at_bwd = fixed + pm.cache + live_acts + bwd + (grads_kept ? pm.grads : 0);
     double at_end = fixed + pm.cache + pm.grads + bt.layer + pm.dequant;
     double at_step = fixed + pm.grads + opt;

@@ -300,6 +300,7 @@ static const profile_field_t profile_fields[] = {
     {"backward_bytes_per_sample", false, VRAM_MAX_BYTES,
      offsetof(vram_model_t, profile_bwd_per_sample)},
     {"backward_bytes_fixed", false, VRAM_MAX_BYTES, offsetof(vram_model_t, profile_bwd_fixed)},
+    {"backward_gradient_bytes", false, VRAM_MAX_BYTES, offsetof(vram_model_t, profile_bwd_grads)},
 };
 
 static int read_profile(json_t *root, const char *origin, vram_model_t *m)

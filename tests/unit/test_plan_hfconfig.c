@@ -242,6 +242,31 @@ static void profiles(void **state)
                                                   "p", &m),
                      0);
     assert_int_equal(m.profile_dtype_bytes, 2);
+
+    /* backward's bytes, of which gradients: taken out when gradients are
+     * kept (accumulation, zero_grad zeros), never below 0, kept otherwise */
+    assert_int_equal(vram_model_from_profile_json("{\"parameters\": 1000, "
+                                                  "\"activation_bytes_per_sample\": 100, "
+                                                  "\"backward_bytes_per_sample\": 50, "
+                                                  "\"backward_bytes_fixed\": 3000, "
+                                                  "\"backward_gradient_bytes\": 2500}",
+                                                  "p", &m),
+                     0);
+    assert_int_equal(m.profile_bwd_grads, 2500);
+    vram_estimate_config_init(&c);
+    c.batch_size = 4;
+    assert_int_equal(vram_estimate(&m, &c, &e), 0);
+    assert_int_equal(e.backward_temps, 3200);
+    c.accumulation_steps = 2;
+    assert_int_equal(vram_estimate(&m, &c, &e), 0);
+    assert_int_equal(e.backward_temps, 700);
+    c.accumulation_steps = 1;
+    c.grads_kept = true;
+    assert_int_equal(vram_estimate(&m, &c, &e), 0);
+    assert_int_equal(e.backward_temps, 700);
+    m.profile_bwd_grads = 5000; /* more than backward's bytes: nothing left, not negative */
+    assert_int_equal(vram_estimate(&m, &c, &e), 0);
+    assert_int_equal(e.backward_temps, 0);
 }
 
 /* A JSON config of `type` with the fields of `body` (no braces). */
@@ -437,10 +462,9 @@ static void profile_values_are_bounded(void **state)
         const char *field;
         long long limit;
     } cases[] = {
-        {"parameters", 10000000000000ll},
-        {"activation_bytes_per_sample", 1ll << 60},
-        {"activation_bytes_fixed", 1ll << 60},
-        {"buffers_bytes", 1ll << 60},
+        {"parameters", 10000000000000ll},       {"activation_bytes_per_sample", 1ll << 60},
+        {"activation_bytes_fixed", 1ll << 60},  {"buffers_bytes", 1ll << 60},
+        {"backward_gradient_bytes", 1ll << 60},
     };
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
         for (int over = 0; over <= 1; over++) {

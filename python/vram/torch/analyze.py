@@ -16,6 +16,9 @@ What is measured, by running real training steps:
   transients). The parameters' gradients are absent before (None), as
   zero_grad(set_to_none=True), PyTorch 2's default, leaves them: backward
   makes them while the earlier layers' activations are still saved;
+- the same at b2 with the gradients of the step before kept (accumulation):
+  what the step then holds less is the gradients backward had made by its
+  peak (backward_gradient_bytes), which the planner counts once;
 - gradients of trainable parameters after backward, and optimizer states
   after one step of the real optimizer (unique storages).
 The module's weights, gradients and mode are restored afterwards."""
@@ -53,6 +56,10 @@ class Profile:
     # read by the planner as the backward pass's transient memory
     backward_bytes_per_sample: int = 0
     backward_bytes_fixed: int = 0
+    # the parameter gradients backward has made by its peak (part of the
+    # above): when gradients are kept from an earlier micro-batch the
+    # planner counts them all already, and backward adds into them
+    backward_gradient_bytes: int = 0
     batch_sizes: List[int] = field(default_factory=list)
     activation_bytes: List[int] = field(default_factory=list)  # measured, per batch size
     backward_bytes: List[int] = field(default_factory=list)  # at b1, b2 and 4 * b2
@@ -341,8 +348,8 @@ def analyze(model, example_batch, loss_fn=None, optimizer="adamw", precision="fp
         optimizer_state_bytes=measured["state_bytes"],
         input_bytes_per_sample=(measured["inputs"][1] - measured["inputs"][0]) // (b2 - b1),
         backward_bytes_per_sample=bwd_per_sample, backward_bytes_fixed=bwd_fixed,
-        batch_sizes=[b1, b2], activation_bytes=measured["acts"],
-        backward_bytes=measured["bwds"], device=device)
+        backward_gradient_bytes=measured["bwd_grads"], batch_sizes=[b1, b2],
+        activation_bytes=measured["acts"], backward_bytes=measured["bwds"], device=device)
 
 
 def _measure_restoring(model, example_batch, loss_fn, forward, optimizer, sizes):
@@ -385,6 +392,11 @@ def _measure(model, example_batch, loss_fn, forward, optimizer, sizes, place, pe
             inputs.append(nbytes)
             acts.append(act)
         bwds.append(extra)
+    # at b2 again with the gradients of the last step kept (accumulation,
+    # set_to_none=False): backward adds into them, so the step holds less
+    # beyond its saved activations by the gradients it made by its peak
+    _, kept, _ = step_bytes(model, lambda: place(resize_batch(example_batch, sizes[1])),
+                            loss_fn, forward, peak_bytes)
     grads = dict(storage_of(p.grad) for p in trainable if p.grad is not None)
     opt = make_optimizer(optimizer, trainable)
     opt.step()
@@ -395,7 +407,7 @@ def _measure(model, example_batch, loss_fn, forward, optimizer, sizes, place, pe
                 key, n = storage_of(t)
                 states[key] = n
     return {"acts": acts, "bwds": bwds, "inputs": inputs, "grad_bytes": sum(grads.values()),
-            "state_bytes": sum(states.values())}
+            "state_bytes": sum(states.values()), "bwd_grads": max(0, bwds[1] - kept)}
 
 
 def _line(measured, b1, b2):
