@@ -170,7 +170,7 @@ int vram_oomchain_begin_step(vram_oomchain_t *c, int batch, int *micro_batches)
     c->batch = batch;
     c->micro_batches = batch == c->known_batch ? c->known_parts : 1;
     if (c->max_micro && parts_size(batch, c->micro_batches) > c->max_micro)
-        c->micro_batches = (batch + c->max_micro - 1) / c->max_micro;
+        c->micro_batches = parts_size(batch, c->max_micro); /* the fewest parts of <= max_micro */
     c->splits = 0;
     c->pos = 0;
     c->last = -1;

@@ -47,6 +47,10 @@ def max_diff(a, b):
     return max(float((a[k] - b[k]).abs().max()) for k in a)
 
 
+def weights_of(model):
+    return {k: v.detach().clone() for k, v in model.state_dict().items()}
+
+
 def hf_trainer(batch, out):
     """A Trainer of gpt2() on 8 batches: 3 optimizer steps of 2 accumulated
     batches, plain SGD at a constant rate (weights comparable across runs)."""
@@ -85,8 +89,7 @@ def hf(cap, batch):
             trainer.add_callback(Cap())
         trainer.train()
         set_cap(None)
-        weights = {k: v.detach().clone() for k, v in model.state_dict().items()}
-        return weights, trainer.state.log_history, cb
+        return weights_of(model), trainer.state.log_history, cb
 
     ref, _, _ = train(False, "/tmp/vram-probe-ref")
     got, logs, cb = train(True, "/tmp/vram-probe-vram")
@@ -127,20 +130,16 @@ def hf_granted(cap, batch):
     the weights of the run without vram. No memory limit here (cap unused)."""
     from transformers import TrainerCallback
 
-    from vram.integrations.huggingface import ANALYSIS_SAMPLES, _hf_loss, attach
-    from vram.torch.analyze import analyze
+    from vram.integrations.huggingface import attach, measure
 
-    def weights(trainer):
-        return {k: v.detach().clone() for k, v in trainer.model.state_dict().items()}
+    seen = {}
 
-    ref = hf_trainer(batch, "/tmp/vram-probe-ref")
-    ref.train()
-    trainer = hf_trainer(batch, "/tmp/vram-probe-granted")
-    data = samples(ANALYSIS_SAMPLES)
-    example = {k: torch.stack([d[k] for d in data]) for k in data[0]}
-    profile = analyze(trainer.model, example, loss_fn=_hf_loss,
-                      name=type(trainer.model).__name__, device="cpu")
-    table, granted, fillers = leave_room_for_a_quarter(profile, batch)
+    class Neighbours(TrainerCallback):
+        """Before vram's callback: measures the model as it does."""
+        def on_train_begin(self, args, state, control, model=None, train_dataloader=None,
+                           **kw):
+            seen["table"], seen["granted"], seen["fillers"] = leave_room_for_a_quarter(
+                measure(model, train_dataloader), batch)
 
     class Steps(TrainerCallback):
         micro = []
@@ -148,15 +147,30 @@ def hf_granted(cap, batch):
         def on_step_end(self, args, state, control, **kw):
             self.micro.append(cb.guard.micro_batch_size)
 
+    ref = hf_trainer(batch, "/tmp/vram-probe-ref")
+    ref.train()
+    trainer = hf_trainer(batch, "/tmp/vram-probe-granted")
+    trainer.add_callback(Neighbours())
     cb = attach(trainer, wait_timeout=5)  # granted at once, or the test fails
     trainer.add_callback(Steps())
     trainer.train()
     job = cb.session.reservation.job
-    return {"max_diff": max_diff(weights(ref), weights(trainer)), "table": table,
-            "expected_grant": granted, "job": job.id if job else None, "ooms": cb.guard.ooms,
-            "micro_batch_sizes": Steps.micro, "fillers": fillers,
+    return {"max_diff": max_diff(weights_of(ref.model), weights_of(trainer.model)),
+            "table": seen["table"], "expected_grant": seen["granted"],
+            "job": job.id if job else None, "ooms": cb.guard.ooms,
+            "micro_batch_sizes": Steps.micro, "fillers": seen["fillers"],
             "logs": [{k: v for k, v in e.items() if k.startswith("vram/")}
                      for e in trainer.state.log_history]}
+
+
+def lightning_trainer(callbacks):
+    """A Lightning Trainer of 3 optimizer steps of 2 accumulated batches on
+    the CPU, nothing but the fit (as hf_trainer)."""
+    import lightning.pytorch as pl
+    return pl.Trainer(accelerator="cpu", devices=1, max_steps=3, accumulate_grad_batches=2,
+                      logger=False, callbacks=callbacks, enable_checkpointing=False,
+                      enable_progress_bar=False, enable_model_summary=False,
+                      num_sanity_val_steps=0)
 
 
 def lightning(cap, batch):
@@ -175,15 +189,11 @@ def lightning(cap, batch):
     def train(with_vram):
         module = LitLM(batch)
         cbs = [VramCallback(memory_bytes=cap), Cap()] if with_vram else []
-        trainer = pl.Trainer(accelerator="cpu", devices=1, max_steps=3,
-                             accumulate_grad_batches=2, logger=False, callbacks=cbs,
-                             enable_checkpointing=False, enable_progress_bar=False,
-                             enable_model_summary=False, num_sanity_val_steps=0)
+        trainer = lightning_trainer(cbs)
         trainer.fit(module)
         set_cap(None)
-        weights = {k: v.detach().clone() for k, v in module.model.state_dict().items()}
         metrics = {k: float(v) for k, v in trainer.callback_metrics.items()}
-        return weights, metrics, cbs[0] if cbs else None
+        return weights_of(module.model), metrics, cbs[0] if cbs else None
 
     ref, _, _ = train(False)
     got, metrics, cb = train(True)
@@ -217,12 +227,8 @@ def lightning_granted(cap, batch):
 
     def fit(callbacks):
         module = LitLM(batch)
-        trainer = pl.Trainer(accelerator="cpu", devices=1, max_steps=3,
-                             accumulate_grad_batches=2, logger=False, callbacks=callbacks,
-                             enable_checkpointing=False, enable_progress_bar=False,
-                             enable_model_summary=False, num_sanity_val_steps=0)
-        trainer.fit(module)
-        return {k: v.detach().clone() for k, v in module.model.state_dict().items()}
+        lightning_trainer(callbacks).fit(module)
+        return weights_of(module.model)
 
     ref = fit([])
     cb = VramCallback(wait_timeout=5)  # granted at once, or the test fails

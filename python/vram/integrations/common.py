@@ -185,12 +185,14 @@ class Session:
         low = max(1, -(-batch_size // (1 << self.max_splits))) if split else batch_size
         self.reservation.reserve(name=name, estimate=settings, min_batch_size=low)
         granted = self.reservation.granted_batch_size
-        if granted and granted < batch_size and split:
+        if not granted or granted >= batch_size:
+            return
+        if split:
             self.guard.limit_micro_batch(granted)
             self.logger.warning("vram: vramd granted batch %d of %d: each batch runs as "
                                 "micro-batches of at most %d with accumulation", granted,
                                 batch_size, granted)
-        elif granted and granted < batch_size:
+        else:
             self.logger.warning("vram: vramd granted batch %d but the trainer runs %d: use a "
                                 "batch of %d (VRAM_BATCH_SIZE) or let vram split the steps",
                                 granted, batch_size, granted)

@@ -8,8 +8,8 @@ through the shared MicroBatchGuard (common.py). At the start of training
 the callback measures the model on two samples of the training set
 (vram.torch.analyze), logs the memory analysis, reserves the estimated
 memory with vramd when one answers (with the batch table: when vramd
-grants a smaller batch, each batch runs as micro-batches of it), and adds vram's figures (vram/*) to
-every log the Trainer writes. When a batch runs out of memory it is run
+grants a smaller batch, each batch runs as micro-batches of it), and adds
+vram's figures (vram/*) to every log the Trainer writes. When a batch runs out of memory it is run
 again as 2, 4, ... micro-batches with gradient accumulation (the earlier
 batches of the accumulation cycle too), so every sample is trained exactly
 once and the optimizer sees the same gradient. The DataLoader's batch,
@@ -36,6 +36,16 @@ def _hf_loss(output, batch):
     if loss is None:
         raise ValueError("vram: the model returned no loss; give the batches labels")
     return loss
+
+
+def measure(model, train_dataloader):
+    """analyze() of `model` on the first samples of its training DataLoader
+    (on the meta device when the model is on a GPU)."""
+    dataset, collate = train_dataloader.dataset, train_dataloader.collate_fn
+    example = collate([dataset[i] for i in range(min(ANALYSIS_SAMPLES, len(dataset)))])
+    dev = next(model.parameters()).device
+    return analyze(model, example, loss_fn=_hf_loss, name=type(model).__name__,
+                   device="cpu" if dev.type == "cpu" else "meta")
 
 
 class VramCallback(TrainerCallback):
@@ -68,13 +78,10 @@ class VramCallback(TrainerCallback):
         self._model = model
         self.session.device = args.device
         if self.analysis and model is not None and train_dataloader is not None:
-            dataset, collate = train_dataloader.dataset, train_dataloader.collate_fn
-            example = collate([dataset[i] for i in range(min(ANALYSIS_SAMPLES, len(dataset)))])
             dev = next(model.parameters()).device
-            profile = analyze(model, example, loss_fn=_hf_loss, name=type(model).__name__,
-                              device="cpu" if dev.type == "cpu" else "meta")
             # alone (no attach) the callback cannot split the Trainer's steps
-            self.session.start(model, profile, args.per_device_train_batch_size, dev,
+            self.session.start(model, measure(model, train_dataloader),
+                               args.per_device_train_batch_size, dev,
                                reserve=self.reserve, name=args.run_name or "hf-trainer",
                                split=self.trainer is not None)
 
@@ -135,4 +142,4 @@ def attach(trainer, **options):
     return cb
 
 
-__all__ = ["VramCallback", "attach"]
+__all__ = ["VramCallback", "attach", "measure"]
